@@ -1,0 +1,39 @@
+/* cli.h — one entry point per subcommand; main.c dispatches on argv[1].
+ *
+ * Each tg_cmd_<name>(argc, argv) receives argv with argv[0] = the subcommand name
+ * and returns the process exit status. Shared exit codes below; a subcommand may
+ * define more (check: 3 DENY, 4 SILENCE) and documents them in its usage text.
+ */
+#ifndef TRIGGUARD_CLI_H
+#define TRIGGUARD_CLI_H
+
+#include <stdio.h>
+
+enum {
+    TG_EXIT_OK = 0,
+    TG_EXIT_FAIL = 1,   /* a definite "no": INVALID receipt, failed check */
+    TG_EXIT_USAGE = 2,  /* bad input or usage: nothing usable was produced */
+    TG_EXIT_DENY = 3,   /* check: DENY */
+    TG_EXIT_SILENCE = 4 /* check: SILENCE */
+};
+
+typedef int (*tg_cmd_fn)(int argc, char **argv);
+
+/* Reads all of `f` (at most `max` bytes) into a new NUL-terminated heap buffer.
+ * Returns NULL (and prints why on stderr, naming `what`) on error or overflow. */
+char *tg_cli_read_all(FILE *f, size_t max, size_t *len_out, const char *what);
+
+/* Same for a path; "-" means stdin. */
+char *tg_cli_read_file(const char *path, size_t max, size_t *len_out);
+
+int tg_cmd_canon(int argc, char **argv);
+int tg_cmd_keygen(int argc, char **argv);
+int tg_cmd_keys(int argc, char **argv);
+int tg_cmd_receipt(int argc, char **argv);
+int tg_cmd_verify(int argc, char **argv);
+int tg_cmd_check(int argc, char **argv);
+int tg_cmd_policy(int argc, char **argv);
+int tg_cmd_serve(int argc, char **argv);
+int tg_cmd_ledger(int argc, char **argv);
+
+#endif /* TRIGGUARD_CLI_H */

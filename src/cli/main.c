@@ -1,0 +1,115 @@
+/* main.c — the trigguard binary: dispatch argv[1] to its subcommand. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "trigguard/version.h"
+
+typedef struct {
+    const char *name;
+    tg_cmd_fn fn;
+    const char *summary;
+} tg_cmd_entry_t;
+
+/* Subcommands in the order `trigguard --help` lists them. */
+static const tg_cmd_entry_t tg_commands[] = {
+    {NULL, NULL, NULL},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: trigguard <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; tg_commands[i].name != NULL; i++) {
+        fprintf(out, "  %-10s %s\n", tg_commands[i].name, tg_commands[i].summary);
+    }
+    fprintf(out, "  %-10s %s\n", "version", "print the version (also --version)");
+    fprintf(out, "\n`trigguard <command> --help` describes each command.\n");
+}
+
+char *tg_cli_read_all(FILE *f, size_t max, size_t *len_out, const char *what) {
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    if (buf == NULL) {
+        fprintf(stderr, "trigguard: out of memory reading %s\n", what);
+        return NULL;
+    }
+    for (;;) {
+        if (len == cap - 1) {
+            if (cap - 1 >= max) {
+                fprintf(stderr, "trigguard: %s is larger than %zu bytes\n", what, max);
+                free(buf);
+                return NULL;
+            }
+            size_t ncap = cap * 2;
+            char *n = realloc(buf, ncap);
+            if (n == NULL) {
+                fprintf(stderr, "trigguard: out of memory reading %s\n", what);
+                free(buf);
+                return NULL;
+            }
+            buf = n;
+            cap = ncap;
+        }
+        size_t want = cap - 1 - len;
+        size_t got = fread(buf + len, 1, want, f);
+        len += got;
+        if (got < want) {
+            if (ferror(f)) {
+                fprintf(stderr, "trigguard: read error on %s\n", what);
+                free(buf);
+                return NULL;
+            }
+            break;
+        }
+    }
+    if (len > max) {
+        fprintf(stderr, "trigguard: %s is larger than %zu bytes\n", what, max);
+        free(buf);
+        return NULL;
+    }
+    buf[len] = '\0';
+    if (len_out != NULL) {
+        *len_out = len;
+    }
+    return buf;
+}
+
+char *tg_cli_read_file(const char *path, size_t max, size_t *len_out) {
+    if (strcmp(path, "-") == 0) {
+        return tg_cli_read_all(stdin, max, len_out, "standard input");
+    }
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        fprintf(stderr, "trigguard: cannot open %s: ", path);
+        perror(NULL);
+        return NULL;
+    }
+    char *buf = tg_cli_read_all(f, max, len_out, path);
+    fclose(f);
+    return buf;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return TG_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("trigguard %s (protocol %s, commit %s)\n", TG_VERSION, TG_PROTOCOL_VERSION,
+               TG_GIT_COMMIT);
+        return TG_EXIT_OK;
+    }
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return TG_EXIT_OK;
+    }
+    for (size_t i = 0; tg_commands[i].name != NULL; i++) {
+        if (strcmp(cmd, tg_commands[i].name) == 0) {
+            return tg_commands[i].fn(argc - 1, argv + 1);
+        }
+    }
+    fprintf(stderr, "trigguard: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return TG_EXIT_USAGE;
+}
