@@ -74,6 +74,14 @@ typedef enum tg_err {
         TG_ERR__COUNT
 } tg_err_t;
 
+/* Discards a TG_MUST_USE result on purpose (gcc ignores a plain (void) cast). Use
+ * only where the failure has no better handling, and say why next to it. */
+#define TG_IGNORE(expr)                                                                            \
+    do {                                                                                           \
+        tg_err_t tg_ignored_ = (expr);                                                             \
+        (void)tg_ignored_;                                                                         \
+    } while (0)
+
 /* Static English text for an error; never NULL (unknown values give "unknown error"). */
 const char *tg_strerror(tg_err_t e);
 

@@ -1,0 +1,98 @@
+/* config.h — the daemon's configuration: one table, one parser, one immutable result.
+ *
+ * Every option is described once in src/core/config.c as
+ * {flag, env, type, default, min, max, help}; `serve --help`, `--print-config`
+ * and validation all come from that table (redis standardConfig). Precedence:
+ * command-line flag > environment variable > default. The parsed tg_config_t is
+ * owned by the caller, filled once at startup and never modified afterwards, so
+ * any thread may read it without locks.
+ */
+#ifndef TRIGGUARD_CONFIG_H
+#define TRIGGUARD_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "trigguard/err.h"
+
+#define TG_CONFIG_STR_MAX 1024
+
+/* Mirrors the ledger's modes without depending on the ledger module. */
+typedef enum tg_config_durability {
+    TG_CONFIG_DURABILITY_FSYNC = 0,
+    TG_CONFIG_DURABILITY_BATCH = 1,
+    TG_CONFIG_DURABILITY_NONE = 2
+} tg_config_durability_t;
+
+typedef struct tg_config {
+    /* listeners */
+    char listen[TG_CONFIG_STR_MAX];
+    int64_t port;
+    int64_t decide_port; /* 0 = no /decide-only listener */
+    char port_file[TG_CONFIG_STR_MAX];
+    /* keys, policy, tenants */
+    char signing_key[TG_CONFIG_STR_MAX]; /* path, or the PEM text itself */
+    char key_id[TG_CONFIG_STR_MAX];
+    char verify_keys[TG_CONFIG_STR_MAX]; /* comma-separated verify-only key files */
+    char authority_id[TG_CONFIG_STR_MAX];
+    char policy[TG_CONFIG_STR_MAX];
+    char tokens[TG_CONFIG_STR_MAX];
+    char api_keys[TG_CONFIG_STR_MAX]; /* secret: redacted by --print-config */
+    bool auth_bypass;
+    int64_t receipt_ttl_s;
+    /* state */
+    char ledger[TG_CONFIG_STR_MAX];
+    char durability_name[16];
+    tg_config_durability_t durability; /* derived from durability_name */
+    int64_t batch_ms;
+    int64_t segment_bytes;
+    int64_t retention_s;
+    int64_t store_max_entries;
+    /* guard */
+    int64_t rate_per_tenant; /* requests per minute, 0 = unlimited */
+    int64_t rate_global;
+    int64_t rate_burst;
+    int64_t bulkhead_tenant; /* max in flight, 0 = unlimited */
+    int64_t bulkhead_global;
+    /* http */
+    int64_t threads; /* 0 = one per core */
+    int64_t max_connections;
+    int64_t connection_timeout_s;
+    int64_t connection_memory;
+    int64_t max_body;
+    int64_t max_depth;
+    int64_t max_string;
+    int64_t max_keys;
+    char tls_cert[TG_CONFIG_STR_MAX];
+    char tls_key[TG_CONFIG_STR_MAX];
+    /* logging */
+    char log_level[16];
+    char log_format[16];
+} tg_config_t;
+
+/* What the parser found besides options. */
+typedef enum tg_config_action {
+    TG_CONFIG_RUN = 0,
+    TG_CONFIG_HELP,
+    TG_CONFIG_PRINT,
+    TG_CONFIG_CHECK
+} tg_config_action_t;
+
+/* Fills *cfg from defaults, then `envp`-style lookups through getenv, then argv
+ * (argv[0] is the subcommand name and is skipped). Validates types and ranges
+ * and cross-field rules (TLS cert and key together, durability names, log
+ * names). TG_ERR_CONFIG with diag naming the option on any problem. */
+tg_err_t tg_config_parse(tg_config_t *cfg, tg_config_action_t *action, int argc, char **argv,
+                         tg_diag_t *diag) TG_MUST_USE;
+
+/* Writes `serve --help`: every option, its env name, default and range. */
+void tg_config_usage(FILE *out);
+
+/* Writes the effective configuration as `name = value` lines, secrets redacted. */
+void tg_config_print(FILE *out, const tg_config_t *cfg);
+
+/* "fsync" | "batch" | "none". */
+const char *tg_config_durability_name(tg_config_durability_t d);
+
+#endif /* TRIGGUARD_CONFIG_H */

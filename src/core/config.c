@@ -1,0 +1,333 @@
+/* config.c — the option table and its single parser (see config.h). */
+#include "trigguard/config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { OPT_INT, OPT_STR, OPT_BOOL } opt_type_t;
+
+typedef struct {
+    const char *flag;    /* --flag */
+    const char *env;     /* environment fallback, NULL if none */
+    opt_type_t type;
+    size_t offset;       /* into tg_config_t */
+    size_t size;         /* OPT_STR: capacity of the char array */
+    const char *def;     /* default, as text */
+    int64_t min, max;    /* OPT_INT range */
+    const char *choices; /* OPT_STR: "a|b|c" or NULL */
+    int secret;          /* redacted by --print-config */
+    const char *help;
+} opt_t;
+
+#define F(field) offsetof(tg_config_t, field), sizeof(((tg_config_t *)0)->field)
+#define I64MAX INT64_MAX
+
+/* The one description of every option. Keep it in the order of `serve --help`. */
+static const opt_t options[] = {
+    {"listen", "TRIGGUARD_LISTEN", OPT_STR, F(listen), "127.0.0.1", 0, 0, NULL, 0,
+     "address to listen on (IPv4 or IPv6 literal)"},
+    {"port", "PORT", OPT_INT, F(port), "8080", 0, 65535, NULL, 0,
+     "TCP port; 0 picks a free port (see --port-file)"},
+    {"decide-port", "TG_DECIDE_PORT", OPT_INT, F(decide_port), "0", 0, 65535, NULL, 0,
+     "optional second listener serving only POST /decide; 0 = off"},
+    {"port-file", "TRIGGUARD_PORT_FILE", OPT_STR, F(port_file), "", 0, 0, NULL, 0,
+     "write the bound port number to this file once listening"},
+    {"key", "TRIGGUARD_SIGNING_KEY", OPT_STR, F(signing_key), "", 0, 0, NULL, 1,
+     "Ed25519 signing key: PKCS#8 PEM file path, or the PEM text itself"},
+    {"key-id", "TRIGGUARD_SIGNING_KEY_ID", OPT_STR, F(key_id), "", 0, 0, NULL, 0,
+     "key id of the signing key (default: from the key file, else derived)"},
+    {"verify-keys", "TRIGGUARD_VERIFY_KEYS", OPT_STR, F(verify_keys), "", 0, 0, NULL, 0,
+     "comma-separated PEM files of verify-only keys (rotation)"},
+    {"authority-id", "TRIGGUARD_AUTHORITY_ID", OPT_STR, F(authority_id), "trigguard-local", 0,
+     0, NULL, 0, "authorityId written into receipts"},
+    {"policy", "TRIGGUARD_POLICY", OPT_STR, F(policy), "", 0, 0, NULL, 0,
+     "policy bundle JSON file (required)"},
+    {"tokens", "TRIGGUARD_TOKENS", OPT_STR, F(tokens), "", 0, 0, NULL, 0,
+     "tokens file: JSON list of {tenant, token_sha256}"},
+    {"api-keys", "TRIGGUARD_API_KEYS", OPT_STR, F(api_keys), "", 0, 0, NULL, 1,
+     "tenant tokens from the environment (see docs/OPERATIONS.md)"},
+    {"unsafe-local-auth-bypass", "TRIGGUARD_UNSAFE_LOCAL_AUTH_BYPASS", OPT_BOOL, F(auth_bypass),
+     "false", 0, 1, NULL, 0, "map every request to tenant 'local' (loopback listeners only)"},
+    {"receipt-ttl", "TRIGGUARD_RECEIPT_TTL", OPT_INT, F(receipt_ttl_s), "600", 1, 31536000,
+     NULL, 0, "receipt lifetime in seconds (expiresAt - timestamp)"},
+    {"ledger", "TRIGGUARD_LEDGER", OPT_STR, F(ledger), "state/ledger", 0, 0, NULL, 0,
+     "directory of ledger segments"},
+    {"durability", "TRIGGUARD_DURABILITY", OPT_STR, F(durability_name), "fsync", 0, 0,
+     "fsync|batch|none", 0, "when a response may leave: after fdatasync, batched, or unsynced"},
+    {"batch-ms", "TRIGGUARD_BATCH_MS", OPT_INT, F(batch_ms), "5", 1, 10000, NULL, 0,
+     "--durability=batch: longest time between fsyncs, in ms"},
+    {"segment-bytes", "TRIGGUARD_SEGMENT_BYTES", OPT_INT, F(segment_bytes), "268435456", 65536,
+     I64MAX, NULL, 0, "start a new ledger segment past this size"},
+    {"retention", "TRIGGUARD_RETENTION", OPT_INT, F(retention_s), "86400", 1, 31536000, NULL, 0,
+     "seconds idempotency keys and nonces are remembered"},
+    {"store-max-entries", "TRIGGUARD_STORE_MAX_ENTRIES", OPT_INT, F(store_max_entries),
+     "1000000", 16, 100000000, NULL, 0, "cap on idempotency + nonce entries held in memory"},
+    {"rate-limit-per-tenant", "RATE_LIMIT_PER_TENANT", OPT_INT, F(rate_per_tenant), "0", 0,
+     I64MAX, NULL, 0, "requests per minute per tenant; 0 = unlimited"},
+    {"rate-limit-global", "RATE_LIMIT_GLOBAL", OPT_INT, F(rate_global), "0", 0, I64MAX, NULL, 0,
+     "requests per minute for the whole server; 0 = unlimited"},
+    {"rate-limit-burst", "RATE_LIMIT_BURST", OPT_INT, F(rate_burst), "0", 0, I64MAX, NULL, 0,
+     "extra requests allowed at once above the steady rate; 0 = rate/10"},
+    {"bulkhead-tenant", "BULKHEAD_TENANT_MAX_IN_FLIGHT", OPT_INT, F(bulkhead_tenant), "0", 0,
+     I64MAX, NULL, 0, "max requests in flight per tenant; 0 = unlimited"},
+    {"bulkhead-global", "BULKHEAD_GLOBAL_MAX_IN_FLIGHT", OPT_INT, F(bulkhead_global), "0", 0,
+     I64MAX, NULL, 0, "max requests in flight in total; 0 = unlimited"},
+    {"threads", "TRIGGUARD_THREADS", OPT_INT, F(threads), "0", 0, 256, NULL, 0,
+     "HTTP event threads (epoll thread pool); 0 = one per core"},
+    {"max-connections", "TRIGGUARD_MAX_CONNECTIONS", OPT_INT, F(max_connections), "4096", 1,
+     65536, NULL, 0, "simultaneous connections accepted"},
+    {"connection-timeout", "TRIGGUARD_CONNECTION_TIMEOUT", OPT_INT, F(connection_timeout_s),
+     "30", 1, 3600, NULL, 0, "idle connection timeout in seconds"},
+    {"connection-memory", "TRIGGUARD_CONNECTION_MEMORY", OPT_INT, F(connection_memory), "32768",
+     4096, 1048576, NULL, 0, "libmicrohttpd per-connection memory (headers) in bytes"},
+    {"max-body", "TRIGGUARD_MAX_BODY", OPT_INT, F(max_body), "65536", 256, 16777216, NULL, 0,
+     "largest request body in bytes (413 beyond)"},
+    {"max-depth", "TRIGGUARD_MAX_DEPTH", OPT_INT, F(max_depth), "32", 2, 1024, NULL, 0,
+     "deepest JSON nesting accepted"},
+    {"max-string", "TRIGGUARD_MAX_STRING", OPT_INT, F(max_string), "4096", 16, 1048576, NULL, 0,
+     "longest JSON string in bytes"},
+    {"max-keys", "TRIGGUARD_MAX_KEYS", OPT_INT, F(max_keys), "256", 1, 65536, NULL, 0,
+     "most members in one JSON object"},
+    {"tls-cert", "TRIGGUARD_TLS_CERT", OPT_STR, F(tls_cert), "", 0, 0, NULL, 0,
+     "PEM certificate: serve HTTPS (needs --tls-key)"},
+    {"tls-key", "TRIGGUARD_TLS_KEY", OPT_STR, F(tls_key), "", 0, 0, NULL, 0,
+     "PEM private key for --tls-cert"},
+    {"log-level", "TRIGGUARD_LOG_LEVEL", OPT_STR, F(log_level), "info", 0, 0,
+     "error|warn|info|debug", 0, "least severe level written"},
+    {"log-format", "TRIGGUARD_LOG_FORMAT", OPT_STR, F(log_format), "json", 0, 0, "json|text", 0,
+     "log line format"},
+};
+
+#define N_OPTIONS (sizeof options / sizeof options[0])
+
+/* "a|b|c" contains exactly `v`? */
+static int choice_ok(const char *choices, const char *v) {
+    size_t vl = strlen(v);
+    const char *p = choices;
+    while (*p) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        if (n == vl && strncmp(p, v, n) == 0) {
+            return 1;
+        }
+        p += n + (bar ? 1 : 0);
+    }
+    return 0;
+}
+
+static tg_err_t set_option(tg_config_t *cfg, const opt_t *o, const char *val, const char *origin,
+                           tg_diag_t *diag) {
+    char *field = (char *)cfg + o->offset;
+    switch (o->type) {
+    case OPT_STR:
+        if (strlen(val) >= o->size) {
+            return tg_diag_set(diag, TG_ERR_CONFIG, "%s %s: value longer than %zu bytes", origin,
+                               o->flag, o->size - 1);
+        }
+        if (o->choices && !choice_ok(o->choices, val)) {
+            return tg_diag_set(diag, TG_ERR_CONFIG, "%s %s: \"%s\" is not one of %s", origin,
+                               o->flag, val, o->choices);
+        }
+        memcpy(field, val, strlen(val) + 1);
+        return TG_OK;
+    case OPT_BOOL: {
+        bool b;
+        if (strcmp(val, "true") == 0 || strcmp(val, "1") == 0 || strcmp(val, "yes") == 0) {
+            b = true;
+        } else if (strcmp(val, "false") == 0 || strcmp(val, "0") == 0 ||
+                   strcmp(val, "no") == 0 || val[0] == '\0') {
+            b = false;
+        } else {
+            return tg_diag_set(diag, TG_ERR_CONFIG, "%s %s: \"%s\" is not true or false", origin,
+                               o->flag, val);
+        }
+        memcpy(field, &b, sizeof b);
+        return TG_OK;
+    }
+    case OPT_INT: {
+        char *end = NULL;
+        errno = 0;
+        long long v = strtoll(val, &end, 10);
+        if (errno || end == val || *end != '\0') {
+            return tg_diag_set(diag, TG_ERR_CONFIG, "%s %s: \"%s\" is not an integer", origin,
+                               o->flag, val);
+        }
+        if (v < o->min || v > o->max) {
+            return tg_diag_set(diag, TG_ERR_CONFIG,
+                               "%s %s: %lld is outside [%" PRId64 ", %" PRId64 "]", origin,
+                               o->flag, v, o->min, o->max);
+        }
+        int64_t iv = (int64_t)v;
+        memcpy(field, &iv, sizeof iv);
+        return TG_OK;
+    }
+    }
+    return TG_ERR_INTERNAL;
+}
+
+static const opt_t *find_flag(const char *name, size_t n) {
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        if (strlen(options[i].flag) == n && strncmp(options[i].flag, name, n) == 0) {
+            return &options[i];
+        }
+    }
+    return NULL;
+}
+
+const char *tg_config_durability_name(tg_config_durability_t d) {
+    switch (d) {
+    case TG_CONFIG_DURABILITY_FSYNC:
+        return "fsync";
+    case TG_CONFIG_DURABILITY_BATCH:
+        return "batch";
+    case TG_CONFIG_DURABILITY_NONE:
+        return "none";
+    }
+    return "unknown";
+}
+
+/* Rules that involve more than one option. */
+static tg_err_t check_cross(tg_config_t *cfg, tg_diag_t *diag) {
+    if ((cfg->tls_cert[0] != '\0') != (cfg->tls_key[0] != '\0')) {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "--tls-cert and --tls-key go together");
+    }
+    if (cfg->decide_port != 0 && cfg->decide_port == cfg->port) {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "--decide-port must differ from --port");
+    }
+    if (strcmp(cfg->durability_name, "batch") == 0) {
+        cfg->durability = TG_CONFIG_DURABILITY_BATCH;
+    } else if (strcmp(cfg->durability_name, "none") == 0) {
+        cfg->durability = TG_CONFIG_DURABILITY_NONE;
+    } else {
+        cfg->durability = TG_CONFIG_DURABILITY_FSYNC;
+    }
+    return TG_OK;
+}
+
+tg_err_t tg_config_parse(tg_config_t *cfg, tg_config_action_t *action, int argc, char **argv,
+                         tg_diag_t *diag) {
+    tg_err_t rc;
+    memset(cfg, 0, sizeof *cfg);
+    *action = TG_CONFIG_RUN;
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        rc = set_option(cfg, &options[i], options[i].def, "default", diag);
+        if (rc) {
+            return rc;
+        }
+    }
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const char *v = options[i].env ? getenv(options[i].env) : NULL;
+        if (v != NULL) {
+            char origin[96];
+            (void)snprintf(origin, sizeof origin, "environment %s for", options[i].env);
+            rc = set_option(cfg, &options[i], v, origin, diag);
+            if (rc) {
+                return rc;
+            }
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            *action = TG_CONFIG_HELP;
+            return TG_OK;
+        }
+        if (strcmp(a, "--print-config") == 0) {
+            *action = TG_CONFIG_PRINT;
+            continue;
+        }
+        if (strcmp(a, "--check-config") == 0) {
+            *action = TG_CONFIG_CHECK;
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            return tg_diag_set(diag, TG_ERR_CONFIG, "unexpected argument \"%s\"", a);
+        }
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+        const opt_t *o = find_flag(name, nlen);
+        if (o == NULL) {
+            return tg_diag_set(diag, TG_ERR_CONFIG, "unknown option \"--%.*s\" (see --help)",
+                               (int)nlen, name);
+        }
+        const char *val;
+        if (eq) {
+            val = eq + 1;
+        } else if (o->type == OPT_BOOL) {
+            val = "true";
+        } else if (i + 1 < argc) {
+            val = argv[++i];
+        } else {
+            return tg_diag_set(diag, TG_ERR_CONFIG, "option --%s needs a value", o->flag);
+        }
+        rc = set_option(cfg, o, val, "option", diag);
+        if (rc) {
+            return rc;
+        }
+    }
+    return check_cross(cfg, diag);
+}
+
+void tg_config_usage(FILE *out) {
+    fprintf(out, "usage: trigguard serve [options]\n\n"
+                 "Options (flag, environment fallback, default). Flags win over the\n"
+                 "environment, which wins over the default.\n\n");
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const opt_t *o = &options[i];
+        char left[64];
+        if (o->type == OPT_BOOL) {
+            (void)snprintf(left, sizeof left, "--%s", o->flag);
+        } else {
+            (void)snprintf(left, sizeof left, "--%s %s", o->flag,
+                           o->type == OPT_INT ? "N" : (o->choices ? "MODE" : "VALUE"));
+        }
+        fprintf(out, "  %-36s %s\n", left, o->help);
+        fprintf(out, "  %-36s env %s; default \"%s\"", "", o->env ? o->env : "-", o->def);
+        if (o->type == OPT_INT) {
+            fprintf(out, "; range %" PRId64 "..%" PRId64, o->min, o->max);
+        }
+        if (o->choices) {
+            fprintf(out, "; one of %s", o->choices);
+        }
+        fputc('\n', out);
+    }
+    fprintf(out, "\n  %-36s %s\n  %-36s %s\n  %-36s %s\n", "--print-config",
+            "print the effective configuration (secrets redacted) and exit", "--check-config",
+            "validate the configuration, policy and keys, then exit", "--help", "this text");
+}
+
+void tg_config_print(FILE *out, const tg_config_t *cfg) {
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const opt_t *o = &options[i];
+        const char *field = (const char *)cfg + o->offset;
+        fprintf(out, "%s = ", o->flag);
+        switch (o->type) {
+        case OPT_STR:
+            if (o->secret && field[0] != '\0' && strstr(field, "-----BEGIN") != NULL) {
+                fputs("(PEM text, redacted)", out);
+            } else if (o->secret && field[0] != '\0' && strcmp(o->flag, "key") != 0) {
+                fputs("(redacted)", out);
+            } else {
+                fputs(field, out);
+            }
+            break;
+        case OPT_BOOL: {
+            bool b;
+            memcpy(&b, field, sizeof b);
+            fputs(b ? "true" : "false", out);
+            break;
+        }
+        case OPT_INT: {
+            int64_t v;
+            memcpy(&v, field, sizeof v);
+            fprintf(out, "%" PRId64, v);
+            break;
+        }
+        }
+        fputc('\n', out);
+    }
+}
