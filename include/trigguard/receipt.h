@@ -1,0 +1,161 @@
+/* receipt.h — build, hash, sign and verify receipts (SPEC §5).
+ *
+ * A receipt is one flat JSON object whose members are all strings. Its canonical form
+ * (RFC 8785) sorts the names by UTF-16 code units; all names are ASCII, so the order is
+ * fixed. `*` = optional (absent, never null), `s` = member of the signed form only:
+ *
+ *   #  name                   format                                   hashed
+ *   1  action                 text (may be empty)                       yes
+ *   2  actorId                text (may be empty)                       yes
+ *   3  authorityId            text, non-empty                           yes
+ *   4  authorityKeyId     s   key id [A-Za-z0-9._:-]{1,64}              no
+ *   5  authoritySignature s   base64 (padded) of 64 bytes = 88 chars    no
+ *   6  decision               "PERMIT" | "DENY"                         yes
+ *   7  engineVersion          text, non-empty                           yes
+ *   8  executionContextHash * 64 lowercase hex                          yes
+ *   9  executionId            "exec_" + 32 lowercase hex                yes
+ *  10  expiresAt              YYYY-MM-DDTHH:MM:SS.mmmZ, >= timestamp    yes
+ *  11  policyHash             64 lowercase hex                          yes
+ *  12  policyVersion          text, non-empty                           yes
+ *  13  prevReceiptHash      * text, non-empty (as given)                yes
+ *  14  protocolFingerprint    64 lowercase hex                          yes
+ *  15  protocolVersion        "trigguard/v1"                            yes
+ *  16  reasonCode             text, non-empty                           yes
+ *  17  receiptHash        s   64 lowercase hex                          no
+ *  18  requestHash            64 lowercase hex                          yes
+ *  19  subjectDigest        * text, non-empty (as given)                yes
+ *  20  surface                text, non-empty                           yes
+ *  21  tenantId               text, non-empty                           yes
+ *  22  timestamp              YYYY-MM-DDTHH:MM:SS.mmmZ                  yes
+ *
+ * "text" is valid UTF-8 of at most TG_RECEIPT_TEXT_MAX bytes.
+ * receiptHash  = SHA-256(canonical JSON of the members marked "hashed" that are present).
+ * authoritySignature = base64(Ed25519(the 32 raw bytes of receiptHash)).
+ * The signed receipt is emitted in canonical form too (all 22 names sorted as above).
+ *
+ * Verification order (SPEC §5): shape -> known key id -> signature over the stated hash
+ * -> recomputed hash equals the stated one -> expiresAt not passed. The first failure
+ * wins. TG_ERR_RECEIPT_EXPIRED is only returned for a receipt that passed every other
+ * check: it is authentic but no longer authorizes (callers verifying history, e.g. the
+ * ledger, may treat it as authentic).
+ *
+ * Thread safety: every function is reentrant; a shared read-only key ring and key may be
+ * used from any number of threads at once. libsodium must be initialised (sodium_init).
+ */
+#ifndef TRIGGUARD_RECEIPT_H
+#define TRIGGUARD_RECEIPT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "trigguard/buf.h"
+#include "trigguard/err.h"
+#include "trigguard/keys.h"
+
+#define TG_RECEIPT_TEXT_MAX 4096
+/* Largest receipt text the text verifier accepts. */
+#define TG_RECEIPT_MAX_BYTES ((size_t)64 * 1024)
+#define TG_RECEIPT_EXEC_ID_LEN 37 /* "exec_" + 32 hex */
+#define TG_RECEIPT_SIG_B64_LEN 88
+/* Default receipt lifetime (SPEC §5, --receipt-ttl). */
+#define TG_RECEIPT_TTL_MS_DEFAULT INT64_C(600000)
+
+/* A string that travels with its length. ptr NULL = absent (optional fields only). */
+typedef struct tg_receipt_str {
+    const char *ptr;
+    size_t len;
+} tg_receipt_str_t;
+
+/* Builds a tg_receipt_str_t from a NUL-terminated string (NULL stays absent). */
+#define TG_RSTR(s) ((tg_receipt_str_t){(s), (s) != NULL ? strlen(s) : 0})
+
+/* The hashed fields of a receipt (all borrowed; the builder copies what it writes). */
+typedef struct tg_receipt_fields {
+    tg_receipt_str_t protocol_version; /* ptr NULL = TG_PROTOCOL_VERSION */
+    tg_receipt_str_t execution_id;     /* "exec_" + 32 hex */
+    tg_receipt_str_t authority_id;     /* --authority-id */
+    tg_receipt_str_t tenant_id;
+    tg_receipt_str_t surface;
+    tg_receipt_str_t action;   /* "" when the request had none */
+    tg_receipt_str_t actor_id; /* "" when the request had none */
+    tg_receipt_str_t decision; /* "PERMIT" or "DENY" */
+    tg_receipt_str_t reason_code;
+    tg_receipt_str_t request_hash;           /* 64 lowercase hex */
+    tg_receipt_str_t execution_context_hash; /* optional, 64 lowercase hex */
+    tg_receipt_str_t subject_digest;         /* optional */
+    tg_receipt_str_t prev_receipt_hash;      /* optional */
+    tg_receipt_str_t policy_version;
+    tg_receipt_str_t policy_hash;          /* 64 lowercase hex */
+    tg_receipt_str_t protocol_fingerprint; /* 64 lowercase hex */
+    tg_receipt_str_t engine_version;       /* ptr NULL = TG_ENGINE_VERSION */
+    int64_t timestamp_ms;                  /* Unix ms */
+    int64_t expires_at_ms;                 /* Unix ms, >= timestamp_ms */
+} tg_receipt_fields_t;
+
+/* What the signer reports about the receipt it appended. */
+typedef struct tg_receipt_signed {
+    uint8_t hash[32];  /* receiptHash, raw */
+    char hash_hex[65]; /* receiptHash, hex */
+    size_t offset;     /* where the signed receipt JSON starts in the output buffer */
+    size_t length;     /* its length in bytes */
+} tg_receipt_signed_t;
+
+/* Hot path: appends the complete signed receipt (canonical JSON) to `out` — whatever out
+ * already holds (e.g. the start of a response) is kept. Validates every field format
+ * first (fail closed: nothing is signed that the verifier would reject as malformed).
+ * No jansson, no allocation besides growing `out`. info may be NULL.
+ * Errors: TG_ERR_INVALID_ARG (a field missing or malformed; diag names it), TG_ERR_NO_KEY
+ * (key has no secret), TG_ERR_CRYPTO, tg_buf errors. On error out->len is restored. */
+tg_err_t tg_receipt_sign_fields(tg_buf_t *out, tg_receipt_signed_t *info, const tg_key_t *key,
+                                const tg_receipt_fields_t *fields, tg_diag_t *diag) TG_MUST_USE;
+
+/* Appends only the canonical JSON of the hashed members (what receiptHash covers).
+ * Same validation and errors as tg_receipt_sign_fields (without the key ones). */
+tg_err_t tg_receipt_write_unsigned(tg_buf_t *out, const tg_receipt_fields_t *fields,
+                                   tg_diag_t *diag) TG_MUST_USE;
+
+/* Generic path (`trigguard receipt sign`): body is a JSON object with the hashed members
+ * only (shape-checked as in verification; the three signature members must be absent).
+ * Computes receiptHash over tg_canon_write(body), signs it and appends the canonical
+ * signed receipt. body is only read. info may be NULL.
+ * Errors: TG_ERR_RECEIPT_SHAPE (diag names the member), TG_ERR_NO_KEY, TG_ERR_CRYPTO,
+ * canon and tg_buf errors. On error out->len is restored. */
+tg_err_t tg_receipt_sign_json(tg_buf_t *out, tg_receipt_signed_t *info, const tg_key_t *key,
+                              const json_t *body, tg_diag_t *diag) TG_MUST_USE;
+
+/* Verifies a parsed receipt against the ring at wall-clock time now_ms, in the order
+ * above. Returns TG_OK, TG_ERR_RECEIPT_SHAPE, TG_ERR_KEY_UNKNOWN,
+ * TG_ERR_RECEIPT_SIGNATURE, TG_ERR_RECEIPT_HASH or TG_ERR_RECEIPT_EXPIRED, with the
+ * reason in words in diag; TG_ERR_NOMEM / canon errors only on internal failure.
+ * Expired means now_ms >= expiresAt. receipt is only read. */
+tg_err_t tg_receipt_verify(const tg_keyring_t *ring, const json_t *receipt, int64_t now_ms,
+                           tg_diag_t *diag) TG_MUST_USE;
+
+/* Same for receipt text (at most TG_RECEIPT_MAX_BYTES, strict parse: duplicates, bad
+ * UTF-8 etc. rejected). A text that is not JSON returns the TG_ERR_JSON_* / TG_ERR_LIMIT
+ * of the parser (callers treat it as "malformed" or as unusable input). */
+tg_err_t tg_receipt_verify_text(const tg_keyring_t *ring, const char *text, size_t len,
+                                int64_t now_ms, tg_diag_t *diag) TG_MUST_USE;
+
+/* Short snake_case reason for HTTP/CLI: "valid", "malformed" (shape and JSON errors),
+ * "unknown_key", "bad_signature", "hash_mismatch", "expired", else "error". Static text. */
+const char *tg_receipt_reason_code(tg_err_t e);
+
+/* executionId = "exec_" + first 32 hex of SHA-256(tenant 0x00 surface 0x00 request_hash
+ * 0x00 discriminator), the request hash as its 64-char hex text. discriminator is the
+ * idempotency key or nonce; disc NULL = 16 random bytes (libsodium CSPRNG).
+ * out receives 37 chars + NUL. Thread-safe. */
+void tg_receipt_execution_id(char out[TG_RECEIPT_EXEC_ID_LEN + 1], const char *tenant,
+                             size_t tenant_len, const char *surface, size_t surface_len,
+                             const char *request_hash_hex, size_t request_hash_len,
+                             const char *disc, size_t disc_len);
+
+/* protocolFingerprint = hex SHA-256 of the canonical
+ * {"engineVersion":TG_ENGINE_VERSION,"policyHash":policy_hash_hex,
+ *  "protocolVersion":TG_PROTOCOL_VERSION}. policy_hash_hex must be 64 lowercase hex.
+ * Errors: TG_ERR_INVALID_ARG. Compute once per policy load, not per request. */
+tg_err_t tg_receipt_protocol_fingerprint(char out_hex[65], const char *policy_hash_hex) TG_MUST_USE;
+
+#endif /* TRIGGUARD_RECEIPT_H */

@@ -1,0 +1,621 @@
+/* receipt.c — receipts (SPEC §5): fast builder, generic signer, verifier. */
+#include "trigguard/receipt.h"
+
+#include <sodium.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "trigguard/canon.h"
+#include "trigguard/clock.h"
+#include "trigguard/version.h"
+
+typedef enum {
+    K_TEXT,     /* UTF-8, may be empty */
+    K_TEXT_NE,  /* UTF-8, non-empty */
+    K_HEX64,    /* 64 lowercase hex */
+    K_EXEC_ID,  /* "exec_" + 32 lowercase hex */
+    K_TIME,     /* YYYY-MM-DDTHH:MM:SS.mmmZ */
+    K_DECISION, /* PERMIT | DENY */
+    K_PROTOCOL, /* TG_PROTOCOL_VERSION */
+    K_KEY_ID,   /* tg_key_id_valid */
+    K_SIG       /* 88 chars of canonical padded base64 decoding to 64 bytes */
+} kind_t;
+
+enum { F_REQUIRED = 0, F_OPTIONAL = 1, F_SIGNATURE = 2 };
+
+typedef struct {
+    const char *name;
+    const char *key; /* "\"name\":" as written into the canonical form */
+    size_t key_len;
+    kind_t kind;
+    int flags;
+    size_t field_off; /* offsetof in tg_receipt_fields_t; unused for K_TIME and signature */
+} member_t;
+
+#define MEMBER(n, k, fl, off)                                                                      \
+    { n, "\"" n "\":", sizeof("\"" n "\":") - 1, k, fl, off }
+#define FOFF(f) offsetof(tg_receipt_fields_t, f)
+
+/* All members in canonical (RFC 8785) order; ASCII names sort bytewise. A unit test checks
+ * that this order is strictly increasing and agrees with tg_canon_write. */
+static const member_t MEMBERS[] = {
+    MEMBER("action", K_TEXT, F_REQUIRED, FOFF(action)),
+    MEMBER("actorId", K_TEXT, F_REQUIRED, FOFF(actor_id)),
+    MEMBER("authorityId", K_TEXT_NE, F_REQUIRED, FOFF(authority_id)),
+    MEMBER("authorityKeyId", K_KEY_ID, F_SIGNATURE, 0),
+    MEMBER("authoritySignature", K_SIG, F_SIGNATURE, 0),
+    MEMBER("decision", K_DECISION, F_REQUIRED, FOFF(decision)),
+    MEMBER("engineVersion", K_TEXT_NE, F_REQUIRED, FOFF(engine_version)),
+    MEMBER("executionContextHash", K_HEX64, F_OPTIONAL, FOFF(execution_context_hash)),
+    MEMBER("executionId", K_EXEC_ID, F_REQUIRED, FOFF(execution_id)),
+    MEMBER("expiresAt", K_TIME, F_REQUIRED, 0),
+    MEMBER("policyHash", K_HEX64, F_REQUIRED, FOFF(policy_hash)),
+    MEMBER("policyVersion", K_TEXT_NE, F_REQUIRED, FOFF(policy_version)),
+    MEMBER("prevReceiptHash", K_TEXT_NE, F_OPTIONAL, FOFF(prev_receipt_hash)),
+    MEMBER("protocolFingerprint", K_HEX64, F_REQUIRED, FOFF(protocol_fingerprint)),
+    MEMBER("protocolVersion", K_PROTOCOL, F_REQUIRED, FOFF(protocol_version)),
+    MEMBER("reasonCode", K_TEXT_NE, F_REQUIRED, FOFF(reason_code)),
+    MEMBER("receiptHash", K_HEX64, F_SIGNATURE, 0),
+    MEMBER("requestHash", K_HEX64, F_REQUIRED, FOFF(request_hash)),
+    MEMBER("subjectDigest", K_TEXT_NE, F_OPTIONAL, FOFF(subject_digest)),
+    MEMBER("surface", K_TEXT_NE, F_REQUIRED, FOFF(surface)),
+    MEMBER("tenantId", K_TEXT_NE, F_REQUIRED, FOFF(tenant_id)),
+    MEMBER("timestamp", K_TIME, F_REQUIRED, 0),
+};
+#define N_MEMBERS (sizeof MEMBERS / sizeof MEMBERS[0])
+
+enum {
+    M_AUTHORITY_KEY_ID = 3,
+    M_AUTHORITY_SIGNATURE = 4,
+    M_ENGINE_VERSION = 6,
+    M_EXPIRES_AT = 9,
+    M_RECEIPT_HASH = 16,
+    M_TIMESTAMP = 21
+};
+
+#define TRY(e)                                                                                     \
+    do {                                                                                           \
+        rc = (e);                                                                                  \
+        if (rc) {                                                                                  \
+            goto done;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+static bool is_lower_hex(const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Decodes a K_SIG value; only the one canonical encoding of 64 bytes is accepted, so a
+ * receipt has exactly one valid text for each signature. */
+static bool decode_sig(uint8_t sig[64], const char *p, size_t n) {
+    char again[TG_RECEIPT_SIG_B64_LEN + 1];
+    size_t got = 0;
+    if (n != TG_RECEIPT_SIG_B64_LEN ||
+        sodium_base642bin(sig, 64, p, n, NULL, &got, NULL, sodium_base64_VARIANT_ORIGINAL) != 0 ||
+        got != 64) {
+        return false;
+    }
+    (void)sodium_bin2base64(again, sizeof again, sig, 64, sodium_base64_VARIANT_ORIGINAL);
+    return memcmp(again, p, n) == 0;
+}
+
+/* NULL when the value fits the member's format, else what is wrong (for diag). UTF-8 of
+ * text members is checked by the parser or by tg_canon_string. */
+static const char *check_value(const member_t *m, const char *p, size_t n, int64_t *time_out) {
+    uint8_t sig[64];
+    switch (m->kind) {
+    case K_TEXT:
+        return n <= TG_RECEIPT_TEXT_MAX ? NULL : "is longer than 4096 bytes";
+    case K_TEXT_NE:
+        if (n == 0) {
+            return "is empty";
+        }
+        return n <= TG_RECEIPT_TEXT_MAX ? NULL : "is longer than 4096 bytes";
+    case K_HEX64:
+        return n == 64 && is_lower_hex(p, n) ? NULL : "is not 64 lowercase hex characters";
+    case K_EXEC_ID:
+        return n == TG_RECEIPT_EXEC_ID_LEN && memcmp(p, "exec_", 5) == 0 &&
+                       is_lower_hex(p + 5, n - 5)
+                   ? NULL
+                   : "is not \"exec_\" followed by 32 lowercase hex characters";
+    case K_TIME:
+        return tg_time_parse_ms(time_out, p, n) == TG_OK
+                   ? NULL
+                   : "is not a UTC timestamp of the form 2026-11-30T05:40:10.123Z";
+    case K_DECISION:
+        return (n == 6 && memcmp(p, "PERMIT", 6) == 0) || (n == 4 && memcmp(p, "DENY", 4) == 0)
+                   ? NULL
+                   : "is not PERMIT or DENY";
+    case K_PROTOCOL:
+        return n == strlen(TG_PROTOCOL_VERSION) && memcmp(p, TG_PROTOCOL_VERSION, n) == 0
+                   ? NULL
+                   : "is not \"" TG_PROTOCOL_VERSION "\"";
+    case K_KEY_ID:
+        return tg_key_id_valid(p, n) ? NULL : "is not a valid key id";
+    case K_SIG: {
+        bool ok = decode_sig(sig, p, n);
+        sodium_memzero(sig, sizeof sig);
+        return ok ? NULL : "is not the padded base64 of a 64-byte signature";
+    }
+    }
+    return "has an unknown format";
+}
+
+/* ---- fast builder -------------------------------------------------------------------- */
+
+/* Collects and validates the hashed values of f in canonical order; times are formatted
+ * into ts/exp. vals[i].ptr NULL = absent (or a signature member). */
+static tg_err_t gather(tg_receipt_str_t vals[N_MEMBERS], char ts[TG_TIME_ISO_LEN + 1],
+                       char exp[TG_TIME_ISO_LEN + 1], const tg_receipt_fields_t *f,
+                       tg_diag_t *diag) {
+    int64_t t;
+    if (tg_time_format_ms(ts, f->timestamp_ms) != TG_OK ||
+        tg_time_format_ms(exp, f->expires_at_ms) != TG_OK) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG,
+                           "receipt field timestamp/expiresAt is outside 1970..9999");
+    }
+    if (f->expires_at_ms < f->timestamp_ms) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "receipt field expiresAt is before timestamp");
+    }
+    for (size_t i = 0; i < N_MEMBERS; i++) {
+        const member_t *m = &MEMBERS[i];
+        vals[i].ptr = NULL;
+        vals[i].len = 0;
+        if (m->flags == F_SIGNATURE) {
+            continue;
+        }
+        if (m->kind == K_TIME) {
+            vals[i].ptr = i == M_TIMESTAMP ? ts : exp;
+            vals[i].len = TG_TIME_ISO_LEN;
+            continue;
+        }
+        tg_receipt_str_t v = *(const tg_receipt_str_t *)((const char *)f + m->field_off);
+        if (v.ptr == NULL && m->kind == K_PROTOCOL) {
+            v = (tg_receipt_str_t){TG_PROTOCOL_VERSION, strlen(TG_PROTOCOL_VERSION)};
+        } else if (v.ptr == NULL && i == M_ENGINE_VERSION) {
+            v = (tg_receipt_str_t){TG_ENGINE_VERSION, strlen(TG_ENGINE_VERSION)};
+        }
+        if (v.ptr == NULL) {
+            if (m->flags == F_OPTIONAL) {
+                continue;
+            }
+            return tg_diag_set(diag, TG_ERR_INVALID_ARG, "receipt field %s is missing", m->name);
+        }
+        const char *why = check_value(m, v.ptr, v.len, &t);
+        if (why != NULL) {
+            return tg_diag_set(diag, TG_ERR_INVALID_ARG, "receipt field %s %s", m->name, why);
+        }
+        vals[i] = v;
+    }
+    return TG_OK;
+}
+
+/* Writes the canonical unsigned object; pos[i] records, for the signature members, the
+ * offset where `,"name":value` belongs in the signed form. */
+static tg_err_t write_unsigned(tg_buf_t *out, size_t pos[N_MEMBERS],
+                               const tg_receipt_str_t vals[N_MEMBERS], tg_diag_t *diag) {
+    tg_err_t rc = TG_OK;
+    bool first = true;
+    for (size_t i = 0; i < N_MEMBERS; i++) {
+        if (MEMBERS[i].flags == F_SIGNATURE) {
+            pos[i] = out->len;
+            continue;
+        }
+        if (vals[i].ptr == NULL) {
+            continue;
+        }
+        rc = tg_buf_putc(out, first ? '{' : ',');
+        if (!rc) {
+            rc = tg_buf_append(out, MEMBERS[i].key, MEMBERS[i].key_len);
+        }
+        if (!rc) {
+            rc = tg_canon_string(out, vals[i].ptr, vals[i].len);
+            if (rc == TG_ERR_JSON_UTF8 || rc == TG_ERR_JSON_SURROGATE) {
+                return tg_diag_set(diag, TG_ERR_INVALID_ARG, "receipt field %s is not valid UTF-8",
+                                   MEMBERS[i].name);
+            }
+        }
+        if (rc) {
+            return rc;
+        }
+        first = false;
+    }
+    return tg_buf_putc(out, '}');
+}
+
+tg_err_t tg_receipt_write_unsigned(tg_buf_t *out, const tg_receipt_fields_t *fields,
+                                   tg_diag_t *diag) {
+    tg_receipt_str_t vals[N_MEMBERS] = {{NULL, 0}};
+    size_t pos[N_MEMBERS] = {0};
+    char ts[TG_TIME_ISO_LEN + 1], exp[TG_TIME_ISO_LEN + 1];
+    size_t start = out->len;
+    tg_err_t rc = gather(vals, ts, exp, fields, diag);
+    if (rc == TG_OK) {
+        rc = write_unsigned(out, pos, vals, diag);
+    }
+    if (rc && out->data != NULL) {
+        out->len = start;
+        out->data[start] = '\0';
+    }
+    return rc;
+}
+
+/* Inserts `ins` (n bytes) at offset `at` of out (capacity already reserved). */
+static void insert_at(tg_buf_t *out, size_t at, const char *ins, size_t n) {
+    memmove(out->data + at + n, out->data + at, out->len - at);
+    memcpy(out->data + at, ins, n);
+    out->len += n;
+    out->data[out->len] = '\0';
+}
+
+/* The two insertions that turn the unsigned canonical form into the signed one. */
+static tg_err_t sign_and_insert(tg_buf_t *out, tg_receipt_signed_t *info, const tg_key_t *key,
+                                size_t start, const size_t pos[N_MEMBERS]) {
+    uint8_t hash[32], sig[64];
+    char hex[65], b64[TG_RECEIPT_SIG_B64_LEN + 1];
+    char ins_key[160], ins_hash[96];
+    tg_err_t rc;
+
+    crypto_hash_sha256(hash, (const unsigned char *)out->data + start, out->len - start);
+    rc = tg_key_sign(sig, key, hash, sizeof hash);
+    if (rc) {
+        return rc;
+    }
+    (void)sodium_bin2base64(b64, sizeof b64, sig, sizeof sig, sodium_base64_VARIANT_ORIGINAL);
+    tg_hex(hex, hash, sizeof hash);
+    int n1 = snprintf(ins_key, sizeof ins_key,
+                      ",\"authorityKeyId\":\"%s\",\"authoritySignature\":\"%s\"", key->key_id, b64);
+    int n2 = snprintf(ins_hash, sizeof ins_hash, ",\"receiptHash\":\"%s\"", hex);
+    if (n1 < 0 || (size_t)n1 >= sizeof ins_key || n2 < 0 || (size_t)n2 >= sizeof ins_hash) {
+        return TG_ERR_INTERNAL;
+    }
+    rc = tg_buf_reserve(out, (size_t)n1 + (size_t)n2);
+    if (rc) {
+        return rc;
+    }
+    /* Later offset first so the earlier one stays valid. */
+    insert_at(out, pos[M_RECEIPT_HASH], ins_hash, (size_t)n2);
+    insert_at(out, pos[M_AUTHORITY_KEY_ID], ins_key, (size_t)n1);
+    if (info != NULL) {
+        memcpy(info->hash, hash, sizeof hash);
+        memcpy(info->hash_hex, hex, sizeof hex);
+        info->offset = start;
+        info->length = out->len - start;
+    }
+    return TG_OK;
+}
+
+tg_err_t tg_receipt_sign_fields(tg_buf_t *out, tg_receipt_signed_t *info, const tg_key_t *key,
+                                const tg_receipt_fields_t *fields, tg_diag_t *diag) {
+    tg_receipt_str_t vals[N_MEMBERS] = {{NULL, 0}};
+    size_t pos[N_MEMBERS] = {0};
+    char ts[TG_TIME_ISO_LEN + 1], exp[TG_TIME_ISO_LEN + 1];
+    size_t start = out->len;
+    tg_err_t rc = TG_OK;
+
+    if (key == NULL || !key->has_secret) {
+        return tg_diag_set(diag, TG_ERR_NO_KEY, "no signing key: cannot sign a receipt");
+    }
+    TRY(gather(vals, ts, exp, fields, diag));
+    TRY(write_unsigned(out, pos, vals, diag));
+    rc = sign_and_insert(out, info, key, start, pos);
+    if (rc) {
+        rc = tg_diag_set(diag, rc, "cannot sign the receipt: %s", tg_strerror(rc));
+    }
+done:
+    if (rc && out->data != NULL) {
+        out->len = start;
+        out->data[start] = '\0';
+    }
+    return rc;
+}
+
+/* ---- shape check over a parsed object ------------------------------------------------ */
+
+typedef struct {
+    const char *val[N_MEMBERS]; /* NULL = absent */
+    size_t len[N_MEMBERS];
+    int64_t ts_ms, exp_ms;
+    uint8_t sig[64];
+    uint8_t hash[32];
+} shape_t;
+
+/* Copies a member name into dst for a diag, replacing anything but printable ASCII. */
+static const char *printable(char *dst, size_t cap, const char *s) {
+    size_t i = 0;
+    for (; s[i] != '\0' && i + 4 < cap; i++) {
+        char c = s[i];
+        if (c < 0x20 || c >= 0x7f || c == '"') {
+            c = '?';
+        }
+        dst[i] = c;
+    }
+    if (s[i] != '\0') {
+        memcpy(dst + i, "...", 3);
+        i += 3;
+    }
+    dst[i] = '\0';
+    return dst;
+}
+
+static int member_index(const char *name) {
+    size_t lo = 0, hi = N_MEMBERS;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(name, MEMBERS[mid].name);
+        if (c == 0) {
+            return (int)mid;
+        }
+        if (c < 0) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    return -1;
+}
+
+/* signed_form: the three signature members are required (verify) or forbidden (sign). */
+static tg_err_t check_shape(shape_t *sh, const json_t *obj, bool signed_form, tg_diag_t *diag) {
+    const char *name;
+    json_t *v;
+    char tmp[48];
+
+    memset(sh, 0, sizeof *sh);
+    if (!json_is_object(obj)) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "a receipt must be a JSON object");
+    }
+    json_object_foreach((json_t *)obj, name, v) {
+        int i = member_index(name);
+        if (i < 0) {
+            return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "unknown member \"%s\"",
+                               printable(tmp, sizeof tmp, name));
+        }
+        const member_t *m = &MEMBERS[i];
+        if (!signed_form && m->flags == F_SIGNATURE) {
+            return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                               "member %s must not be present before signing", m->name);
+        }
+        if (json_is_null(v)) {
+            return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                               "member %s is null (absent fields are omitted, never null)",
+                               m->name);
+        }
+        if (!json_is_string(v)) {
+            return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "member %s must be a string", m->name);
+        }
+        sh->val[i] = json_string_value(v);
+        sh->len[i] = json_string_length(v);
+    }
+    for (size_t i = 0; i < N_MEMBERS; i++) {
+        const member_t *m = &MEMBERS[i];
+        if (sh->val[i] == NULL) {
+            if (m->flags == F_REQUIRED || (signed_form && m->flags == F_SIGNATURE)) {
+                return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "required member %s is missing",
+                                   m->name);
+            }
+            continue;
+        }
+        int64_t t = 0;
+        const char *why = check_value(m, sh->val[i], sh->len[i], &t);
+        if (why != NULL) {
+            return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "member %s %s", m->name, why);
+        }
+        if (i == M_TIMESTAMP) {
+            sh->ts_ms = t;
+        } else if (i == M_EXPIRES_AT) {
+            sh->exp_ms = t;
+        }
+    }
+    if (sh->exp_ms < sh->ts_ms) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "expiresAt is before timestamp");
+    }
+    if (signed_form) {
+        (void)decode_sig(sh->sig, sh->val[M_AUTHORITY_SIGNATURE], sh->len[M_AUTHORITY_SIGNATURE]);
+        if (tg_unhex(sh->hash, 32, sh->val[M_RECEIPT_HASH], sh->len[M_RECEIPT_HASH]) != TG_OK) {
+            return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "member receiptHash is not hex");
+        }
+    }
+    return TG_OK;
+}
+
+/* ---- generic signer ------------------------------------------------------------------ */
+
+tg_err_t tg_receipt_sign_json(tg_buf_t *out, tg_receipt_signed_t *info, const tg_key_t *key,
+                              const json_t *body, tg_diag_t *diag) {
+    shape_t sh;
+    uint8_t hash[32], sig[64];
+    char hex[65], b64[TG_RECEIPT_SIG_B64_LEN + 1];
+    json_t *copy = NULL;
+    size_t start = out->len;
+    tg_err_t rc = TG_OK;
+
+    if (key == NULL || !key->has_secret) {
+        return tg_diag_set(diag, TG_ERR_NO_KEY, "no signing key: cannot sign a receipt");
+    }
+    TRY(check_shape(&sh, body, false, diag));
+    TRY(tg_canon_sha256(hash, body, diag));
+    rc = tg_key_sign(sig, key, hash, sizeof hash);
+    if (rc) {
+        rc = tg_diag_set(diag, rc, "cannot sign the receipt: %s", tg_strerror(rc));
+        goto done;
+    }
+    tg_hex(hex, hash, sizeof hash);
+    (void)sodium_bin2base64(b64, sizeof b64, sig, sizeof sig, sodium_base64_VARIANT_ORIGINAL);
+    copy = json_deep_copy(body);
+    if (copy == NULL || json_object_set_new(copy, "receiptHash", json_string(hex)) != 0 ||
+        json_object_set_new(copy, "authoritySignature", json_string(b64)) != 0 ||
+        json_object_set_new(copy, "authorityKeyId", json_string(key->key_id)) != 0) {
+        rc = tg_diag_set(diag, TG_ERR_NOMEM, "out of memory building the signed receipt");
+        goto done;
+    }
+    TRY(tg_canon_write(out, copy, diag));
+    if (info != NULL) {
+        memcpy(info->hash, hash, sizeof hash);
+        memcpy(info->hash_hex, hex, sizeof hex);
+        info->offset = start;
+        info->length = out->len - start;
+    }
+done:
+    json_decref(copy);
+    if (rc && out->data != NULL) {
+        out->len = start;
+        out->data[start] = '\0';
+    }
+    return rc;
+}
+
+/* ---- verifier ------------------------------------------------------------------------ */
+
+tg_err_t tg_receipt_verify(const tg_keyring_t *ring, const json_t *receipt, int64_t now_ms,
+                           tg_diag_t *diag) {
+    shape_t sh;
+    uint8_t recomputed[32];
+    char tmp[TG_TIME_ISO_LEN + 1];
+    json_t *copy = NULL;
+    tg_err_t rc = TG_OK;
+
+    TRY(check_shape(&sh, receipt, true, diag));
+    const tg_key_t *key =
+        tg_keyring_find(ring, sh.val[M_AUTHORITY_KEY_ID], sh.len[M_AUTHORITY_KEY_ID]);
+    if (key == NULL) {
+        rc = tg_diag_set(diag, TG_ERR_KEY_UNKNOWN, "authorityKeyId \"%s\" is not a known key",
+                         sh.val[M_AUTHORITY_KEY_ID]);
+        goto done;
+    }
+    if (tg_key_verify(key, sh.sig, sh.hash, sizeof sh.hash) != TG_OK) {
+        rc = tg_diag_set(diag, TG_ERR_RECEIPT_SIGNATURE,
+                         "authoritySignature is not a valid Ed25519 signature of receiptHash "
+                         "by key %s",
+                         key->key_id);
+        goto done;
+    }
+    copy = json_deep_copy(receipt);
+    if (copy == NULL) {
+        rc = tg_diag_set(diag, TG_ERR_NOMEM, "out of memory while verifying a receipt");
+        goto done;
+    }
+    (void)json_object_del(copy, "receiptHash");
+    (void)json_object_del(copy, "authoritySignature");
+    (void)json_object_del(copy, "authorityKeyId");
+    TRY(tg_canon_sha256(recomputed, copy, diag));
+    if (sodium_memcmp(recomputed, sh.hash, sizeof recomputed) != 0) {
+        rc = tg_diag_set(diag, TG_ERR_RECEIPT_HASH,
+                         "receiptHash does not match the receipt's contents (signed hash is "
+                         "authentic, the fields were changed)");
+        goto done;
+    }
+    if (now_ms >= sh.exp_ms) {
+        if (tg_time_format_ms(tmp, now_ms) != TG_OK) {
+            memcpy(tmp, "(out of range)", 15);
+        }
+        rc = tg_diag_set(diag, TG_ERR_RECEIPT_EXPIRED,
+                         "expired at %s (now %s); authentic but no longer authorizes",
+                         sh.val[M_EXPIRES_AT], tmp);
+        goto done;
+    }
+done:
+    json_decref(copy);
+    sodium_memzero(&sh, sizeof sh);
+    return rc;
+}
+
+tg_err_t tg_receipt_verify_text(const tg_keyring_t *ring, const char *text, size_t len,
+                                int64_t now_ms, tg_diag_t *diag) {
+    json_t *root = NULL;
+    tg_json_limits_t lim = TG_JSON_LIMITS_DEFAULT;
+    lim.max_bytes = TG_RECEIPT_MAX_BYTES;
+    tg_err_t rc = tg_json_parse(&root, text, len, &lim, diag);
+    if (rc) {
+        return rc;
+    }
+    rc = tg_receipt_verify(ring, root, now_ms, diag);
+    json_decref(root);
+    return rc;
+}
+
+const char *tg_receipt_reason_code(tg_err_t e) {
+    switch (e) {
+    case TG_OK:
+        return "valid";
+    case TG_ERR_RECEIPT_SHAPE:
+    case TG_ERR_JSON_SYNTAX:
+    case TG_ERR_JSON_DUPLICATE_KEY:
+    case TG_ERR_JSON_UTF8:
+    case TG_ERR_JSON_SURROGATE:
+    case TG_ERR_JSON_NONFINITE:
+    case TG_ERR_JSON_DEPTH:
+    case TG_ERR_JSON_TYPE:
+    case TG_ERR_LIMIT:
+        return "malformed";
+    case TG_ERR_KEY_UNKNOWN:
+        return "unknown_key";
+    case TG_ERR_RECEIPT_SIGNATURE:
+        return "bad_signature";
+    case TG_ERR_RECEIPT_HASH:
+        return "hash_mismatch";
+    case TG_ERR_RECEIPT_EXPIRED:
+        return "expired";
+    default:
+        return "error";
+    }
+}
+
+/* ---- identifiers ---------------------------------------------------------------------- */
+
+void tg_receipt_execution_id(char out[TG_RECEIPT_EXEC_ID_LEN + 1], const char *tenant,
+                             size_t tenant_len, const char *surface, size_t surface_len,
+                             const char *request_hash_hex, size_t request_hash_len,
+                             const char *disc, size_t disc_len) {
+    static const unsigned char zero = 0;
+    crypto_hash_sha256_state st;
+    uint8_t h[32], rnd[16];
+    crypto_hash_sha256_init(&st);
+    crypto_hash_sha256_update(&st, (const unsigned char *)tenant, tenant_len);
+    crypto_hash_sha256_update(&st, &zero, 1);
+    crypto_hash_sha256_update(&st, (const unsigned char *)surface, surface_len);
+    crypto_hash_sha256_update(&st, &zero, 1);
+    crypto_hash_sha256_update(&st, (const unsigned char *)request_hash_hex, request_hash_len);
+    crypto_hash_sha256_update(&st, &zero, 1);
+    if (disc != NULL) {
+        crypto_hash_sha256_update(&st, (const unsigned char *)disc, disc_len);
+    } else {
+        randombytes_buf(rnd, sizeof rnd);
+        crypto_hash_sha256_update(&st, rnd, sizeof rnd);
+    }
+    crypto_hash_sha256_final(&st, h);
+    memcpy(out, "exec_", 5);
+    tg_hex(out + 5, h, 16);
+}
+
+tg_err_t tg_receipt_protocol_fingerprint(char out_hex[65], const char *policy_hash_hex) {
+    uint8_t h[32];
+    tg_err_t rc = TG_ERR_INVALID_ARG;
+    out_hex[0] = '\0';
+    if (policy_hash_hex == NULL || strlen(policy_hash_hex) != 64 ||
+        !is_lower_hex(policy_hash_hex, 64)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    json_t *obj = json_object();
+    if (obj == NULL ||
+        json_object_set_new(obj, "protocolVersion", json_string(TG_PROTOCOL_VERSION)) != 0 ||
+        json_object_set_new(obj, "engineVersion", json_string(TG_ENGINE_VERSION)) != 0 ||
+        json_object_set_new(obj, "policyHash", json_string(policy_hash_hex)) != 0) {
+        rc = TG_ERR_NOMEM;
+        goto done;
+    }
+    rc = tg_canon_sha256(h, obj, NULL);
+    if (rc == TG_OK) {
+        tg_hex(out_hex, h, sizeof h);
+    }
+done:
+    json_decref(obj);
+    return rc;
+}
