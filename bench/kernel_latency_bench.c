@@ -1,0 +1,554 @@
+/* kernel_latency_bench.c — in-process latency and throughput of tg_kernel_decide.
+ *
+ * What it measures, per variant (a compiled policy and one pre-built frame):
+ *   per_call  clock_gettime(CLOCK_MONOTONIC) immediately before and after each single
+ *             tg_kernel_decide call, after `--warmup` unrecorded calls; every raw sample is
+ *             kept and the percentiles are computed from the sorted samples (nearest rank).
+ *             These numbers INCLUDE one clock read (reported as clock.overhead_ns_p50, about
+ *             20-40 ns here): for a ~100 ns call the clock is a large share of the sample.
+ *   batched   `--batch` calls between two clock reads, repeated count/batch times: the clock
+ *             cost is amortized, so ns_per_decision and throughput_per_s (the decisions/s
+ *             figure) come from here. The headline throughput is that of the MEDIAN batch: on
+ *             a shared machine one lost timeslice (milliseconds) inside a batch would dominate
+ *             a mean. The mean over all batches (wall clock) and the decisions per second of
+ *             thread CPU time (CLOCK_THREAD_CPUTIME_ID, immune to preemption) are reported too.
+ *   frame     tg_frame_from_request on the already-parsed request, batched the same way
+ *             (informational: it runs outside the kernel, once per request).
+ * What it does NOT measure: reading the body, JSON parsing (jansson), canonicalization and
+ * request hashing, idempotency/nonce lookups, receipt signing (Ed25519), ledger writes, HTTP;
+ * nor contention between threads (single thread only); nor cold caches (everything is warm
+ * after the warm-up; the same frame is decided every time).
+ *
+ * Variants (bundled policy examples/policy.json):
+ *   default  deploy.release to staging by ci.release-bot: tier 1, two required context fields,
+ *            actor checked through an "@group" in-list rule -> PERMIT
+ *   spend    the SPEC 3.1 payments.charge request: tier 1 irreversible, two signals
+ *            (riskScore, rsdSpike), actor list, the HIGH_RISK_SPEND spend rule and two more deny
+ *            rules evaluated before the permit rule -> PERMIT
+ *
+ * usage: kernel_latency_bench [--count N] [--warmup N] [--batch N] [--variant default|spend|all]
+ *                             [--policy FILE] [--output FILE]
+ * Writes one JSON document (stdout without --output).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "trigguard/buf.h"
+#include "trigguard/canon.h"
+#include "trigguard/kernel.h"
+#include "trigguard/policy.h"
+#include "trigguard/version.h"
+
+typedef struct {
+    const char *name;
+    const char *description;
+    const char *request;
+} variant_t;
+
+static const variant_t VARIANTS[] = {
+    {"default",
+     "deploy.release to staging by ci.release-bot: tier 1, two required context fields, actor "
+     "group in-list rule",
+     "{\"surface\":\"deploy.release\",\"action\":\"release\",\"actor\":\"ci.release-bot\","
+     "\"context\":{\"target\":\"staging\",\"version\":\"1.4.2\"},\"idempotency_key\":\"rel-1\"}"},
+    {"spend",
+     "SPEC 3.1 payments.charge: tier 1 irreversible, two signals (riskScore, rsdSpike), actor "
+     "list, spend rule HIGH_RISK_SPEND plus two other deny rules before the permit",
+     "{\"surface\":\"payments.charge\",\"action\":\"transfer_funds\",\"actor\":\"agent.billing\","
+     "\"context\":{\"amount\":2500,\"currency\":\"USD\"},\"signals\":{\"riskScore\":0.12,"
+     "\"rsdSpike\":false},\"idempotency_key\":\"tx_9921\",\"nonce\":\"6f1c\"}"},
+};
+
+typedef struct {
+    long count, warmup, batch;
+    const char *variant, *policy, *output;
+} opts_t;
+
+static volatile unsigned sink; /* keeps every decision observable */
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of sorted samples. */
+static int64_t pct(const int64_t *s, size_t n, double p) {
+    size_t rank = (size_t)((p / 100.0) * (double)n + 0.999999999);
+    if (rank < 1) {
+        rank = 1;
+    }
+    return s[rank > n ? n - 1 : rank - 1];
+}
+
+static int fail(const char *what) {
+    fprintf(stderr, "kernel_latency_bench: %s\n", what);
+    return 2;
+}
+
+/* ---- environment facts ------------------------------------------------------------- */
+
+static tg_err_t put_json_str(tg_buf_t *b, const char *s) {
+    return tg_canon_string(b, s, strlen(s));
+}
+
+static void read_first_line_with(const char *path, const char *key, char *out, size_t n) {
+    out[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        return;
+    }
+    char line[1024];
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (key == NULL || strncmp(line, key, strlen(key)) == 0) {
+            char *v = key != NULL ? strchr(line, ':') : line;
+            if (v != NULL) {
+                v += key != NULL ? 1 : 0;
+                while (*v == ' ' || *v == '\t') {
+                    v++;
+                }
+                v[strcspn(v, "\n")] = '\0';
+                snprintf(out, n, "%s", v);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* The compile command of src/kernel/kernel.c from the build's compile_commands.json (the
+ * build directory is two levels above this executable): the exact flags of the kernel. */
+static void kernel_compile_command(char *out, size_t n) {
+    snprintf(out, n, "unknown");
+    char exe[4096], db[4200];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) {
+        return;
+    }
+    exe[len] = '\0';
+    for (int up = 0; up < 2; up++) {
+        char *slash = strrchr(exe, '/');
+        if (slash == NULL) {
+            return;
+        }
+        *slash = '\0';
+    }
+    snprintf(db, sizeof db, "%s/compile_commands.json", exe);
+    FILE *f = fopen(db, "r");
+    if (f == NULL) {
+        return;
+    }
+    json_t *cc = json_loadf(f, 0, NULL);
+    fclose(f);
+    static const char suffix[] = "/src/kernel/kernel.c";
+    for (size_t i = 0; i < json_array_size(cc); i++) {
+        const json_t *e = json_array_get(cc, i);
+        const char *file = json_string_value(json_object_get(e, "file"));
+        const char *cmd = json_string_value(json_object_get(e, "command"));
+        size_t fl = file != NULL ? strlen(file) : 0, sl = sizeof suffix - 1;
+        if (cmd != NULL && fl >= sl && strcmp(file + fl - sl, suffix) == 0) {
+            snprintf(out, n, "%s", cmd);
+            break;
+        }
+    }
+    json_decref(cc);
+}
+
+/* ---- measurement ------------------------------------------------------------------- */
+
+/* Batched timing of one operation: per-batch wall times, plus thread CPU time overall. */
+typedef struct {
+    size_t batches;
+    double ns_mean, ns_p50, ns_p99; /* per operation, wall clock */
+    double tput_median, tput_mean, tput_cpu;
+} batched_t;
+
+typedef struct {
+    const variant_t *v;
+    tg_decision_t d;
+    int64_t *samples;
+    size_t n;
+    batched_t kernel, frame;
+} result_t;
+
+static int64_t cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Sorts the per-batch wall times and derives the per-operation figures. */
+static void summarize(batched_t *r, int64_t *per, size_t batches, long batch, int64_t cpu) {
+    int64_t total = 0;
+    for (size_t b = 0; b < batches; b++) {
+        total += per[b];
+    }
+    qsort(per, batches, sizeof *per, cmp_i64);
+    double ops = (double)batches * (double)batch;
+    r->batches = batches;
+    r->ns_mean = (double)total / ops;
+    r->ns_p50 = (double)pct(per, batches, 50) / (double)batch;
+    r->ns_p99 = (double)pct(per, batches, 99) / (double)batch;
+    r->tput_median = 1e9 / r->ns_p50;
+    r->tput_mean = ops * 1e9 / (double)total;
+    r->tput_cpu = ops * 1e9 / (double)cpu;
+}
+
+static int run_variant(result_t *r, const tg_policy_t *p, const variant_t *v, const opts_t *o) {
+    json_t *req = NULL;
+    tg_diag_t diag = {{0}};
+    if (tg_json_parse(&req, v->request, strlen(v->request), NULL, &diag) != TG_OK) {
+        return fail(diag.msg);
+    }
+    tg_frame_t f;
+    if (tg_frame_from_request(&f, NULL, p, req, &diag) != TG_OK) {
+        json_decref(req);
+        return fail(diag.msg);
+    }
+    r->v = v;
+    r->n = (size_t)o->count;
+    r->samples = malloc(r->n * sizeof *r->samples);
+    if (r->samples == NULL) {
+        json_decref(req);
+        return fail("out of memory");
+    }
+    tg_decision_t d;
+    for (long i = 0; i < o->warmup; i++) {
+        tg_kernel_decide(&d, p, &f);
+        sink += (unsigned)d.verdict;
+    }
+    for (size_t i = 0; i < r->n; i++) {
+        int64_t t0 = now_ns();
+        tg_kernel_decide(&d, p, &f);
+        int64_t t1 = now_ns();
+        r->samples[i] = t1 - t0;
+        sink += (unsigned)d.verdict;
+    }
+    r->d = d;
+    qsort(r->samples, r->n, sizeof *r->samples, cmp_i64);
+
+    /* Batched: the clock cost is paid once per `batch` decisions. */
+    size_t batches = (size_t)(o->count / o->batch);
+    if (batches < 1) {
+        batches = 1;
+    }
+    int64_t *per = malloc(batches * sizeof *per);
+    if (per == NULL) {
+        json_decref(req);
+        return fail("out of memory");
+    }
+    int64_t c0 = cpu_ns();
+    for (size_t b = 0; b < batches; b++) {
+        int64_t t0 = now_ns();
+        for (long i = 0; i < o->batch; i++) {
+            tg_kernel_decide(&d, p, &f);
+            sink += (unsigned)d.verdict;
+        }
+        per[b] = now_ns() - t0;
+    }
+    summarize(&r->kernel, per, batches, o->batch, cpu_ns() - c0);
+
+    /* Frame conversion from the parsed request (outside the kernel), a tenth as many. */
+    size_t fbatches = batches / 10 > 0 ? batches / 10 : 1;
+    c0 = cpu_ns();
+    for (size_t b = 0; b < fbatches; b++) {
+        int64_t t0 = now_ns();
+        for (long i = 0; i < o->batch; i++) {
+            tg_err_t rc = tg_frame_from_request(&f, NULL, p, req, NULL);
+            sink += (unsigned)rc;
+        }
+        per[b] = now_ns() - t0;
+    }
+    summarize(&r->frame, per, fbatches, o->batch, cpu_ns() - c0);
+    free(per);
+    json_decref(req);
+    return 0;
+}
+
+static tg_err_t put_stats(tg_buf_t *b, const char *key, int64_t ns) {
+    return tg_buf_printf(b, "\"%s_ns\":%lld,\"%s_ms\":%.6f,", key, (long long)ns, key,
+                         (double)ns / 1e6);
+}
+
+static tg_err_t put_batched(tg_buf_t *b, const char *key, long batch, const batched_t *r) {
+    return tg_buf_printf(b,
+                         "\"%s\":{\"batch_size\":%ld,\"batches\":%zu,\"ns_per_op_p50\":%.2f,"
+                         "\"ns_per_op_p99\":%.2f,\"ns_per_op_mean\":%.2f,"
+                         "\"throughput_per_s_median_batch\":%.0f,\"throughput_per_s_mean\":%.0f,"
+                         "\"throughput_per_s_thread_cpu\":%.0f},",
+                         key, batch, r->batches, r->ns_p50, r->ns_p99, r->ns_mean, r->tput_median,
+                         r->tput_mean, r->tput_cpu);
+}
+
+static tg_err_t write_variant(tg_buf_t *b, const result_t *r, const tg_policy_t *p,
+                              const opts_t *o) {
+    const int64_t *s = r->samples;
+    size_t n = r->n;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        sum += (double)s[i];
+    }
+    int64_t p99 = pct(s, n, 99);
+    tg_err_t rc = tg_buf_puts(b, "{\"variant\":");
+    rc = rc ? rc : put_json_str(b, r->v->name);
+    rc = rc ? rc : tg_buf_puts(b, ",\"description\":");
+    rc = rc ? rc : put_json_str(b, r->v->description);
+    rc = rc ? rc : tg_buf_puts(b, ",\"request\":");
+    rc = rc ? rc : tg_buf_puts(b, r->v->request);
+    rc = rc ? rc
+            : tg_buf_printf(b,
+                            ",\"policy_version\":\"%s\",\"policy_hash\":\"%s\","
+                            "\"decision\":\"%s\",\"reason_code\":\"%s\",\"rule\":",
+                            tg_policy_version(p), tg_policy_hash_hex(p),
+                            tg_verdict_name(r->d.verdict), r->d.reason);
+    rc = rc ? rc
+            : (r->d.rule_id.ptr ? tg_canon_string(b, r->d.rule_id.ptr, r->d.rule_id.len)
+                                : tg_buf_puts(b, "null"));
+    rc = rc ? rc
+            : tg_buf_printf(b, ",\"states_visited\":%u,\"rules_evaluated\":%u,",
+                            (unsigned)r->d.n_states, (unsigned)r->d.rules_evaluated);
+    rc = rc ? rc
+            : tg_buf_printf(b, "\"per_call\":{\"iterations\":%zu,\"warmup\":%ld,", n, o->warmup);
+    rc = rc ? rc : put_stats(b, "min", s[0]);
+    rc = rc ? rc : put_stats(b, "p50", pct(s, n, 50));
+    rc = rc ? rc : put_stats(b, "p95", pct(s, n, 95));
+    rc = rc ? rc : put_stats(b, "p99", p99);
+    rc = rc ? rc : put_stats(b, "p99_9", pct(s, n, 99.9));
+    rc = rc ? rc : put_stats(b, "max", s[n - 1]);
+    rc = rc ? rc
+            : tg_buf_printf(b,
+                            "\"mean_ns\":%.1f,\"includes_clock_read\":true,"
+                            "\"throughput_per_s\":%.0f},",
+                            sum / (double)n, (double)n * 1e9 / sum);
+    rc = rc ? rc : put_batched(b, "batched", o->batch, &r->kernel);
+    rc = rc ? rc : put_batched(b, "frame_conversion", o->batch, &r->frame);
+    rc = rc ? rc
+            : tg_buf_printf(b,
+                            "\"throughput_per_s\":%.0f,\"throughput_source\":"
+                            "\"batched.throughput_per_s_median_batch\",",
+                            r->kernel.tput_median);
+    rc = rc ? rc
+            : tg_buf_printf(b,
+                            "\"targets\":{\"p99_ns_max\":1000,\"throughput_per_s_min\":"
+                            "5000000,\"p99_met\":%s,\"throughput_met\":%s}}",
+                            p99 <= 1000 ? "true" : "false",
+                            r->kernel.tput_median >= 5e6 ? "true" : "false");
+    return rc;
+}
+
+static int parse_opts(opts_t *o, int argc, char **argv) {
+    o->count = 100000;
+    o->warmup = 1000;
+    o->batch = 1000;
+    o->variant = "all";
+    o->policy = NULL;
+    o->output = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (i + 1 >= argc) {
+            fprintf(stderr, "kernel_latency_bench: %s needs a value\n", a);
+            return 0;
+        }
+        const char *val = argv[++i];
+        long *num = strcmp(a, "--count") == 0    ? &o->count
+                    : strcmp(a, "--warmup") == 0 ? &o->warmup
+                    : strcmp(a, "--batch") == 0  ? &o->batch
+                                                 : NULL;
+        if (num != NULL) {
+            char *end = NULL;
+            errno = 0;
+            *num = strtol(val, &end, 10);
+            if (errno != 0 || end == val || *end != '\0' || *num < 0 || *num > 100000000) {
+                fprintf(stderr, "kernel_latency_bench: bad number for %s\n", a);
+                return 0;
+            }
+        } else if (strcmp(a, "--variant") == 0) {
+            o->variant = val;
+        } else if (strcmp(a, "--policy") == 0) {
+            o->policy = val;
+        } else if (strcmp(a, "--output") == 0) {
+            o->output = val;
+        } else {
+            fprintf(stderr, "kernel_latency_bench: unknown option %s\n", a);
+            return 0;
+        }
+    }
+    if (o->count < 1 || o->batch < 1) {
+        fprintf(stderr, "kernel_latency_bench: --count and --batch must be at least 1\n");
+        return 0;
+    }
+    if (strcmp(o->variant, "default") != 0 && strcmp(o->variant, "spend") != 0 &&
+        strcmp(o->variant, "all") != 0) {
+        fprintf(stderr, "kernel_latency_bench: --variant is default, spend or all\n");
+        return 0;
+    }
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    opts_t o;
+    if (!parse_opts(&o, argc, argv)) {
+        fprintf(stderr, "usage: kernel_latency_bench [--count N] [--warmup N] [--batch N] "
+                        "[--variant default|spend|all] [--policy FILE] [--output FILE]\n");
+        return 2;
+    }
+    /* The bundled policy: --policy, else $TG_SRC/examples/policy.json, else next to this
+     * source file's repository. */
+    char path[4200], here[4096];
+    if (o.policy != NULL) {
+        snprintf(path, sizeof path, "%s", o.policy);
+    } else if (getenv("TG_SRC") != NULL) {
+        snprintf(path, sizeof path, "%s/examples/policy.json", getenv("TG_SRC"));
+    } else {
+        snprintf(here, sizeof here, "%s", __FILE__); /* <repo>/bench/kernel_latency_bench.c */
+        char *slash = strrchr(here, '/');
+        if (slash != NULL) {
+            *slash = '\0';
+            slash = strrchr(here, '/');
+        }
+        if (slash != NULL) {
+            *slash = '\0';
+            snprintf(path, sizeof path, "%s/examples/policy.json", here);
+        } else {
+            snprintf(path, sizeof path, "examples/policy.json");
+        }
+    }
+    tg_policy_t *p = NULL;
+    tg_diag_t diag = {{0}};
+    if (tg_policy_load_file(&p, path, &diag) != TG_OK) {
+        return fail(diag.msg);
+    }
+
+    /* Clock overhead: back-to-back reads. */
+    size_t nclk = 100000;
+    int64_t *clk = malloc(nclk * sizeof *clk);
+    if (clk == NULL) {
+        return fail("out of memory");
+    }
+    for (size_t i = 0; i < nclk; i++) {
+        int64_t t0 = now_ns();
+        clk[i] = now_ns() - t0;
+    }
+    qsort(clk, nclk, sizeof *clk, cmp_i64);
+    struct timespec res;
+    clock_getres(CLOCK_MONOTONIC, &res);
+
+    result_t results[2];
+    size_t nres = 0;
+    int rc = 0;
+    for (size_t i = 0; i < 2 && rc == 0; i++) {
+        if (strcmp(o.variant, "all") == 0 || strcmp(o.variant, VARIANTS[i].name) == 0) {
+            memset(&results[nres], 0, sizeof results[nres]);
+            rc = run_variant(&results[nres], p, &VARIANTS[i], &o);
+            nres += rc == 0;
+        }
+    }
+    if (rc != 0) {
+        return rc;
+    }
+
+    char cpu[256], load[256], cmd[8192], date[64];
+    read_first_line_with("/proc/cpuinfo", "model name", cpu, sizeof cpu);
+    read_first_line_with("/proc/loadavg", NULL, load, sizeof load);
+    kernel_compile_command(cmd, sizeof cmd);
+    struct utsname un;
+    uname(&un);
+    time_t t = time(NULL);
+    struct tm tmv;
+    gmtime_r(&t, &tmv);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+
+    tg_buf_t b;
+    tg_buf_init(&b, 0);
+    tg_err_t e = tg_buf_puts(&b, "{\"benchmark\":\"kernel_fsm_latency\",\"harness\":"
+                                 "\"bench/kernel_latency_bench.c\",\"not_measured\":");
+    e = e ? e
+          : put_json_str(&b, "JSON parsing, canonicalization and request hashing, "
+                             "idempotency/nonce lookups, receipt signing, ledger writes, "
+                             "HTTP; multi-thread contention; cold caches. per_call samples "
+                             "include one clock_gettime read (see clock.overhead_ns_p50).");
+    e = e ? e
+          : tg_buf_printf(&b,
+                          ",\"parameters\":{\"count\":%ld,\"warmup\":%ld,\"batch\":%ld,"
+                          "\"variant\":",
+                          o.count, o.warmup, o.batch);
+    e = e ? e : put_json_str(&b, o.variant);
+    e = e ? e : tg_buf_puts(&b, ",\"policy_file\":");
+    e = e ? e : put_json_str(&b, path);
+    e = e ? e : tg_buf_puts(&b, "},\"host\":{\"cpu_model\":");
+    e = e ? e : put_json_str(&b, cpu[0] ? cpu : "unknown");
+    e = e ? e : tg_buf_printf(&b, ",\"cores\":%ld,\"kernel\":", sysconf(_SC_NPROCESSORS_ONLN));
+    e = e ? e : put_json_str(&b, un.release);
+    e = e ? e : tg_buf_puts(&b, ",\"loadavg_at_start\":");
+    e = e ? e : put_json_str(&b, load);
+    e = e ? e : tg_buf_puts(&b, "},\"build\":{\"compiler\":");
+#ifdef __clang__
+    e = e ? e : put_json_str(&b, "clang " __VERSION__);
+#else
+    e = e ? e : put_json_str(&b, "gcc " __VERSION__);
+#endif
+#ifdef __OPTIMIZE__
+    e = e ? e : tg_buf_puts(&b, ",\"optimized\":true");
+#else
+    e = e ? e : tg_buf_puts(&b, ",\"optimized\":false");
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+    e = e ? e : tg_buf_puts(&b, ",\"sanitizers\":true");
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    e = e ? e : tg_buf_puts(&b, ",\"sanitizers\":true");
+#else
+    e = e ? e : tg_buf_puts(&b, ",\"sanitizers\":false");
+#endif
+#else
+    e = e ? e : tg_buf_puts(&b, ",\"sanitizers\":false");
+#endif
+    e = e ? e : tg_buf_puts(&b, ",\"kernel_compile_command\":");
+    e = e ? e : put_json_str(&b, cmd);
+    e = e ? e
+          : tg_buf_printf(&b,
+                          "},\"engine_version\":\"%s\",\"git_commit\":\"%s\",\"date\":"
+                          "\"%s\",",
+                          TG_ENGINE_VERSION, TG_GIT_COMMIT, date);
+    e = e ? e
+          : tg_buf_printf(&b,
+                          "\"clock\":{\"source\":\"CLOCK_MONOTONIC\",\"resolution_ns\":%ld,"
+                          "\"overhead_ns_p50\":%lld,\"overhead_ns_p99\":%lld},"
+                          "\"variants\":[",
+                          res.tv_nsec, (long long)pct(clk, nclk, 50),
+                          (long long)pct(clk, nclk, 99));
+    for (size_t i = 0; i < nres && !e; i++) {
+        e = i ? tg_buf_putc(&b, ',') : TG_OK;
+        e = e ? e : write_variant(&b, &results[i], p, &o);
+    }
+    e = e ? e : tg_buf_puts(&b, "]}\n");
+    if (e) {
+        return fail("cannot build the JSON document");
+    }
+    FILE *out = o.output != NULL ? fopen(o.output, "w") : stdout;
+    if (out == NULL || fwrite(b.data, 1, b.len, out) != b.len ||
+        (out != stdout && fclose(out) != 0)) {
+        return fail("cannot write the output");
+    }
+    if (out == stdout) {
+        fflush(stdout);
+    }
+    for (size_t i = 0; i < nres; i++) {
+        free(results[i].samples);
+    }
+    free(clk);
+    tg_buf_free(&b);
+    tg_policy_destroy(p);
+    return sink == 0xFFFFFFFFu ? 1 : 0;
+}

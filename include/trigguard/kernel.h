@@ -1,0 +1,161 @@
+/* kernel.h — the decision FSM of SPEC §8: a pure function (compiled policy, frame) → decision.
+ *
+ * Purity: tg_kernel_decide allocates nothing, takes no lock, does no I/O, reads no clock and
+ * no global state; it only reads its two inputs and writes its output. It is reentrant and
+ * may run on any number of threads at once over the same policy and frames. The kernel is
+ * its own static library (tg_kernel) whose only libc references are memcmp-class functions;
+ * tests/integration/kernel_purity.sh checks that with `nm -u`.
+ *
+ * States (each transition may end early in a terminal decision):
+ *
+ *   RECEIVED ──► VALIDATED ──► CLASSIFIED ──► SIGNALS_EVALUATED ──► RULES_EVALUATED
+ *      │ SILENCE      │ DENY          │ DENY                 │ DENY/PERMIT by rule,
+ *      │ MISSING_CONTEXT  SURFACE_FROZEN  <signal reason>    │ else the surface default
+ *      │ UNKNOWN_SIGNAL   ACTOR_NOT_      RISK_THRESHOLD_    │ (DENY NO_MATCHING_POLICY
+ *      │ INVALID_SIGNAL   AUTHORIZED      EXCEEDED           │ unless the policy says)
+ *      │ MISSING_SIGNAL
+ *
+ *   RECEIVED → VALIDATED, in this order: every required context field of the surface is
+ *     present with its declared type (else MISSING_CONTEXT); every signal is declared
+ *     (else UNKNOWN_SIGNAL); every signal has its declared type and numbers lie in [0, 1]
+ *     (else INVALID_SIGNAL); every signal the policy requires for the surface is present
+ *     (else MISSING_SIGNAL).
+ *   VALIDATED → CLASSIFIED: frozen surface → DENY SURFACE_FROZEN; allowed-actor list present
+ *     and the actor absent or not in it → DENY ACTOR_NOT_AUTHORIZED.
+ *   CLASSIFIED → SIGNALS_EVALUATED: a true boolean signal whose deny_on_tier holds the
+ *     surface tier → DENY with the signal's reason (signals in bytewise name order); then
+ *     a number signal strictly above its threshold for the tier (riskScore: the tier
+ *     thresholds) → DENY with its reason (RISK_THRESHOLD_EXCEEDED for riskScore). Equal
+ *     passes.
+ *   SIGNALS_EVALUATED → RULES_EVALUATED: any deny rule whose conditions all hold wins
+ *     → DENY with the reason of the first such rule (bundle order); else the first permit
+ *     rule whose conditions all hold → PERMIT NO_POLICY_VIOLATION; else the surface default.
+ *     A condition holds only on a present, non-null value of a comparable type: a missing
+ *     field makes every operator false except `exists: false`; ordered operators on a
+ *     non-number are false; eq/ne/in/not_in compare typed ("5" ne 5 holds). Mandatory facts
+ *     are enforced by required context / required signals in the first state (SILENCE).
+ *   Before RECEIVED is left, the frame must belong to the policy (same policyHash) and be
+ *   well formed, else SILENCE POLICY_MISMATCH / INVALID_FRAME.
+ *
+ * Frames are built by tg_frame_from_request (policy.h) against a compiled policy: field and
+ * signal names are resolved to the policy's ids there, so the kernel compares integers.
+ * Ids are deterministic functions of the bundle's content, so a frame built against one
+ * compiled copy of a bundle is valid for every other copy with the same policyHash.
+ */
+#ifndef TRIGGUARD_KERNEL_H
+#define TRIGGUARD_KERNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tg_policy tg_policy_t;
+
+/* A borrowed byte string with its length (not necessarily NUL-terminated). ptr NULL =
+ * absent. */
+typedef struct tg_sv {
+    const char *ptr;
+    uint32_t len;
+} tg_sv_t;
+
+/* Type of a frame value (and of a policy operand). ABSENT = the member was not sent. */
+typedef enum tg_vtype {
+    TG_VT_ABSENT = 0,
+    TG_VT_NULL,
+    TG_VT_BOOL,
+    TG_VT_NUMBER,
+    TG_VT_STRING,
+    TG_VT_OBJECT,
+    TG_VT_ARRAY
+} tg_vtype_t;
+
+/* One typed value. Strings are borrowed views (into the parsed request or the policy). */
+typedef struct tg_value {
+    double num;      /* TG_VT_NUMBER */
+    const char *str; /* TG_VT_STRING */
+    uint32_t len;    /* TG_VT_STRING: bytes */
+    uint8_t type;    /* tg_vtype_t */
+    uint8_t boolean; /* TG_VT_BOOL: 0 or 1 */
+} tg_value_t;
+
+/* A frame entry: a context field or a signal, by policy id. */
+typedef struct tg_frame_slot {
+    uint32_t id;
+    tg_value_t v;
+} tg_frame_slot_t;
+
+#define TG_FRAME_MAX_CONTEXT 64 /* context fields the policy mentions, per request */
+#define TG_FRAME_MAX_SIGNALS 32 /* = TG_POLICY_MAX_SIGNALS */
+
+/* The kernel's input: fixed size (about 3.5 KiB), no heap, caller-allocated. Views borrow
+ * from the parsed request, which must outlive the frame's use. */
+typedef struct tg_frame {
+    uint8_t policy_hash[32]; /* the policy the ids below refer to */
+    uint32_t surface;        /* index into the policy's surface table */
+    tg_sv_t surface_name;
+    tg_sv_t action; /* ptr NULL = absent */
+    tg_sv_t actor;  /* ptr NULL = absent */
+    uint32_t n_context;
+    uint32_t n_signals;
+    uint32_t n_unknown_signals; /* signals the policy does not declare */
+    tg_sv_t unknown_signal;     /* the bytewise-smallest such name, for the trace */
+    tg_frame_slot_t context[TG_FRAME_MAX_CONTEXT]; /* sorted by field id, unique */
+    tg_frame_slot_t signals[TG_FRAME_MAX_SIGNALS]; /* sorted by signal id, unique */
+} tg_frame_t;
+
+/* A zeroed tg_decision_t is a SILENCE: the zero value never authorizes. */
+typedef enum tg_verdict { TG_SILENCE = 0, TG_PERMIT = 1, TG_DENY = 2 } tg_verdict_t;
+
+typedef enum tg_state {
+    TG_STATE_RECEIVED = 0,
+    TG_STATE_VALIDATED,
+    TG_STATE_CLASSIFIED,
+    TG_STATE_SIGNALS_EVALUATED,
+    TG_STATE_RULES_EVALUATED,
+    TG_STATE__COUNT
+} tg_state_t;
+
+/* What produced the decision (the trace's "decided_by"). */
+typedef enum tg_cause {
+    TG_CAUSE_FRAME = 0,        /* frame/policy mismatch or malformed frame */
+    TG_CAUSE_CONTEXT,          /* required context field missing or wrong type */
+    TG_CAUSE_UNKNOWN_SIGNAL,   /* signal not declared by the policy */
+    TG_CAUSE_INVALID_SIGNAL,   /* wrong type or number outside [0, 1] */
+    TG_CAUSE_MISSING_SIGNAL,   /* signal required for the surface absent */
+    TG_CAUSE_FROZEN,           /* surface frozen */
+    TG_CAUSE_ACTOR,            /* actor not in the allowed list */
+    TG_CAUSE_SIGNAL_DENY,      /* boolean signal with deny_on_tier */
+    TG_CAUSE_SIGNAL_THRESHOLD, /* number signal above its threshold */
+    TG_CAUSE_RULE,             /* a rule matched */
+    TG_CAUSE_DEFAULT,          /* no rule matched: surface default */
+    TG_CAUSE__COUNT
+} tg_cause_t;
+
+/* The kernel's output. Every string is static or owned by the policy (valid while the
+ * policy lives); `subject` may also borrow from the frame's request. */
+typedef struct tg_decision {
+    tg_verdict_t verdict;
+    const char *reason; /* UPPER_SNAKE reason code, NUL-terminated, never NULL */
+    tg_sv_t rule_id;    /* rule that decided (ptr NULL when none) */
+    tg_sv_t subject;    /* field, signal or actor the cause refers to (may be absent) */
+    tg_cause_t cause;
+    uint8_t tier;     /* surface tier, 0 when not reached */
+    uint8_t n_states; /* states entered, in order (RECEIVED first) */
+    uint8_t states[TG_STATE__COUNT];
+    uint16_t rules_evaluated; /* rules whose conditions were examined */
+} tg_decision_t;
+
+/* Decides. Always writes a complete decision to *out (out NULL: nothing happens); never
+ * fails in the error channel: a NULL policy or frame, or a frame built against another
+ * policy, is SILENCE INVALID_FRAME / POLICY_MISMATCH. Pure, reentrant, thread-safe. */
+void tg_kernel_decide(tg_decision_t *out, const tg_policy_t *p, const tg_frame_t *f);
+
+/* "PERMIT", "DENY", "SILENCE" (anything else: "SILENCE"). Static. */
+const char *tg_verdict_name(tg_verdict_t v);
+
+/* "RECEIVED" … "RULES_EVALUATED"; "UNKNOWN" out of range. Static. */
+const char *tg_state_name(tg_state_t s);
+
+/* snake_case name of a cause ("rule", "default", "signal_threshold", …). Static. */
+const char *tg_cause_name(tg_cause_t c);
+
+#endif /* TRIGGUARD_KERNEL_H */

@@ -1,0 +1,171 @@
+/* policy.h — policy bundles: validate and compile once, resolve requests into kernel frames.
+ *
+ * A bundle (docs/POLICY.md has the full format and a complete example) is a JSON object:
+ *
+ *   member       type                          meaning
+ *   version      string (1..64)                policy version, echoed in receipts
+ *   authority    string (1..128), optional     authority id (default "trigguard-local")
+ *   description  string, optional              free text, ignored
+ *   surfaces     object name -> surface        the surface registry (at least one)
+ *   signals      object name -> signal         declared signals (riskScore is implicit)
+ *   actors       object group -> [actor ids]   groups usable as "@group" in actor lists
+ *   tools        object tool -> surface|{surface, action}   tool-call mapping
+ *   tiers        object "1".."3" -> number|{risk_threshold}  default 0.3 / 0.6 / 0.8
+ *
+ *   surface: {tier 1|2|3, frozen bool, description, required_context {name: type} or
+ *             [names], actors [ids or "@group"], rules [rule], default "deny"|"permit"|
+ *             {effect, reason}}          types: string number boolean object array any
+ *   rule:    {id, effect "permit"|"deny", reason UPPER_SNAKE, when [condition]}
+ *   condition: {field "context.<name>"|"actor"|"action"|"signals.<name>",
+ *               op eq|ne|gt|gte|lt|lte|in|not_in|exists, value}
+ *   signal:  {type "number"|"boolean", description, reason, deny_on_tier [tiers],
+ *             thresholds {"1".."3": number}, required_for [surfaces or "*"]}
+ *
+ * Compilation is deterministic in the bundle's *content*: every object is walked in sorted
+ * member order, so two texts with the same canonical form (same policyHash) compile to
+ * identical tables and ids. policyHash = SHA-256 of the RFC 8785 canonical form of the
+ * bundle (the whole JSON value given to tg_policy_compile).
+ *
+ * Validation errors return TG_ERR_POLICY_INVALID with one message "<json path>: <problem>",
+ * e.g. `surfaces.payments.charge.rules[2].when[0].op: unknown operator "gtx"`; the first
+ * error found is reported.
+ *
+ * Thread safety: a compiled tg_policy_t is immutable. Any number of threads may read it
+ * (tg_frame_from_request, tg_kernel_decide, accessors) concurrently without locks; it must
+ * outlive every frame and decision that refers to it. Swapping bundles = compile a new
+ * one, publish the pointer atomically, destroy the old one once no reader holds it.
+ */
+#ifndef TRIGGUARD_POLICY_H
+#define TRIGGUARD_POLICY_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trigguard/buf.h"
+#include "trigguard/err.h"
+#include "trigguard/kernel.h"
+
+/* Limits (max accepted; max + 1 is an error naming the limit). */
+#define TG_POLICY_MAX_SURFACES 256  /* surfaces in a bundle */
+#define TG_POLICY_MAX_RULES 64      /* rules per surface */
+#define TG_POLICY_MAX_CONDITIONS 16 /* conditions per rule */
+#define TG_POLICY_MAX_LIST 64       /* values of an in / not_in list */
+#define TG_POLICY_MAX_REQUIRED 32   /* required context fields per surface */
+#define TG_POLICY_MAX_ACTORS 256    /* actors per surface (groups expanded) and per group */
+#define TG_POLICY_MAX_GROUPS 64     /* actor groups */
+#define TG_POLICY_MAX_SIGNALS 32    /* declared signals, riskScore included */
+#define TG_POLICY_MAX_FIELDS 256    /* distinct context field names in the bundle */
+#define TG_POLICY_MAX_TOOLS 1024    /* tools */
+#define TG_POLICY_MAX_NAME 128      /* bytes of a surface/field/signal/actor/tool/rule id */
+#define TG_POLICY_MAX_REASON 64     /* bytes of a reason code */
+#define TG_POLICY_MAX_VERSION 64    /* bytes of version */
+#define TG_POLICY_MAX_AUTHORITY 128 /* bytes of authority */
+#define TG_POLICY_MAX_VALUE 1024    /* bytes of a string operand */
+#define TG_POLICY_MAX_FILE ((size_t)1024 * 1024) /* bytes of a bundle file */
+
+typedef struct tg_policy tg_policy_t;
+
+/* Validates and compiles a parsed bundle. bundle is only read (the caller keeps it; the
+ * policy copies what it keeps). On success *out owns a new policy (tg_policy_destroy).
+ * Errors: TG_ERR_POLICY_INVALID (diag: path and problem), TG_ERR_INVALID_ARG (NULL out or
+ * bundle), TG_ERR_NOMEM, canon errors from hashing (TG_ERR_JSON_*). On error *out = NULL.
+ * Thread-safe (no shared state). */
+tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *diag) TG_MUST_USE;
+
+/* Strict-parses text (len bytes, at most TG_POLICY_MAX_FILE; duplicate names rejected)
+ * and compiles it. Errors: those of tg_json_parse (TG_ERR_JSON_*, TG_ERR_LIMIT) and of
+ * tg_policy_compile. */
+tg_err_t tg_policy_load_text(tg_policy_t **out, const char *text, size_t len,
+                             tg_diag_t *diag) TG_MUST_USE;
+
+/* Reads path (at most TG_POLICY_MAX_FILE bytes) and tg_policy_load_text's it. Errors:
+ * TG_ERR_NOT_FOUND (no such file), TG_ERR_IO (cannot open/read), TG_ERR_LIMIT (too big),
+ * and those of tg_policy_load_text. diag names the path for file errors. */
+tg_err_t tg_policy_load_file(tg_policy_t **out, const char *path, tg_diag_t *diag) TG_MUST_USE;
+
+/* Frees a policy. NULL-safe. No frame or decision referring to it may be used after. */
+void tg_policy_destroy(tg_policy_t *p);
+
+/* Accessors (p must be a compiled policy, not NULL): constant for the policy's lifetime,
+ * strings NUL-terminated, thread-safe. */
+const char *tg_policy_version(const tg_policy_t *p);
+const char *tg_policy_authority(const tg_policy_t *p);
+const char *tg_policy_hash_hex(const tg_policy_t *p); /* 64 lowercase hex */
+const uint8_t *tg_policy_hash(const tg_policy_t *p);  /* 32 raw bytes */
+size_t tg_policy_surface_count(const tg_policy_t *p);
+size_t tg_policy_rule_count(const tg_policy_t *p); /* over all surfaces */
+size_t tg_policy_signal_count(const tg_policy_t *p);
+size_t tg_policy_tool_count(const tg_policy_t *p);
+
+/* Index of surface `name` (len bytes) in O(1) expected time. TG_ERR_UNKNOWN_SURFACE when
+ * the policy has no such surface. */
+tg_err_t tg_policy_surface_find(uint32_t *index, const tg_policy_t *p, const char *name,
+                                size_t len) TG_MUST_USE;
+
+/* Name and tier of surface `index` (< tg_policy_surface_count); {NULL,0} / 0 when out of
+ * range. Surfaces are indexed in sorted name order. */
+tg_sv_t tg_policy_surface_name(const tg_policy_t *p, uint32_t index);
+int tg_policy_surface_tier(const tg_policy_t *p, uint32_t index);
+
+/* ---- requests -> frames -------------------------------------------------------------- */
+
+/* The normalized request pieces the pipeline needs besides the frame (request hash,
+ * idempotency, nonce, receipt). Views and json pointers borrow from the request tree. */
+typedef struct tg_request_meta {
+    tg_sv_t idempotency_key;   /* idempotency_key or intent_id; ptr NULL = absent */
+    tg_sv_t nonce;             /* ptr NULL = absent */
+    tg_sv_t subject_digest;    /* ptr NULL = absent */
+    tg_sv_t prev_receipt_hash; /* ptr NULL = absent */
+    tg_sv_t tool;              /* tool-call shape: the tool name; else absent */
+    const json_t *context;     /* "context" or "args" object; NULL = absent */
+    const json_t *signals;     /* "signals" object; NULL = absent */
+} tg_request_meta_t;
+
+/* Converts a parsed request (SPEC §3.1, or the tool-call shape {"tool","args","intent_id"})
+ * into a kernel frame bound to policy p. Accepted members: surface | tool, action,
+ * actor | actorId, context | args, signals, idempotency_key | intent_id, nonce,
+ * subjectDigest, prevReceiptHash; all strings except context/args and signals (objects).
+ * A tool is mapped through the policy's tools table to its surface (and action, when the
+ * mapping names one; else the action is the tool name unless "action" is given).
+ * Context fields the policy never mentions are not copied (no rule can see them); signals
+ * the policy does not declare are counted for the kernel (UNKNOWN_SIGNAL). Signal and
+ * context value types are not judged here: the kernel decides SILENCE for wrong ones.
+ * meta may be NULL. Views in *out and *meta borrow from `request`, which must outlive
+ * them. Errors: TG_ERR_REQUEST_INVALID (not an object, unknown member, wrong type, alias
+ * given twice, neither surface nor tool, more than TG_FRAME_MAX_CONTEXT context fields the
+ * policy uses; diag names the member), TG_ERR_UNKNOWN_SURFACE (surface not in the policy,
+ * or tool not in its tools table), TG_ERR_INVALID_ARG (NULL argument). No allocation.
+ * Thread-safe. */
+tg_err_t tg_frame_from_request(tg_frame_t *out, tg_request_meta_t *meta, const tg_policy_t *p,
+                               const json_t *request, tg_diag_t *diag) TG_MUST_USE;
+
+/* request_hash (SPEC §3.3 step 4) of a request converted by tg_frame_from_request: SHA-256
+ * of the canonical JSON of the *normalized* request object {surface, action, actor,
+ * context, signals, subjectDigest, prevReceiptHash} (members absent in the request stay
+ * absent; aliases and the tool-call shape map to these names, so equivalent requests
+ * hash alike; idempotency_key and nonce are transport-only and excluded). Errors:
+ * TG_ERR_NOMEM, canon errors, TG_ERR_INVALID_ARG. Thread-safe. */
+tg_err_t tg_request_hash(uint8_t out[32], const tg_frame_t *f, const tg_request_meta_t *meta,
+                         tg_diag_t *diag) TG_MUST_USE;
+
+/* ---- decisions -> JSON --------------------------------------------------------------- */
+
+typedef struct tg_decision_json_opts {
+    const char *execution_id;     /* NULL = member omitted */
+    const char *request_hash_hex; /* NULL = member omitted */
+    const char *receipt;          /* signed receipt JSON text to embed; NULL = omitted */
+    size_t receipt_len;
+    int trace; /* nonzero: add "trace" (SPEC §3.2 ?explain=1) */
+} tg_decision_json_opts_t;
+
+/* Appends the decision object of SPEC §3.2: {"decision","enforcement","reason_code",
+ * "execution_id"?, "request_hash"?, "policy_version", "receipt"?, "trace"?}. The trace is
+ * {"states":[...], "decided_in", "decided_by", "rule"?, "subject"?, "surface", "tier",
+ * "rules_evaluated", "policy_hash"}. f may be NULL (no surface in the trace); opts may be
+ * NULL (no optional members). Errors: tg_buf errors, TG_ERR_INVALID_ARG (NULL d or p,
+ * invalid UTF-8 in a view). On error out->len is restored. Thread-safe. */
+tg_err_t tg_decision_to_json(tg_buf_t *out, const tg_decision_t *d, const tg_policy_t *p,
+                             const tg_frame_t *f, const tg_decision_json_opts_t *opts) TG_MUST_USE;
+
+#endif /* TRIGGUARD_POLICY_H */

@@ -1,0 +1,246 @@
+/* cmd_check.c — `trigguard check`: decide one request file in-process (kernel + receipt). */
+#include <jansson.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "trigguard/canon.h"
+#include "trigguard/clock.h"
+#include "trigguard/kernel.h"
+#include "trigguard/keys.h"
+#include "trigguard/policy.h"
+#include "trigguard/receipt.h"
+#include "trigguard/version.h"
+
+static void check_usage(FILE *out) {
+    fprintf(out,
+            "usage: trigguard check --policy FILE [--key KEY.pem] [--key-id ID] [--tenant T]\n"
+            "                       [--authority-id A] [--receipt-ttl SECONDS] REQUEST.json\n"
+            "\n"
+            "Decides REQUEST.json (SPEC section 3.1, or {\"tool\",\"args\",\"intent_id\"}; - for\n"
+            "stdin) against the policy bundle FILE with the kernel FSM and prints the decision\n"
+            "JSON of SPEC section 3.2 with its trace. With --key (an Ed25519 PKCS#8 PEM, mode\n"
+            "0600) PERMIT and DENY carry a signed receipt. --tenant defaults to \"local\",\n"
+            "--authority-id to the policy's authority, --receipt-ttl to 600.\n"
+            "\n"
+            "exit status: 0 PERMIT, 3 DENY, 4 SILENCE, 2 bad input (unreadable or invalid\n"
+            "policy, request or key; unknown surface)\n");
+}
+
+typedef struct {
+    const char *policy, *key, *key_id, *tenant, *authority, *request;
+    long ttl_s;
+} check_args_t;
+
+static int parse_args(check_args_t *a, int argc, char **argv) {
+    memset(a, 0, sizeof *a);
+    a->tenant = "local";
+    a->ttl_s = 600;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const char **dst = strcmp(arg, "--policy") == 0         ? &a->policy
+                           : strcmp(arg, "--key") == 0          ? &a->key
+                           : strcmp(arg, "--key-id") == 0       ? &a->key_id
+                           : strcmp(arg, "--tenant") == 0       ? &a->tenant
+                           : strcmp(arg, "--authority-id") == 0 ? &a->authority
+                                                                : NULL;
+        if (dst != NULL || strcmp(arg, "--receipt-ttl") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "trigguard check: %s needs a value\n", arg);
+                return 0;
+            }
+            if (dst != NULL) {
+                *dst = argv[++i];
+                continue;
+            }
+            char *end = NULL;
+            a->ttl_s = strtol(argv[++i], &end, 10);
+            if (end == argv[i] || *end != '\0' || a->ttl_s < 1 || a->ttl_s > 31536000) {
+                fprintf(stderr, "trigguard check: --receipt-ttl must be 1..31536000 seconds\n");
+                return 0;
+            }
+        } else if (arg[0] == '-' && arg[1] != '\0') {
+            fprintf(stderr, "trigguard check: unknown option '%s'\n", arg);
+            return 0;
+        } else if (a->request != NULL) {
+            fprintf(stderr, "trigguard check: more than one request file\n");
+            return 0;
+        } else {
+            a->request = arg;
+        }
+    }
+    if (a->policy == NULL || a->request == NULL) {
+        fprintf(stderr, "trigguard check: --policy FILE and a request file are required\n");
+        return 0;
+    }
+    if (a->tenant[0] == '\0') {
+        fprintf(stderr, "trigguard check: --tenant must not be empty\n");
+        return 0;
+    }
+    return 1;
+}
+
+static tg_receipt_str_t rstr(tg_sv_t v) {
+    tg_receipt_str_t s = {v.ptr, v.len};
+    return s;
+}
+
+/* Signs the receipt for a PERMIT/DENY into `out`. */
+static tg_err_t sign_receipt(tg_buf_t *out, const tg_key_t *key, const check_args_t *a,
+                             const tg_policy_t *p, const tg_frame_t *f,
+                             const tg_request_meta_t *meta, const tg_decision_t *d,
+                             const char *exec_id, const char *req_hash, tg_diag_t *diag) {
+    char fingerprint[65], ctx_hex[65];
+    tg_err_t rc = tg_receipt_protocol_fingerprint(fingerprint, tg_policy_hash_hex(p));
+    if (rc) {
+        return tg_diag_set(diag, rc, "cannot compute the protocol fingerprint");
+    }
+    tg_receipt_fields_t r;
+    memset(&r, 0, sizeof r);
+    if (meta->context != NULL) {
+        uint8_t h[32];
+        rc = tg_canon_sha256(h, meta->context, diag);
+        if (rc) {
+            return rc;
+        }
+        tg_hex(ctx_hex, h, sizeof h);
+        r.execution_context_hash = TG_RSTR(ctx_hex);
+    }
+    const char *empty = "";
+    const char *verdict = tg_verdict_name(d->verdict);
+    r.execution_id = TG_RSTR(exec_id);
+    r.authority_id = TG_RSTR(a->authority != NULL ? a->authority : tg_policy_authority(p));
+    r.tenant_id = TG_RSTR(a->tenant);
+    r.surface = rstr(f->surface_name);
+    r.action = f->action.ptr != NULL ? rstr(f->action) : TG_RSTR(empty);
+    r.actor_id = f->actor.ptr != NULL ? rstr(f->actor) : TG_RSTR(empty);
+    r.decision = TG_RSTR(verdict);
+    r.reason_code = TG_RSTR(d->reason);
+    r.request_hash = TG_RSTR(req_hash);
+    r.subject_digest = rstr(meta->subject_digest);
+    r.prev_receipt_hash = rstr(meta->prev_receipt_hash);
+    r.policy_version = TG_RSTR(tg_policy_version(p));
+    r.policy_hash = TG_RSTR(tg_policy_hash_hex(p));
+    r.protocol_fingerprint = TG_RSTR(fingerprint);
+    r.timestamp_ms = tg_clock_now_ms();
+    r.expires_at_ms = r.timestamp_ms + (int64_t)a->ttl_s * 1000;
+    return tg_receipt_sign_fields(out, NULL, key, &r, diag);
+}
+
+int tg_cmd_check(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            check_usage(stdout);
+            return TG_EXIT_OK;
+        }
+    }
+    check_args_t a;
+    if (!parse_args(&a, argc, argv)) {
+        check_usage(stderr);
+        return TG_EXIT_USAGE;
+    }
+    int status = TG_EXIT_USAGE;
+    tg_policy_t *p = NULL;
+    json_t *req = NULL;
+    char *text = NULL;
+    tg_key_t key;
+    tg_buf_t receipt, out;
+    tg_diag_t diag = {{0}};
+    memset(&key, 0, sizeof key);
+    tg_buf_init(&receipt, 0);
+    tg_buf_init(&out, 0);
+
+    if (sodium_init() < 0) {
+        fprintf(stderr, "trigguard check: libsodium failed to initialise\n");
+        goto done;
+    }
+    tg_err_t rc = tg_policy_load_file(&p, a.policy, &diag);
+    if (rc) {
+        fprintf(stderr, "trigguard check: policy %s: %s\n", a.policy,
+                diag.msg[0] ? diag.msg : tg_strerror(rc));
+        goto done;
+    }
+    if (a.key != NULL) {
+        rc = tg_key_load_file(&key, a.key, a.key_id, &diag);
+        if (rc == TG_OK && !key.has_secret) {
+            rc = tg_diag_set(&diag, TG_ERR_NO_KEY,
+                             "%s holds a public key; signing needs the "
+                             "private key",
+                             a.key);
+        }
+        if (rc) {
+            fprintf(stderr, "trigguard check: key: %s\n", diag.msg[0] ? diag.msg : tg_strerror(rc));
+            goto done;
+        }
+    }
+    size_t len = 0;
+    text = tg_cli_read_file(a.request, TG_JSON_LIMITS_DEFAULT.max_bytes, &len);
+    if (text == NULL) {
+        goto done;
+    }
+    rc = tg_json_parse(&req, text, len, NULL, &diag);
+    if (rc) {
+        fprintf(stderr, "trigguard check: request %s: %s\n", a.request,
+                diag.msg[0] ? diag.msg : tg_strerror(rc));
+        goto done;
+    }
+    tg_frame_t frame;
+    tg_request_meta_t meta;
+    rc = tg_frame_from_request(&frame, &meta, p, req, &diag);
+    if (rc) {
+        fprintf(stderr, "trigguard check: %s\n", diag.msg[0] ? diag.msg : tg_strerror(rc));
+        goto done;
+    }
+    uint8_t h[32];
+    char req_hash[65], exec_id[TG_RECEIPT_EXEC_ID_LEN + 1];
+    rc = tg_request_hash(h, &frame, &meta, &diag);
+    if (rc) {
+        fprintf(stderr, "trigguard check: request hash: %s\n",
+                diag.msg[0] ? diag.msg : tg_strerror(rc));
+        goto done;
+    }
+    tg_hex(req_hash, h, sizeof h);
+    const tg_sv_t *disc = meta.idempotency_key.ptr != NULL ? &meta.idempotency_key
+                          : meta.nonce.ptr != NULL         ? &meta.nonce
+                                                           : NULL;
+    tg_receipt_execution_id(exec_id, a.tenant, strlen(a.tenant), frame.surface_name.ptr,
+                            frame.surface_name.len, req_hash, 64, disc != NULL ? disc->ptr : NULL,
+                            disc != NULL ? disc->len : 0);
+
+    tg_decision_t d;
+    tg_kernel_decide(&d, p, &frame);
+
+    tg_decision_json_opts_t opts = {exec_id, req_hash, NULL, 0, 1};
+    if (a.key != NULL && d.verdict != TG_SILENCE) {
+        rc = sign_receipt(&receipt, &key, &a, p, &frame, &meta, &d, exec_id, req_hash, &diag);
+        if (rc) {
+            fprintf(stderr, "trigguard check: cannot sign the receipt: %s\n",
+                    diag.msg[0] ? diag.msg : tg_strerror(rc));
+            goto done;
+        }
+        opts.receipt = receipt.data;
+        opts.receipt_len = receipt.len;
+    }
+    rc = tg_decision_to_json(&out, &d, p, &frame, &opts);
+    if (rc) {
+        fprintf(stderr, "trigguard check: cannot write the decision: %s\n", tg_strerror(rc));
+        goto done;
+    }
+    printf("%s\n", out.data);
+    if (fflush(stdout) != 0) {
+        goto done;
+    }
+    status = d.verdict == TG_PERMIT ? TG_EXIT_OK
+             : d.verdict == TG_DENY ? TG_EXIT_DENY
+                                    : TG_EXIT_SILENCE;
+done:
+    tg_key_wipe(&key);
+    tg_buf_free(&receipt);
+    tg_buf_free(&out);
+    json_decref(req);
+    free(text);
+    tg_policy_destroy(p);
+    return status;
+}

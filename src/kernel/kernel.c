@@ -1,0 +1,363 @@
+/* kernel.c — the pure decision FSM of SPEC §8 (states and order documented in kernel.h). */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "policy_internal.h"
+#include "trigguard/kernel.h"
+
+static const char R_MISSING_CONTEXT[] = "MISSING_CONTEXT";
+static const char R_UNKNOWN_SIGNAL[] = "UNKNOWN_SIGNAL";
+static const char R_INVALID_SIGNAL[] = "INVALID_SIGNAL";
+static const char R_MISSING_SIGNAL[] = "MISSING_SIGNAL";
+static const char R_SURFACE_FROZEN[] = "SURFACE_FROZEN";
+static const char R_ACTOR[] = "ACTOR_NOT_AUTHORIZED";
+static const char R_PERMIT[] = "NO_POLICY_VIOLATION";
+static const char R_NO_MATCH[] = "NO_MATCHING_POLICY";
+static const char R_POLICY_MISMATCH[] = "POLICY_MISMATCH";
+static const char R_INVALID_FRAME[] = "INVALID_FRAME";
+
+static tg_sv_t sv_of(const char *p, uint32_t n) {
+    tg_sv_t s = {p, n};
+    return s;
+}
+
+static void enter(tg_decision_t *d, tg_state_t s) {
+    if (d->n_states < TG_STATE__COUNT) {
+        d->states[d->n_states++] = (uint8_t)s;
+    }
+}
+
+static void finish(tg_decision_t *d, tg_verdict_t v, const char *reason, tg_cause_t cause,
+                   tg_sv_t subject) {
+    d->verdict = v;
+    d->reason = reason;
+    d->cause = cause;
+    d->subject = subject;
+}
+
+/* Linear scan over at most TG_FRAME_MAX_CONTEXT slots; requests carry a handful. */
+static const tg_value_t *slot_find(const tg_frame_slot_t *slots, uint32_t n, uint32_t id) {
+    for (uint32_t i = 0; i < n; i++) {
+        if (slots[i].id == id) {
+            return &slots[i].v;
+        }
+    }
+    return NULL;
+}
+
+static int value_eq(const tg_value_t *a, const tg_value_t *b) {
+    if (a->type != b->type) {
+        return 0; /* typed equality: "5" is not 5 */
+    }
+    switch (a->type) {
+    case TG_VT_BOOL:
+        return a->boolean == b->boolean;
+    case TG_VT_NUMBER:
+        return a->num == b->num;
+    case TG_VT_STRING:
+        return a->len == b->len && (a->len == 0 || memcmp(a->str, b->str, a->len) == 0);
+    default:
+        return 0; /* objects and arrays never equal a scalar operand */
+    }
+}
+
+static int type_matches(const tg_value_t *v, uint8_t ft) {
+    switch (ft) {
+    case TG_FT_ANY:
+        return v->type != TG_VT_ABSENT && v->type != TG_VT_NULL;
+    case TG_FT_STRING:
+        return v->type == TG_VT_STRING;
+    case TG_FT_NUMBER:
+        return v->type == TG_VT_NUMBER;
+    case TG_FT_BOOLEAN:
+        return v->type == TG_VT_BOOL;
+    case TG_FT_OBJECT:
+        return v->type == TG_VT_OBJECT;
+    case TG_FT_ARRAY:
+        return v->type == TG_VT_ARRAY;
+    default:
+        return 0;
+    }
+}
+
+/* A condition holds only on a present value of a comparable type (kernel.h). */
+static int eval_cond(const tg_cond_t *c, const tg_frame_t *f) {
+    tg_value_t tmp;
+    const tg_value_t *v = NULL;
+    switch (c->src) {
+    case TG_SRC_CONTEXT:
+        v = slot_find(f->context, f->n_context, c->id);
+        break;
+    case TG_SRC_SIGNAL:
+        v = slot_find(f->signals, f->n_signals, c->id);
+        break;
+    case TG_SRC_ACTOR:
+    case TG_SRC_ACTION: {
+        const tg_sv_t *s = c->src == TG_SRC_ACTOR ? &f->actor : &f->action;
+        if (s->ptr != NULL) {
+            tmp.type = TG_VT_STRING;
+            tmp.str = s->ptr;
+            tmp.len = s->len;
+            tmp.num = 0;
+            tmp.boolean = 0;
+            v = &tmp;
+        }
+        break;
+    }
+    default:
+        return 0;
+    }
+    if (v == NULL || v->type == TG_VT_ABSENT || v->type == TG_VT_NULL) {
+        return c->op == TG_OP_EXISTS && !c->value.boolean; /* exists:false holds */
+    }
+    switch (c->op) {
+    case TG_OP_EXISTS:
+        return c->value.boolean;
+    case TG_OP_EQ:
+        return value_eq(v, &c->value);
+    case TG_OP_NE:
+        return !value_eq(v, &c->value);
+    case TG_OP_GT:
+    case TG_OP_GTE:
+    case TG_OP_LT:
+    case TG_OP_LTE: {
+        if (v->type != TG_VT_NUMBER) {
+            return 0; /* "20000" is not a number: the comparison does not hold */
+        }
+        double x = v->num, y = c->value.num;
+        return c->op == TG_OP_GT    ? x > y
+               : c->op == TG_OP_GTE ? x >= y
+               : c->op == TG_OP_LT  ? x < y
+                                    : x <= y;
+    }
+    case TG_OP_IN:
+    case TG_OP_NOT_IN: {
+        int found = 0;
+        for (uint32_t i = 0; i < c->n_list && !found; i++) {
+            found = value_eq(v, &c->list[i]);
+        }
+        return found == (c->op == TG_OP_IN);
+    }
+    default:
+        return 0;
+    }
+}
+
+static int eval_rule(const tg_rule_t *r, const tg_frame_t *f) {
+    for (uint32_t i = 0; i < r->n_conds; i++) {
+        if (!eval_cond(&r->conds[i], f)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int actor_allowed(const tg_surface_t *s, const tg_sv_t *actor) {
+    if (actor->ptr == NULL) {
+        return 0;
+    }
+    uint32_t lo = 0, hi = s->n_actors;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        int c = tg_sv_cmp(s->actors[mid].ptr, s->actors[mid].len, actor->ptr, actor->len);
+        if (c == 0) {
+            return 1;
+        }
+        if (c < 0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return 0;
+}
+
+/* RECEIVED -> VALIDATED. Returns 1 when a terminal decision was written. */
+static int validate(tg_decision_t *d, const tg_policy_t *p, const tg_surface_t *s,
+                    const tg_frame_t *f) {
+    for (uint32_t i = 0; i < s->n_required; i++) {
+        const tg_reqfield_t *rq = &s->required[i];
+        const tg_value_t *v = slot_find(f->context, f->n_context, rq->id);
+        if (v == NULL || !type_matches(v, rq->type)) {
+            finish(d, TG_SILENCE, R_MISSING_CONTEXT, TG_CAUSE_CONTEXT, p->fields[rq->id]);
+            return 1;
+        }
+    }
+    if (f->n_unknown_signals > 0) {
+        finish(d, TG_SILENCE, R_UNKNOWN_SIGNAL, TG_CAUSE_UNKNOWN_SIGNAL, f->unknown_signal);
+        return 1;
+    }
+    uint32_t present = 0;
+    for (uint32_t i = 0; i < f->n_signals; i++) {
+        const tg_frame_slot_t *sl = &f->signals[i];
+        const tg_signal_t *sig = &p->signals[sl->id];
+        int ok = sig->type == TG_SIG_NUMBER
+                     ? (sl->v.type == TG_VT_NUMBER && sl->v.num >= 0.0 && sl->v.num <= 1.0)
+                     : sl->v.type == TG_VT_BOOL;
+        if (!ok) {
+            finish(d, TG_SILENCE, R_INVALID_SIGNAL, TG_CAUSE_INVALID_SIGNAL, sig->name);
+            return 1;
+        }
+        present |= UINT32_C(1) << sl->id;
+    }
+    uint32_t missing = s->required_signals & ~present;
+    if (missing != 0) {
+        uint32_t id = 0;
+        while (!(missing & (UINT32_C(1) << id))) {
+            id++;
+        }
+        finish(d, TG_SILENCE, R_MISSING_SIGNAL, TG_CAUSE_MISSING_SIGNAL, p->signals[id].name);
+        return 1;
+    }
+    return 0;
+}
+
+/* CLASSIFIED -> SIGNALS_EVALUATED: booleans first, then thresholds (kernel.h). */
+static int evaluate_signals(tg_decision_t *d, const tg_policy_t *p, const tg_frame_t *f,
+                            unsigned tier) {
+    uint32_t bm = p->bool_deny_mask[tier], tm = p->threshold_mask[tier];
+    if (bm != 0) {
+        for (uint32_t i = 0; i < f->n_signals; i++) {
+            const tg_frame_slot_t *sl = &f->signals[i];
+            if ((bm >> sl->id) & 1u && sl->v.boolean) {
+                const tg_signal_t *sig = &p->signals[sl->id];
+                finish(d, TG_DENY, sig->reason, TG_CAUSE_SIGNAL_DENY, sig->name);
+                return 1;
+            }
+        }
+    }
+    if (tm != 0) {
+        for (uint32_t i = 0; i < f->n_signals; i++) {
+            const tg_frame_slot_t *sl = &f->signals[i];
+            if ((tm >> sl->id) & 1u) {
+                const tg_signal_t *sig = &p->signals[sl->id];
+                if (sl->v.num > sig->threshold[tier]) { /* equal passes (SPEC §8) */
+                    finish(d, TG_DENY, sig->reason, TG_CAUSE_SIGNAL_THRESHOLD, sig->name);
+                    return 1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* SIGNALS_EVALUATED -> RULES_EVALUATED: always terminal. */
+static void evaluate_rules(tg_decision_t *d, const tg_surface_t *s, const tg_frame_t *f) {
+    const tg_rule_t *permit = NULL;
+    for (uint32_t i = 0; i < s->n_rules; i++) {
+        const tg_rule_t *r = &s->rules[i];
+        if (r->effect == TG_EFFECT_PERMIT && permit != NULL) {
+            continue; /* only the first matching permit can matter */
+        }
+        d->rules_evaluated++;
+        if (eval_rule(r, f)) {
+            if (r->effect == TG_EFFECT_DENY) {
+                d->rule_id = r->id; /* any matching deny wins, the first one names it */
+                finish(d, TG_DENY, r->reason, TG_CAUSE_RULE, sv_of(NULL, 0));
+                return;
+            }
+            permit = r;
+        }
+    }
+    if (permit != NULL) {
+        d->rule_id = permit->id;
+        finish(d, TG_PERMIT, R_PERMIT, TG_CAUSE_RULE, sv_of(NULL, 0));
+        return;
+    }
+    if (s->default_effect == TG_EFFECT_PERMIT) {
+        finish(d, TG_PERMIT, R_PERMIT, TG_CAUSE_DEFAULT, sv_of(NULL, 0));
+    } else {
+        finish(d, TG_DENY, s->default_reason != NULL ? s->default_reason : R_NO_MATCH,
+               TG_CAUSE_DEFAULT, sv_of(NULL, 0));
+    }
+}
+
+/* The frame must come from this policy and respect its own bounds before any lookup. */
+static int frame_ok(const tg_policy_t *p, const tg_frame_t *f) {
+    if (f->surface >= p->n_surfaces || f->n_context > TG_FRAME_MAX_CONTEXT ||
+        f->n_signals > TG_FRAME_MAX_SIGNALS) {
+        return 0;
+    }
+    for (uint32_t i = 0; i < f->n_signals; i++) {
+        if (f->signals[i].id >= p->n_signals) {
+            return 0;
+        }
+    }
+    for (uint32_t i = 0; i < f->n_context; i++) {
+        if (f->context[i].id >= p->n_fields) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void tg_kernel_decide(tg_decision_t *out, const tg_policy_t *p, const tg_frame_t *f) {
+    if (out == NULL) {
+        return;
+    }
+    memset(out, 0, sizeof *out);
+    out->reason = R_INVALID_FRAME;
+    out->cause = TG_CAUSE_FRAME;
+    enter(out, TG_STATE_RECEIVED);
+    if (p == NULL || f == NULL) {
+        return;
+    }
+    if (memcmp(p->hash, f->policy_hash, sizeof p->hash) != 0) {
+        out->reason = R_POLICY_MISMATCH;
+        return;
+    }
+    if (!frame_ok(p, f)) {
+        return;
+    }
+    const tg_surface_t *s = &p->surfaces[f->surface];
+    unsigned tier = s->tier & 3u;
+    if (tier == 0) {
+        return; /* compile guarantees 1..3; a zero tier means a corrupt table */
+    }
+    if (validate(out, p, s, f)) {
+        return;
+    }
+    enter(out, TG_STATE_VALIDATED);
+    out->tier = (uint8_t)tier;
+    if (s->frozen) {
+        finish(out, TG_DENY, R_SURFACE_FROZEN, TG_CAUSE_FROZEN, s->name);
+        return;
+    }
+    if (s->has_actors && !actor_allowed(s, &f->actor)) {
+        finish(out, TG_DENY, R_ACTOR, TG_CAUSE_ACTOR, f->actor);
+        return;
+    }
+    enter(out, TG_STATE_CLASSIFIED);
+    if (evaluate_signals(out, p, f, tier)) {
+        return;
+    }
+    enter(out, TG_STATE_SIGNALS_EVALUATED);
+    enter(out, TG_STATE_RULES_EVALUATED);
+    evaluate_rules(out, s, f);
+}
+
+const char *tg_verdict_name(tg_verdict_t v) {
+    switch (v) {
+    case TG_PERMIT:
+        return "PERMIT";
+    case TG_DENY:
+        return "DENY";
+    default:
+        return "SILENCE";
+    }
+}
+
+const char *tg_state_name(tg_state_t s) {
+    static const char *const names[TG_STATE__COUNT] = {"RECEIVED", "VALIDATED", "CLASSIFIED",
+                                                       "SIGNALS_EVALUATED", "RULES_EVALUATED"};
+    return (unsigned)s < TG_STATE__COUNT ? names[s] : "UNKNOWN";
+}
+
+const char *tg_cause_name(tg_cause_t c) {
+    static const char *const names[TG_CAUSE__COUNT] = {
+        "frame",          "context", "unknown_signal", "invalid_signal",   "missing_signal",
+        "surface_frozen", "actor",   "signal",         "signal_threshold", "rule",
+        "default"};
+    return (unsigned)c < TG_CAUSE__COUNT ? names[c] : "unknown";
+}

@@ -1,0 +1,1733 @@
+/* policy.c — validate a policy bundle and compile it into the kernel's flat tables. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy_internal.h"
+#include "trigguard/canon.h"
+#include "trigguard/policy.h"
+
+/* ---- arena: every compiled table and string, freed at once ---------------------------- */
+
+struct tg_arena_chunk {
+    tg_arena_chunk_t *next;
+    size_t used;
+    size_t cap;
+    _Alignas(16) unsigned char data[];
+};
+
+#define ARENA_CHUNK ((size_t)16 * 1024)
+
+static void *arena_alloc(tg_policy_t *p, size_t n) {
+    n = (n + 15u) & ~(size_t)15u;
+    tg_arena_chunk_t *c = p->arena;
+    if (c == NULL || c->cap - c->used < n) {
+        size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+        c = malloc(sizeof *c + cap);
+        if (c == NULL) {
+            return NULL;
+        }
+        c->next = p->arena;
+        c->used = 0;
+        c->cap = cap;
+        p->arena = c;
+    }
+    void *r = c->data + c->used;
+    c->used += n;
+    memset(r, 0, n);
+    return r;
+}
+
+/* ---- name index ----------------------------------------------------------------------- */
+
+static uint64_t fnv1a(const char *s, size_t n) {
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= UINT64_C(0x100000001b3);
+    }
+    return h;
+}
+
+/* Tables index arrays of structs whose first member is the name (tg_sv_t). */
+static const tg_sv_t *name_at(const void *base, size_t stride, uint32_t id) {
+    return (const tg_sv_t *)(const void *)((const char *)base + (size_t)id * stride);
+}
+
+static int htab_init(tg_policy_t *p, tg_htab_t *h, uint32_t n) {
+    uint32_t cap = 8;
+    while (cap < 2 * n) {
+        cap *= 2;
+    }
+    h->slots = arena_alloc(p, (size_t)cap * sizeof *h->slots);
+    h->mask = cap - 1;
+    return h->slots != NULL;
+}
+
+static int htab_get(const tg_htab_t *h, const void *base, size_t stride, const char *s, size_t n,
+                    uint32_t *id) {
+    if (h->slots == NULL || n > UINT32_MAX) {
+        return 0;
+    }
+    uint32_t i = (uint32_t)fnv1a(s, n) & h->mask;
+    for (;;) {
+        uint32_t slot = h->slots[i];
+        if (slot == 0) {
+            return 0;
+        }
+        const tg_sv_t *nm = name_at(base, stride, slot - 1);
+        if (nm->len == n && memcmp(nm->ptr, s, n) == 0) {
+            *id = slot - 1;
+            return 1;
+        }
+        i = (i + 1) & h->mask;
+    }
+}
+
+static void htab_put(tg_htab_t *h, const void *base, size_t stride, uint32_t id) {
+    const tg_sv_t *nm = name_at(base, stride, id);
+    uint32_t i = (uint32_t)fnv1a(nm->ptr, nm->len) & h->mask;
+    while (h->slots[i] != 0) {
+        i = (i + 1) & h->mask;
+    }
+    h->slots[i] = id + 1;
+}
+
+/* ---- compile context: JSON path and first error ------------------------------------- */
+
+typedef struct cc {
+    tg_policy_t *p;
+    tg_diag_t *diag;
+    tg_err_t err;
+    size_t path_len;
+    char path[384];
+    /* Compile-time scratch (freed after compile). */
+    const json_t *groups;   /* "actors" object or NULL */
+    tg_sv_t *fields;        /* = p->fields, capacity TG_POLICY_MAX_FIELDS */
+    tg_surface_t *surfaces; /* writable views of p's tables */
+    tg_signal_t *signals;
+    double tier_threshold[4];
+} cc_t;
+
+static const char R_RISK[] = "RISK_THRESHOLD_EXCEEDED";
+static const char R_NO_MATCH[] = "NO_MATCHING_POLICY";
+static const char R_PERMIT[] = "NO_POLICY_VIOLATION";
+static const char R_RULE_DENY[] = "POLICY_DENY";
+static const char RISK_SCORE[] = "riskScore";
+
+/* Copies at most 64 bytes of s into out with control characters as '?', for messages. */
+static const char *printable(char out[80], const char *s, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < 64; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        out[k++] = (ch < 0x20 || ch == 0x7f) ? '?' : (char)ch;
+    }
+    if (n > 64) {
+        memcpy(out + k, "...", 3);
+        k += 3;
+    }
+    out[k] = '\0';
+    return out;
+}
+
+static size_t path_push_key(cc_t *c, const char *key) {
+    size_t saved = c->path_len;
+    char pk[80];
+    int w = snprintf(c->path + c->path_len, sizeof c->path - c->path_len, "%s%s",
+                     c->path_len ? "." : "", printable(pk, key, strlen(key)));
+    if (w > 0) {
+        c->path_len += (size_t)w;
+        if (c->path_len >= sizeof c->path) {
+            c->path_len = sizeof c->path - 1;
+        }
+    }
+    return saved;
+}
+
+static size_t path_push_index(cc_t *c, size_t i) {
+    size_t saved = c->path_len;
+    int w = snprintf(c->path + c->path_len, sizeof c->path - c->path_len, "[%zu]", i);
+    if (w > 0) {
+        c->path_len += (size_t)w;
+        if (c->path_len >= sizeof c->path) {
+            c->path_len = sizeof c->path - 1;
+        }
+    }
+    return saved;
+}
+
+static void path_pop(cc_t *c, size_t saved) {
+    c->path_len = saved;
+    c->path[saved] = '\0';
+}
+
+/* Records "<path>: <problem>" as TG_ERR_POLICY_INVALID; returns that error. */
+TG_PRINTF(2, 3) static tg_err_t fail(cc_t *c, const char *fmt, ...) {
+    char msg[TG_DIAG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    c->err = TG_ERR_POLICY_INVALID;
+    return tg_diag_set(c->diag, TG_ERR_POLICY_INVALID, "%s: %s", c->path_len ? c->path : "policy",
+                       msg);
+}
+
+static tg_err_t nomem(cc_t *c) {
+    c->err = TG_ERR_NOMEM;
+    return tg_diag_set(c->diag, TG_ERR_NOMEM, "out of memory compiling the policy");
+}
+
+static const char *json_type_name(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    default:
+        return "null";
+    }
+}
+
+static int is_number(const json_t *v) { return json_is_real(v) || json_is_integer(v); }
+
+static double num_of(const json_t *v) {
+    return json_is_integer(v) ? (double)json_integer_value(v) : json_real_value(v);
+}
+
+/* Copies n bytes into the arena as a NUL-terminated view. */
+static int arena_sv(cc_t *c, tg_sv_t *out, const char *s, size_t n) {
+    char *d = arena_alloc(c->p, n + 1);
+    if (d == NULL) {
+        return 0;
+    }
+    memcpy(d, s, n);
+    d[n] = '\0';
+    out->ptr = d;
+    out->len = (uint32_t)n;
+    return 1;
+}
+
+/* Names (surfaces, fields, signals, actors, tools, rule ids): 1..TG_POLICY_MAX_NAME bytes,
+ * no control characters. `what` is the noun for the message. */
+static tg_err_t check_name(cc_t *c, const char *s, size_t n, const char *what) {
+    char pk[80];
+    if (n == 0) {
+        return fail(c, "%s must not be empty", what);
+    }
+    if (n > TG_POLICY_MAX_NAME) {
+        return fail(c, "%s \"%s\" is longer than %d bytes", what, printable(pk, s, n),
+                    TG_POLICY_MAX_NAME);
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch < 0x20 || ch == 0x7f) {
+            return fail(c, "%s \"%s\" contains a control character", what, printable(pk, s, n));
+        }
+    }
+    return TG_OK;
+}
+
+/* Reason codes: UPPER_SNAKE, [A-Z][A-Z0-9_]*, at most TG_POLICY_MAX_REASON bytes. */
+static int reason_valid(const char *s, size_t n) {
+    if (n == 0 || n > TG_POLICY_MAX_REASON || s[0] < 'A' || s[0] > 'Z') {
+        return 0;
+    }
+    for (size_t i = 1; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_')) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Reads member `key` of obj as a reason code into *out (arena copy). Absent: *out
+ * untouched. */
+static tg_err_t get_reason(cc_t *c, const json_t *obj, const char *key, const char **out) {
+    const json_t *v = json_object_get(obj, key);
+    if (v == NULL) {
+        return TG_OK;
+    }
+    size_t saved = path_push_key(c, key);
+    tg_err_t rc = TG_OK;
+    char pk[80];
+    if (!json_is_string(v)) {
+        rc = fail(c, "must be a string, not %s", json_type_name(v));
+    } else if (!reason_valid(json_string_value(v), json_string_length(v))) {
+        rc = fail(c, "reason code \"%s\" must be UPPER_SNAKE ([A-Z][A-Z0-9_]*, at most %d bytes)",
+                  printable(pk, json_string_value(v), json_string_length(v)), TG_POLICY_MAX_REASON);
+    } else {
+        tg_sv_t sv;
+        if (!arena_sv(c, &sv, json_string_value(v), json_string_length(v))) {
+            rc = nomem(c);
+        } else {
+            *out = sv.ptr;
+        }
+    }
+    if (rc == TG_OK) {
+        path_pop(c, saved);
+    }
+    return rc;
+}
+
+/* Fails on a member of obj not in the NULL-terminated list `allowed`. */
+static tg_err_t check_members(cc_t *c, const json_t *obj, const char *const *allowed,
+                              const char *expected) {
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)(uintptr_t)obj, key, v) {
+        int ok = 0;
+        for (size_t i = 0; allowed[i] != NULL && !ok; i++) {
+            ok = strcmp(key, allowed[i]) == 0;
+        }
+        if (!ok) {
+            path_push_key(c, key);
+            return fail(c, "unknown member (expected %s)", expected);
+        }
+    }
+    return TG_OK;
+}
+
+typedef struct {
+    const char *key;
+    size_t len;
+    const json_t *value;
+} member_t;
+
+static int member_cmp(const void *a, const void *b) {
+    const member_t *x = a, *y = b;
+    return tg_sv_lexcmp(x->key, (uint32_t)x->len, y->key, (uint32_t)y->len);
+}
+
+/* The members of obj sorted bytewise (malloc'd; caller frees). Content order,
+ * not text order, so equal bundles compile alike. */
+static member_t *sorted_members(cc_t *c, const json_t *obj, size_t *n_out) {
+    size_t n = json_object_size(obj);
+    member_t *m = malloc((n ? n : 1) * sizeof *m);
+    if (m == NULL) {
+        nomem(c);
+        return NULL;
+    }
+    size_t i = 0;
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)(uintptr_t)obj, key, v) {
+        m[i].key = key;
+        m[i].len = strlen(key);
+        m[i].value = v;
+        i++;
+    }
+    qsort(m, i, sizeof *m, member_cmp);
+    *n_out = i;
+    return m;
+}
+
+/* ---- tiers -------------------------------------------------------------------------- */
+
+static tg_err_t compile_threshold(cc_t *c, const json_t *v, double *out) {
+    if (!is_number(v)) {
+        return fail(c, "must be a number in [0, 1], not %s", json_type_name(v));
+    }
+    double d = num_of(v);
+    if (!(d >= 0.0 && d <= 1.0)) {
+        return fail(c, "threshold %g is outside [0, 1]", d);
+    }
+    *out = d;
+    return TG_OK;
+}
+
+static int tier_key(const char *key) {
+    if (key[0] >= '1' && key[0] <= '3' && key[1] == '\0') {
+        return key[0] - '0';
+    }
+    return 0;
+}
+
+static tg_err_t compile_tiers(cc_t *c, const json_t *tiers) {
+    c->tier_threshold[1] = 0.3;
+    c->tier_threshold[2] = 0.6;
+    c->tier_threshold[3] = 0.8;
+    if (tiers == NULL) {
+        return TG_OK;
+    }
+    size_t saved = path_push_key(c, "tiers");
+    if (!json_is_object(tiers)) {
+        return fail(c, "must be an object, not %s", json_type_name(tiers));
+    }
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)(uintptr_t)tiers, key, v) {
+        size_t s2 = path_push_key(c, key);
+        int t = tier_key(key);
+        if (t == 0) {
+            return fail(c, "unknown tier (expected \"1\", \"2\" or \"3\")");
+        }
+        if (json_is_object(v)) {
+            static const char *const allowed[] = {"risk_threshold", "description", NULL};
+            tg_err_t rc = check_members(c, v, allowed, "risk_threshold, description");
+            if (rc) {
+                return rc;
+            }
+            const json_t *rt = json_object_get(v, "risk_threshold");
+            if (rt == NULL) {
+                return fail(c, "risk_threshold is required");
+            }
+            size_t s3 = path_push_key(c, "risk_threshold");
+            rc = compile_threshold(c, rt, &c->tier_threshold[t]);
+            if (rc) {
+                return rc;
+            }
+            path_pop(c, s3);
+        } else {
+            tg_err_t rc = compile_threshold(c, v, &c->tier_threshold[t]);
+            if (rc) {
+                return rc;
+            }
+        }
+        path_pop(c, s2);
+    }
+    path_pop(c, saved);
+    return TG_OK;
+}
+
+/* ---- actor groups ------------------------------------------------------------------- */
+
+static tg_err_t check_groups(cc_t *c, const json_t *groups) {
+    if (groups == NULL) {
+        return TG_OK;
+    }
+    size_t saved = path_push_key(c, "actors");
+    if (!json_is_object(groups)) {
+        return fail(c, "must be an object of actor groups, not %s", json_type_name(groups));
+    }
+    if (json_object_size(groups) > TG_POLICY_MAX_GROUPS) {
+        return fail(c, "%zu actor groups (limit %d)", json_object_size(groups),
+                    TG_POLICY_MAX_GROUPS);
+    }
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)(uintptr_t)groups, key, v) {
+        size_t s2 = path_push_key(c, key);
+        tg_err_t rc = check_name(c, key, strlen(key), "group name");
+        if (rc) {
+            return rc;
+        }
+        if (!json_is_array(v)) {
+            return fail(c, "must be an array of actor ids, not %s", json_type_name(v));
+        }
+        if (json_array_size(v) > TG_POLICY_MAX_ACTORS) {
+            return fail(c, "%zu actors (limit %d)", json_array_size(v), TG_POLICY_MAX_ACTORS);
+        }
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            const json_t *a = json_array_get(v, i);
+            size_t s3 = path_push_index(c, i);
+            if (!json_is_string(a)) {
+                return fail(c, "must be a string, not %s", json_type_name(a));
+            }
+            rc = check_name(c, json_string_value(a), json_string_length(a), "actor id");
+            if (rc) {
+                return rc;
+            }
+            if (json_string_value(a)[0] == '@') {
+                return fail(c, "groups cannot contain groups");
+            }
+            path_pop(c, s3);
+        }
+        path_pop(c, s2);
+    }
+    path_pop(c, saved);
+    return TG_OK;
+}
+
+/* Appends the strings of an actor list (ids and "@group" references, expanded) to
+ * out[*n], at most `limit`. The path points at the list. */
+static tg_err_t expand_actor(cc_t *c, tg_sv_t *out, size_t *n, size_t limit, const json_t *a) {
+    char pk[80];
+    if (!json_is_string(a)) {
+        return fail(c, "actor must be a string, not %s", json_type_name(a));
+    }
+    const char *s = json_string_value(a);
+    size_t len = json_string_length(a);
+    tg_err_t rc = check_name(c, s, len, "actor id");
+    if (rc) {
+        return rc;
+    }
+    if (s[0] == '@') {
+        const json_t *g = c->groups != NULL ? json_object_get(c->groups, s + 1) : NULL;
+        if (g == NULL || strlen(s + 1) != len - 1) {
+            return fail(c, "unknown actor group \"%s\"", printable(pk, s, len));
+        }
+        for (size_t i = 0; i < json_array_size(g); i++) {
+            const json_t *m = json_array_get(g, i);
+            if (*n >= limit) {
+                return fail(c, "more than %zu actors after expanding groups", limit);
+            }
+            out[*n].ptr = json_string_value(m);
+            out[*n].len = (uint32_t)json_string_length(m);
+            (*n)++;
+        }
+        return TG_OK;
+    }
+    if (*n >= limit) {
+        return fail(c, "more than %zu actors", limit);
+    }
+    out[*n].ptr = s;
+    out[*n].len = (uint32_t)len;
+    (*n)++;
+    return TG_OK;
+}
+
+static int sv_qcmp(const void *a, const void *b) {
+    const tg_sv_t *x = a, *y = b;
+    return tg_sv_cmp(x->ptr, x->len, y->ptr, y->len);
+}
+
+/* Sorts, dedupes and copies views into the arena. */
+static tg_err_t intern_sorted(cc_t *c, tg_sv_t *tmp, size_t n, const tg_sv_t **out,
+                              uint32_t *n_out) {
+    qsort(tmp, n, sizeof *tmp, sv_qcmp);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (k == 0 || sv_qcmp(&tmp[k - 1], &tmp[i]) != 0) {
+            tmp[k++] = tmp[i];
+        }
+    }
+    tg_sv_t *arr = arena_alloc(c->p, (k ? k : 1) * sizeof *arr);
+    if (arr == NULL) {
+        return nomem(c);
+    }
+    for (size_t i = 0; i < k; i++) {
+        if (!arena_sv(c, &arr[i], tmp[i].ptr, tmp[i].len)) {
+            return nomem(c);
+        }
+    }
+    *out = arr;
+    *n_out = (uint32_t)k;
+    return TG_OK;
+}
+
+/* ---- context field interning ----------------------------------------------------------- */
+
+/* Id of context field `name`, adding it on first sight (encounter order is deterministic
+ * because every object is walked in sorted order). */
+static tg_err_t intern_field(cc_t *c, const char *name, size_t n, uint32_t *id) {
+    tg_policy_t *p = c->p;
+    if (htab_get(&p->field_index, c->fields, sizeof *c->fields, name, n, id)) {
+        return TG_OK;
+    }
+    if (p->n_fields >= TG_POLICY_MAX_FIELDS) {
+        return fail(c, "more than %d distinct context fields in the policy", TG_POLICY_MAX_FIELDS);
+    }
+    if (!arena_sv(c, &c->fields[p->n_fields], name, n)) {
+        return nomem(c);
+    }
+    *id = p->n_fields++;
+    htab_put(&p->field_index, c->fields, sizeof *c->fields, *id);
+    return TG_OK;
+}
+
+/* ---- surfaces: names first (signals and tools refer to them) ------------------------- */
+
+static tg_err_t compile_surface_names(cc_t *c, const json_t *surfaces) {
+    tg_policy_t *p = c->p;
+    size_t saved = path_push_key(c, "surfaces");
+    if (surfaces == NULL) {
+        return fail(c, "required member missing");
+    }
+    if (!json_is_object(surfaces)) {
+        return fail(c, "must be an object of surfaces, not %s", json_type_name(surfaces));
+    }
+    size_t n = json_object_size(surfaces);
+    if (n == 0) {
+        return fail(c, "at least one surface is required");
+    }
+    if (n > TG_POLICY_MAX_SURFACES) {
+        return fail(c, "%zu surfaces (limit %d)", n, TG_POLICY_MAX_SURFACES);
+    }
+    size_t nm;
+    member_t *m = sorted_members(c, surfaces, &nm);
+    if (m == NULL) {
+        return c->err;
+    }
+    tg_err_t rc = TG_OK;
+    c->surfaces = arena_alloc(p, nm * sizeof *c->surfaces);
+    if (c->surfaces == NULL || !htab_init(p, &p->surface_index, (uint32_t)nm)) {
+        rc = nomem(c);
+        goto done;
+    }
+    for (size_t i = 0; i < nm; i++) {
+        size_t s2 = path_push_key(c, m[i].key);
+        rc = check_name(c, m[i].key, m[i].len, "surface name");
+        if (rc) {
+            goto done;
+        }
+        path_pop(c, s2);
+        if (!arena_sv(c, &c->surfaces[i].name, m[i].key, m[i].len)) {
+            rc = nomem(c);
+            goto done;
+        }
+        htab_put(&p->surface_index, c->surfaces, sizeof *c->surfaces, (uint32_t)i);
+    }
+    p->surfaces = c->surfaces;
+    p->n_surfaces = (uint32_t)nm;
+    path_pop(c, saved);
+done:
+    free(m);
+    return rc;
+}
+
+/* Surface id of a name that must exist; the path points at the referring member. */
+static tg_err_t surface_ref(cc_t *c, const json_t *v, uint32_t *id) {
+    char pk[80];
+    if (!json_is_string(v)) {
+        return fail(c, "must be a surface name (string), not %s", json_type_name(v));
+    }
+    if (!htab_get(&c->p->surface_index, c->surfaces, sizeof *c->surfaces, json_string_value(v),
+                  json_string_length(v), id)) {
+        return fail(c, "unknown surface \"%s\"",
+                    printable(pk, json_string_value(v), json_string_length(v)));
+    }
+    return TG_OK;
+}
+
+/* ---- signals -------------------------------------------------------------------------- */
+
+/* rsdSpike -> RSD_SPIKE: the default reason of a boolean signal. 0 if not derivable. */
+static int derive_reason(char out[TG_POLICY_MAX_REASON + 1], const char *name, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = name[i];
+        int upper = ch >= 'A' && ch <= 'Z', lower = ch >= 'a' && ch <= 'z';
+        int digit = ch >= '0' && ch <= '9';
+        if (upper && i > 0) {
+            char pr = name[i - 1];
+            if ((pr >= 'a' && pr <= 'z') || (pr >= '0' && pr <= '9')) {
+                if (k >= TG_POLICY_MAX_REASON) {
+                    return 0;
+                }
+                out[k++] = '_';
+            }
+        }
+        if (k >= TG_POLICY_MAX_REASON) {
+            return 0;
+        }
+        out[k++] = lower ? (char)(ch - 'a' + 'A') : (upper || digit) ? ch : '_';
+    }
+    out[k] = '\0';
+    return reason_valid(out, k);
+}
+
+static tg_err_t compile_tier_list(cc_t *c, const json_t *v, uint8_t *mask) {
+    if (!json_is_array(v)) {
+        return fail(c, "must be an array of tiers, not %s", json_type_name(v));
+    }
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        const json_t *t = json_array_get(v, i);
+        double d = is_number(t) ? num_of(t) : 0.0;
+        if (!(d == 1.0 || d == 2.0 || d == 3.0)) {
+            path_push_index(c, i);
+            return fail(c, "tier must be 1, 2 or 3");
+        }
+        *mask = (uint8_t)(*mask | (1u << (unsigned)d));
+    }
+    return TG_OK;
+}
+
+static tg_err_t compile_signal(cc_t *c, tg_signal_t *sig, uint32_t id, const json_t *body) {
+    static const char *const allowed[] = {"type",       "description",  "reason", "deny_on_tier",
+                                          "thresholds", "required_for", NULL};
+    int is_risk = sig->name.len == sizeof RISK_SCORE - 1 &&
+                  memcmp(sig->name.ptr, RISK_SCORE, sizeof RISK_SCORE - 1) == 0;
+    if (body == NULL) { /* implicit riskScore */
+        sig->type = TG_SIG_NUMBER;
+        sig->reason = R_RISK;
+        for (int t = 1; t <= 3; t++) {
+            sig->threshold[t] = c->tier_threshold[t];
+        }
+        sig->threshold_tiers = 0x0e;
+        return TG_OK;
+    }
+    if (!json_is_object(body)) {
+        return fail(c, "must be an object, not %s", json_type_name(body));
+    }
+    tg_err_t rc = check_members(c, body, allowed,
+                                "type, description, reason, deny_on_tier, thresholds, "
+                                "required_for");
+    if (rc) {
+        return rc;
+    }
+    const json_t *type = json_object_get(body, "type");
+    size_t saved = path_push_key(c, "type");
+    if (type == NULL) {
+        return fail(c, "required member missing (\"number\" or \"boolean\")");
+    }
+    if (json_is_string(type) && strcmp(json_string_value(type), "number") == 0) {
+        sig->type = TG_SIG_NUMBER;
+    } else if (json_is_string(type) && strcmp(json_string_value(type), "boolean") == 0) {
+        sig->type = TG_SIG_BOOLEAN;
+    } else {
+        return fail(c, "must be \"number\" or \"boolean\"");
+    }
+    path_pop(c, saved);
+    if (is_risk && sig->type != TG_SIG_NUMBER) {
+        return fail(c, "riskScore is a number signal");
+    }
+    rc = get_reason(c, body, "reason", &sig->reason);
+    if (rc) {
+        return rc;
+    }
+    const json_t *dot = json_object_get(body, "deny_on_tier");
+    if (dot != NULL) {
+        saved = path_push_key(c, "deny_on_tier");
+        if (sig->type != TG_SIG_BOOLEAN) {
+            return fail(c, "applies to boolean signals only (number signals use thresholds)");
+        }
+        rc = compile_tier_list(c, dot, &sig->deny_tiers);
+        if (rc) {
+            return rc;
+        }
+        path_pop(c, saved);
+    }
+    const json_t *th = json_object_get(body, "thresholds");
+    if (is_risk) {
+        for (int t = 1; t <= 3; t++) {
+            sig->threshold[t] = c->tier_threshold[t];
+        }
+        sig->threshold_tiers = 0x0e;
+    }
+    if (th != NULL) {
+        saved = path_push_key(c, "thresholds");
+        if (sig->type != TG_SIG_NUMBER) {
+            return fail(c, "applies to number signals only (boolean signals use deny_on_tier)");
+        }
+        if (!json_is_object(th)) {
+            return fail(c, "must be an object of tier -> number, not %s", json_type_name(th));
+        }
+        const char *key;
+        const json_t *v;
+        json_object_foreach((json_t *)(uintptr_t)th, key, v) {
+            size_t s2 = path_push_key(c, key);
+            int t = tier_key(key);
+            if (t == 0) {
+                return fail(c, "unknown tier (expected \"1\", \"2\" or \"3\")");
+            }
+            rc = compile_threshold(c, v, &sig->threshold[t]);
+            if (rc) {
+                return rc;
+            }
+            sig->threshold_tiers = (uint8_t)(sig->threshold_tiers | (1u << t));
+            path_pop(c, s2);
+        }
+        path_pop(c, saved);
+    }
+    if (sig->reason == NULL && (sig->deny_tiers || sig->threshold_tiers)) {
+        if (is_risk) {
+            sig->reason = R_RISK;
+        } else {
+            char buf[TG_POLICY_MAX_REASON + 1];
+            tg_sv_t sv;
+            if (!derive_reason(buf, sig->name.ptr, sig->name.len)) {
+                return fail(c, "reason is required (cannot derive one from the name)");
+            }
+            if (!arena_sv(c, &sv, buf, strlen(buf))) {
+                return nomem(c);
+            }
+            sig->reason = sv.ptr;
+        }
+    }
+    const json_t *rf = json_object_get(body, "required_for");
+    if (rf != NULL) {
+        saved = path_push_key(c, "required_for");
+        if (!json_is_array(rf)) {
+            return fail(c, "must be an array of surface names, not %s", json_type_name(rf));
+        }
+        for (size_t i = 0; i < json_array_size(rf); i++) {
+            const json_t *s = json_array_get(rf, i);
+            size_t s2 = path_push_index(c, i);
+            if (json_is_string(s) && strcmp(json_string_value(s), "*") == 0) {
+                for (uint32_t k = 0; k < c->p->n_surfaces; k++) {
+                    c->surfaces[k].required_signals |= UINT32_C(1) << id;
+                }
+            } else {
+                uint32_t sid;
+                rc = surface_ref(c, s, &sid);
+                if (rc) {
+                    return rc;
+                }
+                c->surfaces[sid].required_signals |= UINT32_C(1) << id;
+            }
+            path_pop(c, s2);
+        }
+        path_pop(c, saved);
+    }
+    return TG_OK;
+}
+
+static tg_err_t compile_signals(cc_t *c, const json_t *signals) {
+    tg_policy_t *p = c->p;
+    size_t saved = path_push_key(c, "signals");
+    size_t n = 0;
+    member_t *m = NULL;
+    if (signals != NULL) {
+        if (!json_is_object(signals)) {
+            return fail(c, "must be an object of signals, not %s", json_type_name(signals));
+        }
+        m = sorted_members(c, signals, &n);
+        if (m == NULL) {
+            return c->err;
+        }
+    }
+    tg_err_t rc = TG_OK;
+    int has_risk = signals != NULL && json_object_get(signals, RISK_SCORE) != NULL;
+    size_t total = n + (has_risk ? 0 : 1);
+    if (total > TG_POLICY_MAX_SIGNALS) {
+        rc = fail(c, "%zu signals with riskScore (limit %d)", total, TG_POLICY_MAX_SIGNALS);
+        goto done;
+    }
+    /* Merge the implicit riskScore into the sorted order. */
+    member_t *all = realloc(m, (total ? total : 1) * sizeof *all);
+    if (all == NULL) {
+        rc = nomem(c);
+        goto done;
+    }
+    m = all;
+    if (!has_risk) {
+        m[n].key = RISK_SCORE;
+        m[n].len = sizeof RISK_SCORE - 1;
+        m[n].value = NULL;
+        qsort(m, total, sizeof *m, member_cmp);
+    }
+    c->signals = arena_alloc(p, total * sizeof *c->signals);
+    if (c->signals == NULL || !htab_init(p, &p->signal_index, (uint32_t)total)) {
+        rc = nomem(c);
+        goto done;
+    }
+    for (size_t i = 0; i < total; i++) {
+        size_t s2 = path_push_key(c, m[i].key);
+        rc = check_name(c, m[i].key, m[i].len, "signal name");
+        if (rc) {
+            goto done;
+        }
+        if (!arena_sv(c, &c->signals[i].name, m[i].key, m[i].len)) {
+            rc = nomem(c);
+            goto done;
+        }
+        htab_put(&p->signal_index, c->signals, sizeof *c->signals, (uint32_t)i);
+        rc = compile_signal(c, &c->signals[i], (uint32_t)i, m[i].value);
+        if (rc) {
+            goto done;
+        }
+        path_pop(c, s2);
+    }
+    p->signals = c->signals;
+    p->n_signals = (uint32_t)total;
+    for (uint32_t i = 0; i < total; i++) {
+        for (unsigned t = 1; t <= 3; t++) {
+            if (c->signals[i].deny_tiers & (1u << t)) {
+                p->bool_deny_mask[t] |= UINT32_C(1) << i;
+            }
+            if (c->signals[i].threshold_tiers & (1u << t)) {
+                p->threshold_mask[t] |= UINT32_C(1) << i;
+            }
+        }
+    }
+    path_pop(c, saved);
+done:
+    free(m);
+    return rc;
+}
+
+/* ---- rules and conditions ------------------------------------------------------------- */
+
+static const char *const OP_NAMES[] = {"eq",  "ne", "gt",     "gte",   "lt",
+                                       "lte", "in", "not_in", "exists"};
+
+static const char *ft_name(uint8_t ft) {
+    static const char *const names[] = {"any", "string", "number", "boolean", "object", "array"};
+    return ft < 6 ? names[ft] : "?";
+}
+
+/* Declared type of context field `id` on surface s, or -1 when not required. */
+static int declared_type(const tg_surface_t *s, uint32_t id) {
+    for (uint32_t i = 0; i < s->n_required; i++) {
+        if (s->required[i].id == id) {
+            return s->required[i].type;
+        }
+    }
+    return -1;
+}
+
+/* One scalar operand; `want` is the type the field can have (TG_FT_ANY = unconstrained).
+ * The path points at the operand. */
+static tg_err_t compile_operand(cc_t *c, tg_value_t *out, const json_t *v, uint8_t want) {
+    if (json_is_string(v)) {
+        if (json_string_length(v) > TG_POLICY_MAX_VALUE) {
+            return fail(c, "string longer than %d bytes", TG_POLICY_MAX_VALUE);
+        }
+        tg_sv_t sv;
+        if (!arena_sv(c, &sv, json_string_value(v), json_string_length(v))) {
+            return nomem(c);
+        }
+        out->type = TG_VT_STRING;
+        out->str = sv.ptr;
+        out->len = sv.len;
+    } else if (is_number(v)) {
+        out->type = TG_VT_NUMBER;
+        out->num = num_of(v);
+    } else if (json_is_boolean(v)) {
+        out->type = TG_VT_BOOL;
+        out->boolean = json_is_true(v) ? 1 : 0;
+    } else {
+        return fail(c, "must be a string, number or boolean, not %s", json_type_name(v));
+    }
+    static const uint8_t vt_of_ft[] = {0, TG_VT_STRING, TG_VT_NUMBER, TG_VT_BOOL, 0, 0};
+    if (want != TG_FT_ANY && (want > TG_FT_BOOLEAN || out->type != vt_of_ft[want])) {
+        return fail(c, "%s operand never matches a field of type %s", json_type_name(v),
+                    ft_name(want));
+    }
+    return TG_OK;
+}
+
+static tg_err_t compile_cond(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, const json_t *v) {
+    static const char *const allowed[] = {"field", "op", "value", "description", NULL};
+    char pk[80];
+    if (!json_is_object(v)) {
+        return fail(c, "condition must be an object, not %s", json_type_name(v));
+    }
+    tg_err_t rc = check_members(c, v, allowed, "field, op, value, description");
+    if (rc) {
+        return rc;
+    }
+    /* field */
+    const json_t *fv = json_object_get(v, "field");
+    size_t saved = path_push_key(c, "field");
+    if (fv == NULL) {
+        return fail(c, "required member missing");
+    }
+    if (!json_is_string(fv)) {
+        return fail(c, "must be a string, not %s", json_type_name(fv));
+    }
+    const char *fs = json_string_value(fv);
+    size_t fl = json_string_length(fv);
+    uint8_t want = TG_FT_ANY; /* what the field can hold */
+    if (strcmp(fs, "actor") == 0 || strcmp(fs, "action") == 0) {
+        cd->src = strcmp(fs, "actor") == 0 ? TG_SRC_ACTOR : TG_SRC_ACTION;
+        want = TG_FT_STRING;
+    } else if (fl > 8 && memcmp(fs, "context.", 8) == 0) {
+        cd->src = TG_SRC_CONTEXT;
+        rc = check_name(c, fs + 8, fl - 8, "context field name");
+        if (rc) {
+            return rc;
+        }
+        rc = intern_field(c, fs + 8, fl - 8, &cd->id);
+        if (rc) {
+            return rc;
+        }
+        int dt = declared_type(s, cd->id);
+        if (dt > 0) {
+            want = (uint8_t)dt;
+        }
+    } else if (fl > 8 && memcmp(fs, "signals.", 8) == 0) {
+        cd->src = TG_SRC_SIGNAL;
+        if (!htab_get(&c->p->signal_index, c->signals, sizeof *c->signals, fs + 8, fl - 8,
+                      &cd->id)) {
+            return fail(c, "signal \"%s\" is not declared in signals",
+                        printable(pk, fs + 8, fl - 8));
+        }
+        want = c->signals[cd->id].type == TG_SIG_BOOLEAN ? TG_FT_BOOLEAN : TG_FT_NUMBER;
+    } else {
+        return fail(c,
+                    "unknown field \"%s\" (expected context.<name>, signals.<name>, actor or "
+                    "action)",
+                    printable(pk, fs, fl));
+    }
+    if (!arena_sv(c, &cd->field, fs, fl)) {
+        return nomem(c);
+    }
+    path_pop(c, saved);
+    /* op */
+    const json_t *ov = json_object_get(v, "op");
+    saved = path_push_key(c, "op");
+    if (ov == NULL) {
+        return fail(c, "required member missing");
+    }
+    if (!json_is_string(ov)) {
+        return fail(c, "must be a string, not %s", json_type_name(ov));
+    }
+    int op = -1;
+    for (int i = 0; i <= TG_OP_EXISTS; i++) {
+        if (strcmp(json_string_value(ov), OP_NAMES[i]) == 0) {
+            op = i;
+        }
+    }
+    if (op < 0) {
+        return fail(c, "unknown operator \"%s\"",
+                    printable(pk, json_string_value(ov), json_string_length(ov)));
+    }
+    cd->op = (uint8_t)op;
+    int ordered = op == TG_OP_GT || op == TG_OP_GTE || op == TG_OP_LT || op == TG_OP_LTE;
+    if (ordered && want != TG_FT_ANY && want != TG_FT_NUMBER) {
+        return fail(c, "%s compares numbers but %s is of type %s", OP_NAMES[op], fs, ft_name(want));
+    }
+    path_pop(c, saved);
+    /* value */
+    const json_t *vv = json_object_get(v, "value");
+    saved = path_push_key(c, "value");
+    if (op == TG_OP_EXISTS) {
+        cd->value.type = TG_VT_BOOL;
+        cd->value.boolean = 1;
+        if (vv != NULL) {
+            if (!json_is_boolean(vv)) {
+                return fail(c, "exists takes true or false, not %s", json_type_name(vv));
+            }
+            cd->value.boolean = json_is_true(vv) ? 1 : 0;
+        }
+    } else if (vv == NULL) {
+        return fail(c, "required member missing for operator %s", OP_NAMES[op]);
+    } else if (ordered) {
+        if (!is_number(vv)) {
+            return fail(c, "%s needs a number, not %s", OP_NAMES[op], json_type_name(vv));
+        }
+        cd->value.type = TG_VT_NUMBER;
+        cd->value.num = num_of(vv);
+    } else if (op == TG_OP_EQ || op == TG_OP_NE) {
+        rc = compile_operand(c, &cd->value, vv, want);
+        if (rc) {
+            return rc;
+        }
+    } else { /* in, not_in */
+        size_t limit = cd->src == TG_SRC_ACTOR ? TG_POLICY_MAX_ACTORS : TG_POLICY_MAX_LIST;
+        if (!json_is_array(vv)) {
+            return fail(c, "%s needs an array, not %s", OP_NAMES[op], json_type_name(vv));
+        }
+        if (json_array_size(vv) == 0) {
+            return fail(c, "%s needs at least one value", OP_NAMES[op]);
+        }
+        if (json_array_size(vv) > limit) {
+            return fail(c, "%zu values (limit %zu)", json_array_size(vv), limit);
+        }
+        tg_sv_t *actors = NULL;
+        size_t n = json_array_size(vv);
+        if (cd->src == TG_SRC_ACTOR) { /* "@group" expands */
+            actors = malloc(limit * sizeof *actors);
+            if (actors == NULL) {
+                return nomem(c);
+            }
+            size_t k = 0;
+            for (size_t i = 0; i < json_array_size(vv) && rc == TG_OK; i++) {
+                size_t s2 = path_push_index(c, i);
+                rc = expand_actor(c, actors, &k, limit, json_array_get(vv, i));
+                if (rc == TG_OK) {
+                    path_pop(c, s2);
+                }
+            }
+            n = k;
+        }
+        tg_value_t *list = rc ? NULL : arena_alloc(c->p, n * sizeof *list);
+        if (rc == TG_OK && list == NULL) {
+            rc = nomem(c);
+        }
+        for (size_t i = 0; i < n && rc == TG_OK; i++) {
+            if (actors != NULL) {
+                tg_sv_t sv;
+                if (!arena_sv(c, &sv, actors[i].ptr, actors[i].len)) {
+                    rc = nomem(c);
+                    break;
+                }
+                list[i].type = TG_VT_STRING;
+                list[i].str = sv.ptr;
+                list[i].len = sv.len;
+            } else {
+                size_t s2 = path_push_index(c, i);
+                rc = compile_operand(c, &list[i], json_array_get(vv, i), want);
+                if (rc == TG_OK) {
+                    path_pop(c, s2);
+                }
+            }
+        }
+        free(actors);
+        if (rc) {
+            return rc;
+        }
+        cd->list = list;
+        cd->n_list = (uint32_t)n;
+    }
+    path_pop(c, saved);
+    return TG_OK;
+}
+
+static tg_err_t compile_rule(cc_t *c, tg_rule_t *r, const tg_surface_t *s, size_t index,
+                             const json_t *v, const tg_rule_t *prev, size_t n_prev) {
+    static const char *const allowed[] = {"id", "effect", "reason", "when", "description", NULL};
+    char pk[80];
+    if (!json_is_object(v)) {
+        return fail(c, "rule must be an object, not %s", json_type_name(v));
+    }
+    tg_err_t rc = check_members(c, v, allowed, "id, effect, reason, when, description");
+    if (rc) {
+        return rc;
+    }
+    const json_t *idv = json_object_get(v, "id");
+    size_t saved = path_push_key(c, "id");
+    if (idv != NULL) {
+        if (!json_is_string(idv)) {
+            return fail(c, "must be a string, not %s", json_type_name(idv));
+        }
+        rc = check_name(c, json_string_value(idv), json_string_length(idv), "rule id");
+        if (rc) {
+            return rc;
+        }
+        if (!arena_sv(c, &r->id, json_string_value(idv), json_string_length(idv))) {
+            return nomem(c);
+        }
+    } else {
+        char gen[32];
+        int w = snprintf(gen, sizeof gen, "rules[%zu]", index);
+        if (w < 0 || !arena_sv(c, &r->id, gen, (size_t)w)) {
+            return nomem(c);
+        }
+    }
+    for (size_t i = 0; i < n_prev; i++) {
+        if (prev[i].id.len == r->id.len && memcmp(prev[i].id.ptr, r->id.ptr, r->id.len) == 0) {
+            return fail(c, "duplicate rule id \"%s\"", printable(pk, r->id.ptr, r->id.len));
+        }
+    }
+    path_pop(c, saved);
+    const json_t *ev = json_object_get(v, "effect");
+    saved = path_push_key(c, "effect");
+    if (ev == NULL) {
+        return fail(c, "required member missing (\"permit\" or \"deny\")");
+    }
+    if (json_is_string(ev) && strcmp(json_string_value(ev), "permit") == 0) {
+        r->effect = TG_EFFECT_PERMIT;
+    } else if (json_is_string(ev) && strcmp(json_string_value(ev), "deny") == 0) {
+        r->effect = TG_EFFECT_DENY;
+    } else {
+        return fail(c, "must be \"permit\" or \"deny\"");
+    }
+    path_pop(c, saved);
+    r->reason = NULL;
+    rc = get_reason(c, v, "reason", &r->reason);
+    if (rc) {
+        return rc;
+    }
+    if (r->effect == TG_EFFECT_PERMIT) {
+        r->reason = R_PERMIT; /* a PERMIT always says NO_POLICY_VIOLATION (SPEC §3.2) */
+    } else if (r->reason == NULL) {
+        r->reason = R_RULE_DENY;
+    }
+    const json_t *wv = json_object_get(v, "when");
+    if (wv == NULL) {
+        return TG_OK; /* unconditional */
+    }
+    saved = path_push_key(c, "when");
+    if (!json_is_array(wv)) {
+        return fail(c, "must be an array of conditions, not %s", json_type_name(wv));
+    }
+    size_t n = json_array_size(wv);
+    if (n > TG_POLICY_MAX_CONDITIONS) {
+        return fail(c, "%zu conditions (limit %d)", n, TG_POLICY_MAX_CONDITIONS);
+    }
+    tg_cond_t *conds = arena_alloc(c->p, (n ? n : 1) * sizeof *conds);
+    if (conds == NULL) {
+        return nomem(c);
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t s2 = path_push_index(c, i);
+        rc = compile_cond(c, &conds[i], s, json_array_get(wv, i));
+        if (rc) {
+            return rc;
+        }
+        path_pop(c, s2);
+    }
+    r->conds = conds;
+    r->n_conds = (uint32_t)n;
+    path_pop(c, saved);
+    return TG_OK;
+}
+
+/* ---- one surface ---------------------------------------------------------------------- */
+
+static int ft_parse(const char *s, uint8_t *out) {
+    static const char *const names[] = {"any", "string", "number", "boolean", "object", "array"};
+    for (uint8_t i = 0; i < 6; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *out = i;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static tg_err_t compile_required(cc_t *c, tg_surface_t *s, const json_t *rq) {
+    char pk[80];
+    size_t saved = path_push_key(c, "required_context");
+    if (!json_is_object(rq) && !json_is_array(rq)) {
+        return fail(c, "must be an object of name -> type or an array of names, not %s",
+                    json_type_name(rq));
+    }
+    size_t n = json_is_object(rq) ? json_object_size(rq) : json_array_size(rq);
+    if (n > TG_POLICY_MAX_REQUIRED) {
+        return fail(c, "%zu required fields (limit %d)", n, TG_POLICY_MAX_REQUIRED);
+    }
+    tg_reqfield_t *req = arena_alloc(c->p, (n ? n : 1) * sizeof *req);
+    if (req == NULL) {
+        return nomem(c);
+    }
+    tg_err_t rc = TG_OK;
+    if (json_is_object(rq)) {
+        size_t nm;
+        member_t *m = sorted_members(c, rq, &nm);
+        if (m == NULL) {
+            return c->err;
+        }
+        for (size_t i = 0; i < nm && rc == TG_OK; i++) {
+            size_t s2 = path_push_key(c, m[i].key);
+            rc = check_name(c, m[i].key, m[i].len, "context field name");
+            if (rc == TG_OK) {
+                rc = intern_field(c, m[i].key, m[i].len, &req[i].id);
+            }
+            if (rc == TG_OK && (!json_is_string(m[i].value) ||
+                                !ft_parse(json_string_value(m[i].value), &req[i].type))) {
+                rc = fail(c, "type must be one of string, number, boolean, object, array, any");
+            }
+            if (rc == TG_OK) {
+                path_pop(c, s2);
+            }
+        }
+        free(m);
+    } else {
+        for (size_t i = 0; i < n && rc == TG_OK; i++) {
+            const json_t *v = json_array_get(rq, i);
+            size_t s2 = path_push_index(c, i);
+            if (!json_is_string(v)) {
+                return fail(c, "must be a field name (string), not %s", json_type_name(v));
+            }
+            rc = check_name(c, json_string_value(v), json_string_length(v), "context field name");
+            if (rc) {
+                return rc;
+            }
+            rc = intern_field(c, json_string_value(v), json_string_length(v), &req[i].id);
+            if (rc) {
+                return rc;
+            }
+            req[i].type = TG_FT_ANY;
+            for (size_t k = 0; k < i; k++) {
+                if (req[k].id == req[i].id) {
+                    return fail(c, "duplicate field \"%s\"",
+                                printable(pk, json_string_value(v), json_string_length(v)));
+                }
+            }
+            path_pop(c, s2);
+        }
+    }
+    if (rc) {
+        return rc;
+    }
+    s->required = req;
+    s->n_required = (uint32_t)n;
+    path_pop(c, saved);
+    return TG_OK;
+}
+
+static tg_err_t compile_default(cc_t *c, tg_surface_t *s, const json_t *dv) {
+    s->default_effect = TG_EFFECT_DENY;
+    s->default_reason = R_NO_MATCH;
+    if (dv == NULL) {
+        return TG_OK; /* fail closed: no matching rule is a DENY on every tier */
+    }
+    size_t saved = path_push_key(c, "default");
+    const json_t *ev = dv;
+    if (json_is_object(dv)) {
+        static const char *const allowed[] = {"effect", "reason", NULL};
+        tg_err_t rc = check_members(c, dv, allowed, "effect, reason");
+        if (rc) {
+            return rc;
+        }
+        ev = json_object_get(dv, "effect");
+        if (ev == NULL) {
+            return fail(c, "effect is required (\"permit\" or \"deny\")");
+        }
+        rc = get_reason(c, dv, "reason", &s->default_reason);
+        if (rc) {
+            return rc;
+        }
+    }
+    if (json_is_string(ev) && strcmp(json_string_value(ev), "permit") == 0) {
+        if (s->tier == 1) {
+            return fail(c, "a tier-1 (irreversible) surface cannot default to permit");
+        }
+        s->default_effect = TG_EFFECT_PERMIT;
+        s->default_reason = R_PERMIT;
+    } else if (!(json_is_string(ev) && strcmp(json_string_value(ev), "deny") == 0)) {
+        return fail(c, "must be \"permit\", \"deny\" or {\"effect\", \"reason\"}");
+    }
+    path_pop(c, saved);
+    return TG_OK;
+}
+
+static tg_err_t compile_surface_rules(cc_t *c, tg_surface_t *s, const json_t *body);
+
+static tg_err_t compile_surface(cc_t *c, tg_surface_t *s, const json_t *body) {
+    static const char *const allowed[] = {"tier",   "frozen", "description", "required_context",
+                                          "actors", "rules",  "default",     NULL};
+    if (!json_is_object(body)) {
+        return fail(c, "surface must be an object, not %s", json_type_name(body));
+    }
+    tg_err_t rc = check_members(c, body, allowed,
+                                "tier, frozen, description, required_context, actors, rules, "
+                                "default");
+    if (rc) {
+        return rc;
+    }
+    const json_t *tv = json_object_get(body, "tier");
+    size_t saved = path_push_key(c, "tier");
+    if (tv == NULL) {
+        return fail(c, "required member missing (1, 2 or 3)");
+    }
+    double t = is_number(tv) ? num_of(tv) : 0.0;
+    if (!(t == 1.0 || t == 2.0 || t == 3.0)) {
+        return fail(c, "must be 1, 2 or 3");
+    }
+    s->tier = (uint8_t)t;
+    path_pop(c, saved);
+    const json_t *fz = json_object_get(body, "frozen");
+    if (fz != NULL) {
+        saved = path_push_key(c, "frozen");
+        if (!json_is_boolean(fz)) {
+            return fail(c, "must be true or false, not %s", json_type_name(fz));
+        }
+        s->frozen = json_is_true(fz) ? 1 : 0;
+        path_pop(c, saved);
+    }
+    const json_t *dsc = json_object_get(body, "description");
+    if (dsc != NULL && !json_is_string(dsc)) {
+        path_push_key(c, "description");
+        return fail(c, "must be a string, not %s", json_type_name(dsc));
+    }
+    const json_t *rq = json_object_get(body, "required_context");
+    if (rq != NULL) {
+        rc = compile_required(c, s, rq);
+        if (rc) {
+            return rc;
+        }
+    }
+    const json_t *av = json_object_get(body, "actors");
+    if (av != NULL) {
+        saved = path_push_key(c, "actors");
+        if (!json_is_array(av)) {
+            return fail(c, "must be an array of actor ids, not %s", json_type_name(av));
+        }
+        tg_sv_t *tmp = malloc(TG_POLICY_MAX_ACTORS * sizeof *tmp);
+        if (tmp == NULL) {
+            return nomem(c);
+        }
+        size_t k = 0;
+        for (size_t i = 0; i < json_array_size(av) && rc == TG_OK; i++) {
+            size_t s2 = path_push_index(c, i);
+            rc = expand_actor(c, tmp, &k, TG_POLICY_MAX_ACTORS, json_array_get(av, i));
+            if (rc == TG_OK) {
+                path_pop(c, s2);
+            }
+        }
+        if (rc == TG_OK) {
+            rc = intern_sorted(c, tmp, k, &s->actors, &s->n_actors);
+        }
+        free(tmp);
+        if (rc) {
+            return rc;
+        }
+        s->has_actors = 1;
+        path_pop(c, saved);
+    }
+    rc = compile_default(c, s, json_object_get(body, "default"));
+    if (rc) {
+        return rc;
+    }
+    return compile_surface_rules(c, s, body);
+}
+
+/* Rules after the required list: operands are checked against the declared types. */
+static tg_err_t compile_surface_rules(cc_t *c, tg_surface_t *s, const json_t *body) {
+    const json_t *rv = json_object_get(body, "rules");
+    if (rv == NULL) {
+        return TG_OK;
+    }
+    size_t saved = path_push_key(c, "rules");
+    if (!json_is_array(rv)) {
+        return fail(c, "must be an array of rules, not %s", json_type_name(rv));
+    }
+    size_t n = json_array_size(rv);
+    if (n > TG_POLICY_MAX_RULES) {
+        return fail(c, "%zu rules (limit %d)", n, TG_POLICY_MAX_RULES);
+    }
+    tg_rule_t *rules = arena_alloc(c->p, (n ? n : 1) * sizeof *rules);
+    if (rules == NULL) {
+        return nomem(c);
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t s2 = path_push_index(c, i);
+        tg_err_t rc = compile_rule(c, &rules[i], s, i, json_array_get(rv, i), rules, i);
+        if (rc) {
+            return rc;
+        }
+        path_pop(c, s2);
+    }
+    s->rules = rules;
+    s->n_rules = (uint32_t)n;
+    c->p->n_rules += (uint32_t)n;
+    path_pop(c, saved);
+    return TG_OK;
+}
+
+/* ---- tools ------------------------------------------------------------------------- */
+
+static tg_err_t compile_tools(cc_t *c, const json_t *tools) {
+    tg_policy_t *p = c->p;
+    if (tools == NULL) {
+        return TG_OK;
+    }
+    size_t saved = path_push_key(c, "tools");
+    if (!json_is_object(tools)) {
+        return fail(c, "must be an object of tool -> surface, not %s", json_type_name(tools));
+    }
+    size_t n = json_object_size(tools);
+    if (n > TG_POLICY_MAX_TOOLS) {
+        return fail(c, "%zu tools (limit %d)", n, TG_POLICY_MAX_TOOLS);
+    }
+    size_t nm;
+    member_t *m = sorted_members(c, tools, &nm);
+    if (m == NULL) {
+        return c->err;
+    }
+    tg_err_t rc = TG_OK;
+    tg_tool_t *t = arena_alloc(p, (nm ? nm : 1) * sizeof *t);
+    if (t == NULL || !htab_init(p, &p->tool_index, (uint32_t)nm)) {
+        rc = nomem(c);
+        goto done;
+    }
+    for (size_t i = 0; i < nm; i++) {
+        size_t s2 = path_push_key(c, m[i].key);
+        rc = check_name(c, m[i].key, m[i].len, "tool name");
+        if (rc) {
+            goto done;
+        }
+        const json_t *v = m[i].value;
+        if (json_is_object(v)) {
+            static const char *const allowed[] = {"surface", "action", "description", NULL};
+            rc = check_members(c, v, allowed, "surface, action, description");
+            if (rc) {
+                goto done;
+            }
+            const json_t *sv = json_object_get(v, "surface");
+            size_t s3 = path_push_key(c, "surface");
+            if (sv == NULL) {
+                rc = fail(c, "required member missing");
+                goto done;
+            }
+            rc = surface_ref(c, sv, &t[i].surface);
+            if (rc) {
+                goto done;
+            }
+            path_pop(c, s3);
+            const json_t *act = json_object_get(v, "action");
+            if (act != NULL) {
+                s3 = path_push_key(c, "action");
+                if (!json_is_string(act)) {
+                    rc = fail(c, "must be a string, not %s", json_type_name(act));
+                    goto done;
+                }
+                rc = check_name(c, json_string_value(act), json_string_length(act), "action");
+                if (rc) {
+                    goto done;
+                }
+                if (!arena_sv(c, &t[i].action, json_string_value(act), json_string_length(act))) {
+                    rc = nomem(c);
+                    goto done;
+                }
+                path_pop(c, s3);
+            }
+        } else {
+            rc = surface_ref(c, v, &t[i].surface);
+            if (rc) {
+                goto done;
+            }
+        }
+        if (!arena_sv(c, &t[i].name, m[i].key, m[i].len)) {
+            rc = nomem(c);
+            goto done;
+        }
+        htab_put(&p->tool_index, t, sizeof *t, (uint32_t)i);
+        path_pop(c, s2);
+    }
+    p->tools = t;
+    p->n_tools = (uint32_t)nm;
+    path_pop(c, saved);
+done:
+    free(m);
+    return rc;
+}
+
+/* ---- the bundle ------------------------------------------------------------------------ */
+
+static tg_err_t compile_string_member(cc_t *c, const json_t *bundle, const char *key, size_t max,
+                                      int required, const char *dflt, const char **out) {
+    const json_t *v = json_object_get(bundle, key);
+    size_t saved = path_push_key(c, key);
+    if (v == NULL) {
+        if (required) {
+            return fail(c, "required member missing");
+        }
+        v = NULL;
+    } else if (!json_is_string(v)) {
+        return fail(c, "must be a string, not %s", json_type_name(v));
+    }
+    const char *s = v != NULL ? json_string_value(v) : dflt;
+    size_t n = v != NULL ? json_string_length(v) : strlen(dflt);
+    if (n == 0) {
+        return fail(c, "must not be empty");
+    }
+    if (n > max) {
+        return fail(c, "longer than %zu bytes", max);
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch < 0x20 || ch == 0x7f) {
+            return fail(c, "contains a control character");
+        }
+    }
+    tg_sv_t sv;
+    if (!arena_sv(c, &sv, s, n)) {
+        return nomem(c);
+    }
+    *out = sv.ptr;
+    path_pop(c, saved);
+    return TG_OK;
+}
+
+tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *diag) {
+    static const char *const allowed[] = {"version",  "authority", "description",
+                                          "surfaces", "signals",   "actors",
+                                          "tools",    "tiers",     NULL};
+    if (out == NULL || bundle == NULL) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "tg_policy_compile: NULL argument");
+    }
+    *out = NULL;
+    tg_policy_t *p = calloc(1, sizeof *p);
+    if (p == NULL) {
+        return tg_diag_set(diag, TG_ERR_NOMEM, "out of memory compiling the policy");
+    }
+    cc_t c;
+    memset(&c, 0, sizeof c);
+    c.p = p;
+    c.diag = diag;
+    tg_err_t rc = TG_OK;
+    if (!json_is_object(bundle)) {
+        rc = fail(&c, "the bundle must be a JSON object, not %s", json_type_name(bundle));
+        goto done;
+    }
+    rc = check_members(&c, bundle, allowed,
+                       "version, authority, description, surfaces, signals, actors, tools, "
+                       "tiers");
+    if (rc) {
+        goto done;
+    }
+    rc = compile_string_member(&c, bundle, "version", TG_POLICY_MAX_VERSION, 1, NULL, &p->version);
+    if (rc) {
+        goto done;
+    }
+    rc = compile_string_member(&c, bundle, "authority", TG_POLICY_MAX_AUTHORITY, 0,
+                               "trigguard-local", &p->authority);
+    if (rc) {
+        goto done;
+    }
+    const json_t *dsc = json_object_get(bundle, "description");
+    if (dsc != NULL && !json_is_string(dsc)) {
+        path_push_key(&c, "description");
+        rc = fail(&c, "must be a string, not %s", json_type_name(dsc));
+        goto done;
+    }
+    rc = compile_tiers(&c, json_object_get(bundle, "tiers"));
+    if (rc) {
+        goto done;
+    }
+    c.groups = json_object_get(bundle, "actors");
+    rc = check_groups(&c, c.groups);
+    if (rc) {
+        goto done;
+    }
+    const json_t *surfaces = json_object_get(bundle, "surfaces");
+    rc = compile_surface_names(&c, surfaces);
+    if (rc) {
+        goto done;
+    }
+    rc = compile_signals(&c, json_object_get(bundle, "signals"));
+    if (rc) {
+        goto done;
+    }
+    c.fields = arena_alloc(p, TG_POLICY_MAX_FIELDS * sizeof *c.fields);
+    if (c.fields == NULL || !htab_init(p, &p->field_index, TG_POLICY_MAX_FIELDS)) {
+        rc = nomem(&c);
+        goto done;
+    }
+    p->fields = c.fields;
+    for (uint32_t i = 0; i < p->n_surfaces; i++) {
+        size_t s1 = path_push_key(&c, "surfaces");
+        path_push_key(&c, c.surfaces[i].name.ptr);
+        rc = compile_surface(&c, &c.surfaces[i], json_object_get(surfaces, c.surfaces[i].name.ptr));
+        if (rc) {
+            goto done;
+        }
+        path_pop(&c, s1);
+    }
+    rc = compile_tools(&c, json_object_get(bundle, "tools"));
+    if (rc) {
+        goto done;
+    }
+    rc = tg_canon_sha256(p->hash, bundle, diag);
+    if (rc) {
+        goto done;
+    }
+    tg_hex(p->hash_hex, p->hash, sizeof p->hash);
+done:
+    if (rc) {
+        tg_policy_destroy(p);
+        return rc;
+    }
+    *out = p;
+    return TG_OK;
+}
+
+tg_err_t tg_policy_load_text(tg_policy_t **out, const char *text, size_t len, tg_diag_t *diag) {
+    if (out == NULL) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "tg_policy_load_text: NULL argument");
+    }
+    *out = NULL;
+    tg_json_limits_t lim = TG_JSON_LIMITS_DEFAULT;
+    lim.max_bytes = TG_POLICY_MAX_FILE;
+    lim.max_keys = TG_POLICY_MAX_TOOLS;
+    json_t *bundle = NULL;
+    tg_err_t rc = tg_json_parse(&bundle, text, len, &lim, diag);
+    if (rc) {
+        return rc;
+    }
+    rc = tg_policy_compile(out, bundle, diag);
+    json_decref(bundle);
+    return rc;
+}
+
+tg_err_t tg_policy_load_file(tg_policy_t **out, const char *path, tg_diag_t *diag) {
+    if (out == NULL || path == NULL) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "tg_policy_load_file: NULL argument");
+    }
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        int e = errno;
+        return tg_diag_set(diag, e == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO,
+                           "cannot open policy %s: %s", path, strerror(e));
+    }
+    tg_err_t rc = TG_OK;
+    size_t cap = TG_POLICY_MAX_FILE + 1;
+    char *buf = malloc(cap);
+    size_t len = 0;
+    if (buf == NULL) {
+        rc = tg_diag_set(diag, TG_ERR_NOMEM, "out of memory reading policy %s", path);
+        goto done;
+    }
+    while (len < cap) {
+        size_t got = fread(buf + len, 1, cap - len, f);
+        if (got == 0) {
+            break;
+        }
+        len += got;
+    }
+    if (ferror(f)) {
+        rc = tg_diag_set(diag, TG_ERR_IO, "cannot read policy %s", path);
+        goto done;
+    }
+    if (len > TG_POLICY_MAX_FILE) {
+        rc = tg_diag_set(diag, TG_ERR_LIMIT, "policy %s is larger than %zu bytes", path,
+                         TG_POLICY_MAX_FILE);
+        goto done;
+    }
+    rc = tg_policy_load_text(out, buf, len, diag);
+done:
+    free(buf);
+    fclose(f);
+    return rc;
+}
+
+void tg_policy_destroy(tg_policy_t *p) {
+    if (p == NULL) {
+        return;
+    }
+    tg_arena_chunk_t *c = p->arena;
+    while (c != NULL) {
+        tg_arena_chunk_t *next = c->next;
+        free(c);
+        c = next;
+    }
+    free(p);
+}
+
+/* ---- accessors ------------------------------------------------------------------------ */
+
+const char *tg_policy_version(const tg_policy_t *p) { return p->version; }
+
+const char *tg_policy_authority(const tg_policy_t *p) { return p->authority; }
+
+const char *tg_policy_hash_hex(const tg_policy_t *p) { return p->hash_hex; }
+
+const uint8_t *tg_policy_hash(const tg_policy_t *p) { return p->hash; }
+
+size_t tg_policy_surface_count(const tg_policy_t *p) { return p->n_surfaces; }
+
+size_t tg_policy_rule_count(const tg_policy_t *p) { return p->n_rules; }
+
+size_t tg_policy_signal_count(const tg_policy_t *p) { return p->n_signals; }
+
+size_t tg_policy_tool_count(const tg_policy_t *p) { return p->n_tools; }
+
+tg_err_t tg_policy_surface_find(uint32_t *index, const tg_policy_t *p, const char *name,
+                                size_t len) {
+    if (index == NULL || p == NULL || (name == NULL && len > 0)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    if (!htab_get(&p->surface_index, p->surfaces, sizeof *p->surfaces, name, len, index)) {
+        return TG_ERR_UNKNOWN_SURFACE;
+    }
+    return TG_OK;
+}
+
+tg_sv_t tg_policy_surface_name(const tg_policy_t *p, uint32_t index) {
+    tg_sv_t none = {NULL, 0};
+    return index < p->n_surfaces ? p->surfaces[index].name : none;
+}
+
+int tg_policy_surface_tier(const tg_policy_t *p, uint32_t index) {
+    return index < p->n_surfaces ? p->surfaces[index].tier : 0;
+}
+
+int tg_policy_find_field_(const tg_policy_t *p, const char *s, size_t n, uint32_t *id) {
+    return htab_get(&p->field_index, p->fields, sizeof *p->fields, s, n, id);
+}
+
+int tg_policy_find_signal_(const tg_policy_t *p, const char *s, size_t n, uint32_t *id) {
+    return htab_get(&p->signal_index, p->signals, sizeof *p->signals, s, n, id);
+}
+
+int tg_policy_find_tool_(const tg_policy_t *p, const char *s, size_t n, uint32_t *id) {
+    return htab_get(&p->tool_index, p->tools, sizeof *p->tools, s, n, id);
+}

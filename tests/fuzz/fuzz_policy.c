@@ -1,0 +1,75 @@
+/* fuzz_policy.c — bundle text → compile → (if valid) decide one request per surface: never
+ * crash, every rejection explains itself, every accepted bundle is internally consistent. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trigguard/canon.h"
+#include "trigguard/kernel.h"
+#include "trigguard/policy.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void decide_each_surface(const tg_policy_t *p) {
+    size_t n = tg_policy_surface_count(p);
+    for (uint32_t i = 0; i < n; i++) {
+        tg_sv_t name = tg_policy_surface_name(p, i);
+        uint32_t idx = 0;
+        int tier = tg_policy_surface_tier(p, i);
+        if (name.ptr == NULL || tg_policy_surface_find(&idx, p, name.ptr, name.len) != TG_OK ||
+            idx != i || tier < 1 || tier > 3) {
+            abort();
+        }
+        json_t *req = json_pack("{s:s%, s:s, s:s, s:{s:f, s:s, s:b}, s:{s:f}}", "surface", name.ptr,
+                                (size_t)name.len, "actor", "agent.billing", "action",
+                                "transfer_funds", "context", "amount", 2500.0, "currency", "USD",
+                                "flag", 1, "signals", "riskScore", 0.25);
+        if (req == NULL) {
+            abort();
+        }
+        tg_frame_t f;
+        tg_request_meta_t meta;
+        if (tg_frame_from_request(&f, &meta, p, req, NULL) == TG_OK) {
+            tg_decision_t d, e;
+            tg_kernel_decide(&d, p, &f);
+            tg_kernel_decide(&e, p, &f);
+            if (d.verdict != e.verdict || d.reason != e.reason || d.n_states < 1 ||
+                d.n_states > TG_STATE__COUNT || d.reason == NULL ||
+                (d.verdict == TG_PERMIT && strcmp(d.reason, "NO_POLICY_VIOLATION") != 0)) {
+                abort();
+            }
+            tg_buf_t b;
+            tg_buf_init(&b, 0);
+            tg_decision_json_opts_t opts = {NULL, NULL, NULL, 0, 1};
+            if (tg_decision_to_json(&b, &d, p, &f, &opts) != TG_OK) {
+                abort();
+            }
+            tg_buf_free(&b);
+            uint8_t h[32];
+            if (tg_request_hash(h, &f, &meta, NULL) != TG_OK) {
+                abort();
+            }
+        }
+        json_decref(req);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    tg_policy_t *p = NULL;
+    tg_diag_t diag;
+    memset(&diag, 0, sizeof diag);
+    tg_err_t rc = tg_policy_load_text(&p, (const char *)data, size, &diag);
+    if (rc != TG_OK) {
+        if (p != NULL || (rc == TG_ERR_POLICY_INVALID && diag.msg[0] == '\0')) {
+            abort();
+        }
+        return 0;
+    }
+    if (strlen(tg_policy_hash_hex(p)) != 64 || tg_policy_version(p)[0] == '\0' ||
+        tg_policy_authority(p)[0] == '\0' || tg_policy_surface_count(p) == 0) {
+        abort();
+    }
+    decide_each_surface(p);
+    tg_policy_destroy(p);
+    return 0;
+}

@@ -1,0 +1,669 @@
+/* test_kernel.c — the decision FSM: data-driven vectors, determinism properties, purity. */
+#include <dirent.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <sodium.h>
+
+#include "trigguard/canon.h"
+#include "trigguard/kernel.h"
+#include "trigguard/policy.h"
+
+/* ---- allocation spy (this executable is linked with -Wl,--wrap=malloc,...) ------------ */
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t m);
+void *__real_realloc(void *p, size_t n);
+void __real_free(void *p);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t m);
+void *__wrap_realloc(void *p, size_t n);
+void __wrap_free(void *p);
+
+/* volatile: GCC assumes malloc reads no user globals and would drop the arming store. */
+static volatile int alloc_armed;
+static volatile unsigned long alloc_calls_while_armed;
+
+/* While armed every allocation fails and is counted: the kernel must never get here. */
+void *__wrap_malloc(size_t n) {
+    if (alloc_armed) {
+        alloc_calls_while_armed++;
+        return NULL;
+    }
+    return __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t m) {
+    if (alloc_armed) {
+        alloc_calls_while_armed++;
+        return NULL;
+    }
+    return __real_calloc(n, m);
+}
+
+void *__wrap_realloc(void *p, size_t n) {
+    if (alloc_armed) {
+        alloc_calls_while_armed++;
+        return NULL;
+    }
+    return __real_realloc(p, n);
+}
+
+void __wrap_free(void *p) {
+    if (alloc_armed && p != NULL) {
+        alloc_calls_while_armed++;
+    }
+    __real_free(p);
+}
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+#define MAX_VECTORS 1024
+#define MAX_POLICIES 16
+
+static const char *src_root(void) {
+    const char *s = getenv("TG_SRC");
+    return s != NULL && s[0] != '\0' ? s : "../..";
+}
+
+static char *read_text(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        return NULL;
+    }
+    size_t cap = 1u << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    size_t got;
+    while (buf != NULL && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *nb = realloc(buf, cap * 2 + 1);
+            if (nb == NULL) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf != NULL) {
+        buf[n] = '\0';
+        *len = n;
+    }
+    return buf;
+}
+
+static json_t *load_json(const char *path) {
+    size_t len = 0;
+    char *text = read_text(path, &len);
+    if (text == NULL) {
+        fail_msg("cannot read %s", path);
+    }
+    tg_json_limits_t lim = TG_JSON_LIMITS_DEFAULT;
+    lim.max_bytes = TG_POLICY_MAX_FILE;
+    lim.max_keys = 1024;
+    json_t *v = NULL;
+    tg_diag_t diag = {{0}};
+    tg_err_t rc = tg_json_parse(&v, text, len, &lim, &diag);
+    free(text);
+    if (rc) {
+        fail_msg("%s: %s", path, diag.msg);
+    }
+    return v;
+}
+
+typedef struct {
+    char path[512];
+    tg_policy_t *p;
+} policy_cache_t;
+
+static policy_cache_t cache[MAX_POLICIES];
+static size_t n_cache;
+
+static const tg_policy_t *policy_for(const char *rel) {
+    for (size_t i = 0; i < n_cache; i++) {
+        if (strcmp(cache[i].path, rel) == 0) {
+            return cache[i].p;
+        }
+    }
+    assert_true(n_cache < MAX_POLICIES);
+    char full[1024];
+    snprintf(full, sizeof full, "%s/%s", src_root(), rel);
+    tg_diag_t diag = {{0}};
+    tg_policy_t *p = NULL;
+    tg_err_t rc = tg_policy_load_file(&p, full, &diag);
+    if (rc) {
+        fail_msg("policy %s: %s", full, diag.msg);
+    }
+    snprintf(cache[n_cache].path, sizeof cache[n_cache].path, "%s", rel);
+    cache[n_cache].p = p;
+    n_cache++;
+    return p;
+}
+
+static void cache_clear(void) {
+    for (size_t i = 0; i < n_cache; i++) {
+        tg_policy_destroy(cache[i].p);
+    }
+    n_cache = 0;
+}
+
+static int name_cmp(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted list of the *.json files directly in dir (malloc'd strings). */
+static size_t list_vectors(const char *dir, char **names, size_t max) {
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        fail_msg("cannot open %s", dir);
+    }
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0 && n < max) {
+            names[n++] = strdup(e->d_name);
+        }
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, name_cmp);
+    return n;
+}
+
+static int sv_eq_str(tg_sv_t v, const char *s) {
+    if (v.ptr == NULL) {
+        return s == NULL;
+    }
+    return s != NULL && strlen(s) == v.len && memcmp(v.ptr, s, v.len) == 0;
+}
+
+static int sv_eq(tg_sv_t a, tg_sv_t b) {
+    if (a.ptr == NULL || b.ptr == NULL) {
+        return a.ptr == b.ptr;
+    }
+    return a.len == b.len && memcmp(a.ptr, b.ptr, a.len) == 0;
+}
+
+/* Decisions compared by content (reasons and ids may live in different policy copies). */
+static int same_decision(const tg_decision_t *a, const tg_decision_t *b) {
+    return a->verdict == b->verdict && strcmp(a->reason, b->reason) == 0 &&
+           sv_eq(a->rule_id, b->rule_id) && sv_eq(a->subject, b->subject) && a->cause == b->cause &&
+           a->tier == b->tier && a->n_states == b->n_states &&
+           memcmp(a->states, b->states, a->n_states) == 0 &&
+           a->rules_evaluated == b->rules_evaluated;
+}
+
+static const json_t *json_path(const json_t *v, const json_t *path) {
+    for (size_t i = 0; i < json_array_size(path) && v != NULL; i++) {
+        v = json_object_get(v, json_string_value(json_array_get(path, i)));
+    }
+    return v;
+}
+
+/* ---- the data-driven suite ------------------------------------------------------------ */
+
+typedef struct {
+    unsigned reasons_seen[32];
+    const char *reasons[32];
+    unsigned n_reasons;
+    unsigned states_seen[TG_STATE__COUNT];
+    unsigned causes_seen[TG_CAUSE__COUNT];
+    unsigned verdicts_seen[3];
+    unsigned errors_seen[TG_ERR__COUNT];
+    unsigned ulp_checks;
+} coverage_t;
+
+static void note_reason(coverage_t *cov, const char *r) {
+    for (unsigned i = 0; i < cov->n_reasons; i++) {
+        if (strcmp(cov->reasons[i], r) == 0) {
+            cov->reasons_seen[i]++;
+            return;
+        }
+    }
+    if (cov->n_reasons < 32) {
+        cov->reasons[cov->n_reasons] = r;
+        cov->reasons_seen[cov->n_reasons++] = 1;
+    }
+}
+
+static int reason_covered(const coverage_t *cov, const char *r) {
+    for (unsigned i = 0; i < cov->n_reasons; i++) {
+        if (strcmp(cov->reasons[i], r) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Runs one vector; returns 0 when it passes, else prints why and returns 1. */
+static int run_vector(const char *file, coverage_t *cov) {
+    json_t *vec = load_json(file);
+    int bad = 0;
+    const json_t *pol = json_object_get(vec, "policy");
+    const json_t *req = json_object_get(vec, "request");
+    const json_t *exp = json_object_get(vec, "expect");
+    if (!json_is_string(pol) || req == NULL || !json_is_object(exp)) {
+        print_error("%s: needs policy (path), request and expect\n", file);
+        json_decref(vec);
+        return 1;
+    }
+    const tg_policy_t *p = policy_for(json_string_value(pol));
+
+    /* Boundary vectors state which ulp they sit on; check the literal really is there. */
+    const json_t *ulps = json_object_get(vec, "ulp");
+    for (size_t i = 0; i < json_array_size(ulps); i++) {
+        const json_t *u = json_array_get(ulps, i);
+        const json_t *v = json_path(req, json_object_get(u, "path"));
+        double of = json_number_value(json_object_get(u, "of"));
+        int upward = strcmp(json_string_value(json_object_get(u, "direction")), "up") == 0;
+        double want = nextafter(of, upward ? INFINITY : -INFINITY);
+        if (!json_is_number(v) || json_number_value(v) != want || json_number_value(v) == of) {
+            print_error("%s: ulp check: value is not one ulp %s %.17g\n", file,
+                        upward ? "above" : "below", of);
+            bad = 1;
+        }
+        cov->ulp_checks++;
+    }
+
+    tg_frame_t f;
+    tg_request_meta_t meta;
+    tg_diag_t diag = {{0}};
+    tg_err_t rc = tg_frame_from_request(&f, &meta, p, req, &diag);
+    const json_t *want_err = json_object_get(exp, "error");
+    if (want_err != NULL) {
+        const json_t *contains = json_object_get(exp, "message_contains");
+        if (strcmp(tg_err_name(rc), json_string_value(want_err)) != 0) {
+            print_error("%s: expected %s, got %s (%s)\n", file, json_string_value(want_err),
+                        tg_err_name(rc), diag.msg);
+            bad = 1;
+        } else if (contains != NULL && strstr(diag.msg, json_string_value(contains)) == NULL) {
+            print_error("%s: message \"%s\" lacks \"%s\"\n", file, diag.msg,
+                        json_string_value(contains));
+            bad = 1;
+        }
+        if ((unsigned)rc < TG_ERR__COUNT) {
+            cov->errors_seen[rc]++;
+        }
+        json_decref(vec);
+        return bad;
+    }
+    if (rc) {
+        print_error("%s: frame: %s: %s\n", file, tg_err_name(rc), diag.msg);
+        json_decref(vec);
+        return 1;
+    }
+    tg_decision_t d;
+    tg_kernel_decide(&d, p, &f);
+    const char *want_dec = json_string_value(json_object_get(exp, "decision"));
+    const char *want_reason = json_string_value(json_object_get(exp, "reason"));
+    const json_t *want_rule = json_object_get(exp, "rule");
+    const json_t *want_in = json_object_get(exp, "decided_in");
+    const json_t *want_by = json_object_get(exp, "decided_by");
+    const json_t *want_subject = json_object_get(exp, "subject");
+    const char *got_in = tg_state_name((tg_state_t)d.states[d.n_states - 1]);
+    if (want_dec == NULL || strcmp(tg_verdict_name(d.verdict), want_dec) != 0 ||
+        want_reason == NULL || strcmp(d.reason, want_reason) != 0 ||
+        !sv_eq_str(d.rule_id, json_is_string(want_rule) ? json_string_value(want_rule) : NULL) ||
+        (want_in != NULL && strcmp(got_in, json_string_value(want_in)) != 0) ||
+        (want_by != NULL && strcmp(tg_cause_name(d.cause), json_string_value(want_by)) != 0) ||
+        (want_subject != NULL && !sv_eq_str(d.subject, json_string_value(want_subject)))) {
+        print_error(
+            "%s: expected %s %s rule %s in %s by %s subject %s; got %s %s rule %.*s in %s "
+            "by %s subject %.*s\n",
+            file, want_dec, want_reason,
+            json_is_string(want_rule) ? json_string_value(want_rule) : "-",
+            want_in ? json_string_value(want_in) : "*", want_by ? json_string_value(want_by) : "*",
+            want_subject ? json_string_value(want_subject) : "*", tg_verdict_name(d.verdict),
+            d.reason, (int)d.rule_id.len, d.rule_id.ptr ? d.rule_id.ptr : "-", got_in,
+            tg_cause_name(d.cause), (int)d.subject.len, d.subject.ptr ? d.subject.ptr : "-");
+        bad = 1;
+    }
+    /* The states entered are a prefix of the FSM, in order, starting at RECEIVED. */
+    for (unsigned i = 0; i < d.n_states; i++) {
+        if (d.states[i] != i) {
+            print_error("%s: trace state %u is %s\n", file, i,
+                        tg_state_name((tg_state_t)d.states[i]));
+            bad = 1;
+        }
+    }
+    /* The JSON rendering says the same thing. */
+    tg_buf_t b;
+    tg_buf_init(&b, 0);
+    tg_decision_json_opts_t opts = {NULL, NULL, NULL, 0, 1};
+    assert_int_equal(tg_decision_to_json(&b, &d, p, &f, &opts), TG_OK);
+    json_t *out = json_loads(b.data, 0, NULL);
+    assert_non_null(out);
+    assert_string_equal(json_string_value(json_object_get(out, "decision")),
+                        tg_verdict_name(d.verdict));
+    assert_string_equal(json_string_value(json_object_get(out, "reason_code")), d.reason);
+    assert_string_equal(json_string_value(json_object_get(out, "enforcement")),
+                        d.verdict == TG_PERMIT ? "EXECUTED" : "BLOCKED");
+    assert_int_equal(json_array_size(json_object_get(json_object_get(out, "trace"), "states")),
+                     d.n_states);
+    json_decref(out);
+    tg_buf_free(&b);
+
+    note_reason(cov, d.reason);
+    cov->states_seen[d.states[d.n_states - 1]]++;
+    cov->causes_seen[d.cause]++;
+    cov->verdicts_seen[d.verdict]++;
+    json_decref(vec);
+    return bad;
+}
+
+static void test_vectors(void **state) {
+    (void)state;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tests/unit/vectors/kernel", src_root());
+    char *names[MAX_VECTORS];
+    size_t n = list_vectors(dir, names, MAX_VECTORS);
+    coverage_t cov;
+    memset(&cov, 0, sizeof cov);
+    unsigned failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        char file[2048];
+        snprintf(file, sizeof file, "%s/%s", dir, names[i]);
+        failed += (unsigned)run_vector(file, &cov);
+        free(names[i]);
+    }
+    print_message("kernel vectors: %zu run, %u failed, %u ulp boundaries checked\n", n, failed,
+                  cov.ulp_checks);
+    assert_int_equal(failed, 0);
+    assert_true(n >= 200);
+    assert_true(cov.ulp_checks >= 20);
+
+    /* Every reason code the kernel itself produces for a decision on a valid frame. */
+    static const char *const reasons[] = {
+        "MISSING_CONTEXT",         "UNKNOWN_SIGNAL",      "INVALID_SIGNAL",
+        "MISSING_SIGNAL",          "SURFACE_FROZEN",      "ACTOR_NOT_AUTHORIZED",
+        "RISK_THRESHOLD_EXCEEDED", "NO_POLICY_VIOLATION", "NO_MATCHING_POLICY",
+        "HIGH_RISK_SPEND",         "POLICY_DENY"};
+    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++) {
+        if (!reason_covered(&cov, reasons[i])) {
+            fail_msg("no vector produces %s", reasons[i]);
+        }
+    }
+    /* Every terminal state and every cause except the frame guard (tested below). */
+    assert_true(cov.states_seen[TG_STATE_RECEIVED] > 0);
+    assert_true(cov.states_seen[TG_STATE_VALIDATED] > 0);
+    assert_true(cov.states_seen[TG_STATE_CLASSIFIED] > 0);
+    assert_true(cov.states_seen[TG_STATE_RULES_EVALUATED] > 0);
+    for (int c = TG_CAUSE_CONTEXT; c < TG_CAUSE__COUNT; c++) {
+        if (cov.causes_seen[c] == 0) {
+            fail_msg("no vector is decided by cause %s", tg_cause_name((tg_cause_t)c));
+        }
+    }
+    assert_true(cov.verdicts_seen[TG_PERMIT] > 0 && cov.verdicts_seen[TG_DENY] > 0 &&
+                cov.verdicts_seen[TG_SILENCE] > 0);
+    assert_true(cov.errors_seen[TG_ERR_REQUEST_INVALID] > 0);
+    assert_true(cov.errors_seen[TG_ERR_UNKNOWN_SURFACE] > 0);
+    cache_clear();
+}
+
+/* ---- properties ----------------------------------------------------------------------- */
+
+static const char SPEC_REQUEST[] =
+    "{\"surface\":\"payments.charge\",\"action\":\"transfer_funds\",\"actor\":\"agent.billing\","
+    "\"context\":{\"amount\":2500,\"currency\":\"USD\"},"
+    "\"signals\":{\"riskScore\":0.12,\"rsdSpike\":false},\"idempotency_key\":\"tx_9921\"}";
+
+static json_t *parse_text(const char *text) {
+    json_t *v = NULL;
+    assert_int_equal(tg_json_parse(&v, text, strlen(text), NULL, NULL), TG_OK);
+    return v;
+}
+
+static void test_property_same_frame_1e5(void **state) {
+    (void)state;
+    const tg_policy_t *p = policy_for("examples/policy.json");
+    const char *requests[] = {
+        SPEC_REQUEST,
+        "{\"surface\":\"payments.charge\",\"actor\":\"agent.billing\",\"context\":{\"amount\":"
+        "20000,\"currency\":\"USD\"},\"signals\":{\"riskScore\":0.2}}",
+        "{\"surface\":\"payments.charge\",\"actor\":\"agent.billing\",\"context\":{}}",
+        "{\"surface\":\"example\",\"signals\":{\"riskScore\":0.81}}"};
+    for (size_t r = 0; r < sizeof requests / sizeof requests[0]; r++) {
+        json_t *req = parse_text(requests[r]);
+        tg_frame_t f;
+        assert_int_equal(tg_frame_from_request(&f, NULL, p, req, NULL), TG_OK);
+        tg_decision_t first, d;
+        tg_kernel_decide(&first, p, &f);
+        unsigned long diffs = 0;
+        for (int i = 0; i < 100000; i++) {
+            tg_kernel_decide(&d, p, &f);
+            diffs += !same_decision(&first, &d) || d.reason != first.reason;
+        }
+        assert_int_equal(diffs, 0);
+        json_decref(req);
+    }
+    cache_clear();
+}
+
+/* Rebuilds v with every object's members inserted in reverse order: a different text,
+ * the same canonical form. */
+static json_t *reversed_copy(const json_t *v) {
+    if (json_is_object(v)) {
+        size_t n = json_object_size(v);
+        const char **keys = malloc((n ? n : 1) * sizeof *keys);
+        size_t i = 0;
+        const char *k;
+        json_t *m;
+        json_object_foreach((json_t *)(uintptr_t)v, k, m) { keys[i++] = k; }
+        json_t *o = json_object();
+        while (i > 0) {
+            i--;
+            json_object_set_new(o, keys[i], reversed_copy(json_object_get(v, keys[i])));
+        }
+        free(keys);
+        return o;
+    }
+    if (json_is_array(v)) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            json_array_append_new(a, reversed_copy(json_array_get(v, i)));
+        }
+        return a;
+    }
+    return json_deep_copy(v);
+}
+
+static void test_property_two_compiled_copies(void **state) {
+    (void)state;
+    const char *bundles[] = {"examples/policy.json", "tests/unit/vectors/kernel/policies/fsm.json",
+                             "tests/unit/vectors/kernel/policies/operators.json"};
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tests/unit/vectors/kernel", src_root());
+    char *names[MAX_VECTORS];
+    size_t n = list_vectors(dir, names, MAX_VECTORS);
+    unsigned compared = 0;
+    for (size_t b = 0; b < sizeof bundles / sizeof bundles[0]; b++) {
+        char full[1024];
+        snprintf(full, sizeof full, "%s/%s", src_root(), bundles[b]);
+        json_t *tree = load_json(full);
+        json_t *rev = reversed_copy(tree);
+        tg_policy_t *a = NULL, *c = NULL;
+        assert_int_equal(tg_policy_compile(&a, tree, NULL), TG_OK);
+        assert_int_equal(tg_policy_compile(&c, rev, NULL), TG_OK);
+        assert_memory_equal(tg_policy_hash(a), tg_policy_hash(c), 32);
+        for (size_t i = 0; i < n; i++) {
+            char file[2048];
+            snprintf(file, sizeof file, "%s/%s", dir, names[i]);
+            json_t *vec = load_json(file);
+            if (strcmp(json_string_value(json_object_get(vec, "policy")), bundles[b]) == 0) {
+                const json_t *req = json_object_get(vec, "request");
+                tg_frame_t fa, fc;
+                tg_err_t ra = tg_frame_from_request(&fa, NULL, a, req, NULL);
+                tg_err_t rcc = tg_frame_from_request(&fc, NULL, c, req, NULL);
+                assert_int_equal(ra, rcc);
+                if (ra == TG_OK) {
+                    tg_decision_t da, dc, dx;
+                    tg_kernel_decide(&da, a, &fa);
+                    tg_kernel_decide(&dc, c, &fc);
+                    tg_kernel_decide(&dx, c, &fa); /* frame from copy A, policy copy C */
+                    if (!same_decision(&da, &dc) || !same_decision(&da, &dx)) {
+                        fail_msg("%s: copies disagree", names[i]);
+                    }
+                    compared++;
+                }
+            }
+            json_decref(vec);
+        }
+        tg_policy_destroy(a);
+        tg_policy_destroy(c);
+        json_decref(tree);
+        json_decref(rev);
+    }
+    for (size_t i = 0; i < n; i++) {
+        free(names[i]);
+    }
+    print_message("two-copy property: %u decisions compared\n", compared);
+    assert_true(compared >= 150);
+}
+
+/* ---- purity: no allocation inside the kernel ------------------------------------------ */
+
+static void test_kernel_never_allocates(void **state) {
+    (void)state;
+    /* The spy works: an armed allocation from this file fails and is counted. The call
+     * goes through a volatile pointer so the compiler cannot elide it. */
+    void *(*volatile alloc_fn)(size_t) = malloc;
+    alloc_armed = 1;
+    void *probe = alloc_fn(16);
+    alloc_armed = 0;
+    assert_null(probe);
+    assert_int_equal(alloc_calls_while_armed, 1);
+    alloc_calls_while_armed = 0;
+
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/tests/unit/vectors/kernel", src_root());
+    char *names[MAX_VECTORS];
+    size_t n = list_vectors(dir, names, MAX_VECTORS);
+    unsigned decided = 0;
+    for (size_t i = 0; i < n; i++) {
+        char file[2048];
+        snprintf(file, sizeof file, "%s/%s", dir, names[i]);
+        json_t *vec = load_json(file);
+        const tg_policy_t *p = policy_for(json_string_value(json_object_get(vec, "policy")));
+        tg_frame_t f;
+        if (tg_frame_from_request(&f, NULL, p, json_object_get(vec, "request"), NULL) == TG_OK) {
+            tg_decision_t d;
+            alloc_armed = 1;
+            tg_kernel_decide(&d, p, &f);
+            tg_kernel_decide(&d, p, NULL);
+            tg_kernel_decide(&d, NULL, &f);
+            alloc_armed = 0;
+            decided++;
+        }
+        json_decref(vec);
+        free(names[i]);
+    }
+    assert_int_equal(alloc_calls_while_armed, 0);
+    assert_true(decided >= 150);
+    cache_clear();
+}
+
+/* ---- guards: frames that do not belong to the policy ---------------------------------- */
+
+static void test_frame_guards(void **state) {
+    (void)state;
+    const tg_policy_t *p = policy_for("examples/policy.json");
+    const tg_policy_t *other = policy_for("tests/unit/vectors/kernel/policies/fsm.json");
+    json_t *req = parse_text(SPEC_REQUEST);
+    tg_frame_t f;
+    assert_int_equal(tg_frame_from_request(&f, NULL, p, req, NULL), TG_OK);
+    tg_decision_t d;
+
+    tg_kernel_decide(NULL, p, &f); /* no output: nothing happens */
+
+    tg_kernel_decide(&d, NULL, &f);
+    assert_int_equal(d.verdict, TG_SILENCE);
+    assert_string_equal(d.reason, "INVALID_FRAME");
+    assert_int_equal(d.cause, TG_CAUSE_FRAME);
+    assert_int_equal(d.n_states, 1);
+
+    tg_kernel_decide(&d, p, NULL);
+    assert_string_equal(d.reason, "INVALID_FRAME");
+
+    tg_kernel_decide(&d, other, &f);
+    assert_int_equal(d.verdict, TG_SILENCE);
+    assert_string_equal(d.reason, "POLICY_MISMATCH");
+
+    tg_frame_t g = f;
+    g.surface = (uint32_t)tg_policy_surface_count(p);
+    tg_kernel_decide(&d, p, &g);
+    assert_string_equal(d.reason, "INVALID_FRAME");
+
+    g = f;
+    g.n_signals = TG_FRAME_MAX_SIGNALS + 1;
+    tg_kernel_decide(&d, p, &g);
+    assert_string_equal(d.reason, "INVALID_FRAME");
+
+    g = f;
+    g.n_context = TG_FRAME_MAX_CONTEXT + 1;
+    tg_kernel_decide(&d, p, &g);
+    assert_string_equal(d.reason, "INVALID_FRAME");
+
+    g = f;
+    g.signals[0].id = (uint32_t)tg_policy_signal_count(p);
+    tg_kernel_decide(&d, p, &g);
+    assert_string_equal(d.reason, "INVALID_FRAME");
+
+    g = f;
+    g.context[0].id = 100000;
+    tg_kernel_decide(&d, p, &g);
+    assert_string_equal(d.reason, "INVALID_FRAME");
+
+    /* The untouched frame still decides. */
+    tg_kernel_decide(&d, p, &f);
+    assert_int_equal(d.verdict, TG_PERMIT);
+
+    /* A zeroed decision never authorizes. */
+    tg_decision_t zero;
+    memset(&zero, 0, sizeof zero);
+    assert_int_equal(zero.verdict, TG_SILENCE);
+    json_decref(req);
+    cache_clear();
+}
+
+static void test_names(void **state) {
+    (void)state;
+    assert_string_equal(tg_verdict_name(TG_PERMIT), "PERMIT");
+    assert_string_equal(tg_verdict_name(TG_DENY), "DENY");
+    assert_string_equal(tg_verdict_name(TG_SILENCE), "SILENCE");
+    assert_string_equal(tg_verdict_name((tg_verdict_t)77), "SILENCE");
+    static const char *const states[] = {"RECEIVED", "VALIDATED", "CLASSIFIED", "SIGNALS_EVALUATED",
+                                         "RULES_EVALUATED"};
+    for (int i = 0; i < TG_STATE__COUNT; i++) {
+        assert_string_equal(tg_state_name((tg_state_t)i), states[i]);
+    }
+    assert_string_equal(tg_state_name((tg_state_t)9), "UNKNOWN");
+    for (int i = 0; i < TG_CAUSE__COUNT; i++) {
+        assert_true(strcmp(tg_cause_name((tg_cause_t)i), "unknown") != 0);
+    }
+    assert_string_equal(tg_cause_name((tg_cause_t)99), "unknown");
+}
+
+int main(void) {
+    if (sodium_init() < 0) {
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vectors),
+        cmocka_unit_test(test_property_same_frame_1e5),
+        cmocka_unit_test(test_property_two_compiled_copies),
+        cmocka_unit_test(test_kernel_never_allocates),
+        cmocka_unit_test(test_frame_guards),
+        cmocka_unit_test(test_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
