@@ -1,0 +1,776 @@
+/* store.c — sharded idempotency and nonce tables with retention and hard caps. */
+#include "trigguard/store.h"
+
+#include <pthread.h>
+#include <sodium.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { KIND_IDEM = 1, KIND_NONCE = 2 };
+enum { ST_IN_FLIGHT = 1, ST_DONE = 2 };
+
+typedef struct entry {
+    struct entry *next;
+    uint64_t hash;
+    int64_t stamp_ms; /* reservation time while in flight, then store / first-use time */
+    size_t bytes;     /* what this entry adds to store->bytes */
+    char *body;       /* DONE idempotency entries: malloc'd, NUL after body_len */
+    size_t body_len;
+    int status;
+    uint8_t kind;
+    uint8_t state;
+    uint8_t tenant_len;
+    uint16_t key_len;
+    uint8_t request_hash[32];
+    char name[]; /* tenant bytes followed by key bytes */
+} entry_t;
+
+typedef struct shard {
+    _Alignas(64) pthread_mutex_t mu;
+    entry_t **buckets;
+    size_t in_flight; /* counts below are guarded by mu */
+    size_t done;
+    size_t nonces;
+} shard_t;
+
+struct tg_store {
+    shard_t *shards;
+    size_t nshards;
+    unsigned shard_bits;
+    size_t nbuckets; /* per shard, power of two */
+    size_t max_entries;
+    size_t max_bytes;
+    size_t max_key_len;
+    size_t max_response_len;
+    int64_t retention_ms;
+    unsigned char hkey[crypto_shorthash_KEYBYTES];
+    _Alignas(64) atomic_size_t entries;
+    atomic_size_t bytes;
+    _Alignas(64) atomic_uint_fast64_t limit_rejections;
+    atomic_uint_fast64_t expired_reclaimed;
+};
+
+/* A lookup key: everything that identifies an entry, plus its hash. */
+typedef struct lookup {
+    uint8_t kind;
+    const char *tenant;
+    size_t tenant_len;
+    const char *key;
+    size_t key_len;
+    uint64_t hash;
+} lookup_t;
+
+static bool is_pow2(size_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+static size_t next_pow2(size_t v) {
+    size_t p = 1;
+    while (p < v && p < ((size_t)1 << (sizeof(size_t) * 8 - 2))) {
+        p <<= 1;
+    }
+    return p;
+}
+
+tg_err_t tg_store_create(tg_store_t **out, const tg_store_opts_t *opts, tg_diag_t *diag) {
+    tg_store_opts_t o = {0};
+    tg_store_t *s = NULL;
+    size_t i = 0;
+    if (out == NULL) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "store: out is NULL");
+    }
+    *out = NULL;
+    if (opts != NULL) {
+        o = *opts;
+    }
+    if (o.shards == 0) {
+        o.shards = TG_STORE_DEFAULT_SHARDS;
+    }
+    if (o.max_entries == 0) {
+        o.max_entries = TG_STORE_DEFAULT_MAX_ENTRIES;
+    }
+    if (o.max_bytes == 0) {
+        o.max_bytes = TG_STORE_DEFAULT_MAX_BYTES;
+    }
+    if (o.retention_ms == 0) {
+        o.retention_ms = TG_STORE_DEFAULT_RETENTION_MS;
+    }
+    if (o.max_key_len == 0) {
+        o.max_key_len = TG_STORE_DEFAULT_MAX_KEY_LEN;
+    }
+    if (o.max_response_len == 0) {
+        o.max_response_len = TG_STORE_DEFAULT_MAX_RESPONSE_LEN;
+    }
+    if (!is_pow2(o.shards) || o.shards > TG_STORE_MAX_SHARDS) {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "store: shards must be a power of two in 1..%d (got %zu)",
+                           TG_STORE_MAX_SHARDS, o.shards);
+    }
+    if (o.max_entries > ((size_t)1 << 32)) {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "store: max_entries %zu is above 2^32",
+                           o.max_entries);
+    }
+    if (o.retention_ms < 0) {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "store: retention_ms must be positive");
+    }
+    if (o.max_key_len > TG_STORE_MAX_KEY_LEN_LIMIT) {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "store: max_key_len %zu is above %d", o.max_key_len,
+                           TG_STORE_MAX_KEY_LEN_LIMIT);
+    }
+    if (o.max_response_len > TG_STORE_MAX_RESPONSE_LEN_LIMIT) {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "store: max_response_len %zu is above %zu",
+                           o.max_response_len, TG_STORE_MAX_RESPONSE_LEN_LIMIT);
+    }
+    if (sodium_init() < 0) {
+        return tg_diag_set(diag, TG_ERR_CRYPTO, "store: sodium_init failed");
+    }
+
+    s = aligned_alloc(64, (sizeof *s + 63) / 64 * 64);
+    if (s == NULL) {
+        return tg_diag_set(diag, TG_ERR_NOMEM, "store: out of memory");
+    }
+    memset(s, 0, sizeof *s);
+    s->nshards = o.shards;
+    while (((size_t)1 << s->shard_bits) < o.shards) {
+        s->shard_bits++;
+    }
+    /* Load factor <= 1 at the cap, so chains stay short without ever rehashing. */
+    s->nbuckets = next_pow2((o.max_entries + o.shards - 1) / o.shards);
+    if (s->nbuckets < 16) {
+        s->nbuckets = 16;
+    }
+    s->max_entries = o.max_entries;
+    s->max_bytes = o.max_bytes;
+    s->max_key_len = o.max_key_len;
+    s->max_response_len = o.max_response_len;
+    s->retention_ms = o.retention_ms;
+    randombytes_buf(s->hkey, sizeof s->hkey);
+    atomic_init(&s->entries, 0);
+    atomic_init(&s->bytes, 0);
+    atomic_init(&s->limit_rejections, 0);
+    atomic_init(&s->expired_reclaimed, 0);
+
+    s->shards = aligned_alloc(64, o.shards * sizeof(shard_t));
+    if (s->shards == NULL) {
+        goto nomem;
+    }
+    memset(s->shards, 0, o.shards * sizeof(shard_t));
+    for (i = 0; i < o.shards; i++) {
+        shard_t *sh = &s->shards[i];
+        sh->buckets = calloc(s->nbuckets, sizeof *sh->buckets);
+        if (sh->buckets == NULL || pthread_mutex_init(&sh->mu, NULL) != 0) {
+            free(sh->buckets);
+            goto nomem;
+        }
+    }
+    *out = s;
+    return TG_OK;
+
+nomem:
+    s->nshards = i; /* only the shards fully initialised are torn down */
+    tg_store_destroy(s);
+    return tg_diag_set(diag, TG_ERR_NOMEM, "store: out of memory");
+}
+
+static void entry_free(entry_t *e) {
+    if (e != NULL) {
+        free(e->body);
+        free(e);
+    }
+}
+
+void tg_store_destroy(tg_store_t *s) {
+    if (s == NULL) {
+        return;
+    }
+    if (s->shards != NULL) {
+        for (size_t i = 0; i < s->nshards; i++) {
+            shard_t *sh = &s->shards[i];
+            for (size_t b = 0; b < s->nbuckets; b++) {
+                entry_t *e = sh->buckets[b];
+                while (e != NULL) {
+                    entry_t *next = e->next;
+                    entry_free(e);
+                    e = next;
+                }
+            }
+            free(sh->buckets);
+            pthread_mutex_destroy(&sh->mu);
+        }
+        free(s->shards);
+    }
+    sodium_memzero(s->hkey, sizeof s->hkey);
+    free(s);
+}
+
+size_t tg_store_max_key_len(const tg_store_t *s) { return s != NULL ? s->max_key_len : 0; }
+
+size_t tg_store_max_response_len(const tg_store_t *s) {
+    return s != NULL ? s->max_response_len : 0;
+}
+
+void tg_idem_result_free(tg_idem_result_t *res) {
+    if (res == NULL) {
+        return;
+    }
+    free(res->body);
+    memset(res, 0, sizeof *res);
+}
+
+/* ------------------------------------------------------------------ internals */
+
+static tg_err_t lookup_init(lookup_t *lk, const tg_store_t *s, uint8_t kind, const char *tenant,
+                            size_t tenant_len, const char *key, size_t key_len) {
+    unsigned char msg[2 + TG_STORE_TENANT_MAX + TG_STORE_MAX_KEY_LEN_LIMIT];
+    unsigned char h[crypto_shorthash_BYTES];
+    if (s == NULL || tenant == NULL || key == NULL || tenant_len == 0 ||
+        tenant_len > TG_STORE_TENANT_MAX || key_len == 0 || key_len > s->max_key_len) {
+        return TG_ERR_INVALID_ARG;
+    }
+    /* kind and tenant length are framed in, so (t, k) pairs cannot alias across the split. */
+    msg[0] = kind;
+    msg[1] = (unsigned char)tenant_len;
+    memcpy(msg + 2, tenant, tenant_len);
+    memcpy(msg + 2 + tenant_len, key, key_len);
+    crypto_shorthash(h, msg, 2 + tenant_len + key_len, s->hkey);
+    uint64_t v = 0;
+    for (size_t i = 0; i < sizeof h; i++) {
+        v = (v << 8) | h[i];
+    }
+    lk->kind = kind;
+    lk->tenant = tenant;
+    lk->tenant_len = tenant_len;
+    lk->key = key;
+    lk->key_len = key_len;
+    lk->hash = v;
+    return TG_OK;
+}
+
+static shard_t *shard_of(const tg_store_t *s, const lookup_t *lk) {
+    size_t idx = s->shard_bits == 0 ? 0 : (size_t)(lk->hash >> (64 - s->shard_bits));
+    return &s->shards[idx];
+}
+
+static entry_t **bucket_of(const tg_store_t *s, shard_t *sh, const lookup_t *lk) {
+    return &sh->buckets[lk->hash & (s->nbuckets - 1)];
+}
+
+static bool entry_matches(const entry_t *e, const lookup_t *lk) {
+    return e->hash == lk->hash && e->kind == lk->kind && e->tenant_len == lk->tenant_len &&
+           e->key_len == lk->key_len && memcmp(e->name, lk->tenant, lk->tenant_len) == 0 &&
+           memcmp(e->name + e->tenant_len, lk->key, lk->key_len) == 0;
+}
+
+/* now - stamp >= retention, without signed overflow; in-flight reservations never expire. */
+static bool entry_expired(const tg_store_t *s, const entry_t *e, int64_t now_ms) {
+    if (e->state == ST_IN_FLIGHT || now_ms <= e->stamp_ms) {
+        return false;
+    }
+    return (uint64_t)now_ms - (uint64_t)e->stamp_ms >= (uint64_t)s->retention_ms;
+}
+
+static bool past_retention(const tg_store_t *s, int64_t stamp_ms, int64_t now_ms) {
+    return now_ms > stamp_ms && (uint64_t)now_ms - (uint64_t)stamp_ms >= (uint64_t)s->retention_ms;
+}
+
+/* Caller holds sh->mu. Gives back the entry's share of the global counters. */
+static void shard_unlink(tg_store_t *s, shard_t *sh, entry_t **link) {
+    entry_t *e = *link;
+    *link = e->next;
+    e->next = NULL;
+    if (e->kind == KIND_NONCE) {
+        sh->nonces--;
+    } else if (e->state == ST_IN_FLIGHT) {
+        sh->in_flight--;
+    } else {
+        sh->done--;
+    }
+    atomic_fetch_sub_explicit(&s->entries, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&s->bytes, e->bytes, memory_order_relaxed);
+}
+
+/* Caller holds sh->mu. Walks the bucket of lk; expired entries met on the way are unlinked
+ * onto *graveyard (freed by the caller after unlocking). Returns the live match or NULL, and
+ * *link_out (may be NULL) points at the slot that holds it. */
+static entry_t *shard_find(tg_store_t *s, shard_t *sh, const lookup_t *lk, int64_t now_ms,
+                           bool expire, entry_t **graveyard, entry_t ***link_out) {
+    entry_t **link = bucket_of(s, sh, lk);
+    while (*link != NULL) {
+        entry_t *e = *link;
+        if (expire && entry_expired(s, e, now_ms)) {
+            shard_unlink(s, sh, link);
+            e->next = *graveyard;
+            *graveyard = e;
+            atomic_fetch_add_explicit(&s->expired_reclaimed, 1, memory_order_relaxed);
+            continue;
+        }
+        if (entry_matches(e, lk)) {
+            if (link_out != NULL) {
+                *link_out = link;
+            }
+            return e;
+        }
+        link = &e->next;
+    }
+    return NULL;
+}
+
+static void graveyard_free(entry_t *g) {
+    while (g != NULL) {
+        entry_t *next = g->next;
+        entry_free(g);
+        g = next;
+    }
+}
+
+/* Takes n entries and nbytes from the caps, or nothing. CAS loops, so the counters never
+ * pass the caps even for an instant and a concurrent caller near the cap is never refused
+ * because of someone else's doomed attempt. */
+static bool caps_take(tg_store_t *s, size_t n, size_t nbytes) {
+    if (n > 0) {
+        size_t cur = atomic_load_explicit(&s->entries, memory_order_relaxed);
+        do {
+            if (cur + n > s->max_entries) {
+                goto refuse;
+            }
+        } while (!atomic_compare_exchange_weak_explicit(
+            &s->entries, &cur, cur + n, memory_order_relaxed, memory_order_relaxed));
+    }
+    size_t cur = atomic_load_explicit(&s->bytes, memory_order_relaxed);
+    do {
+        if (nbytes > s->max_bytes || cur > s->max_bytes - nbytes) {
+            if (n > 0) {
+                atomic_fetch_sub_explicit(&s->entries, n, memory_order_relaxed);
+            }
+            goto refuse;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(&s->bytes, &cur, cur + nbytes,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    return true;
+
+refuse:
+    atomic_fetch_add_explicit(&s->limit_rejections, 1, memory_order_relaxed);
+    return false;
+}
+
+/* A detached entry for lk (not yet counted anywhere). */
+static entry_t *entry_new(const lookup_t *lk, uint8_t state, int64_t stamp_ms) {
+    entry_t *e = malloc(sizeof *e + lk->tenant_len + lk->key_len);
+    if (e == NULL) {
+        return NULL;
+    }
+    memset(e, 0, sizeof *e);
+    e->hash = lk->hash;
+    e->stamp_ms = stamp_ms;
+    e->kind = lk->kind;
+    e->state = state;
+    e->tenant_len = (uint8_t)lk->tenant_len;
+    e->key_len = (uint16_t)lk->key_len;
+    e->bytes = sizeof *e + lk->tenant_len + lk->key_len;
+    memcpy(e->name, lk->tenant, lk->tenant_len);
+    memcpy(e->name + lk->tenant_len, lk->key, lk->key_len);
+    return e;
+}
+
+static void shard_insert(tg_store_t *s, shard_t *sh, const lookup_t *lk, entry_t *e) {
+    entry_t **head = bucket_of(s, sh, lk);
+    e->next = *head;
+    *head = e;
+    if (e->kind == KIND_NONCE) {
+        sh->nonces++;
+    } else if (e->state == ST_IN_FLIGHT) {
+        sh->in_flight++;
+    } else {
+        sh->done++;
+    }
+}
+
+/* A malloc'd copy of body with a trailing NUL (body may be NULL when len is 0). */
+static char *body_dup(const char *body, size_t len) {
+    char *c = malloc(len + 1);
+    if (c != NULL) {
+        if (len > 0) {
+            memcpy(c, body, len);
+        }
+        c[len] = '\0';
+    }
+    return c;
+}
+
+/* ------------------------------------------------------------------ idempotency */
+
+tg_err_t tg_store_idem_begin(tg_store_t *s, const char *tenant, size_t tenant_len, const char *key,
+                             size_t key_len, const uint8_t request_hash[32], int64_t now_ms,
+                             tg_idem_result_t *res) {
+    lookup_t lk;
+    entry_t *fresh = NULL;
+    entry_t *graveyard = NULL;
+    tg_err_t rc = TG_OK;
+    if (res == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    memset(res, 0, sizeof *res);
+    if (request_hash == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    rc = lookup_init(&lk, s, KIND_IDEM, tenant, tenant_len, key, key_len);
+    if (rc) {
+        return rc;
+    }
+    /* Allocated before locking: most keys are new and the lock should cover only the walk. */
+    fresh = entry_new(&lk, ST_IN_FLIGHT, now_ms);
+    if (fresh == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    memcpy(fresh->request_hash, request_hash, 32);
+
+    shard_t *sh = shard_of(s, &lk);
+    pthread_mutex_lock(&sh->mu);
+    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard, NULL);
+    if (e != NULL) {
+        if (memcmp(e->request_hash, request_hash, 32) != 0) {
+            rc = TG_ERR_CONFLICT;
+        } else if (e->state == ST_IN_FLIGHT) {
+            rc = TG_ERR_IN_FLIGHT;
+        } else {
+            res->body = body_dup(e->body, e->body_len);
+            if (res->body == NULL) {
+                rc = TG_ERR_NOMEM;
+            } else {
+                res->state = TG_IDEM_REPLAY;
+                res->status = e->status;
+                res->body_len = e->body_len;
+                res->stored_at_ms = e->stamp_ms;
+            }
+        }
+    } else if (!caps_take(s, 1, fresh->bytes)) {
+        rc = TG_ERR_LIMIT;
+    } else {
+        shard_insert(s, sh, &lk, fresh);
+        fresh = NULL;
+        res->state = TG_IDEM_NEW;
+    }
+    pthread_mutex_unlock(&sh->mu);
+
+    entry_free(fresh);
+    graveyard_free(graveyard);
+    return rc;
+}
+
+tg_err_t tg_store_idem_complete(tg_store_t *s, const char *tenant, size_t tenant_len,
+                                const char *key, size_t key_len, int status, const char *body,
+                                size_t body_len, int64_t now_ms) {
+    lookup_t lk;
+    entry_t *graveyard = NULL;
+    char *copy = NULL;
+    tg_err_t rc = lookup_init(&lk, s, KIND_IDEM, tenant, tenant_len, key, key_len);
+    if (rc) {
+        return rc;
+    }
+    if (status < 100 || status > 599 || (body == NULL && body_len > 0) ||
+        body_len > s->max_response_len) {
+        return TG_ERR_INVALID_ARG;
+    }
+    copy = body_dup(body, body_len);
+    if (copy == NULL) {
+        return TG_ERR_NOMEM;
+    }
+
+    shard_t *sh = shard_of(s, &lk);
+    pthread_mutex_lock(&sh->mu);
+    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard, NULL);
+    if (e == NULL || e->state != ST_IN_FLIGHT) {
+        rc = TG_ERR_NOT_FOUND;
+    } else if (!caps_take(s, 0, body_len)) {
+        rc = TG_ERR_LIMIT;
+    } else {
+        e->body = copy;
+        e->body_len = body_len;
+        e->bytes += body_len;
+        e->status = status;
+        e->state = ST_DONE;
+        e->stamp_ms = now_ms;
+        sh->in_flight--;
+        sh->done++;
+        copy = NULL;
+    }
+    pthread_mutex_unlock(&sh->mu);
+
+    free(copy);
+    graveyard_free(graveyard);
+    return rc;
+}
+
+tg_err_t tg_store_idem_abort(tg_store_t *s, const char *tenant, size_t tenant_len, const char *key,
+                             size_t key_len) {
+    lookup_t lk;
+    entry_t *graveyard = NULL;
+    entry_t **link = NULL;
+    entry_t *victim = NULL;
+    tg_err_t rc = lookup_init(&lk, s, KIND_IDEM, tenant, tenant_len, key, key_len);
+    if (rc) {
+        return rc;
+    }
+    shard_t *sh = shard_of(s, &lk);
+    pthread_mutex_lock(&sh->mu);
+    entry_t *e = shard_find(s, sh, &lk, 0, false, &graveyard, &link);
+    if (e == NULL || e->state != ST_IN_FLIGHT) {
+        rc = TG_ERR_NOT_FOUND;
+    } else {
+        shard_unlink(s, sh, link);
+        victim = e;
+    }
+    pthread_mutex_unlock(&sh->mu);
+    entry_free(victim);
+    return rc;
+}
+
+tg_err_t tg_store_idem_get(tg_store_t *s, const char *tenant, size_t tenant_len, const char *key,
+                           size_t key_len, int64_t now_ms, tg_idem_result_t *res) {
+    lookup_t lk;
+    entry_t *graveyard = NULL;
+    tg_err_t rc = TG_OK;
+    if (res == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    memset(res, 0, sizeof *res);
+    rc = lookup_init(&lk, s, KIND_IDEM, tenant, tenant_len, key, key_len);
+    if (rc) {
+        return rc;
+    }
+    shard_t *sh = shard_of(s, &lk);
+    pthread_mutex_lock(&sh->mu);
+    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard, NULL);
+    if (e == NULL || e->state != ST_DONE) {
+        rc = TG_ERR_NOT_FOUND;
+    } else {
+        res->body = body_dup(e->body, e->body_len);
+        if (res->body == NULL) {
+            rc = TG_ERR_NOMEM;
+        } else {
+            res->state = TG_IDEM_REPLAY;
+            res->status = e->status;
+            res->body_len = e->body_len;
+            res->stored_at_ms = e->stamp_ms;
+        }
+    }
+    pthread_mutex_unlock(&sh->mu);
+    graveyard_free(graveyard);
+    return rc;
+}
+
+tg_err_t tg_store_idem_restore(tg_store_t *s, const char *tenant, size_t tenant_len,
+                               const char *key, size_t key_len, const uint8_t request_hash[32],
+                               int status, const char *body, size_t body_len, int64_t stored_at_ms,
+                               int64_t now_ms) {
+    lookup_t lk;
+    entry_t *graveyard = NULL;
+    entry_t **link = NULL;
+    entry_t *fresh = NULL;
+    entry_t *old = NULL;
+    tg_err_t rc = lookup_init(&lk, s, KIND_IDEM, tenant, tenant_len, key, key_len);
+    if (rc) {
+        return rc;
+    }
+    if (request_hash == NULL || status < 100 || status > 599 || (body == NULL && body_len > 0) ||
+        body_len > s->max_response_len) {
+        return TG_ERR_INVALID_ARG;
+    }
+    if (past_retention(s, stored_at_ms, now_ms)) {
+        return TG_OK;
+    }
+    fresh = entry_new(&lk, ST_DONE, stored_at_ms);
+    if (fresh == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    fresh->body = body_dup(body, body_len);
+    if (fresh->body == NULL) {
+        entry_free(fresh);
+        return TG_ERR_NOMEM;
+    }
+    fresh->body_len = body_len;
+    fresh->bytes += body_len;
+    fresh->status = status;
+    memcpy(fresh->request_hash, request_hash, 32);
+
+    shard_t *sh = shard_of(s, &lk);
+    pthread_mutex_lock(&sh->mu);
+    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard, &link);
+    if (e != NULL && e->state == ST_IN_FLIGHT) {
+        rc = TG_ERR_IN_FLIGHT;
+    } else if (e != NULL && e->stamp_ms > stored_at_ms) {
+        rc = TG_OK; /* the later record already holds the key */
+    } else if (!caps_take(s, 1, fresh->bytes)) {
+        rc = TG_ERR_LIMIT;
+    } else {
+        if (e != NULL) {
+            /* Counted in full before the old one is given back: replacing may be refused
+             * near the cap, but never overshoots it. */
+            shard_unlink(s, sh, link);
+            old = e;
+        }
+        shard_insert(s, sh, &lk, fresh);
+        fresh = NULL;
+    }
+    pthread_mutex_unlock(&sh->mu);
+
+    entry_free(fresh);
+    entry_free(old);
+    graveyard_free(graveyard);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ nonces */
+
+tg_err_t tg_store_nonce_use(tg_store_t *s, const char *tenant, size_t tenant_len, const char *nonce,
+                            size_t nonce_len, int64_t now_ms) {
+    lookup_t lk;
+    entry_t *graveyard = NULL;
+    entry_t *fresh = NULL;
+    tg_err_t rc = lookup_init(&lk, s, KIND_NONCE, tenant, tenant_len, nonce, nonce_len);
+    if (rc) {
+        return rc;
+    }
+    fresh = entry_new(&lk, ST_DONE, now_ms);
+    if (fresh == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    shard_t *sh = shard_of(s, &lk);
+    pthread_mutex_lock(&sh->mu);
+    if (shard_find(s, sh, &lk, now_ms, true, &graveyard, NULL) != NULL) {
+        rc = TG_ERR_REPLAY;
+    } else if (!caps_take(s, 1, fresh->bytes)) {
+        rc = TG_ERR_LIMIT;
+    } else {
+        shard_insert(s, sh, &lk, fresh);
+        fresh = NULL;
+    }
+    pthread_mutex_unlock(&sh->mu);
+
+    entry_free(fresh);
+    graveyard_free(graveyard);
+    return rc;
+}
+
+tg_err_t tg_store_nonce_release(tg_store_t *s, const char *tenant, size_t tenant_len,
+                                const char *nonce, size_t nonce_len) {
+    lookup_t lk;
+    entry_t *graveyard = NULL;
+    entry_t **link = NULL;
+    entry_t *victim = NULL;
+    tg_err_t rc = lookup_init(&lk, s, KIND_NONCE, tenant, tenant_len, nonce, nonce_len);
+    if (rc) {
+        return rc;
+    }
+    shard_t *sh = shard_of(s, &lk);
+    pthread_mutex_lock(&sh->mu);
+    entry_t *e = shard_find(s, sh, &lk, 0, false, &graveyard, &link);
+    if (e == NULL) {
+        rc = TG_ERR_NOT_FOUND;
+    } else {
+        shard_unlink(s, sh, link);
+        victim = e;
+    }
+    pthread_mutex_unlock(&sh->mu);
+    entry_free(victim);
+    return rc;
+}
+
+tg_err_t tg_store_nonce_restore(tg_store_t *s, const char *tenant, size_t tenant_len,
+                                const char *nonce, size_t nonce_len, int64_t used_at_ms,
+                                int64_t now_ms) {
+    lookup_t lk;
+    entry_t *graveyard = NULL;
+    entry_t *fresh = NULL;
+    tg_err_t rc = lookup_init(&lk, s, KIND_NONCE, tenant, tenant_len, nonce, nonce_len);
+    if (rc) {
+        return rc;
+    }
+    if (past_retention(s, used_at_ms, now_ms)) {
+        return TG_OK;
+    }
+    fresh = entry_new(&lk, ST_DONE, used_at_ms);
+    if (fresh == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    shard_t *sh = shard_of(s, &lk);
+    pthread_mutex_lock(&sh->mu);
+    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard, NULL);
+    if (e != NULL) {
+        if (used_at_ms > e->stamp_ms) {
+            e->stamp_ms = used_at_ms;
+        }
+    } else if (!caps_take(s, 1, fresh->bytes)) {
+        rc = TG_ERR_LIMIT;
+    } else {
+        shard_insert(s, sh, &lk, fresh);
+        fresh = NULL;
+    }
+    pthread_mutex_unlock(&sh->mu);
+
+    entry_free(fresh);
+    graveyard_free(graveyard);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ maintenance */
+
+size_t tg_store_sweep(tg_store_t *s, int64_t now_ms) {
+    size_t freed = 0;
+    if (s == NULL) {
+        return 0;
+    }
+    for (size_t i = 0; i < s->nshards; i++) {
+        shard_t *sh = &s->shards[i];
+        for (size_t start = 0; start < s->nbuckets; start += TG_STORE_SWEEP_CHUNK) {
+            size_t end = start + TG_STORE_SWEEP_CHUNK;
+            entry_t *graveyard = NULL;
+            if (end > s->nbuckets) {
+                end = s->nbuckets;
+            }
+            pthread_mutex_lock(&sh->mu);
+            for (size_t b = start; b < end; b++) {
+                entry_t **link = &sh->buckets[b];
+                while (*link != NULL) {
+                    entry_t *e = *link;
+                    if (entry_expired(s, e, now_ms)) {
+                        shard_unlink(s, sh, link);
+                        e->next = graveyard;
+                        graveyard = e;
+                        freed++;
+                    } else {
+                        link = &e->next;
+                    }
+                }
+            }
+            pthread_mutex_unlock(&sh->mu);
+            graveyard_free(graveyard);
+        }
+    }
+    atomic_fetch_add_explicit(&s->expired_reclaimed, freed, memory_order_relaxed);
+    return freed;
+}
+
+void tg_store_stats(const tg_store_t *s, tg_store_stats_t *out) {
+    if (out == NULL) {
+        return;
+    }
+    memset(out, 0, sizeof *out);
+    if (s == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < s->nshards; i++) {
+        shard_t *sh = &s->shards[i];
+        pthread_mutex_lock(&sh->mu);
+        out->idem_in_flight += sh->in_flight;
+        out->idem_done += sh->done;
+        out->nonces += sh->nonces;
+        pthread_mutex_unlock(&sh->mu);
+    }
+    out->entries = atomic_load_explicit(&s->entries, memory_order_relaxed);
+    out->max_entries = s->max_entries;
+    out->bytes = atomic_load_explicit(&s->bytes, memory_order_relaxed);
+    out->max_bytes = s->max_bytes;
+    out->limit_rejections = atomic_load_explicit(&s->limit_rejections, memory_order_relaxed);
+    out->expired_reclaimed = atomic_load_explicit(&s->expired_reclaimed, memory_order_relaxed);
+}
