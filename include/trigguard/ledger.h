@@ -1,0 +1,315 @@
+/* ledger.h — the receipt ledger: append-only, hash-chained segment files, group commit.
+ *
+ * ## Why this shape
+ * Every receipt trigguard signs is audit evidence, so the ledger is a plain append-only log
+ * that an independent program can check with nothing but SHA-256: each record names its
+ * sequence number and the hash of the record before it, so removing, reordering or editing
+ * any record breaks the chain from that point on. One writer thread owns the files; request
+ * threads hand it records through a bounded queue and are told (done callback) when their
+ * record is durable. The writer takes everything queued, writes it with one pwrite and makes
+ * it durable with one fdatasync (group commit), so one disk flush serves many requests.
+ *
+ * ## Files
+ * A ledger is a directory holding segment files `ledger-NNNNNN.tgl` (decimal segment number,
+ * at least 6 digits, zero padded, starting at 000001 and consecutive) and a lock file
+ * `ledger.lock` (flock, one writer process per directory). Other files are ignored, except
+ * that a non-canonical `ledger-*.tgl` name counts as damage. A
+ * segment is a concatenation of records with no file header. The first record of the ledger
+ * (segment 1) has seq 1 and prev_hash all zeros; the first record of a later segment chains
+ * to the last record of the previous segment exactly as if the files were one stream.
+ *
+ * ## Record layout (format version 1; all integers little-endian, no padding)
+ *
+ *   offset      size  field
+ *   0           4     magic        "TGLR" (0x54 0x47 0x4C 0x52)
+ *   4           1     version      1
+ *   5           1     type         1 = signed receipt (canonical receipt JSON, SPEC §5),
+ *                                  2 = SILENCE decision record (JSON, unsigned);
+ *                                  every other value is invalid in version 1
+ *   6           2     flags        u16, must be 0 (reserved)
+ *   8           8     seq          u64, 1 for the first record, then exactly +1
+ *   16          32    prev_hash    record_hash of the previous record (zeros for seq 1)
+ *   48          4     meta_len     u32, 0 .. 1024 (TG_LEDGER_META_MAX)
+ *   52          4     payload_len  u32, 0 .. 65536 (TG_LEDGER_PAYLOAD_MAX)
+ *   56          4     header_check first 4 bytes of SHA-256(bytes 0..55 of this record)
+ *   60          M     meta         M = meta_len opaque bytes (owned by the daemon)
+ *   60+M        P     payload      P = payload_len bytes
+ *   60+M+P      32    record_hash  SHA-256(bytes 0 .. 60+M+P-1), i.e. magic through payload
+ *
+ *   record length = 92 + M + P. The record_hash is both the checksum and the chain link:
+ *   record n's prev_hash = record n-1's record_hash. The "head hash" is the record_hash of the
+ *   last record (32 zero bytes for an empty ledger).
+ *
+ * header_check lets a reader tell a torn write (a record cut short at the end of the file)
+ * from a damaged length field: a header is only trusted once its check matches.
+ *
+ * ## Recovery rules (tg_ledger_open)
+ * Every segment is scanned in order; every record must be complete and valid (magic, version,
+ * type, flags, header_check, lengths within the caps, seq = previous + 1, prev_hash = previous
+ * record_hash, record_hash). Only at the end of the LAST segment, the bytes after the last
+ * valid record form a *torn tail* (dropped by truncation and reported) when they are
+ *   (a) all zero bytes (a file extended without its data after a power loss), or
+ *   (b) fewer than 60 bytes starting with a prefix of the magic, or
+ *   (c) a complete, fully valid header (including seq and prev_hash) whose record extends
+ *       past the end of the file.
+ * Anything else, including a complete final record whose record_hash does not match (a
+ * flipped bit is damage, not a torn write), is TG_ERR_LEDGER_CORRUPT and the ledger refuses
+ * to open; the diag names the segment file, the sequence number and the byte offset.
+ * A missing or extra segment number, an empty segment that is not the last one, or a ledger
+ * whose first record is not seq 1 are corruption too.
+ *
+ * ## Durability modes
+ *   FSYNC (default): done(TG_OK) only after fdatasync covered the record. Loss window: none.
+ *   BATCH: done(TG_OK) after the write() of the batch; fdatasync at most every
+ *          batch_interval_ms. A process crash loses nothing acknowledged (the page cache
+ *          survives); a power failure or kernel crash can lose the records acknowledged in
+ *          the last batch_interval_ms.
+ *   NONE:  done(TG_OK) after write(); fdatasync only at rotation and close. A process crash
+ *          loses nothing; a power failure can lose everything since the last rotation.
+ *
+ * ## Failure
+ * A failed or short pwrite, or a failed fdatasync/fsync (EIO, ENOSPC, ...), makes the ledger
+ * unhealthy: the batch's done() get TG_ERR_LEDGER_UNHEALTHY, the segment is truncated back to
+ * the end of the last acknowledged record, every queued and later append fails fast with
+ * TG_ERR_LEDGER_UNHEALTHY, and the writer retries recovery (truncate + fdatasync of the
+ * segment, plus writing and syncing a 4 KiB probe file `ledger.probe`) every retry_ms, or on
+ * tg_ledger_try_recover(). Nothing is ever acknowledged that is not durable per the mode.
+ *
+ * ## Rotation
+ * Before a record that would make the active segment exceed segment_max_bytes (and the
+ * segment is not empty), the writer fdatasyncs and closes the segment, creates the next one
+ * (O_EXCL), and fsyncs the directory. A record larger than the limit gets a segment alone.
+ *
+ * Thread safety: tg_ledger_append/append_sync/healthy/stats/read_at/try_recover may be
+ * called from any number of threads concurrently. open and close are not concurrent with
+ * anything else on the same ledger. done() callbacks run on the writer thread.
+ */
+#ifndef TRIGGUARD_LEDGER_H
+#define TRIGGUARD_LEDGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trigguard/buf.h"
+#include "trigguard/err.h"
+
+#define TG_LEDGER_MAGIC "TGLR"
+#define TG_LEDGER_FORMAT_VERSION 1
+#define TG_LEDGER_HEADER_SIZE 60
+#define TG_LEDGER_HASH_SIZE 32
+#define TG_LEDGER_META_MAX 1024
+#define TG_LEDGER_PAYLOAD_MAX 65536
+#define TG_LEDGER_RECORD_OVERHEAD (TG_LEDGER_HEADER_SIZE + TG_LEDGER_HASH_SIZE) /* 92 */
+#define TG_LEDGER_RECORD_MAX                                                                       \
+    (TG_LEDGER_RECORD_OVERHEAD + TG_LEDGER_META_MAX + TG_LEDGER_PAYLOAD_MAX)
+
+#define TG_LEDGER_TYPE_RECEIPT 1
+#define TG_LEDGER_TYPE_SILENCE 2
+
+typedef enum tg_durability {
+    TG_DURABILITY_FSYNC = 0, /* default: acknowledged = on disk */
+    TG_DURABILITY_BATCH = 1, /* acknowledged = written; fdatasync every batch_interval_ms */
+    TG_DURABILITY_NONE = 2   /* acknowledged = written; fdatasync at rotation/close only */
+} tg_durability_t;
+
+/* "fsync" / "batch" / "none"; "unknown" for other values. Static text. */
+const char *tg_durability_name(tg_durability_t d);
+
+/* Parses "fsync" / "batch" / "none" (exact, lowercase). TG_ERR_INVALID_ARG otherwise. */
+tg_err_t tg_durability_parse(tg_durability_t *out, const char *s) TG_MUST_USE;
+
+#define TG_LEDGER_RETRY_NEVER UINT32_MAX /* retry_ms: only tg_ledger_try_recover() recovers */
+
+typedef struct tg_ledger_opts {
+    const char *dir;            /* ledger directory; created (0700) if missing (not its
+                                   parents). Required. */
+    tg_durability_t durability; /* default TG_DURABILITY_FSYNC */
+    uint32_t batch_interval_ms; /* BATCH: max ms between fdatasyncs; 0 = 10 */
+    uint64_t segment_max_bytes; /* rotation threshold; 0 = 64 MiB */
+    uint32_t max_batch;         /* records per group commit; 0 = 1024 */
+    uint32_t queue_max;         /* queued records before TG_ERR_OVERLOADED; 0 = 16384 */
+    uint32_t retry_ms;          /* automatic recovery attempts when unhealthy; 0 = 1000 */
+} tg_ledger_opts_t;
+
+/* Zero-initialised opts mean "defaults"; set .dir. */
+#define TG_LEDGER_OPTS_INIT ((tg_ledger_opts_t){NULL, TG_DURABILITY_FSYNC, 0, 0, 0, 0, 0})
+
+/* Where a record lives. The daemon keeps these in its receipt index for tg_ledger_read_at. */
+typedef struct tg_ledger_pos {
+    uint64_t seq;     /* sequence number of the record */
+    uint64_t offset;  /* byte offset of the record's magic inside its segment file */
+    uint32_t segment; /* segment number (ledger-<segment>.tgl) */
+    uint32_t length;  /* whole record length in bytes (92 + meta_len + payload_len) */
+} tg_ledger_pos_t;
+
+/* A record as seen by replay and verify callbacks. Pointers are valid only during the call. */
+typedef struct tg_ledger_record {
+    uint8_t type; /* TG_LEDGER_TYPE_RECEIPT or TG_LEDGER_TYPE_SILENCE */
+    uint64_t seq;
+    const uint8_t *meta;
+    size_t meta_len;
+    const uint8_t *payload;
+    size_t payload_len;
+    tg_ledger_pos_t pos;
+    uint8_t prev_hash[TG_LEDGER_HASH_SIZE];
+    uint8_t hash[TG_LEDGER_HASH_SIZE]; /* this record's record_hash */
+} tg_ledger_record_t;
+
+/* Replay callback: called by tg_ledger_open for every record in ledger order, before the
+ * writer starts. A non-TG_OK return aborts the open with that error. */
+typedef tg_err_t (*tg_ledger_replay_fn)(void *ud, const tg_ledger_record_t *rec);
+
+/* Completion callback, called exactly once per accepted append, on the writer thread, in
+ * sequence order. status: TG_OK (durable per the mode; *pos filled) or
+ * TG_ERR_LEDGER_UNHEALTHY (not written, never will be; *pos is all zeros). pos is valid only
+ * during the call. It must be cheap, must not block, and must not call any tg_ledger_
+ * function (resume a connection, signal a condition variable, and return). */
+typedef void (*tg_ledger_done_fn)(void *ud, tg_err_t status, const tg_ledger_pos_t *pos);
+
+/* What tg_ledger_open found. */
+typedef struct tg_ledger_recovery {
+    uint64_t records;   /* valid records replayed */
+    uint32_t segments;  /* segment files found (after creating the first one if none) */
+    uint64_t first_seq; /* 0 when the ledger is empty */
+    uint64_t last_seq;  /* 0 when the ledger is empty */
+    uint8_t head_hash[TG_LEDGER_HASH_SIZE];
+    bool created;              /* the ledger was empty and segment 1 was created */
+    bool torn;                 /* a torn tail was truncated */
+    uint32_t torn_segment;     /* segment holding the torn tail */
+    uint64_t torn_offset;      /* its byte offset (= new file length) */
+    uint64_t torn_bytes;       /* bytes dropped */
+    char message[TG_DIAG_MAX]; /* one sentence for the startup log ("" if nothing to say) */
+} tg_ledger_recovery_t;
+
+typedef struct tg_ledger tg_ledger_t;
+
+/* Opens (creating if needed) the ledger in opts->dir, takes its lock, verifies every segment,
+ * calls replay(ud, rec) for each record (replay may be NULL), truncates a torn tail of the
+ * last segment (reported in *report, which may be NULL), and starts the writer thread.
+ * On success *out owns the ledger (release with tg_ledger_close).
+ * Errors: TG_ERR_INVALID_ARG (NULL out/opts/dir, unknown durability),
+ * TG_ERR_LEDGER_CORRUPT (diag: "<dir>/<file>: seq N at offset O: what"), TG_ERR_IO (cannot
+ * create, read, lock — "locked by another process" — or truncate), TG_ERR_LIMIT (more than a
+ * million segment files), TG_ERR_NOMEM, TG_ERR_INTERNAL (libsodium or the writer thread
+ * failed to start), or the replay callback's error (diag names the seq). On error *out is
+ * NULL, the lock is released and no record was appended (a torn tail may already have been
+ * truncated, the directory, its lock file and an empty first segment may have been created).
+ * Not thread-safe. */
+tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledger_replay_fn replay,
+                        void *ud, tg_ledger_recovery_t *report, tg_diag_t *diag) TG_MUST_USE;
+
+/* Queues one record; copies type, meta and payload, so the caller keeps ownership and may
+ * free them on return. On TG_OK, done(ud, ...) will be called exactly once later (on the
+ * writer thread, possibly before this function returns). On error done is never called.
+ * Errors (immediate, never blocking): TG_ERR_INVALID_ARG (NULL l/done, type not 1 or 2,
+ * NULL pointer with nonzero length), TG_ERR_LIMIT (meta_len > 1024 or len > 65536),
+ * TG_ERR_LEDGER_UNHEALTHY (unhealthy or closing), TG_ERR_OVERLOADED (queue full),
+ * TG_ERR_NOMEM. Thread-safe. */
+tg_err_t tg_ledger_append(tg_ledger_t *l, uint8_t type, const void *meta, size_t meta_len,
+                          const void *payload, size_t len, tg_ledger_done_fn done,
+                          void *ud) TG_MUST_USE;
+
+/* tg_ledger_append and wait for its completion: returns the done status (or the immediate
+ * error); *pos_out (may be NULL) receives the position on TG_OK. For the CLI and tests; never
+ * call it from a done callback or an event-loop thread. Thread-safe. */
+tg_err_t tg_ledger_append_sync(tg_ledger_t *l, uint8_t type, const void *meta, size_t meta_len,
+                               const void *payload, size_t len,
+                               tg_ledger_pos_t *pos_out) TG_MUST_USE;
+
+/* true while appends can be made durable (for /readyz). Lock-free. Thread-safe. */
+bool tg_ledger_healthy(const tg_ledger_t *l);
+
+/* Asks the writer to recover now (truncate to the last acknowledged record, fdatasync, probe
+ * write) and waits for the attempt. TG_OK if the ledger is (now) healthy,
+ * TG_ERR_LEDGER_UNHEALTHY otherwise (diag says why). Thread-safe. */
+tg_err_t tg_ledger_try_recover(tg_ledger_t *l, tg_diag_t *diag) TG_MUST_USE;
+
+/* Reads the record at pos (pread of its segment file), re-verifying header_check, seq ==
+ * pos->seq, length == pos->length and record_hash. Resets then fills payload_out and meta_out
+ * (either may be NULL). Errors: TG_ERR_INVALID_ARG, TG_ERR_NOT_FOUND (no such segment or
+ * offset beyond its end), TG_ERR_LEDGER_CORRUPT, TG_ERR_IO, tg_buf errors. Thread-safe. */
+tg_err_t tg_ledger_read_at(tg_ledger_t *l, const tg_ledger_pos_t *pos, tg_buf_t *payload_out,
+                           tg_buf_t *meta_out, tg_diag_t *diag) TG_MUST_USE;
+
+/* Histogram bucket upper bounds. Counts are per bucket (not cumulative); the last bucket
+ * (index *_BUCKETS-1) counts everything above the previous bound (+Inf). */
+#define TG_LEDGER_FSYNC_BUCKETS 12 /* fsync latency, microseconds */
+#define TG_LEDGER_BATCH_BUCKETS 12 /* records per batch */
+extern const uint64_t tg_ledger_fsync_bounds_us[TG_LEDGER_FSYNC_BUCKETS - 1];
+extern const uint64_t tg_ledger_batch_bounds[TG_LEDGER_BATCH_BUCKETS - 1];
+
+typedef struct tg_ledger_stats {
+    uint64_t records;      /* records made durable (acknowledged TG_OK) since open */
+    uint64_t bytes;        /* their bytes */
+    uint64_t batches;      /* group commits */
+    uint64_t last_batch;   /* records in the last batch */
+    uint64_t max_batch;    /* largest batch */
+    uint64_t fsyncs;       /* successful fdatasync calls */
+    uint64_t fsync_sum_us; /* their total latency */
+    uint64_t failures;     /* write/sync failures (each one made the ledger unhealthy) */
+    uint64_t rejected;     /* appends refused (overloaded or unhealthy) */
+    uint64_t queued;       /* records waiting for the writer right now */
+    uint64_t fsync_hist[TG_LEDGER_FSYNC_BUCKETS];
+    uint64_t batch_hist[TG_LEDGER_BATCH_BUCKETS];
+    bool healthy;
+    tg_durability_t durability;
+    uint32_t segment;       /* active segment number */
+    uint64_t segment_bytes; /* its length */
+    uint64_t head_seq;      /* last acknowledged record (0 if none) */
+    uint8_t head_hash[TG_LEDGER_HASH_SIZE];
+} tg_ledger_stats_t;
+
+/* Snapshot of the counters (each read atomically; the snapshot as a whole is not a single
+ * instant). Thread-safe. */
+void tg_ledger_stats(const tg_ledger_t *l, tg_ledger_stats_t *out);
+
+/* Stops accepting appends, lets the writer finish everything queued (every pending done()
+ * is called), fdatasyncs, joins the writer, releases the lock and frees l. NULL-safe. Must
+ * not be called concurrently with other calls on l, nor from a done callback. */
+void tg_ledger_close(tg_ledger_t *l);
+
+/* ---- offline verification (no lock taken, nothing written) ---- */
+
+/* Extra per-record check for verify (e.g. receipt signatures). Return TG_OK or an error with
+ * diag set; the verify stops at the first failure and reports it at that record. */
+typedef tg_err_t (*tg_ledger_check_fn)(void *ud, const tg_ledger_record_t *rec, tg_diag_t *diag);
+
+typedef struct tg_ledger_verify_opts {
+    tg_ledger_check_fn check; /* may be NULL: structure and chain only */
+    void *check_ud;
+} tg_ledger_verify_opts_t;
+
+typedef struct tg_ledger_verify_report {
+    uint64_t records, receipts, silences;
+    uint64_t first_seq, last_seq; /* 0 when no record */
+    uint8_t head_hash[TG_LEDGER_HASH_SIZE];
+    uint64_t bytes;         /* bytes of valid records */
+    uint32_t segments;      /* segment files checked */
+    uint32_t first_segment; /* their numbers */
+    uint32_t last_segment;
+    bool anchored; /* the first record is seq 1 with zero prev_hash (always, for a directory) */
+    /* fault (when the result is not TG_OK): where and what */
+    tg_err_t fault;
+    char fault_file[256];  /* path of the segment file */
+    uint64_t fault_seq;    /* sequence number of the faulty record (expected one if unknown) */
+    uint64_t fault_offset; /* byte offset inside fault_file */
+    char fault_what[TG_DIAG_MAX];
+    uint64_t torn_bytes; /* fault == TG_ERR_LEDGER_TORN: bytes a restart would drop */
+} tg_ledger_verify_report_t;
+
+/* Verifies a ledger directory (all segments, strictly: numbering from 1, chain from seq 1) or
+ * one segment file (its internal chain; its first prev_hash is taken as given when its first
+ * seq is not 1). Checks every record as tg_ledger_open does, then opts->check per record.
+ * Returns TG_OK; TG_ERR_LEDGER_CORRUPT; TG_ERR_LEDGER_TORN (the structure is sound but the
+ * last segment ends in a torn tail that a restart would drop); the check's error; or, for
+ * unusable input, TG_ERR_NOT_FOUND (no such path / no segment in the directory), TG_ERR_IO,
+ * TG_ERR_INVALID_ARG, TG_ERR_NOMEM. *rep (required) is filled in every case: the summary of
+ * the valid prefix and, on a fault, the fault fields. diag gets one sentence. Thread-safe. */
+tg_err_t tg_ledger_verify_path(tg_ledger_verify_report_t *rep, const char *path,
+                               const tg_ledger_verify_opts_t *opts, tg_diag_t *diag) TG_MUST_USE;
+
+/* "ledger-000042.tgl" into out (NUL-terminated). TG_ERR_BUFFER_TOO_SMALL if it does not fit. */
+tg_err_t tg_ledger_segment_name(char *out, size_t out_len, uint32_t segment) TG_MUST_USE;
+
+#endif /* TRIGGUARD_LEDGER_H */

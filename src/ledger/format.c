@@ -1,0 +1,686 @@
+/* format.c — ledger record encoding, the segment scanner shared by open and verify. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ledger_int.h"
+
+#define HDR TG_LEDGER_HEADER_SIZE
+#define HSZ TG_LEDGER_HASH_SIZE
+#define READ_BUF_SIZE ((size_t)256 * 1024) /* > 2 * TG_LEDGER_RECORD_MAX */
+
+/* ---- byte order ---- */
+
+static void put_u16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void put_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) {
+        p[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+void tg_lg_put_u64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) {
+        p[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+static uint32_t get_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+uint64_t tg_lg_get_u64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) {
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
+/* ---- records ---- */
+
+size_t tg_lg_record_len(uint32_t meta_len, uint32_t payload_len) {
+    return (size_t)TG_LEDGER_RECORD_OVERHEAD + meta_len + payload_len;
+}
+
+void tg_lg_encode(uint8_t *dst, uint8_t hash[HSZ], uint8_t type, uint64_t seq,
+                  const uint8_t prev[HSZ], const uint8_t *meta, uint32_t meta_len,
+                  const uint8_t *payload, uint32_t payload_len) {
+    uint8_t hc[HSZ];
+    memcpy(dst, TG_LEDGER_MAGIC, 4);
+    dst[4] = TG_LEDGER_FORMAT_VERSION;
+    dst[5] = type;
+    put_u16(dst + 6, 0);
+    tg_lg_put_u64(dst + 8, seq);
+    memcpy(dst + 16, prev, HSZ);
+    put_u32(dst + 48, meta_len);
+    put_u32(dst + 52, payload_len);
+    crypto_hash_sha256(hc, dst, 56);
+    memcpy(dst + 56, hc, 4);
+    if (meta_len) {
+        memcpy(dst + HDR, meta, meta_len);
+    }
+    if (payload_len) {
+        memcpy(dst + HDR + meta_len, payload, payload_len);
+    }
+    size_t body = (size_t)HDR + meta_len + payload_len;
+    crypto_hash_sha256(hash, dst, body);
+    memcpy(dst + body, hash, HSZ);
+}
+
+tg_err_t tg_lg_hdr_parse(tg_lg_hdr_t *h, const uint8_t *p, char *what, size_t what_len) {
+    uint8_t hc[HSZ];
+    if (memcmp(p, TG_LEDGER_MAGIC, 4) != 0) {
+        snprintf(what, what_len, "bad magic (not a record boundary)");
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    if (p[4] != TG_LEDGER_FORMAT_VERSION) {
+        snprintf(what, what_len, "unsupported record format version %u", (unsigned)p[4]);
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    crypto_hash_sha256(hc, p, 56);
+    if (memcmp(hc, p + 56, 4) != 0) {
+        snprintf(what, what_len, "header check mismatch (damaged record header)");
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    h->type = p[5];
+    if (h->type != TG_LEDGER_TYPE_RECEIPT && h->type != TG_LEDGER_TYPE_SILENCE) {
+        snprintf(what, what_len, "unknown record type %u", (unsigned)h->type);
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    if (get_u16(p + 6) != 0) {
+        snprintf(what, what_len, "reserved flags are not zero");
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    h->seq = tg_lg_get_u64(p + 8);
+    memcpy(h->prev, p + 16, HSZ);
+    h->meta_len = get_u32(p + 48);
+    h->payload_len = get_u32(p + 52);
+    if (h->meta_len > TG_LEDGER_META_MAX) {
+        snprintf(what, what_len, "meta length %u exceeds %d", h->meta_len, TG_LEDGER_META_MAX);
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    if (h->payload_len > TG_LEDGER_PAYLOAD_MAX) {
+        snprintf(what, what_len, "payload length %u exceeds %d", h->payload_len,
+                 TG_LEDGER_PAYLOAD_MAX);
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    if (h->seq == 0) {
+        snprintf(what, what_len, "sequence number 0");
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    return TG_OK;
+}
+
+bool tg_lg_hash_check(const uint8_t *rec, size_t len, uint8_t hash[HSZ]) {
+    crypto_hash_sha256(hash, rec, len - HSZ);
+    return sodium_memcmp(hash, rec + len - HSZ, HSZ) == 0;
+}
+
+/* ---- buffered pread reader ---- */
+
+typedef struct reader {
+    int fd;
+    uint64_t size; /* bytes of the file we consider (fixed at scan start) */
+    uint8_t *buf;
+    size_t cap;
+    uint64_t base; /* file offset of buf[0] */
+    size_t len;    /* valid bytes in buf */
+} reader_t;
+
+/* Makes [off, off+n) addressable; *avail = how many of those n bytes exist before EOF. */
+static tg_err_t rd_view(reader_t *r, uint64_t off, size_t n, const uint8_t **p, size_t *avail) {
+    if (off >= r->size) {
+        *p = r->buf;
+        *avail = 0;
+        return TG_OK;
+    }
+    uint64_t left = r->size - off;
+    size_t want = left < n ? (size_t)left : n;
+    if (!(off >= r->base && off - r->base <= r->len && r->len - (off - r->base) >= want)) {
+        size_t fill = left < r->cap ? (size_t)left : r->cap;
+        size_t got = 0;
+        while (got < fill) {
+            ssize_t k = pread(r->fd, r->buf + got, fill - got, (off_t)(off + got));
+            if (k < 0) {
+                if (errno == EINTR) {
+                    continue;
+                }
+                return TG_ERR_IO;
+            }
+            if (k == 0) {
+                break; /* shrank under us: treat what we have as the end */
+            }
+            got += (size_t)k;
+        }
+        r->base = off;
+        r->len = got;
+        if (want > got) {
+            want = got;
+        }
+    }
+    *p = r->buf + (off - r->base);
+    *avail = want;
+    return TG_OK;
+}
+
+/* true if every byte from off to the end of the file is zero. */
+static tg_err_t rd_zero_tail(reader_t *r, uint64_t off, bool *zero) {
+    *zero = true;
+    while (off < r->size) {
+        const uint8_t *p;
+        size_t n;
+        tg_err_t rc = rd_view(r, off, 65536, &p, &n);
+        if (rc) {
+            return rc;
+        }
+        if (n == 0) {
+            break;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (p[i] != 0) {
+                *zero = false;
+                return TG_OK;
+            }
+        }
+        off += n;
+    }
+    return TG_OK;
+}
+
+static tg_err_t fault_set(tg_lg_fault_t *f, tg_err_t e, uint64_t seq, uint64_t off,
+                          const char *what) {
+    f->err = e;
+    f->seq = seq;
+    f->offset = off;
+    snprintf(f->what, sizeof f->what, "%s", what);
+    return e;
+}
+
+tg_err_t tg_lg_scan_fd(tg_lg_scan_result_t *res, tg_lg_fault_t *fault, tg_lg_chain_t *chain, int fd,
+                       uint64_t size, uint32_t segment, bool last, tg_lg_rec_fn cb, void *ud) {
+    memset(res, 0, sizeof *res);
+    memset(fault, 0, sizeof *fault);
+    /* Small files get a small buffer (fuzzing and tests scan many tiny segments). */
+    size_t cap = size < READ_BUF_SIZE ? (size_t)size : READ_BUF_SIZE;
+    reader_t r = {fd, size, malloc(cap ? cap : 1), cap, 0, 0};
+    if (r.buf == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    tg_err_t rc = TG_OK;
+    uint64_t off = 0;
+    char what[TG_DIAG_MAX];
+    while (off < size) {
+        uint64_t rem = size - off;
+        const uint8_t *p;
+        size_t avail;
+        tg_lg_hdr_t h;
+        rc = rd_view(&r, off, HDR, &p, &avail);
+        if (rc) {
+            goto done;
+        }
+        uint64_t exp_seq = chain->next_seq;
+        if (avail < HDR) {
+            bool zero = false;
+            size_t cmp = avail < 4 ? avail : 4;
+            if (last && memcmp(p, TG_LEDGER_MAGIC, cmp) == 0) {
+                goto torn;
+            }
+            if (last) {
+                rc = rd_zero_tail(&r, off, &zero);
+                if (rc) {
+                    goto done;
+                }
+                if (zero) {
+                    goto torn;
+                }
+            }
+            snprintf(what, sizeof what, "incomplete record header (%zu bytes before end of file)",
+                     avail);
+            rc = fault_set(fault, TG_ERR_LEDGER_CORRUPT, exp_seq, off, what);
+            goto done;
+        }
+        rc = tg_lg_hdr_parse(&h, p, what, sizeof what);
+        if (rc) {
+            bool zero = false;
+            if (last) {
+                rc = rd_zero_tail(&r, off, &zero);
+                if (rc) {
+                    goto done;
+                }
+                if (zero) {
+                    goto torn;
+                }
+            }
+            rc = fault_set(fault, TG_ERR_LEDGER_CORRUPT, exp_seq, off, what);
+            goto done;
+        }
+        if (exp_seq == 0 && h.seq == 1) {
+            exp_seq = 1; /* a single file that starts the ledger must start it properly */
+            memset(chain->prev, 0, HSZ);
+        }
+        if (exp_seq != 0) {
+            if (h.seq != exp_seq) {
+                snprintf(what, sizeof what, "sequence number %llu where %llu was expected",
+                         (unsigned long long)h.seq, (unsigned long long)exp_seq);
+                rc = fault_set(fault, TG_ERR_LEDGER_CORRUPT, exp_seq, off, what);
+                goto done;
+            }
+            if (sodium_memcmp(h.prev, chain->prev, HSZ) != 0) {
+                snprintf(what, sizeof what,
+                         exp_seq == 1 ? "first record's prev_hash is not zero"
+                                      : "prev_hash does not match the previous record's hash "
+                                        "(chain broken)");
+                rc = fault_set(fault, TG_ERR_LEDGER_CORRUPT, exp_seq, off, what);
+                goto done;
+            }
+        }
+        size_t total = tg_lg_record_len(h.meta_len, h.payload_len);
+        if ((uint64_t)total > rem) {
+            if (last) {
+                goto torn;
+            }
+            snprintf(what, sizeof what,
+                     "record of %zu bytes extends past the end of the segment (%llu bytes left)",
+                     total, (unsigned long long)rem);
+            rc = fault_set(fault, TG_ERR_LEDGER_CORRUPT, h.seq, off, what);
+            goto done;
+        }
+        rc = rd_view(&r, off, total, &p, &avail);
+        if (rc) {
+            goto done;
+        }
+        if (avail < total) {
+            rc = TG_ERR_IO; /* the file shrank while we read it */
+            goto done;
+        }
+        tg_ledger_record_t rec;
+        if (!tg_lg_hash_check(p, total, rec.hash)) {
+            rc = fault_set(fault, TG_ERR_LEDGER_CORRUPT, h.seq, off,
+                           "record hash mismatch (record damaged)");
+            goto done;
+        }
+        rec.type = h.type;
+        rec.seq = h.seq;
+        rec.meta = p + HDR;
+        rec.meta_len = h.meta_len;
+        rec.payload = p + HDR + h.meta_len;
+        rec.payload_len = h.payload_len;
+        rec.pos.seq = h.seq;
+        rec.pos.offset = off;
+        rec.pos.segment = segment;
+        rec.pos.length = (uint32_t)total;
+        memcpy(rec.prev_hash, h.prev, HSZ);
+        if (cb != NULL) {
+            tg_diag_t d = {{0}};
+            rc = cb(ud, &rec, &d);
+            if (rc) {
+                fault_set(fault, rc, h.seq, off, d.msg[0] ? d.msg : tg_strerror(rc));
+                goto done;
+            }
+        }
+        if (res->records == 0) {
+            res->first_seq = h.seq;
+        }
+        res->records++;
+        chain->next_seq = h.seq + 1;
+        memcpy(chain->prev, rec.hash, HSZ);
+        off += total;
+        res->good_end = off;
+    }
+    goto done;
+torn:
+    res->torn = true;
+    res->torn_bytes = size - off;
+    res->good_end = off;
+    rc = TG_OK;
+done:
+    free(r.buf);
+    return rc;
+}
+
+/* ---- directory ---- */
+
+tg_err_t tg_ledger_segment_name(char *out, size_t out_len, uint32_t segment) {
+    if (out == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    int n = snprintf(out, out_len, "ledger-%06lu.tgl", (unsigned long)segment);
+    if (n < 0 || (size_t)n >= out_len) {
+        if (out_len) {
+            out[0] = '\0';
+        }
+        return TG_ERR_BUFFER_TOO_SMALL;
+    }
+    return TG_OK;
+}
+
+void tg_lg_seg_name(char out[TG_LG_NAME_MAX], uint32_t segment) {
+    snprintf(out, TG_LG_NAME_MAX, "ledger-%06lu.tgl", (unsigned long)segment);
+}
+
+/* Parses a canonical segment name; false for anything else. */
+static bool parse_segment_name(const char *name, uint32_t *seg) {
+    size_t n = strlen(name);
+    if (n < 7 + 6 + 4 || strncmp(name, "ledger-", 7) != 0 || strcmp(name + n - 4, ".tgl") != 0) {
+        return false;
+    }
+    uint64_t v = 0;
+    for (size_t i = 7; i < n - 4; i++) {
+        if (name[i] < '0' || name[i] > '9' || i - 7 >= 10) {
+            return false;
+        }
+        v = v * 10 + (uint64_t)(name[i] - '0');
+    }
+    if (v == 0 || v > UINT32_MAX) {
+        return false;
+    }
+    char canon[32];
+    if (tg_ledger_segment_name(canon, sizeof canon, (uint32_t)v) || strcmp(canon, name) != 0) {
+        return false;
+    }
+    *seg = (uint32_t)v;
+    return true;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+tg_err_t tg_lg_list_segments(uint32_t **out, size_t *n_out, int dirfd, const char *dir,
+                             tg_diag_t *diag) {
+    *out = NULL;
+    *n_out = 0;
+    int fd = dup(dirfd);
+    if (fd < 0) {
+        return tg_diag_set(diag, TG_ERR_IO, "%s: cannot read directory: %s", dir, strerror(errno));
+    }
+    DIR *d = fdopendir(fd);
+    if (d == NULL) {
+        close(fd);
+        return tg_diag_set(diag, TG_ERR_IO, "%s: cannot read directory: %s", dir, strerror(errno));
+    }
+    rewinddir(d);
+    tg_err_t rc = TG_OK;
+    uint32_t *v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    for (;;) {
+        errno = 0;
+        e = readdir(d);
+        if (e == NULL) {
+            if (errno != 0) {
+                rc = tg_diag_set(diag, TG_ERR_IO, "%s: cannot read directory: %s", dir,
+                                 strerror(errno));
+                goto done;
+            }
+            break;
+        }
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "ledger-", 7) != 0 || len < 4 ||
+            strcmp(e->d_name + len - 4, ".tgl") != 0) {
+            continue;
+        }
+        uint32_t seg;
+        if (!parse_segment_name(e->d_name, &seg)) {
+            rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                             "%s/%s: not a valid segment file name (expected ledger-NNNNNN.tgl)",
+                             dir, e->d_name);
+            goto done;
+        }
+        if (n == cap) {
+            if (cap >= TG_LG_SEGMENTS_MAX) {
+                rc = tg_diag_set(diag, TG_ERR_LIMIT, "%s: more than %u segment files", dir,
+                                 TG_LG_SEGMENTS_MAX);
+                goto done;
+            }
+            size_t ncap = cap ? cap * 2 : 16;
+            uint32_t *nv = realloc(v, ncap * sizeof *v);
+            if (nv == NULL) {
+                rc = TG_ERR_NOMEM;
+                goto done;
+            }
+            v = nv;
+            cap = ncap;
+        }
+        v[n++] = seg;
+    }
+    if (n > 1) {
+        qsort(v, n, sizeof *v, cmp_u32);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] != (uint32_t)(i + 1)) {
+            char name[TG_LG_NAME_MAX];
+            tg_lg_seg_name(name, (uint32_t)(i + 1));
+            rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                             "%s/%s: segment file missing (segments must be numbered from 1 "
+                             "without gaps)",
+                             dir, name);
+            goto done;
+        }
+    }
+done:
+    closedir(d);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n_out = n;
+    return TG_OK;
+}
+
+/* ---- durability names ---- */
+
+const char *tg_durability_name(tg_durability_t d) {
+    switch (d) {
+    case TG_DURABILITY_FSYNC:
+        return "fsync";
+    case TG_DURABILITY_BATCH:
+        return "batch";
+    case TG_DURABILITY_NONE:
+        return "none";
+    }
+    return "unknown";
+}
+
+tg_err_t tg_durability_parse(tg_durability_t *out, const char *s) {
+    if (out == NULL || s == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    static const tg_durability_t all[] = {TG_DURABILITY_FSYNC, TG_DURABILITY_BATCH,
+                                          TG_DURABILITY_NONE};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (strcmp(s, tg_durability_name(all[i])) == 0) {
+            *out = all[i];
+            return TG_OK;
+        }
+    }
+    return TG_ERR_INVALID_ARG;
+}
+
+/* ---- offline verify ---- */
+
+typedef struct verify_ctx {
+    const tg_ledger_verify_opts_t *opts;
+    tg_ledger_verify_report_t *rep;
+} verify_ctx_t;
+
+static tg_err_t verify_rec(void *ud, const tg_ledger_record_t *rec, tg_diag_t *diag) {
+    verify_ctx_t *v = ud;
+    if (v->opts != NULL && v->opts->check != NULL) {
+        tg_err_t rc = v->opts->check(v->opts->check_ud, rec, diag);
+        if (rc) {
+            return rc;
+        }
+    }
+    tg_ledger_verify_report_t *rep = v->rep;
+    if (rep->records == 0) {
+        rep->first_seq = rec->seq;
+        rep->anchored = rec->seq == 1;
+    }
+    rep->records++;
+    if (rec->type == TG_LEDGER_TYPE_RECEIPT) {
+        rep->receipts++;
+    } else {
+        rep->silences++;
+    }
+    rep->last_seq = rec->seq;
+    memcpy(rep->head_hash, rec->hash, HSZ);
+    rep->bytes += rec->pos.length;
+    return TG_OK;
+}
+
+/* Scans one file into the report; name is the path used in messages. */
+static tg_err_t verify_file(tg_ledger_verify_report_t *rep, verify_ctx_t *ctx, tg_lg_chain_t *chain,
+                            int fd, const char *name, uint32_t segment, bool last,
+                            tg_diag_t *diag) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        return tg_diag_set(diag, TG_ERR_IO, "%s: %s", name, strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        return tg_diag_set(diag, TG_ERR_IO, "%s: not a regular file", name);
+    }
+    tg_lg_scan_result_t res;
+    tg_lg_fault_t f;
+    tg_err_t rc =
+        tg_lg_scan_fd(&res, &f, chain, fd, (uint64_t)st.st_size, segment, last, verify_rec, ctx);
+    rep->segments++;
+    if (rep->first_segment == 0) {
+        rep->first_segment = segment;
+    }
+    rep->last_segment = segment;
+    if (rc == TG_OK && res.torn) {
+        f.err = TG_ERR_LEDGER_TORN;
+        f.seq = chain->next_seq;
+        f.offset = res.good_end;
+        snprintf(f.what, sizeof f.what,
+                 "torn final record: %llu bytes after the last complete record (a restart "
+                 "would truncate them)",
+                 (unsigned long long)res.torn_bytes);
+        rep->torn_bytes = res.torn_bytes;
+        rc = TG_ERR_LEDGER_TORN;
+    } else if (rc == TG_OK && res.records == 0 && !last) {
+        f.err = TG_ERR_LEDGER_CORRUPT;
+        f.seq = chain->next_seq;
+        f.offset = 0;
+        snprintf(f.what, sizeof f.what, "empty segment that is not the last one");
+        rc = TG_ERR_LEDGER_CORRUPT;
+    } else if (rc == TG_ERR_IO || rc == TG_ERR_NOMEM) {
+        return tg_diag_set(diag, rc, "%s: %s", name, tg_strerror(rc));
+    }
+    if (rc) {
+        rep->fault = rc;
+        snprintf(rep->fault_file, sizeof rep->fault_file, "%s", name);
+        rep->fault_seq = f.seq;
+        rep->fault_offset = f.offset;
+        snprintf(rep->fault_what, sizeof rep->fault_what, "%s", f.what);
+        return tg_diag_set(diag, rc, "%s: seq %llu at offset %llu: %s", name,
+                           (unsigned long long)f.seq, (unsigned long long)f.offset, f.what);
+    }
+    return TG_OK;
+}
+
+tg_err_t tg_ledger_verify_path(tg_ledger_verify_report_t *rep, const char *path,
+                               const tg_ledger_verify_opts_t *opts, tg_diag_t *diag) {
+    if (rep == NULL) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "verify: no report");
+    }
+    memset(rep, 0, sizeof *rep);
+    if (path == NULL) {
+        return rep->fault = tg_diag_set(diag, TG_ERR_INVALID_ARG, "verify: no path");
+    }
+    if (sodium_init() < 0) {
+        return rep->fault = tg_diag_set(diag, TG_ERR_INTERNAL, "libsodium failed to start");
+    }
+    verify_ctx_t ctx = {opts, rep};
+    tg_lg_chain_t chain;
+    memset(&chain, 0, sizeof chain);
+    tg_err_t rc = TG_OK;
+    uint32_t *segs = NULL;
+    size_t nseg = 0;
+    int dfd = -1;
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        rc = tg_diag_set(diag, errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO, "%s: %s", path,
+                         strerror(errno));
+        goto done;
+    }
+    if (S_ISREG(st.st_mode)) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            rc = tg_diag_set(diag, TG_ERR_IO, "%s: %s", path, strerror(errno));
+            goto done;
+        }
+        const char *base = strrchr(path, '/');
+        uint32_t seg = 0;
+        if (!parse_segment_name(base ? base + 1 : path, &seg)) {
+            seg = 0;
+        }
+        if (seg == 1) {
+            chain.next_seq = 1; /* the first segment must start the ledger */
+        }
+        rc = verify_file(rep, &ctx, &chain, fd, path, seg, true, diag);
+        close(fd);
+        goto done;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        rc = tg_diag_set(diag, TG_ERR_IO, "%s: neither a directory nor a regular file", path);
+        goto done;
+    }
+    dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        rc = tg_diag_set(diag, TG_ERR_IO, "%s: %s", path, strerror(errno));
+        goto done;
+    }
+    rc = tg_lg_list_segments(&segs, &nseg, dfd, path, diag);
+    if (rc) {
+        if (rc == TG_ERR_LEDGER_CORRUPT) {
+            snprintf(rep->fault_file, sizeof rep->fault_file, "%s", path);
+            snprintf(rep->fault_what, sizeof rep->fault_what, "%s", diag ? diag->msg : "");
+            rep->fault_seq = 1;
+        }
+        goto done;
+    }
+    if (nseg == 0) {
+        rc =
+            tg_diag_set(diag, TG_ERR_NOT_FOUND, "%s: no ledger segment files (ledger-*.tgl)", path);
+        goto done;
+    }
+    chain.next_seq = 1; /* a whole ledger starts at seq 1 with a zero prev_hash */
+    for (size_t i = 0; i < nseg; i++) {
+        char name[TG_LG_NAME_MAX], full[512];
+        tg_lg_seg_name(name, segs[i]);
+        snprintf(full, sizeof full, "%s/%s", path, name);
+        int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            rc = tg_diag_set(diag, TG_ERR_IO, "%s: %s", full, strerror(errno));
+            goto done;
+        }
+        rc = verify_file(rep, &ctx, &chain, fd, full, segs[i], i + 1 == nseg, diag);
+        close(fd);
+        if (rc) {
+            goto done;
+        }
+    }
+done:
+    if (dfd >= 0) {
+        close(dfd);
+    }
+    free(segs);
+    rep->fault = rc;
+    return rc;
+}

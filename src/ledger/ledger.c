@@ -1,0 +1,1026 @@
+/* ledger.c — open/replay/recovery, the group-commit writer thread, reads and stats. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ledger_int.h"
+
+#define HSZ TG_LEDGER_HASH_SIZE
+#define DEFAULT_BATCH_INTERVAL_MS 10u
+#define DEFAULT_SEGMENT_MAX ((uint64_t)64 * 1024 * 1024)
+#define DEFAULT_MAX_BATCH 1024u
+#define DEFAULT_QUEUE_MAX 16384u
+#define DEFAULT_RETRY_MS 1000u
+#define PROBE_SIZE 4096
+
+const uint64_t tg_ledger_fsync_bounds_us[TG_LEDGER_FSYNC_BUCKETS - 1] = {
+    50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000};
+const uint64_t tg_ledger_batch_bounds[TG_LEDGER_BATCH_BUCKETS - 1] = {1,  2,   4,   8,   16,  32,
+                                                                      64, 128, 256, 512, 1024};
+
+typedef struct entry {
+    struct entry *next;
+    tg_ledger_done_fn done;
+    void *ud;
+    tg_ledger_pos_t pos;
+    tg_err_t status;
+    uint32_t meta_len;
+    uint32_t payload_len;
+    uint8_t type;
+    uint8_t data[]; /* meta then payload */
+} entry_t;
+
+struct tg_ledger {
+    char *dir;
+    int dirfd;
+    int lockfd;
+    tg_durability_t durability;
+    uint32_t batch_interval_ms;
+    uint64_t segment_max;
+    uint32_t max_batch;
+    uint32_t queue_max;
+    uint32_t retry_ms;
+
+    /* queue and control, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;    /* writer waits for work */
+    pthread_cond_t recover_cv; /* try_recover waits for the attempt */
+    entry_t *qhead, *qtail;
+    uint32_t qcount;
+    bool closing;
+    bool recover_req;
+    uint64_t recover_gen;
+    tg_err_t recover_rc;
+    char recover_msg[TG_DIAG_MAX];
+    pthread_t thread;
+    bool thread_started;
+
+    /* writer-owned file state */
+    int fd;               /* active segment, O_WRONLY */
+    uint32_t seg;         /* its number */
+    uint64_t acked_end;   /* end of the last acknowledged record in the active segment */
+    uint64_t synced_end;  /* covered by a successful fdatasync */
+    uint64_t next_seq;    /* of the next record */
+    uint8_t head[HSZ];    /* record_hash of the last acknowledged record */
+    bool dir_unsynced;    /* a new segment's directory entry still needs an fsync */
+    int64_t last_sync_ns; /* monotonic time of the last fdatasync */
+    uint8_t *batch;       /* encode buffer */
+    size_t batch_cap;
+    entry_t **ents; /* entries of the batch being written */
+
+    /* published for other threads */
+    atomic_bool healthy;
+    pthread_mutex_t stat_mu; /* head_seq, head_hash, segment, segment_bytes */
+    uint64_t pub_head_seq;
+    uint8_t pub_head[HSZ];
+    uint32_t pub_seg;
+    uint64_t pub_seg_bytes;
+    _Atomic uint64_t st_records, st_bytes, st_batches, st_last_batch, st_max_batch;
+    _Atomic uint64_t st_fsyncs, st_fsync_sum_us, st_failures, st_rejected;
+    _Atomic uint64_t st_fsync_hist[TG_LEDGER_FSYNC_BUCKETS];
+    _Atomic uint64_t st_batch_hist[TG_LEDGER_BATCH_BUCKETS];
+};
+
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void abs_deadline(struct timespec *ts, int64_t at_ns) {
+    ts->tv_sec = (time_t)(at_ns / 1000000000);
+    ts->tv_nsec = (long)(at_ns % 1000000000);
+}
+
+static size_t bucket(const uint64_t *bounds, size_t nb, uint64_t v) {
+    size_t i = 0;
+    while (i < nb && v > bounds[i]) {
+        i++;
+    }
+    return i;
+}
+
+static void publish_head(tg_ledger_t *l) {
+    pthread_mutex_lock(&l->stat_mu);
+    l->pub_head_seq = l->next_seq - 1;
+    memcpy(l->pub_head, l->head, HSZ);
+    l->pub_seg = l->seg;
+    l->pub_seg_bytes = l->acked_end;
+    pthread_mutex_unlock(&l->stat_mu);
+}
+
+/* One fdatasync, timed into the histogram. */
+static int do_fdatasync(tg_ledger_t *l, int fd) {
+    int64_t t0 = mono_ns();
+    int r = fdatasync(fd);
+    if (r != 0) {
+        return -1;
+    }
+    uint64_t us = (uint64_t)(mono_ns() - t0) / 1000;
+    atomic_fetch_add_explicit(&l->st_fsyncs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&l->st_fsync_sum_us, us, memory_order_relaxed);
+    atomic_fetch_add_explicit(
+        &l->st_fsync_hist[bucket(tg_ledger_fsync_bounds_us, TG_LEDGER_FSYNC_BUCKETS - 1, us)], 1,
+        memory_order_relaxed);
+    l->last_sync_ns = mono_ns();
+    return 0;
+}
+
+/* pwrite all of buf at off; a short write is a failure (regular files only write short when
+ * the disk is full or a size limit is hit). */
+static int write_at(int fd, const uint8_t *buf, size_t len, uint64_t off) {
+    while (len > 0) {
+        ssize_t k = pwrite(fd, buf, len, (off_t)off);
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k < 0) {
+            return -1;
+        }
+        if ((size_t)k != len) {
+            errno = EIO;
+            return -1;
+        }
+        len -= (size_t)k;
+    }
+    return 0;
+}
+
+static void mark_unhealthy(tg_ledger_t *l) {
+    atomic_store(&l->healthy, false);
+    atomic_fetch_add_explicit(&l->st_failures, 1, memory_order_relaxed);
+}
+
+static int open_segment(tg_ledger_t *l, uint32_t seg, int flags) {
+    char name[TG_LG_NAME_MAX];
+    tg_lg_seg_name(name, seg);
+    return openat(l->dirfd, name, flags | O_CLOEXEC, 0600);
+}
+
+/* Starts segment seg+1. On failure the old segment stays active (or, when only the
+ * directory fsync failed, the new one is active with dir_unsynced set). */
+static int rotate(tg_ledger_t *l) {
+    int nfd = open_segment(l, l->seg + 1, O_WRONLY | O_CREAT | O_EXCL);
+    if (nfd < 0) {
+        return -1;
+    }
+    close(l->fd);
+    l->fd = nfd;
+    l->seg++;
+    l->acked_end = 0;
+    l->synced_end = 0;
+    l->dir_unsynced = true;
+    if (fsync(l->dirfd) != 0) {
+        return -1;
+    }
+    l->dir_unsynced = false;
+    return 0;
+}
+
+/* Recovery attempt (writer thread): directory entry, truncation to the acknowledged end,
+ * fdatasync, and a probe write+sync proving the disk takes data again. */
+static tg_err_t recover(tg_ledger_t *l, char *msg, size_t msg_len) {
+    if (l->dir_unsynced) {
+        if (fsync(l->dirfd) != 0) {
+            snprintf(msg, msg_len, "fsync of ledger directory failed: %s", strerror(errno));
+            return TG_ERR_LEDGER_UNHEALTHY;
+        }
+        l->dir_unsynced = false;
+    }
+    if (ftruncate(l->fd, (off_t)l->acked_end) != 0) {
+        snprintf(msg, msg_len, "truncating segment %u to %llu bytes failed: %s", l->seg,
+                 (unsigned long long)l->acked_end, strerror(errno));
+        return TG_ERR_LEDGER_UNHEALTHY;
+    }
+    if (do_fdatasync(l, l->fd) != 0) {
+        snprintf(msg, msg_len, "fdatasync of segment %u failed: %s", l->seg, strerror(errno));
+        return TG_ERR_LEDGER_UNHEALTHY;
+    }
+    l->synced_end = l->acked_end;
+    int pfd = openat(l->dirfd, TG_LG_PROBE_NAME, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (pfd < 0) {
+        snprintf(msg, msg_len, "creating probe file failed: %s", strerror(errno));
+        return TG_ERR_LEDGER_UNHEALTHY;
+    }
+    uint8_t probe[PROBE_SIZE];
+    memset(probe, 0xA5, sizeof probe);
+    size_t done = 0;
+    int ok = 1;
+    while (done < sizeof probe) {
+        ssize_t k = write(pfd, probe + done, sizeof probe - done);
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k <= 0) {
+            if (k == 0) {
+                errno = EIO;
+            }
+            ok = 0;
+            break;
+        }
+        done += (size_t)k;
+    }
+    int saved = errno;
+    if (ok && fdatasync(pfd) != 0) {
+        saved = errno;
+        ok = 0;
+    }
+    close(pfd);
+    unlinkat(l->dirfd, TG_LG_PROBE_NAME, 0);
+    if (!ok) {
+        snprintf(msg, msg_len, "probe write to the ledger directory failed: %s", strerror(saved));
+        return TG_ERR_LEDGER_UNHEALTHY;
+    }
+    atomic_store(&l->healthy, true);
+    msg[0] = '\0';
+    return TG_OK;
+}
+
+static bool grow_batch(tg_ledger_t *l, size_t need) {
+    if (need <= l->batch_cap) {
+        return true;
+    }
+    size_t cap = l->batch_cap ? l->batch_cap : 65536;
+    while (cap < need) {
+        cap *= 2;
+    }
+    uint8_t *p = realloc(l->batch, cap);
+    if (p == NULL) {
+        return false;
+    }
+    l->batch = p;
+    l->batch_cap = cap;
+    return true;
+}
+
+/* Writes entries ents[0..n) (already taken off the queue). Sets each entry's status and
+ * position; acknowledged state advances only for entries that are durable per the mode. */
+static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
+    size_t first = 0; /* first entry not yet acknowledged */
+    bool failed = false;
+    while (first < n && !failed) {
+        /* Encode as many entries as fit in the active segment (at least one). */
+        uint64_t seq = l->next_seq;
+        uint8_t prev[HSZ];
+        memcpy(prev, l->head, HSZ);
+        uint64_t off = l->acked_end;
+        size_t blen = 0, i = first;
+        bool rotate_after = false;
+        for (; i < n; i++) {
+            entry_t *e = ents[i];
+            size_t rl = tg_lg_record_len(e->meta_len, e->payload_len);
+            if (off + blen > 0 && off + blen + rl > l->segment_max) {
+                rotate_after = true;
+                break;
+            }
+            if (!grow_batch(l, blen + rl)) {
+                break; /* out of memory: write what we have; the rest fails below */
+            }
+            uint8_t hash[HSZ];
+            tg_lg_encode(l->batch + blen, hash, e->type, seq, prev, e->data, e->meta_len,
+                         e->data + e->meta_len, e->payload_len);
+            e->pos.seq = seq;
+            e->pos.offset = off + blen;
+            e->pos.segment = l->seg;
+            e->pos.length = (uint32_t)rl;
+            memcpy(prev, hash, HSZ);
+            seq++;
+            blen += rl;
+        }
+        if (i == first && !rotate_after) {
+            failed = true; /* not even one record could be encoded (no memory) */
+            break;
+        }
+        if (i > first) {
+            if (write_at(l->fd, l->batch, blen, off) != 0) {
+                failed = true;
+                break;
+            }
+            bool sync_now = l->durability == TG_DURABILITY_FSYNC || rotate_after;
+            if (sync_now && do_fdatasync(l, l->fd) != 0) {
+                failed = true;
+                break;
+            }
+            /* Durable per the mode: acknowledge. */
+            for (size_t k = first; k < i; k++) {
+                ents[k]->status = TG_OK;
+                atomic_fetch_add_explicit(&l->st_records, 1, memory_order_relaxed);
+                atomic_fetch_add_explicit(&l->st_bytes, ents[k]->pos.length, memory_order_relaxed);
+            }
+            l->acked_end = off + blen;
+            if (sync_now) {
+                l->synced_end = l->acked_end;
+            }
+            l->next_seq = seq;
+            memcpy(l->head, prev, HSZ);
+            first = i;
+        }
+        if (rotate_after) {
+            if (l->synced_end != l->acked_end && do_fdatasync(l, l->fd) != 0) {
+                failed = true;
+                break;
+            }
+            l->synced_end = l->acked_end;
+            if (rotate(l) != 0) {
+                failed = true;
+                break;
+            }
+        } else if (i < n) {
+            failed = true; /* encode stopped for lack of memory */
+        }
+    }
+    if (failed) {
+        mark_unhealthy(l);
+        /* Only in FSYNC mode may unacknowledged bytes sit between acked_end and the end of the
+         * file; in the other modes acked_end is where the failed write started. Either way
+         * nothing past acked_end was acknowledged. Best effort now; recovery retries it. */
+        if (ftruncate(l->fd, (off_t)l->acked_end) != 0) {
+            /* recover() repeats the truncation before the ledger is healthy again */
+        }
+        for (size_t k = first; k < n; k++) {
+            ents[k]->status = TG_ERR_LEDGER_UNHEALTHY;
+            memset(&ents[k]->pos, 0, sizeof ents[k]->pos);
+        }
+    }
+    publish_head(l);
+}
+
+static void finish(entry_t *e) {
+    e->done(e->ud, e->status, &e->pos);
+    free(e);
+}
+
+/* Fails and frees every queued entry; called with mu held, releases it around callbacks. */
+static void fail_queue_locked(tg_ledger_t *l) {
+    while (l->qhead != NULL) {
+        entry_t *list = l->qhead;
+        l->qhead = l->qtail = NULL;
+        l->qcount = 0;
+        pthread_mutex_unlock(&l->mu);
+        while (list != NULL) {
+            entry_t *next = list->next;
+            list->status = TG_ERR_LEDGER_UNHEALTHY;
+            memset(&list->pos, 0, sizeof list->pos);
+            finish(list);
+            list = next;
+        }
+        pthread_mutex_lock(&l->mu);
+    }
+}
+
+static void *writer_main(void *arg) {
+    tg_ledger_t *l = arg;
+    int64_t next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        if (l->recover_req) {
+            l->recover_req = false;
+            char msg[TG_DIAG_MAX] = "";
+            pthread_mutex_unlock(&l->mu);
+            tg_err_t rc = atomic_load(&l->healthy) ? TG_OK : recover(l, msg, sizeof msg);
+            pthread_mutex_lock(&l->mu);
+            l->recover_rc = rc;
+            snprintf(l->recover_msg, sizeof l->recover_msg, "%s", msg);
+            l->recover_gen++;
+            pthread_cond_broadcast(&l->recover_cv);
+            continue;
+        }
+        if (!atomic_load(&l->healthy)) {
+            fail_queue_locked(l);
+            if (l->recover_req) {
+                continue;
+            }
+            if (l->closing) {
+                break;
+            }
+            if (l->retry_ms == TG_LEDGER_RETRY_NEVER) {
+                pthread_cond_wait(&l->work_cv, &l->mu);
+                continue;
+            }
+            int64_t now = mono_ns();
+            if (now < next_retry) {
+                struct timespec ts;
+                abs_deadline(&ts, next_retry);
+                pthread_cond_timedwait(&l->work_cv, &l->mu, &ts);
+                continue;
+            }
+            char msg[TG_DIAG_MAX];
+            pthread_mutex_unlock(&l->mu);
+            (void)recover(l, msg, sizeof msg);
+            pthread_mutex_lock(&l->mu);
+            next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
+            continue;
+        }
+        if (l->qhead != NULL) {
+            size_t n = 0;
+            while (l->qhead != NULL && n < l->max_batch) {
+                entry_t *e = l->qhead;
+                l->qhead = e->next;
+                l->ents[n++] = e;
+                l->qcount--;
+            }
+            if (l->qhead == NULL) {
+                l->qtail = NULL;
+            }
+            pthread_mutex_unlock(&l->mu);
+            write_batch(l, l->ents, n);
+            atomic_fetch_add_explicit(&l->st_batches, 1, memory_order_relaxed);
+            atomic_store_explicit(&l->st_last_batch, n, memory_order_relaxed);
+            uint64_t mx = atomic_load_explicit(&l->st_max_batch, memory_order_relaxed);
+            if (n > mx) {
+                atomic_store_explicit(&l->st_max_batch, n, memory_order_relaxed);
+            }
+            atomic_fetch_add_explicit(
+                &l->st_batch_hist[bucket(tg_ledger_batch_bounds, TG_LEDGER_BATCH_BUCKETS - 1, n)],
+                1, memory_order_relaxed);
+            for (size_t k = 0; k < n; k++) {
+                finish(l->ents[k]);
+            }
+            /* BATCH: acknowledged at write(); the fdatasync follows when it is due. */
+            if (atomic_load(&l->healthy) && l->durability == TG_DURABILITY_BATCH &&
+                l->synced_end != l->acked_end &&
+                mono_ns() - l->last_sync_ns >= (int64_t)l->batch_interval_ms * 1000000) {
+                if (do_fdatasync(l, l->fd) != 0) {
+                    mark_unhealthy(l);
+                } else {
+                    l->synced_end = l->acked_end;
+                }
+            }
+            if (!atomic_load(&l->healthy)) {
+                next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
+            }
+            pthread_mutex_lock(&l->mu);
+            continue;
+        }
+        if (l->closing) {
+            break;
+        }
+        if (l->durability == TG_DURABILITY_BATCH && l->synced_end != l->acked_end) {
+            int64_t due = l->last_sync_ns + (int64_t)l->batch_interval_ms * 1000000;
+            if (mono_ns() < due) {
+                struct timespec ts;
+                abs_deadline(&ts, due);
+                pthread_cond_timedwait(&l->work_cv, &l->mu, &ts);
+                continue;
+            }
+            pthread_mutex_unlock(&l->mu);
+            if (do_fdatasync(l, l->fd) != 0) {
+                mark_unhealthy(l);
+                next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
+            } else {
+                l->synced_end = l->acked_end;
+            }
+            pthread_mutex_lock(&l->mu);
+            continue;
+        }
+        pthread_cond_wait(&l->work_cv, &l->mu);
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (atomic_load(&l->healthy) && l->synced_end != l->acked_end) {
+        if (do_fdatasync(l, l->fd) != 0) {
+            mark_unhealthy(l);
+        }
+    }
+    return NULL;
+}
+
+/* ---- open ---- */
+
+typedef struct replay_ctx {
+    tg_ledger_replay_fn fn;
+    void *ud;
+} replay_ctx_t;
+
+static tg_err_t replay_rec(void *ud, const tg_ledger_record_t *rec, tg_diag_t *diag) {
+    replay_ctx_t *c = ud;
+    if (c->fn == NULL) {
+        return TG_OK;
+    }
+    tg_err_t rc = c->fn(c->ud, rec);
+    if (rc) {
+        tg_diag_set(diag, rc, "replay callback refused the record: %s", tg_strerror(rc));
+    }
+    return rc;
+}
+
+static void ledger_free(tg_ledger_t *l) {
+    if (l == NULL) {
+        return;
+    }
+    if (l->fd >= 0) {
+        close(l->fd);
+    }
+    if (l->lockfd >= 0) {
+        close(l->lockfd); /* releases the flock */
+    }
+    if (l->dirfd >= 0) {
+        close(l->dirfd);
+    }
+    pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->stat_mu);
+    pthread_cond_destroy(&l->work_cv);
+    pthread_cond_destroy(&l->recover_cv);
+    free(l->batch);
+    free(l->ents);
+    free(l->dir);
+    free(l);
+}
+
+/* A directory created just now survives a power loss only once its parent is synced. */
+static int sync_parent(const char *dir) {
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') {
+        n--;
+    }
+    while (n > 0 && dir[n - 1] != '/') {
+        n--;
+    }
+    while (n > 1 && dir[n - 1] == '/') {
+        n--;
+    }
+    char parent[4096];
+    if (n == 0) {
+        snprintf(parent, sizeof parent, ".");
+    } else if (n >= sizeof parent) {
+        errno = ENAMETOOLONG;
+        return -1;
+    } else {
+        memcpy(parent, dir, n);
+        parent[n] = '\0';
+    }
+    int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    int r = fsync(fd);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return r;
+}
+
+static tg_err_t open_dir(tg_ledger_t *l, tg_diag_t *diag) {
+    if (mkdir(l->dir, 0700) == 0) {
+        if (sync_parent(l->dir) != 0) {
+            return tg_diag_set(diag, TG_ERR_IO,
+                               "%s: cannot sync the new ledger directory's "
+                               "parent: %s",
+                               l->dir, strerror(errno));
+        }
+    } else if (errno != EEXIST) {
+        return tg_diag_set(diag, TG_ERR_IO, "%s: cannot create ledger directory: %s", l->dir,
+                           strerror(errno));
+    }
+    l->dirfd = open(l->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (l->dirfd < 0) {
+        return tg_diag_set(diag, TG_ERR_IO, "%s: cannot open ledger directory: %s", l->dir,
+                           strerror(errno));
+    }
+    l->lockfd = openat(l->dirfd, TG_LG_LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (l->lockfd < 0) {
+        return tg_diag_set(diag, TG_ERR_IO, "%s/%s: cannot open lock file: %s", l->dir,
+                           TG_LG_LOCK_NAME, strerror(errno));
+    }
+    if (flock(l->lockfd, LOCK_EX | LOCK_NB) != 0) {
+        return tg_diag_set(diag, TG_ERR_IO, "%s: ledger is locked by another process (%s)", l->dir,
+                           strerror(errno));
+    }
+    return TG_OK;
+}
+
+/* Scans every segment, replays, truncates a torn tail and leaves the active segment open. */
+static tg_err_t scan_all(tg_ledger_t *l, replay_ctx_t *rctx, tg_ledger_recovery_t *rep,
+                         tg_diag_t *diag) {
+    uint32_t *segs = NULL;
+    size_t nseg = 0;
+    tg_lg_chain_t chain;
+    memset(&chain, 0, sizeof chain);
+    chain.next_seq = 1;
+    tg_err_t rc = tg_lg_list_segments(&segs, &nseg, l->dirfd, l->dir, diag);
+    if (rc) {
+        return rc;
+    }
+    for (size_t i = 0; i < nseg; i++) {
+        char name[TG_LG_NAME_MAX];
+        bool last = i + 1 == nseg;
+        tg_lg_seg_name(name, segs[i]);
+        int fd = open_segment(l, segs[i], last ? O_RDWR : O_RDONLY);
+        if (fd < 0) {
+            rc = tg_diag_set(diag, TG_ERR_IO, "%s/%s: %s", l->dir, name, strerror(errno));
+            goto done;
+        }
+        struct stat st;
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            close(fd);
+            rc = tg_diag_set(diag, TG_ERR_IO, "%s/%s: not a readable regular file", l->dir, name);
+            goto done;
+        }
+        tg_lg_scan_result_t res;
+        tg_lg_fault_t f;
+        rc = tg_lg_scan_fd(&res, &f, &chain, fd, (uint64_t)st.st_size, segs[i], last, replay_rec,
+                           rctx);
+        if (rc == TG_OK && res.records == 0 && !last) {
+            rc = TG_ERR_LEDGER_CORRUPT;
+            f.seq = chain.next_seq;
+            f.offset = 0;
+            snprintf(f.what, sizeof f.what, "empty segment that is not the last one");
+        }
+        if (rc) {
+            close(fd);
+            if (rc == TG_ERR_IO || rc == TG_ERR_NOMEM) {
+                rc = tg_diag_set(diag, rc, "%s/%s: reading failed: %s", l->dir, name,
+                                 tg_strerror(rc));
+            } else {
+                rc = tg_diag_set(diag, rc, "%s/%s: seq %llu at offset %llu: %s", l->dir, name,
+                                 (unsigned long long)f.seq, (unsigned long long)f.offset, f.what);
+            }
+            goto done;
+        }
+        if (rep->records == 0 && res.records > 0) {
+            rep->first_seq = res.first_seq;
+        }
+        rep->records += res.records;
+        if (!last) {
+            close(fd);
+            continue;
+        }
+        if (res.torn) {
+            if (ftruncate(fd, (off_t)res.good_end) != 0 || fdatasync(fd) != 0) {
+                rc = tg_diag_set(diag, TG_ERR_IO, "%s/%s: cannot truncate torn tail: %s", l->dir,
+                                 name, strerror(errno));
+                close(fd);
+                goto done;
+            }
+            rep->torn = true;
+            rep->torn_segment = segs[i];
+            rep->torn_offset = res.good_end;
+            rep->torn_bytes = res.torn_bytes;
+            snprintf(rep->message, sizeof rep->message,
+                     "%s/%s: torn final record truncated: %llu bytes dropped at offset %llu "
+                     "(seq %llu was never acknowledged)",
+                     l->dir, name, (unsigned long long)res.torn_bytes,
+                     (unsigned long long)res.good_end, (unsigned long long)chain.next_seq);
+        }
+        l->fd = fd;
+        l->seg = segs[i];
+        l->acked_end = l->synced_end = res.good_end;
+    }
+    rep->segments = (uint32_t)nseg;
+    if (nseg == 0) {
+        l->fd = open_segment(l, 1, O_RDWR | O_CREAT | O_EXCL);
+        if (l->fd < 0 || fsync(l->dirfd) != 0) {
+            rc = tg_diag_set(diag, TG_ERR_IO, "%s: cannot create the first segment: %s", l->dir,
+                             strerror(errno));
+            goto done;
+        }
+        l->seg = 1;
+        l->acked_end = l->synced_end = 0;
+        rep->created = true;
+        rep->segments = 1;
+    }
+    l->next_seq = chain.next_seq;
+    memcpy(l->head, chain.prev, HSZ);
+    rep->last_seq = chain.next_seq - 1;
+    memcpy(rep->head_hash, chain.prev, HSZ);
+done:
+    free(segs);
+    return rc;
+}
+
+tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledger_replay_fn replay,
+                        void *ud, tg_ledger_recovery_t *report, tg_diag_t *diag) {
+    tg_ledger_recovery_t local;
+    tg_ledger_recovery_t *rep = report != NULL ? report : &local;
+    memset(rep, 0, sizeof *rep);
+    if (out == NULL) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "ledger open: NULL out");
+    }
+    *out = NULL;
+    if (opts == NULL || opts->dir == NULL || opts->dir[0] == '\0') {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "ledger open: no directory given");
+    }
+    if (opts->durability != TG_DURABILITY_FSYNC && opts->durability != TG_DURABILITY_BATCH &&
+        opts->durability != TG_DURABILITY_NONE) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "ledger open: unknown durability mode %d",
+                           (int)opts->durability);
+    }
+    if (sodium_init() < 0) {
+        return tg_diag_set(diag, TG_ERR_INTERNAL, "libsodium failed to start");
+    }
+    tg_ledger_t *l = calloc(1, sizeof *l);
+    if (l == NULL) {
+        return tg_diag_set(diag, TG_ERR_NOMEM, "ledger open: out of memory");
+    }
+    l->fd = l->dirfd = l->lockfd = -1;
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_mutex_init(&l->stat_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&l->work_cv, &ca);
+    pthread_cond_init(&l->recover_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    l->durability = opts->durability;
+    l->batch_interval_ms =
+        opts->batch_interval_ms ? opts->batch_interval_ms : DEFAULT_BATCH_INTERVAL_MS;
+    l->segment_max = opts->segment_max_bytes ? opts->segment_max_bytes : DEFAULT_SEGMENT_MAX;
+    l->max_batch = opts->max_batch ? opts->max_batch : DEFAULT_MAX_BATCH;
+    l->queue_max = opts->queue_max ? opts->queue_max : DEFAULT_QUEUE_MAX;
+    l->retry_ms = opts->retry_ms ? opts->retry_ms : DEFAULT_RETRY_MS;
+    l->last_sync_ns = mono_ns();
+    atomic_init(&l->healthy, true);
+    tg_err_t rc = TG_OK;
+    l->dir = strdup(opts->dir);
+    l->ents = calloc(l->max_batch, sizeof *l->ents);
+    if (l->dir == NULL || l->ents == NULL) {
+        rc = tg_diag_set(diag, TG_ERR_NOMEM, "ledger open: out of memory");
+        goto done;
+    }
+    rc = open_dir(l, diag);
+    if (rc) {
+        goto done;
+    }
+    replay_ctx_t rctx = {replay, ud};
+    rc = scan_all(l, &rctx, rep, diag);
+    if (rc) {
+        goto done;
+    }
+    publish_head(l);
+    if (pthread_create(&l->thread, NULL, writer_main, l) != 0) {
+        rc = tg_diag_set(diag, TG_ERR_INTERNAL, "ledger open: cannot start the writer thread");
+        goto done;
+    }
+    l->thread_started = true;
+done:
+    if (rc) {
+        ledger_free(l);
+        return rc;
+    }
+    *out = l;
+    return TG_OK;
+}
+
+/* ---- append ---- */
+
+tg_err_t tg_ledger_append(tg_ledger_t *l, uint8_t type, const void *meta, size_t meta_len,
+                          const void *payload, size_t len, tg_ledger_done_fn done, void *ud) {
+    if (l == NULL || done == NULL ||
+        (type != TG_LEDGER_TYPE_RECEIPT && type != TG_LEDGER_TYPE_SILENCE) ||
+        (meta == NULL && meta_len > 0) || (payload == NULL && len > 0)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    if (meta_len > TG_LEDGER_META_MAX || len > TG_LEDGER_PAYLOAD_MAX) {
+        return TG_ERR_LIMIT;
+    }
+    if (!atomic_load(&l->healthy)) {
+        atomic_fetch_add_explicit(&l->st_rejected, 1, memory_order_relaxed);
+        return TG_ERR_LEDGER_UNHEALTHY;
+    }
+    entry_t *e = malloc(sizeof *e + meta_len + len);
+    if (e == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    e->next = NULL;
+    e->done = done;
+    e->ud = ud;
+    e->type = type;
+    e->status = TG_ERR_LEDGER_UNHEALTHY;
+    memset(&e->pos, 0, sizeof e->pos);
+    e->meta_len = (uint32_t)meta_len;
+    e->payload_len = (uint32_t)len;
+    if (meta_len) {
+        memcpy(e->data, meta, meta_len);
+    }
+    if (len) {
+        memcpy(e->data + meta_len, payload, len);
+    }
+    tg_err_t rc = TG_OK;
+    pthread_mutex_lock(&l->mu);
+    if (l->closing || !atomic_load(&l->healthy)) {
+        rc = TG_ERR_LEDGER_UNHEALTHY;
+    } else if (l->qcount >= l->queue_max) {
+        rc = TG_ERR_OVERLOADED;
+    } else {
+        if (l->qtail != NULL) {
+            l->qtail->next = e;
+        } else {
+            l->qhead = e;
+        }
+        l->qtail = e;
+        l->qcount++;
+        pthread_cond_signal(&l->work_cv);
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (rc) {
+        atomic_fetch_add_explicit(&l->st_rejected, 1, memory_order_relaxed);
+        free(e);
+    }
+    return rc;
+}
+
+typedef struct sync_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    tg_err_t rc;
+    tg_ledger_pos_t pos;
+} sync_wait_t;
+
+static void sync_done(void *ud, tg_err_t status, const tg_ledger_pos_t *pos) {
+    sync_wait_t *w = ud;
+    pthread_mutex_lock(&w->mu);
+    w->rc = status;
+    w->pos = *pos;
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+tg_err_t tg_ledger_append_sync(tg_ledger_t *l, uint8_t type, const void *meta, size_t meta_len,
+                               const void *payload, size_t len, tg_ledger_pos_t *pos_out) {
+    sync_wait_t w;
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    w.done = false;
+    w.rc = TG_ERR_INTERNAL;
+    memset(&w.pos, 0, sizeof w.pos);
+    tg_err_t rc = tg_ledger_append(l, type, meta, meta_len, payload, len, sync_done, &w);
+    if (rc == TG_OK) {
+        pthread_mutex_lock(&w.mu);
+        while (!w.done) {
+            pthread_cond_wait(&w.cv, &w.mu);
+        }
+        pthread_mutex_unlock(&w.mu);
+        rc = w.rc;
+    }
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    if (pos_out != NULL) {
+        if (rc == TG_OK) {
+            *pos_out = w.pos;
+        } else {
+            memset(pos_out, 0, sizeof *pos_out);
+        }
+    }
+    return rc;
+}
+
+bool tg_ledger_healthy(const tg_ledger_t *l) {
+    return l != NULL && atomic_load(&((tg_ledger_t *)l)->healthy);
+}
+
+tg_err_t tg_ledger_try_recover(tg_ledger_t *l, tg_diag_t *diag) {
+    if (l == NULL) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "ledger: NULL");
+    }
+    pthread_mutex_lock(&l->mu);
+    uint64_t gen = l->recover_gen;
+    l->recover_req = true;
+    pthread_cond_signal(&l->work_cv);
+    while (l->recover_gen == gen) {
+        pthread_cond_wait(&l->recover_cv, &l->mu);
+    }
+    tg_err_t rc = l->recover_rc;
+    char msg[TG_DIAG_MAX];
+    snprintf(msg, sizeof msg, "%s", l->recover_msg);
+    pthread_mutex_unlock(&l->mu);
+    if (rc) {
+        return tg_diag_set(diag, rc, "%s: ledger still unhealthy: %s", l->dir, msg);
+    }
+    return TG_OK;
+}
+
+/* ---- reads ---- */
+
+tg_err_t tg_ledger_read_at(tg_ledger_t *l, const tg_ledger_pos_t *pos, tg_buf_t *payload_out,
+                           tg_buf_t *meta_out, tg_diag_t *diag) {
+    if (l == NULL || pos == NULL || pos->seq == 0 || pos->segment == 0 ||
+        pos->length < TG_LEDGER_RECORD_OVERHEAD || pos->length > TG_LEDGER_RECORD_MAX) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "ledger read: invalid position");
+    }
+    pthread_mutex_lock(&l->stat_mu);
+    uint64_t head_seq = l->pub_head_seq;
+    pthread_mutex_unlock(&l->stat_mu);
+    if (pos->seq > head_seq) {
+        return tg_diag_set(diag, TG_ERR_NOT_FOUND, "ledger read: seq %llu is not in the ledger",
+                           (unsigned long long)pos->seq);
+    }
+    char name[TG_LG_NAME_MAX];
+    tg_lg_seg_name(name, pos->segment);
+    tg_err_t rc = TG_OK;
+    uint8_t *rec = NULL;
+    int fd = open_segment(l, pos->segment, O_RDONLY);
+    if (fd < 0) {
+        return tg_diag_set(diag, errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO, "%s/%s: %s",
+                           l->dir, name, strerror(errno));
+    }
+    rec = malloc(pos->length);
+    if (rec == NULL) {
+        rc = TG_ERR_NOMEM;
+        goto done;
+    }
+    size_t got = 0;
+    while (got < pos->length) {
+        ssize_t k = pread(fd, rec + got, pos->length - got, (off_t)(pos->offset + got));
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k < 0) {
+            rc = tg_diag_set(diag, TG_ERR_IO, "%s/%s: read failed: %s", l->dir, name,
+                             strerror(errno));
+            goto done;
+        }
+        if (k == 0) {
+            rc = tg_diag_set(diag, TG_ERR_NOT_FOUND, "%s/%s: offset %llu is past the end", l->dir,
+                             name, (unsigned long long)pos->offset);
+            goto done;
+        }
+        got += (size_t)k;
+    }
+    tg_lg_hdr_t h;
+    char what[TG_DIAG_MAX];
+    uint8_t hash[HSZ];
+    if (tg_lg_hdr_parse(&h, rec, what, sizeof what) != TG_OK || h.seq != pos->seq ||
+        tg_lg_record_len(h.meta_len, h.payload_len) != pos->length ||
+        !tg_lg_hash_check(rec, pos->length, hash)) {
+        rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                         "%s/%s: seq %llu at offset %llu: record does not verify", l->dir, name,
+                         (unsigned long long)pos->seq, (unsigned long long)pos->offset);
+        goto done;
+    }
+    if (payload_out != NULL) {
+        tg_buf_reset(payload_out);
+        rc = tg_buf_append(payload_out, rec + TG_LEDGER_HEADER_SIZE + h.meta_len, h.payload_len);
+        if (rc) {
+            goto done;
+        }
+    }
+    if (meta_out != NULL) {
+        tg_buf_reset(meta_out);
+        rc = tg_buf_append(meta_out, rec + TG_LEDGER_HEADER_SIZE, h.meta_len);
+        if (rc) {
+            goto done;
+        }
+    }
+done:
+    free(rec);
+    close(fd);
+    return rc;
+}
+
+void tg_ledger_stats(const tg_ledger_t *cl, tg_ledger_stats_t *out) {
+    memset(out, 0, sizeof *out);
+    if (cl == NULL) {
+        return;
+    }
+    tg_ledger_t *l = (tg_ledger_t *)cl; /* counters and locks are mutable state */
+    out->records = atomic_load_explicit(&l->st_records, memory_order_relaxed);
+    out->bytes = atomic_load_explicit(&l->st_bytes, memory_order_relaxed);
+    out->batches = atomic_load_explicit(&l->st_batches, memory_order_relaxed);
+    out->last_batch = atomic_load_explicit(&l->st_last_batch, memory_order_relaxed);
+    out->max_batch = atomic_load_explicit(&l->st_max_batch, memory_order_relaxed);
+    out->fsyncs = atomic_load_explicit(&l->st_fsyncs, memory_order_relaxed);
+    out->fsync_sum_us = atomic_load_explicit(&l->st_fsync_sum_us, memory_order_relaxed);
+    out->failures = atomic_load_explicit(&l->st_failures, memory_order_relaxed);
+    out->rejected = atomic_load_explicit(&l->st_rejected, memory_order_relaxed);
+    for (size_t i = 0; i < TG_LEDGER_FSYNC_BUCKETS; i++) {
+        out->fsync_hist[i] = atomic_load_explicit(&l->st_fsync_hist[i], memory_order_relaxed);
+    }
+    for (size_t i = 0; i < TG_LEDGER_BATCH_BUCKETS; i++) {
+        out->batch_hist[i] = atomic_load_explicit(&l->st_batch_hist[i], memory_order_relaxed);
+    }
+    out->healthy = atomic_load(&l->healthy);
+    out->durability = l->durability;
+    pthread_mutex_lock(&l->mu);
+    out->queued = l->qcount;
+    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_lock(&l->stat_mu);
+    out->segment = l->pub_seg;
+    out->segment_bytes = l->pub_seg_bytes;
+    out->head_seq = l->pub_head_seq;
+    memcpy(out->head_hash, l->pub_head, HSZ);
+    pthread_mutex_unlock(&l->stat_mu);
+}
+
+void tg_ledger_close(tg_ledger_t *l) {
+    if (l == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&l->mu);
+    l->closing = true;
+    pthread_cond_signal(&l->work_cv);
+    pthread_mutex_unlock(&l->mu);
+    if (l->thread_started) {
+        pthread_join(l->thread, NULL);
+    }
+    ledger_free(l);
+}

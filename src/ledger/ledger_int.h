@@ -1,0 +1,87 @@
+/* ledger_int.h — internals shared by the ledger writer (ledger.c) and the scanner (format.c). */
+#ifndef TG_LEDGER_INT_H
+#define TG_LEDGER_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trigguard/ledger.h"
+
+#define TG_LG_LOCK_NAME "ledger.lock"
+#define TG_LG_PROBE_NAME "ledger.probe"
+#define TG_LG_SEGMENTS_MAX 1000000u /* more segment files than this: refuse (bounded listing) */
+
+typedef struct tg_lg_hdr {
+    uint8_t type;
+    uint64_t seq;
+    uint8_t prev[TG_LEDGER_HASH_SIZE];
+    uint32_t meta_len;
+    uint32_t payload_len;
+} tg_lg_hdr_t;
+
+/* Whole record length for these section lengths. */
+size_t tg_lg_record_len(uint32_t meta_len, uint32_t payload_len);
+
+/* Writes one complete record (tg_lg_record_len bytes) to dst and its record_hash to hash. */
+void tg_lg_encode(uint8_t *dst, uint8_t hash[TG_LEDGER_HASH_SIZE], uint8_t type, uint64_t seq,
+                  const uint8_t prev[TG_LEDGER_HASH_SIZE], const uint8_t *meta, uint32_t meta_len,
+                  const uint8_t *payload, uint32_t payload_len);
+
+/* Parses and checks the 60 header bytes at p (magic, version, header_check, type, flags,
+ * length caps). TG_ERR_LEDGER_CORRUPT with a short reason in what. */
+tg_err_t tg_lg_hdr_parse(tg_lg_hdr_t *h, const uint8_t *p, char *what, size_t what_len);
+
+/* Recomputes the record_hash of the complete record rec[0..len) into hash; true if it
+ * matches the stored one. */
+bool tg_lg_hash_check(const uint8_t *rec, size_t len, uint8_t hash[TG_LEDGER_HASH_SIZE]);
+
+/* Per-record callback of the scanner; a non-TG_OK return stops the scan (diag explains). */
+typedef tg_err_t (*tg_lg_rec_fn)(void *ud, const tg_ledger_record_t *rec, tg_diag_t *diag);
+
+/* What the next record must carry. next_seq 0 = not anchored: accept the first record's
+ * seq and prev_hash as given (single-file verify). */
+typedef struct tg_lg_chain {
+    uint64_t next_seq;
+    uint8_t prev[TG_LEDGER_HASH_SIZE];
+} tg_lg_chain_t;
+
+typedef struct tg_lg_fault {
+    tg_err_t err;
+    uint64_t seq;
+    uint64_t offset;
+    char what[TG_DIAG_MAX];
+} tg_lg_fault_t;
+
+typedef struct tg_lg_scan_result {
+    uint64_t good_end;   /* end of the last valid record */
+    uint64_t records;    /* valid records in this segment */
+    uint64_t first_seq;  /* of this segment (0 if none) */
+    bool torn;           /* last segment only: bytes after good_end are a torn tail */
+    uint64_t torn_bytes; /* size - good_end when torn */
+} tg_lg_scan_result_t;
+
+/* Scans one segment file (fd, size bytes, read with pread). Every record is checked as
+ * ledger.h describes, chain is advanced, cb (may be NULL) sees every valid record. A torn
+ * tail is only accepted when `last`. Returns TG_OK (res filled; maybe torn),
+ * TG_ERR_LEDGER_CORRUPT (fault filled), TG_ERR_IO, TG_ERR_NOMEM or the callback's error
+ * (fault filled, what = callback's diag). */
+tg_err_t tg_lg_scan_fd(tg_lg_scan_result_t *res, tg_lg_fault_t *fault, tg_lg_chain_t *chain, int fd,
+                       uint64_t size, uint32_t segment, bool last, tg_lg_rec_fn cb, void *ud);
+
+/* Lists the segment numbers in the directory (open dirfd; dir is for messages), sorted.
+ * Every entry named "ledger-*.tgl" must be a canonical segment name; the numbers must be
+ * 1..n without gaps. *out is malloc'ed (NULL when n == 0). Errors: TG_ERR_LEDGER_CORRUPT
+ * (bad name, gap), TG_ERR_IO, TG_ERR_NOMEM, TG_ERR_LIMIT (too many segments). */
+tg_err_t tg_lg_list_segments(uint32_t **out, size_t *n, int dirfd, const char *dir,
+                             tg_diag_t *diag);
+
+/* "ledger-000042.tgl" (never fails: 32 bytes hold every u32). */
+#define TG_LG_NAME_MAX 32
+void tg_lg_seg_name(char out[TG_LG_NAME_MAX], uint32_t segment);
+
+/* Little-endian helpers. */
+void tg_lg_put_u64(uint8_t *p, uint64_t v);
+uint64_t tg_lg_get_u64(const uint8_t *p);
+
+#endif /* TG_LEDGER_INT_H */

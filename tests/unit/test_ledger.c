@@ -1,0 +1,1403 @@
+/* test_ledger.c — ledger format, recovery, group commit, fault injection and verify. */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "trigguard/ledger.h"
+
+/* ---- fault injection: -Wl,--wrap=pwrite,--wrap=fdatasync,--wrap=fsync,--wrap=write,
+ * --wrap=malloc (see tests/unit/CMakeLists.txt). Each fault fails its next `count` calls
+ * (-1 = every call) until disarmed; disarmed wrappers call the real function. ---- */
+
+typedef struct fault {
+    atomic_int count;   /* calls left to fail; 0 = off; -1 = forever */
+    int err;            /* errno to report */
+    atomic_bool short_; /* pwrite/write only: write half, report the short count */
+    atomic_int calls;   /* every call seen (armed or not) */
+} fault_t;
+
+static fault_t f_pwrite, f_fdatasync, f_fsync, f_write, f_malloc, f_thread;
+static atomic_bool g_block_sync; /* fdatasync waits while set */
+static atomic_int g_sync_entered;
+
+ssize_t __real_pwrite(int fd, const void *buf, size_t n, off_t off);
+ssize_t __wrap_pwrite(int fd, const void *buf, size_t n, off_t off);
+int __real_fdatasync(int fd);
+int __wrap_fdatasync(int fd);
+int __real_fsync(int fd);
+int __wrap_fsync(int fd);
+ssize_t __real_write(int fd, const void *buf, size_t n);
+ssize_t __wrap_write(int fd, const void *buf, size_t n);
+void *__real_malloc(size_t n);
+void *__wrap_malloc(size_t n);
+int __real_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg);
+int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg);
+
+/* true if this call should fail (and consumes one armed failure). */
+static bool take(fault_t *f) {
+    atomic_fetch_add(&f->calls, 1);
+    int c = atomic_load(&f->count);
+    while (c != 0) {
+        if (c < 0) {
+            return true;
+        }
+        if (atomic_compare_exchange_weak(&f->count, &c, c - 1)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void arm(fault_t *f, int count, int err, bool short_write) {
+    f->err = err;
+    atomic_store(&f->short_, short_write);
+    atomic_store(&f->count, count);
+}
+
+static void disarm_all(void) {
+    fault_t *all[] = {&f_pwrite, &f_fdatasync, &f_fsync, &f_write, &f_malloc, &f_thread};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        atomic_store(&all[i]->count, 0);
+        atomic_store(&all[i]->short_, false);
+    }
+    atomic_store(&g_block_sync, false);
+}
+
+ssize_t __wrap_pwrite(int fd, const void *buf, size_t n, off_t off) {
+    if (take(&f_pwrite)) {
+        if (atomic_load(&f_pwrite.short_) && n > 1) {
+            return __real_pwrite(fd, buf, n / 2, off);
+        }
+        errno = f_pwrite.err;
+        return -1;
+    }
+    return __real_pwrite(fd, buf, n, off);
+}
+
+int __wrap_fdatasync(int fd) {
+    atomic_fetch_add(&g_sync_entered, 1);
+    while (atomic_load(&g_block_sync)) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (take(&f_fdatasync)) {
+        errno = f_fdatasync.err;
+        return -1;
+    }
+    return __real_fdatasync(fd);
+}
+
+int __wrap_fsync(int fd) {
+    if (take(&f_fsync)) {
+        errno = f_fsync.err;
+        return -1;
+    }
+    return __real_fsync(fd);
+}
+
+ssize_t __wrap_write(int fd, const void *buf, size_t n) {
+    if (take(&f_write)) {
+        if (atomic_load(&f_write.short_) && n > 1) {
+            return __real_write(fd, buf, n / 2);
+        }
+        errno = f_write.err;
+        return -1;
+    }
+    return __real_write(fd, buf, n);
+}
+
+void *__wrap_malloc(size_t n) {
+    if (atomic_load(&f_malloc.count) != 0 && take(&f_malloc)) {
+        return NULL;
+    }
+    return __real_malloc(n);
+}
+
+int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg) {
+    if (take(&f_thread)) {
+        return f_thread.err;
+    }
+    return __real_pthread_create(t, a, fn, arg);
+}
+
+/* ---- helpers ---- */
+
+typedef struct tdir {
+    char path[64];
+} tdir_t;
+
+static void tdir_make(tdir_t *d) {
+    snprintf(d->path, sizeof d->path, "/tmp/tg_ledger_test_XXXXXX");
+    assert_non_null(mkdtemp(d->path));
+}
+
+static void tdir_remove(tdir_t *d) {
+    DIR *dd = opendir(d->path);
+    if (dd != NULL) {
+        struct dirent *e;
+        while ((e = readdir(dd)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) {
+                continue;
+            }
+            char p[384];
+            snprintf(p, sizeof p, "%s/%s", d->path, e->d_name);
+            unlink(p);
+        }
+        closedir(dd);
+    }
+    rmdir(d->path);
+}
+
+static void seg_path(char *out, size_t n, const tdir_t *d, uint32_t seg) {
+    char name[32];
+    assert_int_equal(tg_ledger_segment_name(name, sizeof name, seg), TG_OK);
+    snprintf(out, n, "%s/%s", d->path, name);
+}
+
+static uint8_t *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long sz = ftell(f);
+    assert_true(sz >= 0);
+    rewind(f);
+    uint8_t *b = malloc((size_t)sz + 1);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, (size_t)sz, f), (size_t)sz);
+    fclose(f);
+    *len = (size_t)sz;
+    return b;
+}
+
+static void spit(const char *path, const uint8_t *b, size_t len) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    if (len) {
+        assert_int_equal(fwrite(b, 1, len, f), len);
+    }
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Overwrites one byte in place. */
+static void poke(const char *path, size_t off, uint8_t v) {
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, (long)off, SEEK_SET), 0);
+    assert_int_equal(fputc(v, f), v);
+    assert_int_equal(fclose(f), 0);
+}
+
+static off_t fsize(const char *path) {
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return st.st_size;
+}
+
+static tg_ledger_opts_t opts_for(const tdir_t *d) {
+    tg_ledger_opts_t o = TG_LEDGER_OPTS_INIT;
+    o.dir = d->path;
+    o.retry_ms = TG_LEDGER_RETRY_NEVER;
+    return o;
+}
+
+/* Payload of record i: deterministic JSON-ish text of varying length. */
+static size_t make_payload(char *out, size_t cap, uint64_t i) {
+    int n = snprintf(out, cap, "{\"decision\":\"PERMIT\",\"i\":%llu,\"pad\":\"%.*s\"}",
+                     (unsigned long long)i, (int)(i % 37),
+                     "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+    return (size_t)n;
+}
+
+static void append_n(tg_ledger_t *l, uint64_t from, uint64_t n) {
+    for (uint64_t i = from; i < from + n; i++) {
+        char p[128], m[32];
+        size_t pl = make_payload(p, sizeof p, i);
+        int ml = snprintf(m, sizeof m, "meta-%llu", (unsigned long long)i);
+        tg_ledger_pos_t pos;
+        uint8_t type = (i % 5 == 4) ? TG_LEDGER_TYPE_SILENCE : TG_LEDGER_TYPE_RECEIPT;
+        assert_int_equal(tg_ledger_append_sync(l, type, m, (size_t)ml, p, pl, &pos), TG_OK);
+        assert_int_equal(pos.seq, i);
+    }
+}
+
+/* Replay collector. */
+typedef struct collect {
+    uint64_t n;
+    uint64_t last_seq;
+    uint32_t last_seg;
+    uint8_t last_hash[32];
+    bool bad;
+    tg_ledger_pos_t pos[64];
+    tg_err_t fail_at_seq_rc;
+    uint64_t fail_at_seq;
+} collect_t;
+
+static tg_err_t collect_fn(void *ud, const tg_ledger_record_t *rec) {
+    collect_t *c = ud;
+    if (c->fail_at_seq != 0 && rec->seq == c->fail_at_seq) {
+        return c->fail_at_seq_rc;
+    }
+    char p[128], m[32];
+    size_t pl = make_payload(p, sizeof p, rec->seq);
+    int ml = snprintf(m, sizeof m, "meta-%llu", (unsigned long long)rec->seq);
+    uint8_t type = (rec->seq % 5 == 4) ? TG_LEDGER_TYPE_SILENCE : TG_LEDGER_TYPE_RECEIPT;
+    if (rec->seq != c->last_seq + 1 || rec->type != type || rec->payload_len != pl ||
+        memcmp(rec->payload, p, pl) != 0 || rec->meta_len != (size_t)ml ||
+        memcmp(rec->meta, m, (size_t)ml) != 0 || rec->pos.seq != rec->seq ||
+        rec->pos.segment < c->last_seg || memcmp(rec->prev_hash, c->last_hash, 32) != 0) {
+        c->bad = true;
+    }
+    if (c->n < 64) {
+        c->pos[c->n] = rec->pos;
+    }
+    c->n++;
+    c->last_seq = rec->seq;
+    c->last_seg = rec->pos.segment;
+    memcpy(c->last_hash, rec->hash, 32);
+    return TG_OK;
+}
+
+static void reopen_check(const tdir_t *d, uint64_t expect_records) {
+    tg_ledger_opts_t o = opts_for(d);
+    tg_ledger_t *l = NULL;
+    collect_t c;
+    memset(&c, 0, sizeof c);
+    tg_ledger_recovery_t rep;
+    tg_diag_t diag = {{0}};
+    tg_err_t rc = tg_ledger_open(&l, &o, collect_fn, &c, &rep, &diag);
+    if (rc) {
+        print_error("open: %s\n", diag.msg);
+    }
+    assert_int_equal(rc, TG_OK);
+    assert_false(c.bad);
+    assert_int_equal(c.n, expect_records);
+    assert_int_equal(rep.records, expect_records);
+    assert_int_equal(rep.last_seq, expect_records);
+    assert_memory_equal(rep.head_hash, c.last_hash, 32);
+    tg_ledger_close(l);
+    tg_ledger_verify_report_t vr;
+    rc = tg_ledger_verify_path(&vr, d->path, NULL, &diag);
+    if (rc) {
+        print_error("verify: %s\n", diag.msg);
+    }
+    assert_int_equal(rc, TG_OK);
+    assert_int_equal(vr.records, expect_records);
+    assert_memory_equal(vr.head_hash, c.last_hash, 32);
+}
+
+static int setup(void **state) {
+    (void)state;
+    disarm_all();
+    return 0;
+}
+
+/* ---- tests ---- */
+
+static void test_names(void **state) {
+    (void)state;
+    tg_durability_t d;
+    assert_int_equal(tg_durability_parse(&d, "fsync"), TG_OK);
+    assert_int_equal(d, TG_DURABILITY_FSYNC);
+    assert_int_equal(tg_durability_parse(&d, "batch"), TG_OK);
+    assert_int_equal(d, TG_DURABILITY_BATCH);
+    assert_int_equal(tg_durability_parse(&d, "none"), TG_OK);
+    assert_int_equal(d, TG_DURABILITY_NONE);
+    assert_int_equal(tg_durability_parse(&d, "FSYNC"), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_durability_parse(&d, NULL), TG_ERR_INVALID_ARG);
+    assert_string_equal(tg_durability_name((tg_durability_t)9), "unknown");
+    char name[18];
+    assert_int_equal(tg_ledger_segment_name(name, sizeof name, 42), TG_OK);
+    assert_string_equal(name, "ledger-000042.tgl");
+    assert_int_equal(tg_ledger_segment_name(name, 17, 42), TG_ERR_BUFFER_TOO_SMALL);
+    char big[32];
+    assert_int_equal(tg_ledger_segment_name(big, sizeof big, 1234567), TG_OK);
+    assert_string_equal(big, "ledger-1234567.tgl");
+}
+
+/* The bytes on disk follow the table of ledger.h exactly (an independent reader). */
+static void test_layout(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    tg_ledger_t *l = NULL;
+    tg_ledger_recovery_t rep;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, NULL), TG_OK);
+    assert_true(rep.created);
+    assert_int_equal(rep.records, 0);
+    tg_ledger_pos_t p1, p2;
+    assert_int_equal(tg_ledger_append_sync(l, 1, "ab", 2, "{\"x\":1}", 7, &p1), TG_OK);
+    assert_int_equal(tg_ledger_append_sync(l, 2, NULL, 0, "{}", 2, &p2), TG_OK);
+    tg_ledger_stats_t st;
+    tg_ledger_stats(l, &st);
+    tg_ledger_close(l);
+    assert_int_equal(p1.seq, 1);
+    assert_int_equal(p1.offset, 0);
+    assert_int_equal(p1.segment, 1);
+    assert_int_equal(p1.length, 92 + 2 + 7);
+    assert_int_equal(p2.offset, p1.length);
+    assert_int_equal(p2.length, 92 + 2);
+    char path[128];
+    seg_path(path, sizeof path, &d, 1);
+    size_t len;
+    uint8_t *b = slurp(path, &len);
+    assert_int_equal(len, p1.length + p2.length);
+    static const uint8_t hdr1[] = {'T', 'G', 'L', 'R', 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+    assert_memory_equal(b, hdr1, sizeof hdr1);
+    uint8_t zero[32] = {0}, h[32], h1[32];
+    assert_memory_equal(b + 16, zero, 32);
+    static const uint8_t lens1[] = {2, 0, 0, 0, 7, 0, 0, 0};
+    assert_memory_equal(b + 48, lens1, 8);
+    crypto_hash_sha256(h, b, 56);
+    assert_memory_equal(b + 56, h, 4);
+    assert_memory_equal(b + 60, "ab{\"x\":1}", 9);
+    crypto_hash_sha256(h1, b, 69);
+    assert_memory_equal(b + 69, h1, 32);
+    const uint8_t *r2 = b + p1.length;
+    static const uint8_t hdr2[] = {'T', 'G', 'L', 'R', 1, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0};
+    assert_memory_equal(r2, hdr2, sizeof hdr2);
+    assert_memory_equal(r2 + 16, h1, 32); /* chained to record 1 */
+    crypto_hash_sha256(h, r2, 62);
+    assert_memory_equal(r2 + 62, h, 32);
+    assert_int_equal(st.head_seq, 2);
+    assert_memory_equal(st.head_hash, h, 32);
+    assert_int_equal(st.records, 2);
+    assert_int_equal(st.bytes, len);
+    assert_true(st.healthy);
+    assert_int_equal(st.durability, TG_DURABILITY_FSYNC);
+    assert_int_equal(st.segment, 1);
+    assert_int_equal(st.segment_bytes, len);
+    assert_true(st.fsyncs >= 2);
+    free(b);
+    tdir_remove(&d);
+}
+
+static void test_roundtrip(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 1, 20);
+    tg_ledger_close(l);
+    reopen_check(&d, 20);
+    /* Reopen, keep appending: the chain continues across opens. */
+    collect_t c;
+    memset(&c, 0, sizeof c);
+    tg_ledger_recovery_t rep;
+    assert_int_equal(tg_ledger_open(&l, &o, collect_fn, &c, &rep, NULL), TG_OK);
+    assert_false(rep.created);
+    assert_false(rep.torn);
+    assert_int_equal(rep.first_seq, 1);
+    assert_int_equal(rep.segments, 1);
+    append_n(l, 21, 5);
+    /* read_at each replayed position returns the record's bytes */
+    tg_buf_t pay, meta;
+    tg_buf_init(&pay, 0);
+    tg_buf_init(&meta, 0);
+    for (uint64_t i = 0; i < 20; i++) {
+        assert_int_equal(tg_ledger_read_at(l, &c.pos[i], &pay, &meta, NULL), TG_OK);
+        char p[128], m[32];
+        size_t pl = make_payload(p, sizeof p, i + 1);
+        int ml = snprintf(m, sizeof m, "meta-%llu", (unsigned long long)(i + 1));
+        assert_int_equal(pay.len, pl);
+        assert_memory_equal(pay.data, p, pl);
+        assert_int_equal(meta.len, (size_t)ml);
+        assert_memory_equal(meta.data, m, (size_t)ml);
+    }
+    assert_int_equal(tg_ledger_read_at(l, &c.pos[3], NULL, NULL, NULL), TG_OK);
+    tg_ledger_close(l);
+    tg_buf_free(&pay);
+    tg_buf_free(&meta);
+    reopen_check(&d, 25);
+    tdir_remove(&d);
+}
+
+static void test_args(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    tg_ledger_t *l = NULL;
+    tg_diag_t diag;
+    assert_int_equal(tg_ledger_open(NULL, &o, NULL, NULL, NULL, NULL), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_ledger_open(&l, NULL, NULL, NULL, NULL, NULL), TG_ERR_INVALID_ARG);
+    tg_ledger_opts_t bad = o;
+    bad.dir = NULL;
+    assert_int_equal(tg_ledger_open(&l, &bad, NULL, NULL, NULL, NULL), TG_ERR_INVALID_ARG);
+    bad = o;
+    bad.durability = (tg_durability_t)7;
+    assert_int_equal(tg_ledger_open(&l, &bad, NULL, NULL, NULL, &diag), TG_ERR_INVALID_ARG);
+    bad = o;
+    bad.dir = "/nonexistent-parent-dir/x/y";
+    assert_int_equal(tg_ledger_open(&l, &bad, NULL, NULL, NULL, &diag), TG_ERR_IO);
+    assert_null(l);
+
+    /* the writer thread cannot start: nothing is left open (the lock is free again) */
+    arm(&f_thread, 1, EAGAIN, false);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, &diag), TG_ERR_INTERNAL);
+    assert_null(l);
+    disarm_all();
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    /* a second opener of the same directory is refused (flock) */
+    tg_ledger_t *l2 = NULL;
+    assert_int_equal(tg_ledger_open(&l2, &o, NULL, NULL, NULL, &diag), TG_ERR_IO);
+    assert_non_null(strstr(diag.msg, "locked"));
+    assert_null(l2);
+
+    static uint8_t big[TG_LEDGER_PAYLOAD_MAX + 1];
+    static uint8_t meta[TG_LEDGER_META_MAX + 1];
+    tg_ledger_pos_t pos;
+    assert_int_equal(tg_ledger_append_sync(l, 0, NULL, 0, "x", 1, &pos), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_ledger_append_sync(l, 3, NULL, 0, "x", 1, &pos), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_ledger_append_sync(l, 1, NULL, 3, "x", 1, &pos), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_ledger_append_sync(l, 1, NULL, 0, NULL, 1, &pos), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_ledger_append_sync(NULL, 1, NULL, 0, "x", 1, &pos), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_ledger_append(l, 1, NULL, 0, "x", 1, NULL, NULL), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_ledger_append_sync(l, 1, meta, sizeof meta, "x", 1, &pos), TG_ERR_LIMIT);
+    assert_int_equal(tg_ledger_append_sync(l, 1, NULL, 0, big, sizeof big, &pos), TG_ERR_LIMIT);
+    /* exactly at the caps: accepted, and an empty payload too */
+    assert_int_equal(
+        tg_ledger_append_sync(l, 1, meta, TG_LEDGER_META_MAX, big, TG_LEDGER_PAYLOAD_MAX, &pos),
+        TG_OK);
+    assert_int_equal(pos.length, TG_LEDGER_RECORD_MAX);
+    assert_int_equal(tg_ledger_append_sync(l, 2, NULL, 0, NULL, 0, &pos), TG_OK);
+    assert_int_equal(pos.seq, 2);
+    /* allocation failure when copying the record */
+    arm(&f_malloc, 1, 0, false);
+    assert_int_equal(tg_ledger_append_sync(l, 1, NULL, 0, "x", 1, &pos), TG_ERR_NOMEM);
+    disarm_all();
+    assert_false(tg_ledger_healthy(NULL));
+    assert_int_equal(tg_ledger_try_recover(NULL, NULL), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_ledger_try_recover(l, NULL), TG_OK); /* healthy: nothing to do */
+    tg_ledger_close(l);
+    tg_ledger_close(NULL);
+
+    tg_ledger_verify_report_t vr;
+    assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, NULL), TG_OK);
+    assert_int_equal(vr.records, 2);
+    assert_int_equal(vr.receipts, 1);
+    assert_int_equal(vr.silences, 1);
+    assert_true(vr.anchored);
+    assert_int_equal(tg_ledger_verify_path(NULL, d.path, NULL, NULL), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_ledger_verify_path(&vr, NULL, NULL, NULL), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_ledger_verify_path(&vr, "/nonexistent/ledger", NULL, &diag),
+                     TG_ERR_NOT_FOUND);
+    assert_int_equal(tg_ledger_verify_path(&vr, "/dev/null", NULL, &diag), TG_ERR_IO);
+    tdir_remove(&d);
+    /* an empty directory has no ledger to verify */
+    tdir_make(&d);
+    assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, &diag), TG_ERR_NOT_FOUND);
+    tdir_remove(&d);
+}
+
+static void test_replay_error(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 1, 5);
+    tg_ledger_close(l);
+    collect_t c;
+    memset(&c, 0, sizeof c);
+    c.fail_at_seq = 3;
+    c.fail_at_seq_rc = TG_ERR_LIMIT;
+    tg_diag_t diag;
+    assert_int_equal(tg_ledger_open(&l, &o, collect_fn, &c, NULL, &diag), TG_ERR_LIMIT);
+    assert_null(l);
+    assert_int_equal(c.n, 2);
+    assert_non_null(strstr(diag.msg, "seq 3"));
+    /* the lock was released: a normal open works */
+    reopen_check(&d, 5);
+    tdir_remove(&d);
+}
+
+/* Truncate the last record at every byte offset: earlier records survive, the torn one is
+ * reported and dropped, and the next append continues the chain. */
+static void test_torn_every_offset(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    o.durability = TG_DURABILITY_NONE; /* speed; the file contents are what matter here */
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 1, 3);
+    tg_ledger_close(l);
+    char path[128];
+    seg_path(path, sizeof path, &d, 1);
+    size_t full;
+    uint8_t *orig = slurp(path, &full);
+    collect_t c0;
+    memset(&c0, 0, sizeof c0);
+    assert_int_equal(tg_ledger_open(&l, &o, collect_fn, &c0, NULL, NULL), TG_OK);
+    tg_ledger_close(l);
+    size_t last_off = (size_t)c0.pos[2].offset;
+    assert_int_equal(last_off + c0.pos[2].length, full);
+    for (size_t cut = last_off; cut < full; cut++) {
+        spit(path, orig, cut);
+        tg_ledger_verify_report_t vr;
+        tg_err_t vrc = tg_ledger_verify_path(&vr, d.path, NULL, NULL);
+        assert_int_equal(vrc, cut == last_off ? TG_OK : TG_ERR_LEDGER_TORN);
+        assert_int_equal(vr.records, 2);
+        if (cut > last_off) {
+            assert_int_equal(vr.fault_offset, last_off);
+            assert_int_equal(vr.fault_seq, 3);
+            assert_int_equal(vr.torn_bytes, cut - last_off);
+        }
+        collect_t c;
+        memset(&c, 0, sizeof c);
+        tg_ledger_recovery_t rep;
+        tg_diag_t diag = {{0}};
+        tg_err_t rc = tg_ledger_open(&l, &o, collect_fn, &c, &rep, &diag);
+        if (rc) {
+            print_error("cut %zu: %s\n", cut, diag.msg);
+        }
+        assert_int_equal(rc, TG_OK);
+        assert_int_equal(c.n, 2);
+        assert_false(c.bad);
+        assert_int_equal(rep.torn, cut > last_off);
+        if (cut > last_off) {
+            assert_int_equal(rep.torn_segment, 1);
+            assert_int_equal(rep.torn_offset, last_off);
+            assert_int_equal(rep.torn_bytes, cut - last_off);
+            assert_non_null(strstr(rep.message, "torn"));
+        }
+        assert_int_equal(fsize(path), (off_t)last_off);
+        append_n(l, 3, 1); /* seq 3 again, chained to record 2 */
+        tg_ledger_close(l);
+        size_t nlen;
+        uint8_t *now = slurp(path, &nlen);
+        assert_int_equal(nlen, full);
+        assert_memory_equal(now, orig, full); /* deterministic: the same bytes as before */
+        free(now);
+    }
+    free(orig);
+    reopen_check(&d, 3);
+    tdir_remove(&d);
+}
+
+/* A tail of zero bytes (file extended without data after power loss) is torn; garbage is
+ * corruption; so is an incomplete tail in a segment that is not the last. */
+static void test_tails(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 1, 2);
+    tg_ledger_close(l);
+    char path[128];
+    seg_path(path, sizeof path, &d, 1);
+    size_t full;
+    uint8_t *orig = slurp(path, &full);
+    uint8_t *buf = calloc(1, full + 300);
+    assert_non_null(buf);
+    memcpy(buf, orig, full);
+    tg_ledger_recovery_t rep;
+    tg_diag_t diag;
+    size_t zl[] = {1, 59, 60, 61, 300};
+    for (size_t i = 0; i < sizeof zl / sizeof zl[0]; i++) {
+        memset(buf + full, 0, 300);
+        spit(path, buf, full + zl[i]);
+        assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, &diag), TG_OK);
+        assert_true(rep.torn);
+        assert_int_equal(rep.torn_bytes, zl[i]);
+        assert_int_equal(rep.records, 2);
+        tg_ledger_close(l);
+    }
+    /* non-zero garbage, short and long */
+    static const char *garbage[] = {"x", "hello world", "TGLX"};
+    for (size_t i = 0; i < 3; i++) {
+        memcpy(buf + full, garbage[i], strlen(garbage[i]));
+        spit(path, buf, full + strlen(garbage[i]));
+        assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, &diag), TG_ERR_LEDGER_CORRUPT);
+        assert_non_null(strstr(diag.msg, "ledger-000001.tgl"));
+        assert_non_null(strstr(diag.msg, "seq 3"));
+    }
+    memset(buf + full, 0, 300);
+    memset(buf + full + 100, 0x41, 200);
+    spit(path, buf, full + 300);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, &diag), TG_ERR_LEDGER_CORRUPT);
+    /* a magic prefix longer than 60 bytes with a bad header is corrupt, not torn */
+    memcpy(buf + full, orig, 60);
+    buf[full + 20] ^= 1;
+    spit(path, buf, full + 70);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(diag.msg, "header check"));
+    /* a complete header of a wrong sequence number whose body runs past EOF: corrupt */
+    spit(path, buf, full);
+    memcpy(buf + full, orig, 70); /* record 1's header again: seq 1, not 3 */
+    spit(path, buf, full + 70);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(diag.msg, "sequence number 1 where 3"));
+    spit(path, orig, full);
+    reopen_check(&d, 2);
+    free(buf);
+    free(orig);
+    tdir_remove(&d);
+}
+
+/* Flip every bit of a small ledger: each flip is corruption, reported at the damaged record,
+ * by verify and by open. */
+static void test_bitflips(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 1, 3);
+    tg_ledger_close(l);
+    char path[128];
+    seg_path(path, sizeof path, &d, 1);
+    size_t full;
+    uint8_t *orig = slurp(path, &full);
+    collect_t c0;
+    memset(&c0, 0, sizeof c0);
+    assert_int_equal(tg_ledger_open(&l, &o, collect_fn, &c0, NULL, NULL), TG_OK);
+    tg_ledger_close(l);
+    for (size_t i = 0; i < full; i++) {
+        size_t rec = 0;
+        while (rec < 2 && i >= c0.pos[rec + 1].offset) {
+            rec++;
+        }
+        for (int bit = 0; bit < 8; bit++) {
+            poke(path, i, (uint8_t)(orig[i] ^ (1u << bit)));
+            tg_ledger_verify_report_t vr;
+            tg_err_t rc = tg_ledger_verify_path(&vr, path, NULL, NULL);
+            if (rc != TG_ERR_LEDGER_CORRUPT) {
+                print_error("byte %zu bit %d: %s\n", i, bit, tg_err_name(rc));
+            }
+            assert_int_equal(rc, TG_ERR_LEDGER_CORRUPT);
+            assert_int_equal(vr.fault_offset, c0.pos[rec].offset);
+            assert_int_equal(vr.fault_seq, rec + 1);
+            assert_int_equal(vr.records, rec);
+            if (bit == (int)(i % 8)) { /* open on one bit per byte (it is slower) */
+                tg_diag_t diag;
+                assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, &diag),
+                                 TG_ERR_LEDGER_CORRUPT);
+                char want[64];
+                snprintf(want, sizeof want, "seq %zu at offset %llu", rec + 1,
+                         (unsigned long long)c0.pos[rec].offset);
+                assert_non_null(strstr(diag.msg, want));
+                assert_non_null(strstr(diag.msg, "ledger-000001.tgl"));
+            }
+        }
+        poke(path, i, orig[i]);
+    }
+    reopen_check(&d, 3);
+    free(orig);
+    tdir_remove(&d);
+}
+
+static void test_rotation(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    o.segment_max_bytes = 600;
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 1, 30);
+    /* a record larger than the limit gets a segment of its own */
+    static uint8_t big[2000];
+    tg_ledger_pos_t pos;
+    tg_ledger_stats_t st;
+    tg_ledger_stats(l, &st);
+    assert_int_equal(tg_ledger_append_sync(l, 1, NULL, 0, big, sizeof big, &pos), TG_OK);
+    assert_int_equal(pos.segment, st.segment + 1);
+    assert_int_equal(pos.offset, 0);
+    tg_ledger_close(l);
+    uint32_t nseg = pos.segment;
+    assert_true(nseg >= 4);
+    for (uint32_t s = 1; s <= nseg; s++) {
+        char p[128];
+        seg_path(p, sizeof p, &d, s);
+        assert_true(fsize(p) <= 600 || s == nseg);
+    }
+    /* replay across segments (records 1..30 match the generator; 31 is the big one) */
+    collect_t c;
+    memset(&c, 0, sizeof c);
+    tg_ledger_recovery_t rep;
+    assert_int_equal(tg_ledger_open(&l, &o, collect_fn, &c, &rep, NULL), TG_OK);
+    assert_int_equal(rep.segments, nseg);
+    assert_int_equal(rep.records, 31);
+    assert_int_equal(c.n, 31);
+    assert_int_equal(c.last_seg, nseg);
+    /* the next append rotates again (the big segment is over the limit) */
+    char pl[128];
+    size_t pll = make_payload(pl, sizeof pl, 32);
+    assert_int_equal(tg_ledger_append_sync(l, 1, "meta-32", 7, pl, pll, &pos), TG_OK);
+    assert_int_equal(pos.segment, nseg + 1);
+    tg_buf_t pay;
+    tg_buf_init(&pay, 0);
+    assert_int_equal(tg_ledger_read_at(l, &c.pos[0], &pay, NULL, NULL), TG_OK);
+    assert_int_equal(tg_ledger_read_at(l, &c.pos[29], &pay, NULL, NULL), TG_OK);
+    assert_true(c.pos[29].segment > 1);
+    tg_buf_free(&pay);
+    tg_ledger_close(l);
+    tg_ledger_verify_report_t vr;
+    tg_diag_t diag;
+    assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, &diag), TG_OK);
+    assert_int_equal(vr.records, 32);
+    assert_int_equal(vr.segments, nseg + 1);
+    assert_int_equal(vr.first_segment, 1);
+    assert_int_equal(vr.last_segment, nseg + 1);
+    assert_int_equal(vr.first_seq, 1);
+    assert_int_equal(vr.last_seq, 32);
+    /* one middle segment alone verifies its internal chain, unanchored */
+    char p2[128];
+    seg_path(p2, sizeof p2, &d, 2);
+    assert_int_equal(tg_ledger_verify_path(&vr, p2, NULL, &diag), TG_OK);
+    assert_false(vr.anchored);
+    assert_true(vr.first_seq > 1);
+    assert_int_equal(vr.first_segment, 2);
+    tdir_remove(&d);
+}
+
+/* Build a 4-segment ledger for the damage tests. */
+static uint32_t build_segments(const tdir_t *d) {
+    tg_ledger_opts_t o = opts_for(d);
+    o.segment_max_bytes = 500;
+    o.durability = TG_DURABILITY_NONE;
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 1, 16);
+    tg_ledger_stats_t st;
+    tg_ledger_stats(l, &st);
+    tg_ledger_close(l);
+    assert_true(st.segment >= 4);
+    return st.segment;
+}
+
+static void expect_corrupt(const tdir_t *d, const char *needle) {
+    tg_ledger_opts_t o = opts_for(d);
+    tg_ledger_t *l = NULL;
+    tg_diag_t diag = {{0}};
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_null(l);
+    if (strstr(diag.msg, needle) == NULL) {
+        print_error("open diag '%s' lacks '%s'\n", diag.msg, needle);
+        fail();
+    }
+    tg_ledger_verify_report_t vr;
+    assert_int_equal(tg_ledger_verify_path(&vr, d->path, NULL, &diag), TG_ERR_LEDGER_CORRUPT);
+    if (strstr(diag.msg, needle) == NULL) {
+        print_error("verify diag '%s' lacks '%s'\n", diag.msg, needle);
+        fail();
+    }
+}
+
+static void test_missing_segments(void **state) {
+    (void)state;
+    tdir_t d;
+    char p[128], q[128];
+    /* missing middle segment */
+    tdir_make(&d);
+    build_segments(&d);
+    seg_path(p, sizeof p, &d, 2);
+    assert_int_equal(unlink(p), 0);
+    expect_corrupt(&d, "ledger-000002.tgl");
+    tdir_remove(&d);
+    /* missing first segment */
+    tdir_make(&d);
+    build_segments(&d);
+    seg_path(p, sizeof p, &d, 1);
+    assert_int_equal(unlink(p), 0);
+    expect_corrupt(&d, "ledger-000001.tgl");
+    tdir_remove(&d);
+    /* a middle segment replaced by the next one (renumbered): the chain breaks */
+    tdir_make(&d);
+    uint32_t n = build_segments(&d);
+    seg_path(p, sizeof p, &d, 2);
+    seg_path(q, sizeof q, &d, 3);
+    assert_int_equal(rename(q, p), 0);
+    for (uint32_t s = 4; s <= n; s++) {
+        seg_path(p, sizeof p, &d, s - 1);
+        seg_path(q, sizeof q, &d, s);
+        assert_int_equal(rename(q, p), 0);
+    }
+    expect_corrupt(&d, "ledger-000002.tgl: seq");
+    tdir_remove(&d);
+    /* an empty middle segment */
+    tdir_make(&d);
+    build_segments(&d);
+    seg_path(p, sizeof p, &d, 2);
+    assert_int_equal(truncate(p, 0), 0);
+    expect_corrupt(&d, "ledger-000002.tgl");
+    tdir_remove(&d);
+    /* an incomplete record at the end of a middle segment is not a torn tail */
+    tdir_make(&d);
+    build_segments(&d);
+    seg_path(p, sizeof p, &d, 2);
+    assert_int_equal(truncate(p, fsize(p) - 1), 0);
+    expect_corrupt(&d, "ledger-000002.tgl");
+    tdir_remove(&d);
+    /* a non-canonical segment name */
+    tdir_make(&d);
+    build_segments(&d);
+    snprintf(p, sizeof p, "%s/ledger-7.tgl", d.path);
+    spit(p, (const uint8_t *)"", 0);
+    expect_corrupt(&d, "ledger-7.tgl");
+    tdir_remove(&d);
+    /* other files are ignored; a truncated last segment (an empty last segment) is fine */
+    tdir_make(&d);
+    n = build_segments(&d);
+    snprintf(p, sizeof p, "%s/notes.txt", d.path);
+    spit(p, (const uint8_t *)"hi", 2);
+    seg_path(p, sizeof p, &d, n + 1);
+    spit(p, (const uint8_t *)"", 0);
+    reopen_check(&d, 16);
+    tdir_remove(&d);
+}
+
+/* ---- group commit ---- */
+
+#define GC_THREADS 8
+#define GC_PER 2000
+
+typedef struct gc_slot {
+    atomic_int calls;
+    uint64_t seq;
+    tg_err_t status;
+} gc_slot_t;
+
+static gc_slot_t gc_slots[GC_THREADS][GC_PER];
+static tg_ledger_t *gc_ledger;
+
+static void gc_done(void *ud, tg_err_t status, const tg_ledger_pos_t *pos) {
+    gc_slot_t *s = ud;
+    s->seq = pos->seq;
+    s->status = status;
+    atomic_fetch_add(&s->calls, 1);
+}
+
+static void *gc_thread(void *arg) {
+    size_t t = (size_t)(uintptr_t)arg;
+    for (size_t i = 0; i < GC_PER; i++) {
+        char p[64];
+        int n = snprintf(p, sizeof p, "{\"t\":%zu,\"i\":%zu}", t, i);
+        tg_err_t rc;
+        while ((rc = tg_ledger_append(gc_ledger, 1, &t, sizeof t, p, (size_t)n, gc_done,
+                                      &gc_slots[t][i])) == TG_ERR_OVERLOADED) {
+            sched_yield();
+        }
+        if (rc != TG_OK) {
+            return (void *)1;
+        }
+    }
+    return NULL;
+}
+
+static void test_group_commit(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    o.queue_max = 4096;
+    o.max_batch = 512;
+    memset(gc_slots, 0, sizeof gc_slots);
+    assert_int_equal(tg_ledger_open(&gc_ledger, &o, NULL, NULL, NULL, NULL), TG_OK);
+    pthread_t th[GC_THREADS];
+    for (size_t t = 0; t < GC_THREADS; t++) {
+        assert_int_equal(pthread_create(&th[t], NULL, gc_thread, (void *)(uintptr_t)t), 0);
+    }
+    for (size_t t = 0; t < GC_THREADS; t++) {
+        void *ret;
+        assert_int_equal(pthread_join(th[t], &ret), 0);
+        assert_null(ret);
+    }
+    tg_ledger_close(gc_ledger); /* drains: every done() has run when close returns */
+    static uint8_t seen[GC_THREADS * GC_PER + 1];
+    memset(seen, 0, sizeof seen);
+    for (size_t t = 0; t < GC_THREADS; t++) {
+        uint64_t prev = 0;
+        for (size_t i = 0; i < GC_PER; i++) {
+            gc_slot_t *s = &gc_slots[t][i];
+            assert_int_equal(atomic_load(&s->calls), 1);
+            assert_int_equal(s->status, TG_OK);
+            assert_true(s->seq >= 1 && s->seq <= GC_THREADS * GC_PER);
+            assert_true(s->seq > prev); /* one thread's appends keep their order */
+            prev = s->seq;
+            assert_int_equal(seen[s->seq], 0);
+            seen[s->seq] = 1;
+        }
+    }
+    /* replay sees exactly these records: record seq's meta names its thread */
+    tg_ledger_verify_report_t vr;
+    assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, NULL), TG_OK);
+    assert_int_equal(vr.records, GC_THREADS * GC_PER);
+    tg_ledger_t *l = NULL;
+    tg_ledger_recovery_t rep;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, NULL), TG_OK);
+    assert_int_equal(rep.last_seq, GC_THREADS * GC_PER);
+    tg_ledger_close(l);
+    tdir_remove(&d);
+}
+
+static void test_group_commit_batches(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    o.queue_max = 8;
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    static gc_slot_t slots[9];
+    memset(slots, 0, sizeof slots);
+    /* hold the writer inside fdatasync of the first record, queue 8 more: one batch */
+    atomic_store(&g_sync_entered, 0);
+    atomic_store(&g_block_sync, true);
+    assert_int_equal(tg_ledger_append(l, 1, NULL, 0, "a", 1, gc_done, &slots[0]), TG_OK);
+    while (atomic_load(&g_sync_entered) == 0) {
+        sched_yield();
+    }
+    for (size_t i = 1; i < 9; i++) {
+        assert_int_equal(tg_ledger_append(l, 1, NULL, 0, "b", 1, gc_done, &slots[i]), TG_OK);
+    }
+    /* the queue is full: refused immediately */
+    assert_int_equal(tg_ledger_append(l, 1, NULL, 0, "c", 1, gc_done, NULL), TG_ERR_OVERLOADED);
+    tg_ledger_stats_t st;
+    tg_ledger_stats(l, &st);
+    assert_int_equal(st.queued, 8);
+    assert_int_equal(st.rejected, 1);
+    assert_int_equal(atomic_load(&slots[0].calls), 0); /* not acknowledged before the sync */
+    atomic_store(&g_block_sync, false);
+    tg_ledger_close(l);
+    for (size_t i = 0; i < 9; i++) {
+        assert_int_equal(atomic_load(&slots[i].calls), 1);
+        assert_int_equal(slots[i].status, TG_OK);
+        assert_int_equal(slots[i].seq, i + 1);
+    }
+    tg_ledger_stats(NULL, &st);
+    assert_int_equal(st.records, 0);
+    tg_ledger_verify_report_t vr;
+    assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, NULL), TG_OK);
+    assert_int_equal(vr.records, 9);
+    tdir_remove(&d);
+}
+
+/* ---- fault injection ---- */
+
+static tg_ledger_t *open_fault(const tdir_t *d, tg_durability_t mode) {
+    tg_ledger_opts_t o = opts_for(d);
+    o.durability = mode;
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    return l;
+}
+
+/* One failure kind: the append fails, nothing is acknowledged or left in the file, appends
+ * fail fast until recovery, then the chain continues. */
+static void one_fault(fault_t *f, int err, bool short_write, tg_durability_t mode) {
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_t *l = open_fault(&d, mode);
+    append_n(l, 1, 3);
+    char path[128];
+    seg_path(path, sizeof path, &d, 1);
+    off_t before = fsize(path);
+    arm(f, 1, err, short_write);
+    char p[128];
+    size_t pl = make_payload(p, sizeof p, 4);
+    tg_ledger_pos_t pos;
+    assert_int_equal(tg_ledger_append_sync(l, 1, "meta-4", 6, p, pl, &pos),
+                     TG_ERR_LEDGER_UNHEALTHY);
+    assert_int_equal(pos.seq, 0);
+    assert_false(tg_ledger_healthy(l));
+    assert_int_equal(fsize(path), before); /* truncated back: nothing unacknowledged stays */
+    assert_int_equal(tg_ledger_append_sync(l, 1, "meta-4", 6, p, pl, &pos),
+                     TG_ERR_LEDGER_UNHEALTHY);
+    tg_ledger_stats_t st;
+    tg_ledger_stats(l, &st);
+    assert_false(st.healthy);
+    assert_int_equal(st.failures, 1);
+    assert_int_equal(st.head_seq, 3);
+    assert_int_equal(st.records, 3);
+    disarm_all();
+    assert_int_equal(tg_ledger_try_recover(l, NULL), TG_OK);
+    assert_true(tg_ledger_healthy(l));
+    append_n(l, 4, 2);
+    tg_ledger_close(l);
+    reopen_check(&d, 5);
+    tdir_remove(&d);
+}
+
+static void test_fault_pwrite_eio(void **state) {
+    (void)state;
+    one_fault(&f_pwrite, EIO, false, TG_DURABILITY_FSYNC);
+}
+
+static void test_fault_pwrite_enospc(void **state) {
+    (void)state;
+    one_fault(&f_pwrite, ENOSPC, false, TG_DURABILITY_FSYNC);
+}
+
+static void test_fault_short_write(void **state) {
+    (void)state;
+    one_fault(&f_pwrite, 0, true, TG_DURABILITY_FSYNC);
+    one_fault(&f_pwrite, 0, true, TG_DURABILITY_BATCH);
+    one_fault(&f_pwrite, 0, true, TG_DURABILITY_NONE);
+}
+
+static void test_fault_fdatasync(void **state) {
+    (void)state;
+    one_fault(&f_fdatasync, EIO, false, TG_DURABILITY_FSYNC);
+    one_fault(&f_fdatasync, ENOSPC, false, TG_DURABILITY_FSYNC);
+}
+
+/* Every append in flight when the failure hits fails; none is acknowledged. */
+static void test_fault_batch_in_flight(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_t *l = open_fault(&d, TG_DURABILITY_FSYNC);
+    append_n(l, 1, 2);
+    static gc_slot_t slots[6];
+    memset(slots, 0, sizeof slots);
+    atomic_store(&g_sync_entered, 0);
+    atomic_store(&g_block_sync, true);
+    assert_int_equal(tg_ledger_append(l, 1, NULL, 0, "a", 1, gc_done, &slots[0]), TG_OK);
+    while (atomic_load(&g_sync_entered) == 0) {
+        sched_yield();
+    }
+    for (size_t i = 1; i < 6; i++) {
+        assert_int_equal(tg_ledger_append(l, 1, NULL, 0, "b", 1, gc_done, &slots[i]), TG_OK);
+    }
+    arm(&f_fdatasync, 1, EIO, false); /* the held sync fails */
+    atomic_store(&g_block_sync, false);
+    for (size_t i = 0; i < 6; i++) {
+        while (atomic_load(&slots[i].calls) == 0) {
+            sched_yield();
+        }
+        assert_int_equal(atomic_load(&slots[i].calls), 1);
+        assert_int_equal(slots[i].status, TG_ERR_LEDGER_UNHEALTHY);
+        assert_int_equal(slots[i].seq, 0);
+    }
+    assert_false(tg_ledger_healthy(l));
+    /* recovery itself can fail: the disk still refuses */
+    arm(&f_fdatasync, -1, EIO, false);
+    tg_diag_t diag;
+    assert_int_equal(tg_ledger_try_recover(l, &diag), TG_ERR_LEDGER_UNHEALTHY);
+    assert_non_null(strstr(diag.msg, "fdatasync"));
+    disarm_all();
+    arm(&f_write, 1, ENOSPC, false); /* the probe write fails */
+    assert_int_equal(tg_ledger_try_recover(l, &diag), TG_ERR_LEDGER_UNHEALTHY);
+    assert_non_null(strstr(diag.msg, "probe"));
+    disarm_all();
+    assert_int_equal(tg_ledger_try_recover(l, &diag), TG_OK);
+    append_n(l, 3, 2);
+    tg_ledger_close(l);
+    reopen_check(&d, 4);
+    tdir_remove(&d);
+}
+
+/* Automatic retry brings the ledger back without try_recover. */
+static void test_fault_auto_retry(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    o.retry_ms = 20;
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 1, 1);
+    arm(&f_pwrite, 1, EIO, false);
+    assert_int_equal(tg_ledger_append_sync(l, 1, NULL, 0, "x", 1, NULL), TG_ERR_LEDGER_UNHEALTHY);
+    int waited = 0;
+    while (!tg_ledger_healthy(l) && waited < 3000) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+        waited += 5;
+    }
+    assert_true(tg_ledger_healthy(l));
+    append_n(l, 2, 1);
+    tg_ledger_close(l);
+    reopen_check(&d, 2);
+    tdir_remove(&d);
+}
+
+/* Rotation failures: creating the directory entry durably fails, then recovery. */
+static void test_fault_rotation(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    o.segment_max_bytes = 400;
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 1, 2);
+    tg_ledger_stats_t st;
+    tg_ledger_stats(l, &st);
+    uint32_t seg = st.segment;
+    uint64_t n = 3;
+    /* append until the next one needs a new segment, failing the directory fsync */
+    arm(&f_fsync, -1, EIO, false);
+    for (;;) {
+        char p[128], m[32];
+        size_t pl = make_payload(p, sizeof p, n);
+        int ml = snprintf(m, sizeof m, "meta-%llu", (unsigned long long)n);
+        uint8_t type = (n % 5 == 4) ? TG_LEDGER_TYPE_SILENCE : TG_LEDGER_TYPE_RECEIPT;
+        tg_err_t rc = tg_ledger_append_sync(l, type, m, (size_t)ml, p, pl, NULL);
+        if (rc != TG_OK) {
+            assert_int_equal(rc, TG_ERR_LEDGER_UNHEALTHY);
+            break;
+        }
+        n++;
+    }
+    tg_ledger_stats(l, &st);
+    assert_false(st.healthy);
+    assert_int_equal(st.segment, seg + 1);
+    assert_int_equal(st.head_seq, n - 1);
+    tg_diag_t diag;
+    assert_int_equal(tg_ledger_try_recover(l, &diag), TG_ERR_LEDGER_UNHEALTHY);
+    assert_non_null(strstr(diag.msg, "directory"));
+    disarm_all();
+    assert_int_equal(tg_ledger_try_recover(l, &diag), TG_OK);
+    append_n(l, n, 3);
+    tg_ledger_close(l);
+    reopen_check(&d, n + 2);
+    tdir_remove(&d);
+}
+
+/* ---- durability modes: count fdatasyncs ---- */
+
+static void test_modes(void **state) {
+    (void)state;
+    tg_durability_t modes[] = {TG_DURABILITY_FSYNC, TG_DURABILITY_BATCH, TG_DURABILITY_NONE};
+    for (size_t m = 0; m < 3; m++) {
+        tdir_t d;
+        tdir_make(&d);
+        tg_ledger_opts_t o = opts_for(&d);
+        o.durability = modes[m];
+        o.batch_interval_ms = 100000; /* no timed sync during the test */
+        tg_ledger_t *l = NULL;
+        assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+        int before = atomic_load(&f_fdatasync.calls);
+        append_n(l, 1, 20);
+        int during = atomic_load(&f_fdatasync.calls) - before;
+        tg_ledger_stats_t st;
+        tg_ledger_stats(l, &st);
+        assert_int_equal(st.durability, modes[m]);
+        assert_int_equal(st.records, 20);
+        tg_ledger_close(l);
+        int after = atomic_load(&f_fdatasync.calls) - before;
+        if (modes[m] == TG_DURABILITY_FSYNC) {
+            assert_true(during >= 20); /* sequential appends: one sync each */
+            assert_int_equal(st.fsyncs, (uint64_t)during);
+            uint64_t hsum = 0;
+            for (size_t i = 0; i < TG_LEDGER_FSYNC_BUCKETS; i++) {
+                hsum += st.fsync_hist[i];
+            }
+            assert_int_equal(hsum, st.fsyncs);
+            assert_int_equal(st.batches, 20);
+            assert_int_equal(st.batch_hist[0], 20); /* all batches of one record */
+            assert_int_equal(st.last_batch, 1);
+            assert_int_equal(st.max_batch, 1);
+        } else {
+            assert_int_equal(during, 0); /* acknowledged after write(), before any sync */
+            assert_int_equal(after, 1);  /* close makes it durable */
+        }
+        reopen_check(&d, 20);
+        tdir_remove(&d);
+    }
+    /* BATCH with a short interval syncs on its own while idle */
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    o.durability = TG_DURABILITY_BATCH;
+    o.batch_interval_ms = 5;
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    int before = atomic_load(&f_fdatasync.calls);
+    append_n(l, 1, 1);
+    int waited = 0;
+    while (atomic_load(&f_fdatasync.calls) == before && waited < 2000) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+        waited += 2;
+    }
+    assert_true(atomic_load(&f_fdatasync.calls) > before);
+    /* a failing timed sync makes a BATCH ledger unhealthy too */
+    arm(&f_fdatasync, -1, EIO, false);
+    append_n(l, 2, 1); /* acknowledged at write() */
+    waited = 0;
+    while (tg_ledger_healthy(l) && waited < 2000) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+        waited += 2;
+    }
+    assert_false(tg_ledger_healthy(l));
+    disarm_all();
+    assert_int_equal(tg_ledger_try_recover(l, NULL), TG_OK);
+    append_n(l, 3, 1);
+    tg_ledger_close(l);
+    reopen_check(&d, 3);
+    tdir_remove(&d);
+}
+
+/* ---- reads and verify callbacks ---- */
+
+static void test_read_at_errors(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_t *l = open_fault(&d, TG_DURABILITY_FSYNC);
+    append_n(l, 1, 3);
+    tg_ledger_pos_t pos;
+    assert_int_equal(tg_ledger_append_sync(l, 1, NULL, 0, "{\"k\":1}", 7, &pos), TG_OK);
+    tg_buf_t pay;
+    tg_buf_init(&pay, 0);
+    tg_diag_t diag;
+    tg_ledger_pos_t bad = pos;
+    bad.seq = 99;
+    assert_int_equal(tg_ledger_read_at(l, &bad, &pay, NULL, &diag), TG_ERR_NOT_FOUND);
+    bad = pos;
+    bad.segment = 7;
+    assert_int_equal(tg_ledger_read_at(l, &bad, &pay, NULL, &diag), TG_ERR_NOT_FOUND);
+    bad = pos;
+    bad.offset = 100000;
+    assert_int_equal(tg_ledger_read_at(l, &bad, &pay, NULL, &diag), TG_ERR_NOT_FOUND);
+    bad = pos;
+    bad.length = 10;
+    assert_int_equal(tg_ledger_read_at(l, &bad, &pay, NULL, &diag), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_ledger_read_at(l, NULL, &pay, NULL, &diag), TG_ERR_INVALID_ARG);
+    bad = pos;
+    bad.seq = 3; /* the position of seq 4 claimed as seq 3 */
+    assert_int_equal(tg_ledger_read_at(l, &bad, &pay, NULL, &diag), TG_ERR_LEDGER_CORRUPT);
+    bad = pos;
+    bad.offset -= 1;
+    assert_int_equal(tg_ledger_read_at(l, &bad, &pay, NULL, &diag), TG_ERR_LEDGER_CORRUPT);
+    /* output buffer limit */
+    tg_buf_t small;
+    tg_buf_init(&small, 3);
+    assert_int_equal(tg_ledger_read_at(l, &pos, &small, NULL, &diag), TG_ERR_LIMIT);
+    tg_buf_t msmall;
+    tg_buf_init(&msmall, 1);
+    tg_ledger_pos_t p1 = {1, 0, 1, 0};
+    p1.length = (uint32_t)(92 + 6 + make_payload((char[128]){0}, 128, 1));
+    assert_int_equal(tg_ledger_read_at(l, &p1, NULL, &msmall, &diag), TG_ERR_LIMIT);
+    tg_buf_free(&small);
+    tg_buf_free(&msmall);
+    /* damage on disk under a running ledger is caught by the re-verification */
+    char path[128];
+    seg_path(path, sizeof path, &d, 1);
+    size_t len;
+    uint8_t *b = slurp(path, &len);
+    b[pos.offset + 65] ^= 0x20;
+    spit(path, b, len);
+    assert_int_equal(tg_ledger_read_at(l, &pos, &pay, NULL, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(diag.msg, "seq 4"));
+    b[pos.offset + 65] ^= 0x20;
+    spit(path, b, len);
+    assert_int_equal(tg_ledger_read_at(l, &pos, &pay, NULL, &diag), TG_OK);
+    assert_int_equal(pay.len, 7);
+    free(b);
+    tg_buf_free(&pay);
+    /* an unreadable segment file */
+    assert_int_equal(chmod(path, 0), 0);
+    if (geteuid() != 0) {
+        assert_int_equal(tg_ledger_read_at(l, &pos, NULL, NULL, &diag), TG_ERR_IO);
+    }
+    assert_int_equal(chmod(path, 0600), 0);
+    tg_ledger_close(l);
+    tdir_remove(&d);
+}
+
+static tg_err_t check_fail_at_3(void *ud, const tg_ledger_record_t *rec, tg_diag_t *diag) {
+    int *calls = ud;
+    (*calls)++;
+    if (rec->seq == 3) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SIGNATURE, "signature of seq 3 is bad");
+    }
+    return TG_OK;
+}
+
+static void test_verify_check(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_t *l = open_fault(&d, TG_DURABILITY_NONE);
+    append_n(l, 1, 5);
+    tg_ledger_close(l);
+    int calls = 0;
+    tg_ledger_verify_opts_t vo = {check_fail_at_3, &calls};
+    tg_ledger_verify_report_t vr;
+    tg_diag_t diag;
+    assert_int_equal(tg_ledger_verify_path(&vr, d.path, &vo, &diag), TG_ERR_RECEIPT_SIGNATURE);
+    assert_int_equal(calls, 3);
+    assert_int_equal(vr.fault, TG_ERR_RECEIPT_SIGNATURE);
+    assert_int_equal(vr.fault_seq, 3);
+    assert_int_equal(vr.records, 2);
+    assert_string_equal(vr.fault_what, "signature of seq 3 is bad");
+    assert_non_null(strstr(vr.fault_file, "ledger-000001.tgl"));
+    assert_non_null(strstr(diag.msg, "seq 3 at offset"));
+    /* a file that is not a ledger at all */
+    char p[128];
+    seg_path(p, sizeof p, &d, 1);
+    spit(p, (const uint8_t *)"{\"not\":\"a ledger\"}\n", 19);
+    assert_int_equal(tg_ledger_verify_path(&vr, p, NULL, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_int_equal(vr.fault_offset, 0);
+    assert_non_null(strstr(diag.msg, "incomplete record header"));
+    static const char text[] = "{\"this is\": \"a JSON document of more than sixty bytes, "
+                               "not a ledger segment\"}\n";
+    spit(p, (const uint8_t *)text, sizeof text - 1);
+    assert_int_equal(tg_ledger_verify_path(&vr, p, NULL, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_int_equal(vr.fault_seq, 1);
+    assert_non_null(strstr(diag.msg, "magic"));
+    tdir_remove(&d);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_names, setup),
+        cmocka_unit_test_setup(test_layout, setup),
+        cmocka_unit_test_setup(test_roundtrip, setup),
+        cmocka_unit_test_setup(test_args, setup),
+        cmocka_unit_test_setup(test_replay_error, setup),
+        cmocka_unit_test_setup(test_torn_every_offset, setup),
+        cmocka_unit_test_setup(test_tails, setup),
+        cmocka_unit_test_setup(test_bitflips, setup),
+        cmocka_unit_test_setup(test_rotation, setup),
+        cmocka_unit_test_setup(test_missing_segments, setup),
+        cmocka_unit_test_setup(test_group_commit, setup),
+        cmocka_unit_test_setup(test_group_commit_batches, setup),
+        cmocka_unit_test_setup(test_fault_pwrite_eio, setup),
+        cmocka_unit_test_setup(test_fault_pwrite_enospc, setup),
+        cmocka_unit_test_setup(test_fault_short_write, setup),
+        cmocka_unit_test_setup(test_fault_fdatasync, setup),
+        cmocka_unit_test_setup(test_fault_batch_in_flight, setup),
+        cmocka_unit_test_setup(test_fault_auto_retry, setup),
+        cmocka_unit_test_setup(test_fault_rotation, setup),
+        cmocka_unit_test_setup(test_modes, setup),
+        cmocka_unit_test_setup(test_read_at_errors, setup),
+        cmocka_unit_test_setup(test_verify_check, setup),
+    };
+    if (sodium_init() < 0) {
+        return 1;
+    }
+    if (getenv("TG_TEST_FILTER") != NULL) {
+        cmocka_set_test_filter(getenv("TG_TEST_FILTER"));
+    }
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
