@@ -47,8 +47,8 @@ static void run_mutations(const uint8_t *data, size_t size) {
             break;
         case 2: /* overwrite with an interesting byte */
             if (n) {
-                static const uint8_t interesting[] = {'"', '\\', '{', '}', '[', ']', ',', ':',
-                                                      '0', '-', 'e', 0x00, 0x80, 0xc0, 0xed, 0xff};
+                static const uint8_t interesting[] = {'"', '\\', '{', '}',  '[',  ']',  ',',  ':',
+                                                      '0', '-',  'e', 0x00, 0x80, 0xc0, 0xed, 0xff};
                 buf[rng_next() % n] = interesting[rng_next() % sizeof interesting];
             }
             break;
@@ -110,7 +110,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "replay: no corpus files found\n");
         return 1;
     }
-    printf("replay: %zu corpus files, %d mutations each, no crash\n", files,
-           TG_REPLAY_MUTATIONS);
+    printf("replay: %zu corpus files, %d mutations each, no crash\n", files, TG_REPLAY_MUTATIONS);
     return 0;
 }
