@@ -14,6 +14,15 @@ typedef struct {
 
 /* Subcommands in the order `trigguard --help` lists them. */
 static const tg_cmd_entry_t tg_commands[] = {
+    {"canon", tg_cmd_canon, "RFC 8785 canonical JSON (or its SHA-256) of stdin"},
+    {"keygen", tg_cmd_keygen, "generate an Ed25519 signing key (PKCS#8 PEM, mode 0600)"},
+    {"keys", tg_cmd_keys, "print keys.json (key discovery) for PEM key files"},
+    {"receipt", tg_cmd_receipt, "receipt sign: sign receipt fields with a private key"},
+    {"verify", tg_cmd_verify, "verify a signed receipt offline (VALID / INVALID: reason)"},
+    {"check", tg_cmd_check, "decide a request file in-process (PERMIT 0, DENY 3, SILENCE 4)"},
+    {"policy", tg_cmd_policy, "policy check: validate and compile a policy bundle"},
+    {"serve", tg_cmd_serve, "run the authorization daemon (HTTP API, signed receipts)"},
+    {"ledger", tg_cmd_ledger, "ledger verify|dump|append: check the receipt ledger offline"},
     {NULL, NULL, NULL},
 };
 

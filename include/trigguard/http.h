@@ -1,0 +1,110 @@
+/* http.h — libmicrohttpd lifecycle and the transport-neutral exchange.
+ *
+ * The HTTP layer is glue: it reads a bounded request, fills a tg_exchange_t, calls
+ * one handler, and sends exactly one response built from the exchange. It holds no
+ * policy logic. A handler either completes the exchange before returning, or calls
+ * tg_exchange_defer() and later tg_exchange_complete() from any thread (the ledger
+ * writer does this once the receipt is durable); in between, the connection is
+ * suspended and no event thread waits for it.
+ *
+ * Ownership: the exchange lives in the per-request context the HTTP layer allocates
+ * on the first callback and frees in libmicrohttpd's completion callback (which also
+ * runs for aborted requests). Request strings point into that context or into
+ * libmicrohttpd's connection memory and are valid until the response is queued.
+ * The response body buffer belongs to the exchange; the HTTP layer hands it to
+ * libmicrohttpd without copying.
+ */
+#ifndef TRIGGUARD_HTTP_H
+#define TRIGGUARD_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trigguard/buf.h"
+#include "trigguard/err.h"
+
+#define TG_HTTP_REQUEST_ID_MAX 64
+
+typedef struct tg_exchange tg_exchange_t;
+
+struct tg_exchange {
+    /* ---- request, filled by the HTTP layer ---- */
+    int listener;             /* 0 = main, 1 = the /decide-only listener */
+    const char *method;       /* "GET", "POST", ... */
+    const char *path;         /* URL path without query */
+    bool explain;             /* ?explain=1 */
+    const char *authorization; /* header or NULL */
+    const char *content_type;  /* header or NULL */
+    const char *idempotency_header; /* Idempotency-Key header or NULL */
+    char request_id[TG_HTTP_REQUEST_ID_MAX + 1]; /* caller's X-Request-Id or generated */
+    const char *body;         /* NUL-terminated copy of the body */
+    size_t body_len;
+    bool body_too_large;      /* the body passed --max-body: respond 413 */
+    int64_t start_ns;         /* monotonic time of the first byte of headers */
+
+    /* ---- response, filled by the handler ---- */
+    int status;
+    tg_buf_t out;             /* response body (JSON unless content_type_out says otherwise) */
+    const char *content_type_out; /* static string; NULL = application/json */
+    int retry_after_s;        /* > 0: Retry-After header */
+    bool www_authenticate;    /* WWW-Authenticate: Bearer */
+    bool replayed;            /* Idempotent-Replayed: true */
+    const char *cache_control; /* static string or NULL */
+    const char *allow;        /* 405: Allow header (static) */
+
+    /* ---- access-log fields the handler may set (static or exchange-owned) ---- */
+    const char *log_route;
+    const char *log_tenant;
+    const char *log_decision;
+    const char *log_reason;
+    const char *log_surface;
+
+    /* ---- owned by the HTTP layer ---- */
+    void *http_ctx;
+};
+
+/* Marks the exchange as finished later. Call at most once, from the handler, before
+ * starting the asynchronous work whose completion calls tg_exchange_complete. */
+void tg_exchange_defer(tg_exchange_t *ex);
+
+/* Completes a deferred exchange; safe from any thread, exactly once per defer. */
+void tg_exchange_complete(tg_exchange_t *ex);
+
+/* The request handler: fills the response (status, out, headers) or defers. */
+typedef void (*tg_http_handler_fn)(void *ud, tg_exchange_t *ex);
+
+typedef struct tg_http_opts {
+    const char *listen;       /* IPv4 or IPv6 literal */
+    uint16_t port;            /* 0 = ephemeral */
+    int listener;             /* value copied into every exchange's `listener` */
+    unsigned threads;         /* epoll thread pool size, >= 1 */
+    unsigned max_connections;
+    unsigned connection_timeout_s;
+    size_t connection_memory;
+    size_t max_body;
+    const char *tls_cert_pem; /* both NULL = plain HTTP */
+    const char *tls_key_pem;
+} tg_http_opts_t;
+
+typedef struct tg_http_server tg_http_server_t;
+
+/* Starts listening and serving on the pool threads. Errors: TG_ERR_INVALID_ARG (bad
+ * address), TG_ERR_IO (bind/listen failed; diag says why), TG_ERR_NOMEM. */
+tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
+                       tg_http_handler_fn handler, void *ud, tg_diag_t *diag) TG_MUST_USE;
+
+/* The port actually bound (useful with port 0). */
+uint16_t tg_http_port(const tg_http_server_t *s);
+
+/* Requests accepted but not yet answered (including deferred ones). */
+unsigned tg_http_in_flight(const tg_http_server_t *s);
+
+/* Stops accepting new connections; requests in flight continue. */
+void tg_http_quiesce(tg_http_server_t *s);
+
+/* Waits up to timeout_ms for in-flight requests to finish, then stops the threads
+ * and frees the server. NULL-safe. Not thread-safe with other calls on s. */
+void tg_http_stop(tg_http_server_t *s, int64_t timeout_ms);
+
+#endif /* TRIGGUARD_HTTP_H */

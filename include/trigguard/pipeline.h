@@ -1,0 +1,48 @@
+/* pipeline.h — the daemon's request handling: SPEC §3.3 step by step, and every route.
+ *
+ * A tg_pipeline_t owns the loaded state (policy, key ring, tenants, limits, idempotency
+ * store, ledger, metrics). tg_pipeline_handle is the HTTP handler (http.h): it routes,
+ * answers, and for decisions that must be durable defers the exchange until the ledger
+ * writer reports the record on disk.
+ *
+ * Lifecycle (single-threaded): create → start the HTTP listeners with tg_pipeline_handle
+ * → (reload on SIGHUP, tick every second) → stop the listeners (in-flight requests drain)
+ * → destroy (closes the ledger, wipes keys). Everything in between is thread-safe.
+ */
+#ifndef TRIGGUARD_PIPELINE_H
+#define TRIGGUARD_PIPELINE_H
+
+#include "trigguard/config.h"
+#include "trigguard/err.h"
+#include "trigguard/http.h"
+
+typedef struct tg_pipeline tg_pipeline_t;
+
+/* Loads policy, keys, tenants and limits from cfg, opens the ledger and replays it into
+ * the idempotency/nonce tables. cfg is copied. Errors: TG_ERR_CONFIG (diag says which
+ * option and why), TG_ERR_POLICY_INVALID, TG_ERR_KEY_*, TG_ERR_LEDGER_*, TG_ERR_IO,
+ * TG_ERR_NOMEM. On error *out is NULL and nothing is left open. */
+tg_err_t tg_pipeline_create(tg_pipeline_t **out, const tg_config_t *cfg,
+                            tg_diag_t *diag) TG_MUST_USE;
+
+/* The HTTP handler (tg_http_handler_fn); ud is the pipeline. Thread-safe. */
+void tg_pipeline_handle(void *ud, tg_exchange_t *ex);
+
+/* Re-reads the policy file and swaps it in atomically; on any error the old policy
+ * keeps serving and the error is returned. Requests in flight finish on the policy
+ * they started with. Not reentrant (call from one control thread). */
+tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) TG_MUST_USE;
+
+/* Housekeeping: expires idempotency/nonce entries. Call about once a second. */
+void tg_pipeline_tick(tg_pipeline_t *p);
+
+/* Marks the pipeline ready (/readyz) once listeners are up, or not ready (shutdown). */
+void tg_pipeline_set_serving(tg_pipeline_t *p, bool serving);
+
+/* A one-line summary for the startup log: policy, key id, tenants, durability, ledger. */
+void tg_pipeline_describe(const tg_pipeline_t *p, char *out, size_t cap);
+
+/* Closes the ledger (after all exchanges completed), wipes keys, frees. NULL-safe. */
+void tg_pipeline_destroy(tg_pipeline_t *p);
+
+#endif /* TRIGGUARD_PIPELINE_H */

@@ -1,0 +1,188 @@
+/* cmd_serve.c — `trigguard serve`: load, listen, handle signals, drain, exit. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "cli.h"
+#include "trigguard/config.h"
+#include "trigguard/http.h"
+#include "trigguard/log.h"
+#include "trigguard/pipeline.h"
+#include "trigguard/version.h"
+
+#define TG_SERVE_DRAIN_MS 10000 /* longest wait for in-flight requests at shutdown */
+#define TG_TLS_FILE_MAX ((size_t)1024 * 1024)
+
+static unsigned default_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
+static int write_port_file(const char *path, unsigned port) {
+    char tmp[TG_CONFIG_STR_MAX + 8];
+    (void)snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL) {
+        return -1;
+    }
+    fprintf(f, "%u\n", port);
+    if (fclose(f) != 0) {
+        return -1;
+    }
+    return rename(tmp, path); /* readers never see a half-written file */
+}
+
+int tg_cmd_serve(int argc, char **argv) {
+    tg_config_t cfg;
+    tg_config_action_t action;
+    tg_diag_t diag = {{0}};
+    if (tg_config_parse(&cfg, &action, argc, argv, &diag) != TG_OK) {
+        fprintf(stderr, "trigguard serve: %s\n", diag.msg);
+        return TG_EXIT_USAGE;
+    }
+    if (action == TG_CONFIG_HELP) {
+        tg_config_usage(stdout);
+        return TG_EXIT_OK;
+    }
+    if (action == TG_CONFIG_PRINT) {
+        tg_config_print(stdout, &cfg);
+        sodium_memzero(&cfg, sizeof cfg);
+        return TG_EXIT_OK;
+    }
+    tg_log_level_t level;
+    tg_log_format_t format;
+    if (tg_log_level_parse(&level, cfg.log_level) != TG_OK ||
+        tg_log_format_parse(&format, cfg.log_format) != TG_OK) {
+        fprintf(stderr, "trigguard serve: bad --log-level or --log-format\n");
+        return TG_EXIT_USAGE;
+    }
+    tg_log_setup(level, format, STDERR_FILENO);
+
+    /* Signals go to this thread only (sigtimedwait below): block them before any
+     * other thread exists so every thread inherits the mask. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    char *tls_cert = NULL, *tls_key = NULL;
+    if (cfg.tls_cert[0]) {
+        tls_cert = tg_cli_read_file(cfg.tls_cert, TG_TLS_FILE_MAX, NULL);
+        tls_key = tg_cli_read_file(cfg.tls_key, TG_TLS_FILE_MAX, NULL);
+        if (tls_cert == NULL || tls_key == NULL) {
+            free(tls_cert);
+            free(tls_key);
+            return TG_EXIT_USAGE;
+        }
+    }
+
+    tg_pipeline_t *p = NULL;
+    tg_err_t rc = tg_pipeline_create(&p, &cfg, &diag);
+    sodium_memzero(cfg.api_keys, sizeof cfg.api_keys);
+    sodium_memzero(cfg.signing_key, sizeof cfg.signing_key);
+    if (rc != TG_OK) {
+        TG_LOG(TG_LOG_ERROR, "startup_failed", "%s", diag.msg[0] ? diag.msg : tg_strerror(rc));
+        if (tls_key) {
+            sodium_memzero(tls_key, strlen(tls_key));
+        }
+        free(tls_cert);
+        free(tls_key);
+        return TG_EXIT_USAGE;
+    }
+    char summary[1024];
+    tg_pipeline_describe(p, summary, sizeof summary);
+    if (action == TG_CONFIG_CHECK) {
+        printf("configuration OK: %s\n", summary);
+        tg_pipeline_destroy(p);
+        free(tls_cert);
+        free(tls_key);
+        return TG_EXIT_OK;
+    }
+
+    tg_http_opts_t ho = {
+        .listen = cfg.listen,
+        .port = (uint16_t)cfg.port,
+        .listener = 0,
+        .threads = cfg.threads ? (unsigned)cfg.threads : default_threads(),
+        .max_connections = (unsigned)cfg.max_connections,
+        .connection_timeout_s = (unsigned)cfg.connection_timeout_s,
+        .connection_memory = (size_t)cfg.connection_memory,
+        .max_body = (size_t)cfg.max_body,
+        .tls_cert_pem = tls_cert,
+        .tls_key_pem = tls_key,
+    };
+    tg_http_server_t *main_srv = NULL, *decide_srv = NULL;
+    rc = tg_http_start(&main_srv, &ho, tg_pipeline_handle, p, &diag);
+    if (rc == TG_OK && cfg.decide_port != 0) {
+        tg_http_opts_t dopts = ho;
+        dopts.port = (uint16_t)cfg.decide_port;
+        dopts.listener = 1;
+        rc = tg_http_start(&decide_srv, &dopts, tg_pipeline_handle, p, &diag);
+    }
+    if (tls_key) {
+        sodium_memzero(tls_key, strlen(tls_key));
+    }
+    free(tls_cert);
+    free(tls_key);
+    if (rc != TG_OK) {
+        TG_LOG(TG_LOG_ERROR, "startup_failed", "%s", diag.msg);
+        tg_http_stop(main_srv, 0);
+        tg_pipeline_destroy(p);
+        return TG_EXIT_USAGE;
+    }
+    unsigned port = tg_http_port(main_srv);
+    if (cfg.port_file[0] && write_port_file(cfg.port_file, port) != 0) {
+        TG_LOG(TG_LOG_WARN, "port_file", "cannot write %s: %s", cfg.port_file, strerror(errno));
+    }
+    tg_pipeline_set_serving(p, true);
+    TG_LOG(TG_LOG_INFO, "listening", "trigguard %s on %s:%u%s (%u threads); %s", TG_VERSION,
+           cfg.listen, port, cfg.tls_cert[0] ? " (TLS)" : "", ho.threads, summary);
+    if (decide_srv) {
+        TG_LOG(TG_LOG_INFO, "listening_decide", "/decide-only listener on %s:%u", cfg.listen,
+               (unsigned)tg_http_port(decide_srv));
+    }
+
+    int exit_code = TG_EXIT_OK;
+    for (;;) {
+        struct timespec tick = {1, 0};
+        int sig = sigtimedwait(&sigs, NULL, &tick);
+        if (sig < 0) {
+            tg_pipeline_tick(p);
+            continue;
+        }
+        if (sig == SIGHUP) {
+            tg_diag_t rd = {{0}};
+            rc = tg_pipeline_reload(p, &rd);
+            if (rc == TG_OK) {
+                tg_pipeline_describe(p, summary, sizeof summary);
+                TG_LOG(TG_LOG_INFO, "policy_reloaded", "%s", summary);
+            } else {
+                TG_LOG(TG_LOG_ERROR, "policy_reload_failed", "kept the old policy: %s",
+                       rd.msg[0] ? rd.msg : tg_strerror(rc));
+            }
+            continue;
+        }
+        TG_LOG(TG_LOG_INFO, "shutdown", "signal %d: draining in-flight requests", sig);
+        break;
+    }
+    tg_pipeline_set_serving(p, false);
+    /* Stop accepting, let every accepted request finish (the ledger keeps completing
+     * deferred ones), then close the ledger and wipe keys. */
+    tg_http_quiesce(main_srv);
+    tg_http_quiesce(decide_srv);
+    tg_http_stop(decide_srv, TG_SERVE_DRAIN_MS);
+    tg_http_stop(main_srv, TG_SERVE_DRAIN_MS);
+    tg_pipeline_destroy(p);
+    TG_LOG(TG_LOG_INFO, "stopped", "clean shutdown");
+    return exit_code;
+}

@@ -1,0 +1,358 @@
+/* server.c — libmicrohttpd glue: bounded bodies, one handler call, one response. */
+#include "trigguard/http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+struct tg_http_server {
+    struct MHD_Daemon *mhd;
+    tg_http_handler_fn handler;
+    void *ud;
+    int listener;
+    size_t max_body;
+    uint16_t port;
+    atomic_uint in_flight;
+    int quiesced_fd; /* listen socket handed back by MHD_quiesce_daemon, or -1 */
+};
+
+typedef enum { REQ_READING = 0, REQ_DEFERRED, REQ_READY, REQ_QUEUED } req_state_t;
+
+/* Per-request context: created on the first callback, freed on completion. */
+typedef struct {
+    tg_exchange_t ex;
+    tg_http_server_t *srv;
+    struct MHD_Connection *conn;
+    tg_buf_t body;
+    _Atomic int state;
+} req_ctx_t;
+
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Request ids need to be unique, not secret: a per-thread random prefix and a
+ * counter avoid a getrandom() call per request. */
+static _Thread_local uint64_t tl_rid_prefix;
+static _Thread_local uint64_t tl_rid_counter;
+
+static void make_request_id(char out[TG_HTTP_REQUEST_ID_MAX + 1]) {
+    if (tl_rid_prefix == 0) {
+        randombytes_buf(&tl_rid_prefix, sizeof tl_rid_prefix);
+        tl_rid_prefix |= 1;
+    }
+    (void)snprintf(out, TG_HTTP_REQUEST_ID_MAX + 1, "req_%016llx%08llx",
+                   (unsigned long long)tl_rid_prefix,
+                   (unsigned long long)(++tl_rid_counter & 0xffffffffu));
+}
+
+/* A caller's X-Request-Id is echoed only if it is short visible ASCII, so it can
+ * never inject headers or log lines. */
+static bool request_id_ok(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > TG_HTTP_REQUEST_ID_MAX) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x21 || c > 0x7e || c == '"' || c == '\\') {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void add_header(struct MHD_Response *r, const char *k, const char *v) {
+    (void)MHD_add_response_header(r, k, v);
+}
+
+static enum MHD_Result queue_exchange(req_ctx_t *ctx) {
+    tg_exchange_t *ex = &ctx->ex;
+    struct MHD_Response *resp;
+    if (ex->out.data != NULL && ex->out.len > 0) {
+        resp = MHD_create_response_from_buffer(ex->out.len, ex->out.data, MHD_RESPMEM_MUST_FREE);
+        if (resp != NULL) {
+            ex->out.data = NULL; /* libmicrohttpd owns it now */
+            ex->out.len = ex->out.cap = 0;
+        }
+    } else {
+        resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    }
+    if (resp == NULL) {
+        return MHD_NO;
+    }
+    add_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+               ex->content_type_out ? ex->content_type_out : "application/json");
+    add_header(resp, "X-Request-Id", ex->request_id);
+    if (ex->retry_after_s > 0) {
+        char v[24];
+        (void)snprintf(v, sizeof v, "%d", ex->retry_after_s);
+        add_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, v);
+    }
+    if (ex->www_authenticate) {
+        add_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    }
+    if (ex->replayed) {
+        add_header(resp, "Idempotent-Replayed", "true");
+    }
+    if (ex->cache_control) {
+        add_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, ex->cache_control);
+    }
+    if (ex->allow) {
+        add_header(resp, MHD_HTTP_HEADER_ALLOW, ex->allow);
+    }
+    atomic_store(&ctx->state, REQ_QUEUED);
+    enum MHD_Result ret = MHD_queue_response(ctx->conn, (unsigned)ex->status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+void tg_exchange_defer(tg_exchange_t *ex) {
+    req_ctx_t *ctx = ex->http_ctx;
+    atomic_store(&ctx->state, REQ_DEFERRED);
+    MHD_suspend_connection(ctx->conn);
+}
+
+void tg_exchange_complete(tg_exchange_t *ex) {
+    req_ctx_t *ctx = ex->http_ctx;
+    atomic_store(&ctx->state, REQ_READY);
+    MHD_resume_connection(ctx->conn);
+}
+
+static const char *header(struct MHD_Connection *c, const char *name) {
+    return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+static req_ctx_t *ctx_create(tg_http_server_t *srv, struct MHD_Connection *conn, const char *url,
+                             const char *method) {
+    req_ctx_t *ctx = calloc(1, sizeof *ctx);
+    if (ctx == NULL) {
+        return NULL;
+    }
+    ctx->srv = srv;
+    ctx->conn = conn;
+    tg_buf_init(&ctx->body, srv->max_body);
+    tg_exchange_t *ex = &ctx->ex;
+    tg_buf_init(&ex->out, 0);
+    ex->http_ctx = ctx;
+    ex->listener = srv->listener;
+    ex->start_ns = mono_ns();
+    ex->method = method;
+    ex->path = url; /* libmicrohttpd passes the path without the query string */
+    const char *explain = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "explain");
+    ex->explain = explain != NULL && (strcmp(explain, "1") == 0 || strcmp(explain, "true") == 0);
+    ex->authorization = header(conn, MHD_HTTP_HEADER_AUTHORIZATION);
+    ex->content_type = header(conn, MHD_HTTP_HEADER_CONTENT_TYPE);
+    ex->idempotency_header = header(conn, "Idempotency-Key");
+    const char *rid = header(conn, "X-Request-Id");
+    if (rid != NULL && request_id_ok(rid)) {
+        memcpy(ex->request_id, rid, strlen(rid) + 1);
+    } else {
+        make_request_id(ex->request_id);
+    }
+    const char *cl = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl != NULL) {
+        char *end = NULL;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (end != cl && n > srv->max_body) {
+            ex->body_too_large = true;
+        }
+    }
+    atomic_store(&ctx->state, REQ_READING);
+    atomic_fetch_add(&srv->in_flight, 1);
+    return ctx;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    (void)version;
+    tg_http_server_t *srv = cls;
+    req_ctx_t *ctx = *con_cls;
+    if (ctx == NULL) {
+        ctx = ctx_create(srv, conn, url, method);
+        if (ctx == NULL) {
+            return MHD_NO;
+        }
+        *con_cls = ctx;
+        if (ctx->ex.body_too_large) {
+            /* Refuse before reading a byte of an announced oversized body. */
+            srv->handler(srv->ud, &ctx->ex);
+            return queue_exchange(ctx);
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size != 0) {
+        if (!ctx->ex.body_too_large &&
+            tg_buf_append(&ctx->body, upload_data, *upload_data_size) != TG_OK) {
+            ctx->ex.body_too_large = true; /* keep draining, answer 413 at the end */
+            tg_buf_free(&ctx->body);
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    int state = atomic_load(&ctx->state);
+    if (state == REQ_READY) {
+        return queue_exchange(ctx);
+    }
+    if (state != REQ_READING) {
+        return MHD_YES; /* deferred and not ready yet, or already queued */
+    }
+    ctx->ex.body = ctx->body.data ? ctx->body.data : "";
+    ctx->ex.body_len = ctx->body.len;
+    srv->handler(srv->ud, &ctx->ex);
+    if (atomic_load(&ctx->state) == REQ_READING) {
+        return queue_exchange(ctx);
+    }
+    /* Deferred: the connection is suspended; tg_exchange_complete resumes it and
+     * libmicrohttpd calls us again with state REQ_READY. A completion that already
+     * happened is picked up the same way. */
+    return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)conn;
+    (void)toe;
+    tg_http_server_t *srv = cls;
+    req_ctx_t *ctx = *con_cls;
+    if (ctx == NULL) {
+        return;
+    }
+    tg_buf_free(&ctx->body);
+    tg_buf_free(&ctx->ex.out);
+    free(ctx);
+    *con_cls = NULL;
+    atomic_fetch_sub(&srv->in_flight, 1);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    (void)fmt;
+    (void)ap;
+    /* libmicrohttpd's own messages (client resets, timeouts) are not errors of ours;
+     * request-level outcomes are logged by the access log instead. */
+}
+
+tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
+                       tg_http_handler_fn handler, void *ud, tg_diag_t *diag) {
+    *out = NULL;
+    struct sockaddr_in sin;
+    struct sockaddr_in6 sin6;
+    const struct sockaddr *sa;
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                         MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO | MHD_USE_ERROR_LOG;
+    memset(&sin, 0, sizeof sin);
+    memset(&sin6, 0, sizeof sin6);
+    if (inet_pton(AF_INET, opts->listen, &sin.sin_addr) == 1) {
+        sin.sin_family = AF_INET;
+        sin.sin_port = htons(opts->port);
+        sa = (const struct sockaddr *)&sin;
+    } else if (inet_pton(AF_INET6, opts->listen, &sin6.sin6_addr) == 1) {
+        sin6.sin6_family = AF_INET6;
+        sin6.sin6_port = htons(opts->port);
+        sa = (const struct sockaddr *)&sin6;
+        flags |= MHD_USE_IPv6;
+    } else {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG,
+                           "--listen \"%s\" is not an IPv4 or IPv6 address", opts->listen);
+    }
+    if (opts->tls_cert_pem != NULL) {
+        flags |= MHD_USE_TLS;
+    }
+    tg_http_server_t *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    s->handler = handler;
+    s->ud = ud;
+    s->listener = opts->listener;
+    s->max_body = opts->max_body;
+    atomic_init(&s->in_flight, 0);
+    s->quiesced_fd = -1;
+    unsigned threads = opts->threads ? opts->threads : 1;
+    struct MHD_OptionItem tls_opts[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)opts->tls_cert_pem},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)opts->tls_key_pem},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    s->mhd = MHD_start_daemon(
+        flags, opts->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, sa,
+        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
+        opts->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, opts->connection_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, opts->connection_memory,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+        NULL, MHD_OPTION_ARRAY, opts->tls_cert_pem != NULL ? tls_opts : &tls_opts[2],
+        MHD_OPTION_END);
+    if (s->mhd == NULL) {
+        free(s);
+        return tg_diag_set(diag, TG_ERR_IO,
+                           "cannot listen on %s port %u (address in use, not local, or "
+                           "TLS material invalid)",
+                           opts->listen, (unsigned)opts->port);
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_LISTEN_FD);
+    s->port = opts->port;
+    if (info != NULL) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        if (getsockname(info->listen_fd, (struct sockaddr *)&ss, &sl) == 0) {
+            if (ss.ss_family == AF_INET) {
+                s->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+            } else if (ss.ss_family == AF_INET6) {
+                s->port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+            }
+        }
+    }
+    *out = s;
+    return TG_OK;
+}
+
+uint16_t tg_http_port(const tg_http_server_t *s) { return s->port; }
+
+unsigned tg_http_in_flight(const tg_http_server_t *s) {
+    return atomic_load(&((tg_http_server_t *)s)->in_flight);
+}
+
+void tg_http_quiesce(tg_http_server_t *s) {
+    if (s != NULL && s->mhd != NULL && s->quiesced_fd < 0) {
+        MHD_socket fd = MHD_quiesce_daemon(s->mhd);
+        if (fd != MHD_INVALID_SOCKET) {
+            /* itest fix: MHD_quiesce_daemon only stops polling the listen socket, which
+             * stays open: connections made while draining sat in its backlog and were
+             * reset at exit. shutdown() stops listening now (new connects are refused at
+             * once); close() must wait until after MHD_stop_daemon (MHD's contract). */
+            (void)shutdown(fd, SHUT_RDWR);
+            s->quiesced_fd = fd;
+        }
+    }
+}
+
+void tg_http_stop(tg_http_server_t *s, int64_t timeout_ms) {
+    if (s == NULL) {
+        return;
+    }
+    tg_http_quiesce(s);
+    int64_t deadline = mono_ns() + timeout_ms * 1000000;
+    while (atomic_load(&s->in_flight) > 0 && mono_ns() < deadline) {
+        struct timespec ts = {0, 5 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    MHD_stop_daemon(s->mhd);
+    if (s->quiesced_fd >= 0) {
+        (void)close(s->quiesced_fd);
+    }
+    free(s);
+}

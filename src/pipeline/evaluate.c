@@ -1,0 +1,753 @@
+/* evaluate.c — POST /v1/evaluate, /execute and /decide: SPEC §3.3 one step at a time. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "internal.h"
+#include "trigguard/clock.h"
+#include "trigguard/kernel.h"
+#include "trigguard/log.h"
+#include "trigguard/receipt.h"
+
+#define TG_TENANT_MAX TG_GUARD_TENANT_NAME_MAX
+#define TG_KEY_MAX TG_STORE_MAX_KEY_LEN_LIMIT
+
+/* What a request carries from the synchronous part to the ledger's done callback. */
+typedef struct eval_req {
+    tg_pipeline_t *p;
+    tg_exchange_t *ex;
+    tg_eval_mode_t mode;
+    int tenant;
+    char tenant_name[TG_TENANT_MAX + 1];
+    size_t tenant_len;
+    char idem[TG_KEY_MAX + 1];
+    size_t idem_len; /* 0 = no idempotency key */
+    char nonce[TG_KEY_MAX + 1];
+    size_t nonce_len; /* 0 = no nonce */
+    bool has_nonce;
+    bool has_idem;
+    bool idem_reserved;
+    bool nonce_used;
+    bool bulkhead_held;
+    char exec_id[TG_RECEIPT_EXEC_ID_LEN + 1];
+    char surface[TG_POLICY_MAX_NAME + 1];
+    size_t surface_len;
+    tg_verdict_t verdict;
+    const char *reason; /* static or policy-owned; copied below for the deferred path */
+    char reason_copy[TG_POLICY_MAX_REASON + 1];
+    tg_buf_t stored; /* ?explain=1 only: the response without its trace, for replays */
+} eval_req_t;
+
+static void eval_req_free(eval_req_t *r) {
+    tg_buf_free(&r->stored);
+    free(r);
+}
+
+static const char *route_label(tg_eval_mode_t m) {
+    return m == TG_MODE_EXECUTE ? "/execute" : m == TG_MODE_DECIDE ? "/decide" : "/v1/evaluate";
+}
+
+static tg_route_t route_id(tg_eval_mode_t m) {
+    return m == TG_MODE_EXECUTE  ? TG_ROUTE_EXECUTE
+           : m == TG_MODE_DECIDE ? TG_ROUTE_DECIDE
+                                 : TG_ROUTE_EVALUATE;
+}
+
+/* Metrics and the access-log line for a finished request. */
+static void finish(eval_req_t *r) {
+    tg_exchange_t *ex = r->ex;
+    int64_t us = (tg_clock_mono_ns() - ex->start_ns) / 1000;
+    tg_metrics_request(&r->p->metrics, route_id(r->mode), ex->status, us);
+    tg_log_request_t line = {
+        .request_id = ex->request_id,
+        .tenant = r->tenant_len ? r->tenant_name : NULL,
+        .method = ex->method,
+        .route = route_label(r->mode),
+        .status = ex->status,
+        .decision = ex->status == 200 || ex->status == 403
+                        ? (r->reason ? tg_verdict_name(r->verdict) : NULL)
+                        : NULL,
+        .reason = r->reason,
+        .surface = r->surface_len ? r->surface : NULL,
+        .latency_us = us,
+    };
+    tg_log_request(&line);
+    if (r->bulkhead_held) {
+        tg_bulkhead_leave(r->p->bulkhead, r->tenant);
+        r->bulkhead_held = false;
+    }
+}
+
+/* Undo what the request reserved when it ends without a durable record, so a retry
+ * can run and the live tables match what a restart would rebuild. */
+static void release_reservations(eval_req_t *r) {
+    if (r->idem_reserved) {
+        TG_IGNORE(tg_store_idem_abort(r->p->store, r->tenant_name, r->tenant_len, r->idem,
+                                  r->idem_len));
+        r->idem_reserved = false;
+    }
+    if (r->nonce_used) {
+        TG_IGNORE(tg_store_nonce_release(r->p->store, r->tenant_name, r->tenant_len, r->nonce,
+                                     r->nonce_len));
+        r->nonce_used = false;
+    }
+}
+
+static void fail(eval_req_t *r, tg_err_t e, const char *msg) {
+    release_reservations(r);
+    tg_reply_error(r->ex, e, msg);
+}
+
+/* ---- response and ledger record bodies --------------------------------------------- */
+
+/* The decision response of SPEC §3.2 without its closing brace, so ?explain=1 can add a
+ * trace. The same function rebuilds stored responses from the ledger after a restart,
+ * which is what makes idempotent replays byte-identical across restarts. */
+static tg_err_t compose_response(tg_buf_t *out, const char *decision, const char *reason,
+                                 size_t reason_len, const char *exec_id, const char *req_hash,
+                                 const char *pversion, size_t pversion_len, const char *receipt,
+                                 size_t receipt_len) {
+    bool permit = strcmp(decision, "PERMIT") == 0;
+    tg_err_t rc = tg_buf_printf(out, "{\"decision\":\"%s\",\"enforcement\":\"%s\",\"reason_code\":",
+                                decision, permit ? "EXECUTED" : "BLOCKED");
+    if (rc == TG_OK) {
+        rc = tg_canon_string(out, reason, reason_len);
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_printf(out, ",\"execution_id\":\"%s\",\"request_hash\":\"%s\",\"policy_version\":",
+                           exec_id, req_hash);
+    }
+    if (rc == TG_OK) {
+        rc = tg_canon_string(out, pversion, pversion_len);
+    }
+    if (rc == TG_OK && receipt != NULL) {
+        rc = tg_buf_puts(out, ",\"receipt\":");
+        if (rc == TG_OK) {
+            rc = tg_buf_append(out, receipt, receipt_len);
+        }
+    }
+    return rc;
+}
+
+/* Ledger meta: canonical JSON {"at","k"?,"n"?,"rh","s","t"} (keys already sorted). */
+static tg_err_t compose_meta(tg_buf_t *out, const eval_req_t *r, const char *req_hash,
+                             int64_t at_ms, int status) {
+    tg_err_t rc = tg_buf_printf(out, "{\"at\":%lld", (long long)at_ms);
+    if (rc == TG_OK && r->has_idem) {
+        rc = tg_buf_puts(out, ",\"k\":");
+        if (rc == TG_OK) {
+            rc = tg_canon_string(out, r->idem, r->idem_len);
+        }
+    }
+    if (rc == TG_OK && r->has_nonce) {
+        rc = tg_buf_puts(out, ",\"n\":");
+        if (rc == TG_OK) {
+            rc = tg_canon_string(out, r->nonce, r->nonce_len);
+        }
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_printf(out, ",\"rh\":\"%s\",\"s\":%d,\"t\":", req_hash, status);
+    }
+    if (rc == TG_OK) {
+        rc = tg_canon_string(out, r->tenant_name, r->tenant_len);
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_putc(out, '}');
+    }
+    return rc;
+}
+
+/* The unsigned SILENCE decision record (ledger type 2), canonical JSON. */
+static tg_err_t compose_silence(tg_buf_t *out, const eval_req_t *r, const tg_frame_t *f,
+                                const tg_policy_t *pol, const char *req_hash, int64_t now_ms) {
+    char ts[TG_TIME_ISO_LEN + 1];
+    tg_err_t rc = tg_time_format_ms(ts, now_ms);
+    json_t *o = json_object();
+    if (o == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    int bad = 0;
+    bad |= json_object_set_new(o, "type", json_string("silence"));
+    bad |= json_object_set_new(o, "executionId", json_string(r->exec_id));
+    bad |= json_object_set_new(o, "tenantId", json_stringn(r->tenant_name, r->tenant_len));
+    bad |= json_object_set_new(o, "surface", json_stringn(r->surface, r->surface_len));
+    if (f->action.ptr) {
+        bad |= json_object_set_new(o, "action", json_stringn(f->action.ptr, f->action.len));
+    }
+    if (f->actor.ptr) {
+        bad |= json_object_set_new(o, "actorId", json_stringn(f->actor.ptr, f->actor.len));
+    }
+    bad |= json_object_set_new(o, "decision", json_string("SILENCE"));
+    bad |= json_object_set_new(o, "reasonCode", json_string(r->reason));
+    bad |= json_object_set_new(o, "requestHash", json_string(req_hash));
+    bad |= json_object_set_new(o, "policyVersion", json_string(tg_policy_version(pol)));
+    bad |= json_object_set_new(o, "policyHash", json_string(tg_policy_hash_hex(pol)));
+    bad |= json_object_set_new(o, "timestamp", json_string(ts));
+    if (bad) {
+        rc = TG_ERR_NOMEM;
+    }
+    if (rc == TG_OK) {
+        rc = tg_canon_write(out, o, NULL);
+    }
+    json_decref(o);
+    return rc;
+}
+
+/* Appends `,"trace":{...}` for ?explain=1, taken from the policy module's decision JSON
+ * so the trace has one definition. */
+static tg_err_t append_trace(tg_buf_t *out, const tg_decision_t *d, const tg_policy_t *pol,
+                             const tg_frame_t *f) {
+    tg_buf_t tmp;
+    tg_buf_init(&tmp, 0);
+    tg_decision_json_opts_t o = {.trace = 1};
+    tg_err_t rc = tg_decision_to_json(&tmp, d, pol, f, &o);
+    if (rc == TG_OK) {
+        const char *t = strstr(tmp.data, ",\"trace\":");
+        if (t == NULL || tmp.len < 2) {
+            rc = TG_ERR_INTERNAL;
+        } else {
+            /* the trace is the last member: copy up to (not including) the closing brace */
+            rc = tg_buf_append(out, t, (size_t)(tmp.data + tmp.len - 1 - t));
+        }
+    }
+    tg_buf_free(&tmp);
+    return rc;
+}
+
+/* ---- ledger completion ---------------------------------------------------------------- */
+
+/* Runs on the ledger writer thread once the record is durable (or failed). */
+static void on_durable(void *ud, tg_err_t status, const tg_ledger_pos_t *pos) {
+    eval_req_t *r = ud;
+    tg_exchange_t *ex = r->ex;
+    tg_pipeline_t *p = r->p;
+    if (status != TG_OK) {
+        fail(r, TG_ERR_LEDGER_UNHEALTHY, "the receipt ledger cannot make records durable");
+    } else {
+        int64_t now = tg_clock_now_ms();
+        if (r->idem_reserved) {
+            /* The stored response is the one without the trace (see docs/API.md). */
+            const tg_buf_t *body = r->stored.data ? &r->stored : &ex->out;
+            tg_err_t rc = tg_store_idem_complete(p->store, r->tenant_name, r->tenant_len,
+                                                 r->idem, r->idem_len, ex->status, body->data,
+                                                 body->len, now);
+            if (rc != TG_OK) {
+                TG_IGNORE(tg_store_idem_abort(p->store, r->tenant_name, r->tenant_len, r->idem,
+                                          r->idem_len));
+            }
+            r->idem_reserved = false;
+        }
+        r->nonce_used = false; /* durable now: never release */
+        /* Index signed receipts for GET /v1/receipts (SILENCE has none). A full index
+         * only costs that route for this receipt, so its error is not the request's. */
+        tg_err_t rc = r->verdict == TG_SILENCE ? TG_OK : tg_store_idem_restore(p->receipts, r->tenant_name, r->tenant_len, r->exec_id,
+                                            strlen(r->exec_id), (const uint8_t[32]){0}, 200,
+                                            (const char *)pos, sizeof *pos, now, now);
+        (void)rc;
+    }
+    finish(r);
+    eval_req_free(r);
+    tg_exchange_complete(ex);
+}
+
+/* ---- the pipeline ------------------------------------------------------------------- */
+
+static bool copy_view(char *dst, size_t cap, size_t *len_out, const char *src, size_t n) {
+    if (n > cap) {
+        return false;
+    }
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+    *len_out = n;
+    return true;
+}
+
+/* Steps 1-2: auth, then bulkhead and rate limit for that tenant. Per-tenant limits need
+ * the tenant, so they follow auth (docs/DESIGN.md explains the order). */
+static bool admit(eval_req_t *r) {
+    tg_pipeline_t *p = r->p;
+    tg_exchange_t *ex = r->ex;
+    const char *auth = ex->authorization;
+    tg_err_t rc = tg_auth_check(p->tenants, auth, auth ? strlen(auth) : 0, &r->tenant);
+    if (rc != TG_OK) {
+        tg_reply_error(ex, TG_ERR_UNAUTHORIZED, "a valid bearer token is required");
+        return false;
+    }
+    size_t tl = 0;
+    const char *tn = tg_tenants_name(p->tenants, r->tenant, &tl);
+    if (tn == NULL || !copy_view(r->tenant_name, TG_TENANT_MAX, &r->tenant_len, tn, tl)) {
+        tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
+        return false;
+    }
+    tg_bulkhead_reason_t why;
+    if (tg_bulkhead_enter(p->bulkhead, r->tenant, &why) != TG_OK) {
+        tg_reply_error(ex, TG_ERR_OVERLOADED,
+                       why == TG_BULKHEAD_TENANT_FULL
+                           ? "too many requests in flight for this tenant; retry shortly"
+                           : "too many requests in flight; retry shortly");
+        return false;
+    }
+    r->bulkhead_held = true;
+    tg_rate_info_t info;
+    if (tg_rate_check(p->rate, r->tenant, tg_clock_mono_ns(), &info) != TG_OK) {
+        ex->retry_after_s = (int)tg_rate_retry_after_s(info.retry_after_ms);
+        tg_reply_error(ex, TG_ERR_RATE_LIMITED,
+                       info.scope == TG_RATE_SCOPE_TENANT ? "tenant rate limit exceeded"
+                                                          : "server rate limit exceeded");
+        return false;
+    }
+    return true;
+}
+
+static void respond_decide(eval_req_t *r, const tg_decision_t *d, const tg_policy_t *pol) {
+    tg_exchange_t *ex = r->ex;
+    tg_buf_reset(&ex->out);
+    tg_err_t rc = tg_buf_printf(&ex->out, "{\"decision\":\"%s\",\"reason_code\":",
+                                tg_verdict_name(d->verdict));
+    if (rc == TG_OK) {
+        rc = tg_canon_string(&ex->out, d->reason, strlen(d->reason));
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(&ex->out, ",\"policy_version\":");
+    }
+    if (rc == TG_OK) {
+        const char *v = tg_policy_version(pol);
+        rc = tg_canon_string(&ex->out, v, strlen(v));
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_printf(&ex->out, ",\"policy_hash\":\"%s\"", tg_policy_hash_hex(pol));
+    }
+    if (rc == TG_OK && ex->explain) {
+        rc = append_trace(&ex->out, d, pol, NULL);
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_putc(&ex->out, '}');
+    }
+    if (rc != TG_OK) {
+        tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
+        return;
+    }
+    tg_reply_json(ex, 200);
+}
+
+/* Steps 5-6: idempotency, then nonce. Returns false when the request is answered. */
+static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8_t req_hash[32]) {
+    tg_pipeline_t *p = r->p;
+    tg_exchange_t *ex = r->ex;
+    size_t maxk = tg_store_max_key_len(p->store);
+    const char *hdr = ex->idempotency_header;
+    if (meta->idempotency_key.ptr != NULL && hdr != NULL &&
+        (strlen(hdr) != meta->idempotency_key.len ||
+         memcmp(hdr, meta->idempotency_key.ptr, meta->idempotency_key.len) != 0)) {
+        tg_reply_error(ex, TG_ERR_REQUEST_INVALID,
+                       "Idempotency-Key header and idempotency_key differ");
+        return false;
+    }
+    const char *k = meta->idempotency_key.ptr ? meta->idempotency_key.ptr : hdr;
+    size_t kl = meta->idempotency_key.ptr ? meta->idempotency_key.len : (hdr ? strlen(hdr) : 0);
+    if (k != NULL) {
+        if (kl == 0 || kl > maxk || !copy_view(r->idem, TG_KEY_MAX, &r->idem_len, k, kl)) {
+            tg_reply_error(ex, TG_ERR_REQUEST_INVALID, "idempotency key is empty or too long");
+            return false;
+        }
+        r->has_idem = true;
+        tg_idem_result_t res;
+        memset(&res, 0, sizeof res);
+        tg_err_t rc = tg_store_idem_begin(p->store, r->tenant_name, r->tenant_len, r->idem,
+                                          r->idem_len, req_hash, tg_clock_now_ms(), &res);
+        if (rc == TG_ERR_LIMIT) {
+            tg_reply_error(ex, TG_ERR_OVERLOADED, "idempotency table is full; retry later");
+            return false;
+        }
+        if (rc == TG_ERR_CONFLICT) {
+            tg_reply_error(ex, rc, "this idempotency key was used for a different request");
+            return false;
+        }
+        if (rc == TG_ERR_IN_FLIGHT) {
+            tg_reply_error(ex, rc, "a request with this idempotency key is still in flight");
+            return false;
+        }
+        if (rc != TG_OK) {
+            tg_reply_error(ex, rc, "idempotency key rejected");
+            return false;
+        }
+        if (res.state == TG_IDEM_REPLAY) {
+            tg_buf_free(&ex->out);
+            ex->out.data = res.body; /* take the copy over: no second copy */
+            ex->out.len = res.body_len;
+            ex->out.cap = res.body_len + 1;
+            res.body = NULL;
+            ex->replayed = true;
+            tg_reply_json(ex, res.status);
+            atomic_fetch_add_explicit(&p->metrics.idem_replays, 1, memory_order_relaxed);
+            return false;
+        }
+        r->idem_reserved = true;
+    }
+    if (meta->nonce.ptr != NULL) {
+        if (meta->nonce.len == 0 || meta->nonce.len > maxk ||
+            !copy_view(r->nonce, TG_KEY_MAX, &r->nonce_len, meta->nonce.ptr, meta->nonce.len)) {
+            fail(r, TG_ERR_REQUEST_INVALID, "nonce is empty or too long");
+            return false;
+        }
+        r->has_nonce = true;
+        tg_err_t rc = tg_store_nonce_use(p->store, r->tenant_name, r->tenant_len, r->nonce,
+                                         r->nonce_len, tg_clock_now_ms());
+        if (rc == TG_ERR_REPLAY) {
+            fail(r, rc, "this nonce was already used");
+            return false;
+        }
+        if (rc != TG_OK) {
+            fail(r, rc == TG_ERR_LIMIT ? TG_ERR_OVERLOADED : rc, "nonce rejected");
+            return false;
+        }
+        r->nonce_used = true;
+    }
+    return true;
+}
+
+/* Step 8: the signed receipt for PERMIT and DENY, appended to out. */
+static tg_err_t sign_receipt(eval_req_t *r, tg_buf_t *out, const tg_frame_t *f,
+                             const tg_request_meta_t *meta, const tg_policy_ref_t *ref,
+                             const char *req_hash, int64_t now_ms) {
+    tg_pipeline_t *p = r->p;
+    char ctx_hex[65];
+    tg_receipt_fields_t fl;
+    memset(&fl, 0, sizeof fl);
+    if (meta->context != NULL) {
+        uint8_t h[32];
+        tg_err_t rc = tg_canon_sha256(h, meta->context, NULL);
+        if (rc) {
+            return rc;
+        }
+        tg_hex(ctx_hex, h, 32);
+        fl.execution_context_hash = (tg_receipt_str_t){ctx_hex, 64};
+    }
+    fl.execution_id = (tg_receipt_str_t){r->exec_id, strlen(r->exec_id)};
+    fl.authority_id = TG_RSTR(p->cfg.authority_id);
+    fl.tenant_id = (tg_receipt_str_t){r->tenant_name, r->tenant_len};
+    fl.surface = (tg_receipt_str_t){r->surface, r->surface_len};
+    fl.action = f->action.ptr ? (tg_receipt_str_t){f->action.ptr, f->action.len}
+                              : (tg_receipt_str_t){"", 0};
+    fl.actor_id = f->actor.ptr ? (tg_receipt_str_t){f->actor.ptr, f->actor.len}
+                               : (tg_receipt_str_t){"", 0};
+    fl.decision = TG_RSTR(tg_verdict_name(r->verdict));
+    fl.reason_code = TG_RSTR(r->reason);
+    fl.request_hash = (tg_receipt_str_t){req_hash, 64};
+    if (meta->subject_digest.ptr) {
+        fl.subject_digest = (tg_receipt_str_t){meta->subject_digest.ptr, meta->subject_digest.len};
+    }
+    if (meta->prev_receipt_hash.ptr) {
+        fl.prev_receipt_hash =
+            (tg_receipt_str_t){meta->prev_receipt_hash.ptr, meta->prev_receipt_hash.len};
+    }
+    fl.policy_version = TG_RSTR(tg_policy_version(ref->policy));
+    fl.policy_hash = (tg_receipt_str_t){tg_policy_hash_hex(ref->policy), 64};
+    fl.protocol_fingerprint = (tg_receipt_str_t){ref->fingerprint, 64};
+    fl.timestamp_ms = now_ms;
+    fl.expires_at_ms = now_ms + p->receipt_ttl_ms;
+    return tg_receipt_sign_fields(out, NULL, p->signer, &fl, NULL);
+}
+
+/* Steps 3-9. Returns true when r was handed to the ledger (it may already be freed):
+ * the caller must not touch r then. */
+static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
+    tg_pipeline_t *p = r->p;
+    tg_exchange_t *ex = r->ex;
+    const tg_policy_t *pol = ref->policy;
+    tg_frame_t frame;
+    tg_request_meta_t meta;
+    tg_diag_t diag = {{0}};
+
+    /* step 3: validate and resolve the surface */
+    tg_err_t rc = tg_frame_from_request(&frame, &meta, pol, req, &diag);
+    if (rc != TG_OK) {
+        tg_reply_error(ex, rc, diag.msg[0] ? diag.msg : NULL);
+        return false;
+    }
+    (void)copy_view(r->surface, TG_POLICY_MAX_NAME, &r->surface_len, frame.surface_name.ptr,
+                    frame.surface_name.len);
+
+    tg_decision_t d;
+    if (r->mode == TG_MODE_DECIDE) {
+        tg_kernel_decide(&d, pol, &frame);
+        r->verdict = d.verdict;
+        r->reason = d.reason;
+        tg_metrics_decision(&p->metrics, r->surface, r->surface_len,
+                            d.verdict == TG_PERMIT ? 0 : d.verdict == TG_DENY ? 1 : 2);
+        respond_decide(r, &d, pol);
+        return false;
+    }
+
+    /* step 4: request hash */
+    uint8_t req_hash[32];
+    char req_hex[65];
+    rc = tg_request_hash(req_hash, &frame, &meta, NULL);
+    if (rc != TG_OK) {
+        tg_reply_error(ex, rc == TG_ERR_NOMEM ? TG_ERR_INTERNAL : TG_ERR_REQUEST_INVALID,
+                       "request cannot be canonicalized");
+        return false;
+    }
+    tg_hex(req_hex, req_hash, 32);
+
+    /* steps 5-6 */
+    if (!claim_keys(r, &meta, req_hash)) {
+        return false;
+    }
+
+    /* step 7: the kernel */
+    tg_kernel_decide(&d, pol, &frame);
+    r->verdict = d.verdict;
+    (void)copy_view(r->reason_copy, TG_POLICY_MAX_REASON, &(size_t){0}, d.reason,
+                    strlen(d.reason));
+    r->reason = r->reason_copy;
+    tg_metrics_decision(&p->metrics, r->surface, r->surface_len,
+                        d.verdict == TG_PERMIT ? 0 : d.verdict == TG_DENY ? 1 : 2);
+
+    const char *disc = r->has_idem ? r->idem : r->has_nonce ? r->nonce : NULL;
+    size_t disc_len = r->has_idem ? r->idem_len : r->has_nonce ? r->nonce_len : 0;
+    tg_receipt_execution_id(r->exec_id, r->tenant_name, r->tenant_len, r->surface,
+                            r->surface_len, req_hex, 64, disc, disc_len);
+
+    /* step 8: receipt (PERMIT, DENY) or the unsigned SILENCE record */
+    int64_t now = tg_clock_now_ms();
+    tg_buf_t record, meta_buf;
+    tg_buf_init(&record, TG_LEDGER_PAYLOAD_MAX);
+    tg_buf_init(&meta_buf, TG_LEDGER_META_MAX);
+    int status = r->mode == TG_MODE_EXECUTE && d.verdict != TG_PERMIT ? 403 : 200;
+    uint8_t type = d.verdict == TG_SILENCE ? TG_LEDGER_TYPE_SILENCE : TG_LEDGER_TYPE_RECEIPT;
+    bool handed_off = false;
+    if (type == TG_LEDGER_TYPE_RECEIPT && p->signer == NULL) {
+        fail(r, TG_ERR_NO_KEY, "no signing key is loaded");
+        goto done;
+    }
+    if (type == TG_LEDGER_TYPE_RECEIPT) {
+        rc = sign_receipt(r, &record, &frame, &meta, ref, req_hex, now);
+    } else {
+        rc = compose_silence(&record, r, &frame, pol, req_hex, now);
+    }
+    if (rc == TG_OK) {
+        rc = compose_meta(&meta_buf, r, req_hex, now, status);
+    }
+    if (rc == TG_OK) {
+        tg_buf_reset(&ex->out);
+        const char *pv = tg_policy_version(pol);
+        rc = compose_response(&ex->out, tg_verdict_name(d.verdict), r->reason, strlen(r->reason),
+                              r->exec_id, req_hex, pv, strlen(pv),
+                              type == TG_LEDGER_TYPE_RECEIPT ? record.data : NULL, record.len);
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_putc(&ex->out, '}');
+    }
+    if (rc == TG_OK && ex->explain && r->has_idem) {
+        tg_buf_init(&r->stored, 0);
+        rc = tg_buf_append(&r->stored, ex->out.data, ex->out.len);
+    }
+    if (rc == TG_OK && ex->explain) {
+        ex->out.len--; /* reopen the object for the trace */
+        rc = append_trace(&ex->out, &d, pol, &frame);
+        if (rc == TG_OK) {
+            rc = tg_buf_putc(&ex->out, '}');
+        }
+    }
+    if (rc != TG_OK) {
+        fail(r, TG_ERR_INTERNAL, NULL);
+        goto done;
+    }
+    ex->status = status;
+
+    /* step 9: durable before the response leaves */
+    tg_exchange_defer(ex);
+    rc = tg_ledger_append(p->ledger, type, meta_buf.data, meta_buf.len, record.data, record.len,
+                          on_durable, r);
+    if (rc != TG_OK) {
+        fail(r, rc == TG_ERR_OVERLOADED ? TG_ERR_OVERLOADED : TG_ERR_LEDGER_UNHEALTHY,
+             rc == TG_ERR_OVERLOADED ? "the receipt ledger queue is full; retry shortly"
+                                     : "the receipt ledger cannot make records durable");
+        finish(r);
+        eval_req_free(r);
+        tg_exchange_complete(ex);
+    }
+    handed_off = true; /* on_durable owns r now, or it was freed above */
+done:
+    tg_buf_free(&record);
+    tg_buf_free(&meta_buf);
+    return handed_off;
+}
+
+void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mode) {
+    eval_req_t *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
+        tg_metrics_request(&p->metrics, route_id(mode), ex->status, 0);
+        return;
+    }
+    r->p = p;
+    r->ex = ex;
+    r->mode = mode;
+    r->tenant = TG_GUARD_NO_TENANT;
+    tg_policy_ref_t *ref = NULL;
+    json_t *req = NULL;
+
+    if (ex->body_too_large) {
+        tg_reply_error_code(ex, 413, "body_too_large", "request body exceeds --max-body");
+        goto out;
+    }
+    if (!admit(r)) {
+        goto out;
+    }
+    if (!tg_content_type_is_json(ex->content_type)) {
+        tg_reply_error_code(ex, 415, "unsupported_media_type",
+                            "Content-Type must be application/json");
+        goto out;
+    }
+    tg_diag_t diag = {{0}};
+    tg_err_t rc = tg_json_parse(&req, ex->body, ex->body_len, &p->limits, &diag);
+    if (rc != TG_OK) {
+        tg_reply_error(ex, rc, diag.msg[0] ? diag.msg : NULL);
+        goto out;
+    }
+    ref = tg_pipeline_policy_acquire(p);
+    bool handed_off = run(r, ref, req);
+    tg_pipeline_policy_release(ref);
+    json_decref(req);
+    if (handed_off) {
+        return;
+    }
+out:
+    finish(r);
+    eval_req_free(r);
+}
+
+/* ---- restart: rebuild the tables from the ledger ------------------------------------ */
+
+static const char *jstr(const json_t *o, const char *k, size_t *len) {
+    const json_t *v = json_object_get(o, k);
+    if (!json_is_string(v)) {
+        return NULL;
+    }
+    if (len) {
+        *len = json_string_length(v);
+    }
+    return json_string_value(v);
+}
+
+tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
+    tg_pipeline_t *p = ud;
+    json_t *meta = NULL, *body = NULL;
+    tg_buf_t resp;
+    tg_buf_init(&resp, 0);
+    tg_err_t rc = tg_json_parse(&meta, (const char *)rec->meta, rec->meta_len, NULL, NULL);
+    if (rc == TG_OK) {
+        rc = tg_json_parse(&body, (const char *)rec->payload, rec->payload_len, NULL, NULL);
+    }
+    size_t tl = 0, kl = 0, nl = 0, rl = 0, pvl = 0;
+    const char *tenant = rc ? NULL : jstr(meta, "t", &tl);
+    const char *key = rc ? NULL : jstr(meta, "k", &kl);
+    const char *nonce = rc ? NULL : jstr(meta, "n", &nl);
+    const char *rh = rc ? NULL : jstr(meta, "rh", NULL);
+    const json_t *st = rc ? NULL : json_object_get(meta, "s");
+    const json_t *at = rc ? NULL : json_object_get(meta, "at");
+    const char *decision = rc ? NULL : jstr(body, "decision", NULL);
+    const char *reason = rc ? NULL : jstr(body, "reasonCode", &rl);
+    const char *exec_id = rc ? NULL : jstr(body, "executionId", NULL);
+    const char *pv = rc ? NULL : jstr(body, "policyVersion", &pvl);
+    uint8_t hash[32];
+    if (rc == TG_OK && (tenant == NULL || rh == NULL || !json_is_number(st) ||
+                        !json_is_number(at) || decision == NULL || reason == NULL ||
+                        exec_id == NULL || pv == NULL ||
+                        tg_unhex(hash, 32, rh, strlen(rh)) != TG_OK)) {
+        rc = TG_ERR_LEDGER_CORRUPT;
+    }
+    if (rc != TG_OK) {
+        TG_LOG(TG_LOG_ERROR, "ledger_replay",
+               "record seq %llu: metadata or payload is not what this server writes",
+               (unsigned long long)rec->seq);
+        rc = TG_ERR_LEDGER_CORRUPT;
+        goto done;
+    }
+    int64_t now = tg_clock_now_ms();
+    int64_t at_ms = (int64_t)json_number_value(at);
+    int status = (int)json_number_value(st);
+    if (key != NULL) {
+        rc = compose_response(&resp, decision, reason, rl, exec_id, rh, pv, pvl,
+                              rec->type == TG_LEDGER_TYPE_RECEIPT ? (const char *)rec->payload
+                                                                  : NULL,
+                              rec->payload_len);
+        if (rc == TG_OK) {
+            rc = tg_buf_putc(&resp, '}');
+        }
+        if (rc == TG_OK) {
+            rc = tg_store_idem_restore(p->store, tenant, tl, key, kl, hash, status, resp.data,
+                                       resp.len, at_ms, now);
+        }
+    }
+    if (rc == TG_OK && nonce != NULL) {
+        rc = tg_store_nonce_restore(p->store, tenant, tl, nonce, nl, at_ms, now);
+    }
+    if (rc == TG_OK && rec->type == TG_LEDGER_TYPE_RECEIPT) {
+        TG_IGNORE(tg_store_idem_restore(p->receipts, tenant, tl, exec_id, strlen(exec_id),
+                                    (const uint8_t[32]){0}, 200, (const char *)&rec->pos,
+                                    sizeof rec->pos, at_ms, now));
+    }
+    if (rc == TG_OK) {
+        p->replayed_records++;
+    } else if (rc == TG_ERR_LIMIT) {
+        TG_LOG(TG_LOG_ERROR, "ledger_replay",
+               "the idempotency table cannot hold the ledger's live entries; raise "
+               "--store-max-entries");
+    }
+done:
+    json_decref(meta);
+    json_decref(body);
+    tg_buf_free(&resp);
+    return rc;
+}
+
+/* ---- GET /v1/receipts/{executionId} -------------------------------------------------- */
+
+void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *exec_id) {
+    int tenant = TG_GUARD_NO_TENANT;
+    const char *auth = ex->authorization;
+    if (tg_auth_check(p->tenants, auth, auth ? strlen(auth) : 0, &tenant) != TG_OK) {
+        tg_reply_error(ex, TG_ERR_UNAUTHORIZED, "a valid bearer token is required");
+        return;
+    }
+    size_t tl = 0;
+    const char *tn = tg_tenants_name(p->tenants, tenant, &tl);
+    bool ok = tn != NULL && strlen(exec_id) == TG_RECEIPT_EXEC_ID_LEN &&
+              strncmp(exec_id, "exec_", 5) == 0;
+    for (size_t i = 5; ok && i < TG_RECEIPT_EXEC_ID_LEN; i++) {
+        char c = exec_id[i];
+        ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+    }
+    tg_idem_result_t res;
+    memset(&res, 0, sizeof res);
+    tg_err_t rc = ok ? tg_store_idem_get(p->receipts, tn, tl, exec_id, strlen(exec_id),
+                                         tg_clock_now_ms(), &res)
+                     : TG_ERR_NOT_FOUND;
+    if (rc == TG_OK && (res.state != TG_IDEM_REPLAY || res.body_len != sizeof(tg_ledger_pos_t))) {
+        rc = TG_ERR_NOT_FOUND;
+    }
+    if (rc != TG_OK) {
+        tg_idem_result_free(&res);
+        /* Another tenant's receipt is indistinguishable from a missing one. */
+        tg_reply_error(ex, TG_ERR_NOT_FOUND, "no receipt with this executionId for this tenant");
+        return;
+    }
+    tg_ledger_pos_t pos;
+    memcpy(&pos, res.body, sizeof pos);
+    tg_idem_result_free(&res);
+    tg_buf_reset(&ex->out);
+    rc = tg_ledger_read_at(p->ledger, &pos, &ex->out, NULL, NULL);
+    if (rc != TG_OK) {
+        TG_LOG(TG_LOG_ERROR, "receipt_read", "ledger read of seq %llu failed: %s",
+               (unsigned long long)pos.seq, tg_strerror(rc));
+        tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
+        return;
+    }
+    ex->status = 200;
+    ex->content_type_out = "application/trigguard-receipt+json";
+}

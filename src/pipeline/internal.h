@@ -1,0 +1,74 @@
+/* internal.h — state shared by the pipeline's files (not a public contract). */
+#ifndef TG_PIPELINE_INTERNAL_H
+#define TG_PIPELINE_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "metrics.h"
+#include "trigguard/canon.h"
+#include "trigguard/config.h"
+#include "trigguard/guard.h"
+#include "trigguard/http.h"
+#include "trigguard/keys.h"
+#include "trigguard/ledger.h"
+#include "trigguard/pipeline.h"
+#include "trigguard/policy.h"
+#include "trigguard/store.h"
+
+/* A loaded policy plus what is derived from it once. Readers hold a reference for
+ * the few microseconds they use it; a reload swaps `current` and frees the old one
+ * once its count drops to zero (see policy_acquire in pipeline.c). */
+typedef struct tg_policy_ref {
+    tg_policy_t *policy;
+    char fingerprint[65];
+    atomic_int refs;
+} tg_policy_ref_t;
+
+struct tg_pipeline {
+    tg_config_t cfg;
+    tg_json_limits_t limits;
+    int64_t receipt_ttl_ms;
+
+    _Atomic(tg_policy_ref_t *) policy;
+
+    tg_keyring_t ring;
+    const tg_key_t *signer; /* points into ring, NULL when no signing key */
+    tg_buf_t keys_json;     /* rendered once: keys do not change while running */
+
+    tg_tenants_t *tenants;
+    tg_rate_t *rate;
+    tg_bulkhead_t *bulkhead;
+    tg_store_t *store;    /* idempotency keys and nonces */
+    tg_store_t *receipts; /* executionId -> ledger position, per tenant */
+    tg_ledger_t *ledger;
+
+    tg_metrics_t metrics;
+    atomic_bool serving;
+    uint64_t replayed_records;
+};
+
+tg_policy_ref_t *tg_pipeline_policy_acquire(tg_pipeline_t *p);
+void tg_pipeline_policy_release(tg_policy_ref_t *ref);
+
+/* Error reply: {"error","message","request_id"} with the status of the one mapping
+ * table (reply.c). `message` is a human sentence without internals. */
+void tg_reply_error(tg_exchange_t *ex, tg_err_t e, const char *message);
+
+/* Reply with a specific error code and status (for codes not tied to one tg_err_t). */
+void tg_reply_error_code(tg_exchange_t *ex, int status, const char *code, const char *message);
+
+/* 200 with a prepared JSON body already in ex->out. */
+void tg_reply_json(tg_exchange_t *ex, int status);
+
+/* Routes (routes.c) and the decision endpoints (evaluate.c). */
+typedef enum { TG_MODE_EVALUATE, TG_MODE_EXECUTE, TG_MODE_DECIDE } tg_eval_mode_t;
+void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mode);
+tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec);
+void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *exec_id);
+
+/* True when the request's Content-Type is application/json (parameters allowed). */
+bool tg_content_type_is_json(const char *ct);
+
+#endif /* TG_PIPELINE_INTERNAL_H */

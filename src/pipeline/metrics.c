@@ -1,0 +1,214 @@
+/* metrics.c — counters and their Prometheus text rendering. */
+#include "metrics.h"
+
+#include <string.h>
+
+static const int status_codes[TG_METRICS_STATUSES] = {200, 400, 401, 403, 404, 405, 409,
+                                                      413, 415, 429, 500, 503, 0,   0};
+#define STATUS_OTHER 12
+
+/* Upper bounds in microseconds; the last bucket is +Inf. */
+static const int64_t latency_bounds_us[TG_METRICS_LATENCY_BUCKETS] = {
+    25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
+    1000000, 5000000};
+
+static const char *const route_names[TG_ROUTE__COUNT] = {
+    "/v1/evaluate", "/execute", "/decide",  "/v1/verify", "/protocol/verify-receipt",
+    "/v1/receipts", "/.well-known/trigguard/keys.json", "/protocol/capabilities",
+    "/healthz",     "/readyz",  "/version", "/metrics",   "other"};
+
+static const char *const outcome_names[3] = {"PERMIT", "DENY", "SILENCE"};
+
+/* Marks a surface slot whose name is being written. */
+static const char slot_claiming[1] = "";
+
+void tg_metrics_init(tg_metrics_t *m) {
+    memset(m, 0, sizeof *m); /* all-zero is a valid state for these atomics on our targets */
+}
+
+const char *tg_route_name(tg_route_t r) {
+    return (unsigned)r < TG_ROUTE__COUNT ? route_names[r] : "other";
+}
+
+void tg_metrics_request(tg_metrics_t *m, tg_route_t route, int status, int64_t latency_us) {
+    if ((unsigned)route >= TG_ROUTE__COUNT) {
+        route = TG_ROUTE_OTHER;
+    }
+    int si = STATUS_OTHER;
+    for (int i = 0; i < STATUS_OTHER; i++) {
+        if (status_codes[i] == status) {
+            si = i;
+            break;
+        }
+    }
+    atomic_fetch_add_explicit(&m->requests[route][si], 1, memory_order_relaxed);
+    int b = 0;
+    while (b < TG_METRICS_LATENCY_BUCKETS && latency_us > latency_bounds_us[b]) {
+        b++;
+    }
+    atomic_fetch_add_explicit(&m->latency[route][b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->latency_sum_us[route],
+                              (uint_fast64_t)(latency_us > 0 ? latency_us : 0),
+                              memory_order_relaxed);
+}
+
+/* FNV-1a: only spreads interned names over the table, no adversary can grow it. */
+static size_t name_slot(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ (uint8_t)s[i]) * 16777619u;
+    }
+    return h % TG_METRICS_SURFACES;
+}
+
+void tg_metrics_decision(tg_metrics_t *m, const char *surface, size_t len, int outcome) {
+    if (outcome < 0 || outcome > 2) {
+        return;
+    }
+    if (surface == NULL || len == 0 || len > TG_METRICS_SURFACE_NAME_MAX) {
+        atomic_fetch_add_explicit(&m->surfaces_overflow[outcome], 1, memory_order_relaxed);
+        return;
+    }
+    size_t start = name_slot(surface, len);
+    for (size_t probe = 0; probe < TG_METRICS_SURFACES; probe++) {
+        tg_metrics_surface_t *s = &m->surfaces[(start + probe) % TG_METRICS_SURFACES];
+        const char *name = atomic_load_explicit(&s->name, memory_order_acquire);
+        if (name == NULL) {
+            /* Claim the slot with a CAS to a sentinel, copy the name, then publish it.
+             * Losing the CAS means another thread owns the slot: compare with its name. */
+            const char *expected = NULL;
+            if (atomic_compare_exchange_strong(&s->name, &expected, slot_claiming)) {
+                memcpy(s->names, surface, len);
+                s->names[len] = '\0';
+                atomic_store_explicit(&s->name, s->names, memory_order_release);
+                name = s->names;
+            } else {
+                name = expected;
+            }
+        }
+        while (name == slot_claiming) {
+            name = atomic_load_explicit(&s->name, memory_order_acquire);
+        }
+        if (name != NULL && strlen(name) == len && memcmp(name, surface, len) == 0) {
+            atomic_fetch_add_explicit(&s->decisions[outcome], 1, memory_order_relaxed);
+            return;
+        }
+    }
+    atomic_fetch_add_explicit(&m->surfaces_overflow[outcome], 1, memory_order_relaxed);
+}
+
+static uint64_t ld(atomic_uint_fast64_t *a) {
+    return (uint64_t)atomic_load_explicit(a, memory_order_relaxed);
+}
+
+tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) {
+    tg_err_t rc = tg_buf_puts(out, "# HELP trigguard_http_requests_total HTTP requests by route "
+                                   "and status.\n# TYPE trigguard_http_requests_total counter\n");
+    for (int r = 0; r < TG_ROUTE__COUNT && rc == TG_OK; r++) {
+        for (int s = 0; s <= STATUS_OTHER && rc == TG_OK; s++) {
+            uint64_t v = ld(&m->requests[r][s]);
+            if (v == 0) {
+                continue;
+            }
+            if (s == STATUS_OTHER) {
+                rc = tg_buf_printf(out,
+                                   "trigguard_http_requests_total{route=\"%s\",status=\"other\"} "
+                                   "%llu\n",
+                                   route_names[r], (unsigned long long)v);
+            } else {
+                rc = tg_buf_printf(out,
+                                   "trigguard_http_requests_total{route=\"%s\",status=\"%d\"} "
+                                   "%llu\n",
+                                   route_names[r], status_codes[s], (unsigned long long)v);
+            }
+        }
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(out, "# HELP trigguard_http_request_duration_seconds Time from request "
+                              "headers to response.\n"
+                              "# TYPE trigguard_http_request_duration_seconds histogram\n");
+    }
+    for (int r = 0; r < TG_ROUTE__COUNT && rc == TG_OK; r++) {
+        uint64_t cum = 0;
+        uint64_t total = 0;
+        for (int b = 0; b <= TG_METRICS_LATENCY_BUCKETS; b++) {
+            total += ld(&m->latency[r][b]);
+        }
+        if (total == 0) {
+            continue;
+        }
+        for (int b = 0; b <= TG_METRICS_LATENCY_BUCKETS && rc == TG_OK; b++) {
+            cum += ld(&m->latency[r][b]);
+            if (b < TG_METRICS_LATENCY_BUCKETS) {
+                rc = tg_buf_printf(out,
+                                   "trigguard_http_request_duration_seconds_bucket{route=\"%s\","
+                                   "le=\"%g\"} %llu\n",
+                                   route_names[r], (double)latency_bounds_us[b] / 1e6,
+                                   (unsigned long long)cum);
+            } else {
+                rc = tg_buf_printf(out,
+                                   "trigguard_http_request_duration_seconds_bucket{route=\"%s\","
+                                   "le=\"+Inf\"} %llu\n",
+                                   route_names[r], (unsigned long long)cum);
+            }
+        }
+        if (rc == TG_OK) {
+            rc = tg_buf_printf(out,
+                               "trigguard_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n"
+                               "trigguard_http_request_duration_seconds_count{route=\"%s\"} "
+                               "%llu\n",
+                               route_names[r], (double)ld(&m->latency_sum_us[r]) / 1e6,
+                               route_names[r], (unsigned long long)total);
+        }
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(out, "# HELP trigguard_decisions_total Decisions by outcome and "
+                              "surface.\n# TYPE trigguard_decisions_total counter\n");
+    }
+    for (int i = 0; i < TG_METRICS_SURFACES && rc == TG_OK; i++) {
+        tg_metrics_surface_t *s = &m->surfaces[i];
+        const char *name = atomic_load_explicit(&s->name, memory_order_acquire);
+        if (name == NULL || name != s->names) {
+            continue;
+        }
+        for (int o = 0; o < 3 && rc == TG_OK; o++) {
+            uint64_t v = ld(&s->decisions[o]);
+            if (v == 0) {
+                continue;
+            }
+            rc = tg_buf_puts(out, "trigguard_decisions_total{decision=\"");
+            if (rc == TG_OK) {
+                rc = tg_buf_printf(out, "%s\",surface=\"", outcome_names[o]);
+            }
+            /* Surface names are policy-controlled: escape for the exposition format. */
+            for (const char *p = name; *p && rc == TG_OK; p++) {
+                if (*p == '\\' || *p == '"') {
+                    rc = tg_buf_putc(out, '\\');
+                }
+                if (rc == TG_OK) {
+                    rc = *p == '\n' ? tg_buf_puts(out, "\\n") : tg_buf_putc(out, *p);
+                }
+            }
+            if (rc == TG_OK) {
+                rc = tg_buf_printf(out, "\"} %llu\n", (unsigned long long)v);
+            }
+        }
+    }
+    for (int o = 0; o < 3 && rc == TG_OK; o++) {
+        uint64_t v = ld(&m->surfaces_overflow[o]);
+        if (v) {
+            rc = tg_buf_printf(out, "trigguard_decisions_total{decision=\"%s\",surface=\"other\"} "
+                                    "%llu\n",
+                               outcome_names[o], (unsigned long long)v);
+        }
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_printf(out,
+                           "# HELP trigguard_idempotent_replays_total Responses replayed for a "
+                           "repeated idempotency key.\n"
+                           "# TYPE trigguard_idempotent_replays_total counter\n"
+                           "trigguard_idempotent_replays_total %llu\n",
+                           (unsigned long long)ld(&m->idem_replays));
+    }
+    return rc;
+}

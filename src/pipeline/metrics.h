@@ -1,0 +1,67 @@
+/* metrics.h — lock-free counters behind GET /metrics (pipeline-private).
+ *
+ * Every counter is a relaxed atomic: readers may see a scrape that is a few
+ * increments behind, never a torn value. Routes and statuses are small fixed
+ * enumerations; surfaces are interned into a fixed table on first sight (names
+ * come from the policy, which is bounded), so nothing grows without limit.
+ */
+#ifndef TG_PIPELINE_METRICS_H
+#define TG_PIPELINE_METRICS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trigguard/buf.h"
+#include "trigguard/err.h"
+
+typedef enum {
+    TG_ROUTE_EVALUATE = 0,
+    TG_ROUTE_EXECUTE,
+    TG_ROUTE_DECIDE,
+    TG_ROUTE_VERIFY,
+    TG_ROUTE_PROTOCOL_VERIFY,
+    TG_ROUTE_RECEIPTS,
+    TG_ROUTE_KEYS,
+    TG_ROUTE_CAPABILITIES,
+    TG_ROUTE_HEALTHZ,
+    TG_ROUTE_READYZ,
+    TG_ROUTE_VERSION,
+    TG_ROUTE_METRICS,
+    TG_ROUTE_OTHER,
+    TG_ROUTE__COUNT
+} tg_route_t;
+
+#define TG_METRICS_STATUSES 14
+#define TG_METRICS_LATENCY_BUCKETS 16
+#define TG_METRICS_SURFACES 256
+#define TG_METRICS_SURFACE_NAME_MAX 128
+
+typedef struct {
+    _Atomic(const char *) name; /* NULL = free slot; points into `names` */
+    char names[TG_METRICS_SURFACE_NAME_MAX + 1];
+    atomic_uint_fast64_t decisions[3]; /* PERMIT, DENY, SILENCE */
+} tg_metrics_surface_t;
+
+typedef struct tg_metrics {
+    atomic_uint_fast64_t requests[TG_ROUTE__COUNT][TG_METRICS_STATUSES];
+    atomic_uint_fast64_t latency[TG_ROUTE__COUNT][TG_METRICS_LATENCY_BUCKETS + 1];
+    atomic_uint_fast64_t latency_sum_us[TG_ROUTE__COUNT];
+    tg_metrics_surface_t surfaces[TG_METRICS_SURFACES];
+    atomic_uint_fast64_t surfaces_overflow[3];
+    atomic_uint_fast64_t idem_replays;
+} tg_metrics_t;
+
+void tg_metrics_init(tg_metrics_t *m);
+const char *tg_route_name(tg_route_t r);
+
+/* Counts one finished request. Thread-safe. */
+void tg_metrics_request(tg_metrics_t *m, tg_route_t route, int status, int64_t latency_us);
+
+/* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE) for a surface. Thread-safe. */
+void tg_metrics_decision(tg_metrics_t *m, const char *surface, size_t len, int outcome);
+
+/* Appends the Prometheus text exposition of these counters. */
+tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) TG_MUST_USE;
+
+#endif /* TG_PIPELINE_METRICS_H */

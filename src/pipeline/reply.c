@@ -1,0 +1,103 @@
+/* reply.c — the one table from tg_err_t to HTTP status and error code. */
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+typedef struct {
+    tg_err_t err;
+    int status;
+    const char *code;
+} err_map_t;
+
+/* Every error a request can end in. Anything not listed is a 500 `internal_error`
+ * whose message never says more than that (a 5xx never leaks internals). */
+static const err_map_t err_map[] = {
+    {TG_ERR_JSON_SYNTAX, 400, "invalid_json"},
+    {TG_ERR_JSON_DUPLICATE_KEY, 400, "invalid_json"},
+    {TG_ERR_JSON_UTF8, 400, "invalid_json"},
+    {TG_ERR_JSON_SURROGATE, 400, "invalid_json"},
+    {TG_ERR_JSON_NONFINITE, 400, "invalid_json"},
+    {TG_ERR_JSON_DEPTH, 400, "invalid_request"},
+    {TG_ERR_JSON_TYPE, 400, "invalid_request"},
+    {TG_ERR_LIMIT, 400, "invalid_request"},
+    {TG_ERR_REQUEST_INVALID, 400, "invalid_request"},
+    {TG_ERR_INVALID_ARG, 400, "invalid_request"},
+    {TG_ERR_UNKNOWN_SURFACE, 400, "unknown_surface"},
+    {TG_ERR_UNAUTHORIZED, 401, "unauthorized"},
+    {TG_ERR_NOT_FOUND, 404, "not_found"},
+    {TG_ERR_CONFLICT, 409, "idempotency_conflict"},
+    {TG_ERR_IN_FLIGHT, 409, "idempotency_conflict"},
+    {TG_ERR_REPLAY, 409, "replay_detected"},
+    {TG_ERR_RATE_LIMITED, 429, "rate_limited"},
+    {TG_ERR_OVERLOADED, 503, "overloaded"},
+    {TG_ERR_NO_KEY, 503, "keys_unavailable"},
+    {TG_ERR_LEDGER_UNHEALTHY, 503, "ledger_unavailable"},
+};
+
+void tg_reply_error_code(tg_exchange_t *ex, int status, const char *code, const char *message) {
+    tg_buf_reset(&ex->out);
+    ex->status = status;
+    ex->content_type_out = NULL;
+    tg_err_t rc = tg_buf_puts(&ex->out, "{\"error\":\"");
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(&ex->out, code);
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(&ex->out, "\",\"message\":");
+    }
+    if (rc == TG_OK) {
+        /* Messages may quote request data (a member name); escape them properly. */
+        rc = tg_canon_string(&ex->out, message, strlen(message));
+        if (rc != TG_OK) {
+            rc = tg_buf_puts(&ex->out, "\"request rejected\"");
+        }
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(&ex->out, ",\"request_id\":");
+    }
+    if (rc == TG_OK) {
+        rc = tg_canon_string(&ex->out, ex->request_id, strlen(ex->request_id));
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_putc(&ex->out, '}');
+    }
+    if (rc != TG_OK) {
+        /* Could not even build the error: send the status with an empty body. */
+        tg_buf_reset(&ex->out);
+    }
+}
+
+void tg_reply_error(tg_exchange_t *ex, tg_err_t e, const char *message) {
+    for (size_t i = 0; i < sizeof err_map / sizeof err_map[0]; i++) {
+        if (err_map[i].err == e) {
+            if (err_map[i].status == 401) {
+                ex->www_authenticate = true;
+            }
+            tg_reply_error_code(ex, err_map[i].status, err_map[i].code,
+                                message ? message : tg_strerror(e));
+            return;
+        }
+    }
+    tg_reply_error_code(ex, 500, "internal_error", "internal error");
+}
+
+void tg_reply_json(tg_exchange_t *ex, int status) {
+    ex->status = status;
+    ex->content_type_out = NULL;
+}
+
+bool tg_content_type_is_json(const char *ct) {
+    static const char want[] = "application/json";
+    if (ct == NULL) {
+        return false;
+    }
+    while (*ct == ' ' || *ct == '\t') {
+        ct++;
+    }
+    if (strncasecmp(ct, want, sizeof want - 1) != 0) {
+        return false;
+    }
+    char next = ct[sizeof want - 1];
+    return next == '\0' || next == ';' || next == ' ' || next == '\t';
+}
