@@ -20,6 +20,8 @@ struct tg_http_server {
     void *ud;
     int listener;
     size_t max_body;
+    size_t max_url;
+    size_t max_header_bytes;
     uint16_t port;
     atomic_uint in_flight;
     int quiesced_fd; /* listen socket handed back by MHD_quiesce_daemon, or -1 */
@@ -112,6 +114,12 @@ static enum MHD_Result queue_exchange(req_ctx_t *ctx) {
     if (ex->allow) {
         add_header(resp, MHD_HTTP_HEADER_ALLOW, ex->allow);
     }
+    if (ex->ratelimit_policy[0] != '\0') {
+        add_header(resp, "RateLimit-Policy", ex->ratelimit_policy);
+    }
+    if (ex->ratelimit[0] != '\0') {
+        add_header(resp, "RateLimit", ex->ratelimit);
+    }
     atomic_store(&ctx->state, REQ_QUEUED);
     enum MHD_Result ret = MHD_queue_response(ctx->conn, (unsigned)ex->status, resp);
     MHD_destroy_response(resp);
@@ -132,6 +140,16 @@ void tg_exchange_complete(tg_exchange_t *ex) {
 
 static const char *header(struct MHD_Connection *c, const char *name) {
     return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+/* Adds the bytes one header line or query argument took on the wire (approximately:
+ * "name: value\r\n", or "name=value&"), for the --max-header-bytes / --max-url checks. */
+static enum MHD_Result count_bytes(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value) {
+    (void)kind;
+    size_t *total = cls;
+    *total += strlen(key) + (value != NULL ? strlen(value) : 0) + 4;
+    return MHD_YES;
 }
 
 static req_ctx_t *ctx_create(tg_http_server_t *srv, struct MHD_Connection *conn, const char *url,
@@ -161,6 +179,11 @@ static req_ctx_t *ctx_create(tg_http_server_t *srv, struct MHD_Connection *conn,
     } else {
         make_request_id(ex->request_id);
     }
+    ex->url_bytes = strlen(url);
+    (void)MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, count_bytes, &ex->url_bytes);
+    (void)MHD_get_connection_values(conn, MHD_HEADER_KIND, count_bytes, &ex->header_bytes);
+    ex->url_too_long = srv->max_url > 0 && ex->url_bytes > srv->max_url;
+    ex->headers_too_large = srv->max_header_bytes > 0 && ex->header_bytes > srv->max_header_bytes;
     const char *cl = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl != NULL) {
         char *end = NULL;
@@ -187,8 +210,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return MHD_NO;
         }
         *con_cls = ctx;
-        if (ctx->ex.body_too_large) {
-            /* Refuse before reading a byte of an announced oversized body. */
+        if (ctx->ex.body_too_large || ctx->ex.url_too_long || ctx->ex.headers_too_large) {
+            /* Refuse before reading a byte of the body. */
             srv->handler(srv->ud, &ctx->ex);
             return queue_exchange(ctx);
         }
@@ -270,6 +293,12 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
                            "--listen \"%s\" is not an IPv4 or IPv6 address", opts->listen);
     }
     if (opts->tls_cert_pem != NULL) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            return tg_diag_set(diag, TG_ERR_CONFIG,
+                               "--tls-cert/--tls-key given, but this libmicrohttpd was built "
+                               "without TLS support (MHD_FEATURE_TLS); install a build with "
+                               "GnuTLS or terminate TLS in front of trigguard");
+        }
         flags |= MHD_USE_TLS;
     }
     tg_http_server_t *s = calloc(1, sizeof *s);
@@ -280,9 +309,13 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
     s->ud = ud;
     s->listener = opts->listener;
     s->max_body = opts->max_body;
+    s->max_url = opts->max_url;
+    s->max_header_bytes = opts->max_header_bytes;
     atomic_init(&s->in_flight, 0);
     s->quiesced_fd = -1;
     unsigned threads = opts->threads ? opts->threads : 1;
+    /* libmicrohttpd's default is no timeout at all: never let a connection idle forever. */
+    unsigned timeout_s = opts->connection_timeout_s ? opts->connection_timeout_s : 30;
     struct MHD_OptionItem tls_opts[] = {
         {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)opts->tls_cert_pem},
         {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)opts->tls_key_pem},
@@ -291,7 +324,8 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
     s->mhd = MHD_start_daemon(
         flags, opts->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, sa,
         MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
-        opts->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, opts->connection_timeout_s,
+        opts->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, opts->per_ip_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, opts->connection_memory,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
         NULL, MHD_OPTION_ARRAY, opts->tls_cert_pem != NULL ? tls_opts : &tls_opts[2],

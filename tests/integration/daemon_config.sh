@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# daemon_config.sh — configuration of `trigguard serve`: --help, --print-config (no
+# secrets), --check-config, refusals to start, tokens file vs TRIGGUARD_API_KEYS digests,
+# the unsafe local auth bypass (loopback only), key id/authority/ttl/rotation options.
+source "$(dirname "$0")/lib/daemon.sh"
+
+tg_keygen
+POLICY_ARGS=(--policy "$TG_POLICY")
+
+# runs `trigguard serve ARGS` expecting it to exit by itself; $OUT holds stdout+stderr.
+run_serve() { # run_serve LABEL WANT_RC [VAR=value ...] -- args...
+    local label=$1 want=$2
+    shift 2
+    local -a envs=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    OUT=$(timeout 30 env "${envs[@]}" "$TG_BIN" serve "$@" 2>&1)
+    local rc=$?
+    tg_eq "$rc" "$want" "$label: exit status"
+    if grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' <<<"$OUT"; then
+        tg_fail "$label: sanitizer report: $(head -c 2000 <<<"$OUT")"
+    fi
+}
+
+# ---- --help ----------------------------------------------------------------------------
+
+run_serve "serve --help" 0 -- --help
+for want in --listen --port --policy --tokens --ledger --threads --tls-cert --tls-key \
+    --log-level --log-format --key --receipt-ttl --max-body --print-config --check-config \
+    PORT TG_DECIDE_PORT TRIGGUARD_SIGNING_KEY RATE_LIMIT_PER_TENANT RATE_LIMIT_GLOBAL \
+    BULKHEAD_TENANT_MAX_IN_FLIGHT BULKHEAD_GLOBAL_MAX_IN_FLIGHT TRIGGUARD_API_KEYS \
+    TRIGGUARD_UNSAFE_LOCAL_AUTH_BYPASS; do
+    tg_check "--help mentions $want" grep -qe "$want" <<<"$OUT"
+done
+tg_check "--help shows the default port 8080 and listen address 127.0.0.1" \
+    grep -q '"8080"' <<<"$OUT"
+tg_check "--help shows the default listen address" grep -q '"127.0.0.1"' <<<"$OUT"
+
+# ---- --print-config: effective values, secrets redacted, precedence flag > env > default --
+
+SECRET_TOKEN=tok-very-secret-4711
+run_serve "--print-config" 0 TRIGGUARD_API_KEYS="acme:$SECRET_TOKEN" PORT=1234 \
+    RATE_LIMIT_PER_TENANT=77 -- --print-config --key "$(cat "$TG_KEY")" "${POLICY_ARGS[@]}"
+tg_check "--print-config does not print the API token" bash -c "! grep -q '$SECRET_TOKEN' <<<\"\$0\"" "$OUT"
+tg_check "--print-config does not print private key material" bash -c "! grep -q 'PRIVATE KEY' <<<\"\$0\"" "$OUT"
+KEY_B64=$(sed -n '/BEGIN PRIVATE KEY/{n;p}' "$TG_KEY")
+tg_check "--print-config does not print the key's base64" bash -c "! grep -qF '$KEY_B64' <<<\"\$0\"" "$OUT"
+tg_check "--print-config: port from the environment (PORT=1234)" grep -qE '^port = 1234$' <<<"$OUT"
+tg_check "--print-config: RATE_LIMIT_PER_TENANT from the environment" grep -qE '^rate-limit-per-tenant = 77$' <<<"$OUT"
+tg_check "--print-config: defaults (listen 127.0.0.1, max-body 65536, durability fsync)" \
+    bash -c "grep -qE '^listen = 127.0.0.1$' <<<\"\$0\" && grep -qE '^max-body = 65536$' <<<\"\$0\" && grep -qE '^durability = fsync$' <<<\"\$0\"" "$OUT"
+run_serve "--print-config, flag over env" 0 PORT=1234 -- --print-config --port 4321
+tg_check "--port flag wins over PORT" grep -qE '^port = 4321$' <<<"$OUT"
+run_serve "--print-config with the key as a path" 0 -- --print-config --key "$TG_KEY"
+tg_check "a key path is shown (it is not a secret)" grep -qF "$TG_KEY" <<<"$OUT"
+
+# ---- --check-config ----------------------------------------------------------------------
+
+run_serve "--check-config, valid" 0 -- --check-config "${POLICY_ARGS[@]}" --key "$TG_KEY" \
+    --ledger "$TG_TMP/ledger-check" --port 0 --port-file "$TG_TMP/port-check"
+tg_check "--check-config says OK: $OUT" grep -q "configuration OK" <<<"$OUT"
+tg_check "--check-config does not listen (no port file)" test ! -e "$TG_TMP/port-check"
+printf '{"version":"x","surfaces":{"s":{"tier":1,"rules":[{"id":"r","effect":"permit","when":[{"field":"actor","op":"gtx","value":1}]}]}}}' >"$TG_TMP/bad-policy.json"
+run_serve "--check-config, invalid policy" 2 -- --check-config --policy "$TG_TMP/bad-policy.json" \
+    --key "$TG_KEY" --ledger "$TG_TMP/ledger-check"
+tg_check "invalid policy: the error names the JSON path: $OUT" grep -q 'when\[0\].op' <<<"$OUT"
+printf '{"version": ' >"$TG_TMP/broken-policy.json"
+run_serve "--check-config, policy not JSON" 2 -- --check-config --policy "$TG_TMP/broken-policy.json" --ledger "$TG_TMP/ledger-check"
+run_serve "--check-config, no policy" 2 -- --check-config --key "$TG_KEY" --ledger "$TG_TMP/ledger-check"
+tg_check "no policy: says --policy is required: $OUT" grep -q -- "--policy" <<<"$OUT"
+run_serve "--check-config, missing policy file" 2 -- --check-config --policy "$TG_TMP/nope.json" --ledger "$TG_TMP/ledger-check"
+cp "$TG_KEY" "$TG_TMP/key-0644.pem"
+chmod 0644 "$TG_TMP/key-0644.pem"
+run_serve "key readable by others" 2 -- --check-config "${POLICY_ARGS[@]}" --key "$TG_TMP/key-0644.pem" --ledger "$TG_TMP/ledger-check"
+tg_check "group/other-readable key refused with a reason: $OUT" grep -qi "mode\|permission\|chmod" <<<"$OUT"
+printf 'not a key\n' >"$TG_TMP/notakey.pem"
+chmod 600 "$TG_TMP/notakey.pem"
+run_serve "key file that is not a PEM key" 2 -- --check-config "${POLICY_ARGS[@]}" --key "$TG_TMP/notakey.pem" --ledger "$TG_TMP/ledger-check"
+printf '[{"tenant":"acme"}]' >"$TG_TMP/bad-tokens.json"
+run_serve "tokens file without digests" 2 -- --check-config "${POLICY_ARGS[@]}" --tokens "$TG_TMP/bad-tokens.json" --ledger "$TG_TMP/ledger-check"
+tg_check "bad tokens file: the error names the member: $OUT" grep -q "token_sha256" <<<"$OUT"
+run_serve "malformed TRIGGUARD_API_KEYS" 2 TRIGGUARD_API_KEYS="acme" -- --check-config "${POLICY_ARGS[@]}" --ledger "$TG_TMP/ledger-check"
+run_serve "unknown option" 2 -- --check-config --no-such-option
+tg_check "unknown option named: $OUT" grep -q "no-such-option" <<<"$OUT"
+run_serve "port out of range" 2 -- --check-config --port 70000
+run_serve "PORT not a number" 2 PORT=eighty -- --check-config
+run_serve "bad --durability" 2 -- --check-config --durability sometimes
+run_serve "bad --log-format" 2 -- --log-format xml "${POLICY_ARGS[@]}" --ledger "$TG_TMP/ledger-check" --port 0
+run_serve "--tls-cert without --tls-key" 2 -- --check-config --tls-cert /dev/null
+# A refused start never listens.
+run_serve "serve with an invalid policy" 2 -- --policy "$TG_TMP/bad-policy.json" --key "$TG_KEY" \
+    --ledger "$TG_TMP/ledger-check" --port 0 --port-file "$TG_TMP/port-badstart"
+tg_check "a refused start writes no port file" test ! -e "$TG_TMP/port-badstart"
+tg_check "a refused start logs startup_failed" grep -q "startup_failed" <<<"$OUT"
+
+# ---- tokens: --tokens file of SHA-256 digests, and TRIGGUARD_API_KEYS digests --------------
+
+sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+cat >"$TG_TMP/tokens.json" <<EOF
+[{"tenant": "acme", "token_sha256": "$(sha tok-file-acme)"},
+ {"tenant": "beta", "token_sha256": "$(sha tok-file-beta)"}]
+EOF
+tg_std_args tok
+tg_start tok TRIGGUARD_API_KEYS= -- "${TG_STD_ARGS[@]}" --tokens "$TG_TMP/tokens.json"
+tg_req POST /v1/evaluate -H "Authorization: Bearer tok-file-acme" --json-body "$(tg_req_json permit)"
+tg_expect_py "s == 200 and j['receipt']['tenantId'] == 'acme'" "--tokens: acme's token"
+tg_req POST /v1/evaluate -H "Authorization: Bearer tok-file-beta" --json-body "$(tg_req_json permit)"
+tg_expect_py "s == 200 and j['receipt']['tenantId'] == 'beta'" "--tokens: beta's token"
+tg_req POST /v1/evaluate -H "Authorization: Bearer $(sha tok-file-acme)" --json-body "$(tg_req_json permit)"
+tg_expect_error 401 unauthorized "--tokens: the digest itself is not a token"
+tg_req POST /v1/evaluate "${TG_AUTH_A[@]}" --json-body "$(tg_req_json permit)"
+tg_expect_error 401 unauthorized "--tokens: a token that is not listed"
+tg_stop tok
+tg_check "no token or digest in the log" bash -c "! grep -qE 'tok-file|$(sha tok-file-acme)' '$(tg_logfile tok)'"
+
+tg_std_args envsha
+tg_start envsha TRIGGUARD_API_KEYS="gamma:sha256:$(sha tok-env-gamma),delta:tok-env-delta" -- \
+    "${TG_STD_ARGS[@]}" --tokens "$TG_TMP/tokens.json"
+tg_req POST /v1/evaluate -H "Authorization: Bearer tok-env-gamma" --json-body "$(tg_req_json permit)"
+tg_expect_py "s == 200 and j['receipt']['tenantId'] == 'gamma'" "TRIGGUARD_API_KEYS tenant:sha256:<hex>"
+tg_req POST /v1/evaluate -H "Authorization: Bearer tok-env-delta" --json-body "$(tg_req_json permit)"
+tg_expect_py "s == 200 and j['receipt']['tenantId'] == 'delta'" "TRIGGUARD_API_KEYS tenant:token"
+tg_req POST /v1/evaluate -H "Authorization: Bearer tok-file-beta" --json-body "$(tg_req_json permit)"
+tg_expect_py "s == 200 and j['receipt']['tenantId'] == 'beta'" "--tokens and TRIGGUARD_API_KEYS together"
+tg_req POST /v1/evaluate -H "Authorization: Bearer sha256:$(sha tok-env-gamma)" --json-body "$(tg_req_json permit)"
+tg_expect_error 401 unauthorized "the configured digest is not itself a token"
+tg_stop envsha
+
+# ---- TRIGGUARD_UNSAFE_LOCAL_AUTH_BYPASS ---------------------------------------------------
+
+tg_std_args bypass
+tg_start bypass TRIGGUARD_API_KEYS= TRIGGUARD_UNSAFE_LOCAL_AUTH_BYPASS=true -- "${TG_STD_ARGS[@]}"
+tg_req POST /v1/evaluate --json-body "$(tg_req_json permit ',"idempotency_key":"bp-1"')"
+tg_expect_py "s == 200 and j['decision'] == 'PERMIT' and j['receipt']['tenantId'] == 'local'" \
+    "bypass on 127.0.0.1: no token needed, tenant local"
+tg_jget BP_EXEC 'j["execution_id"]'
+tg_req GET "/v1/receipts/$BP_EXEC"
+tg_expect_py "s == 200 and j['tenantId'] == 'local'" "bypass: receipts readable as tenant local"
+tg_check "the startup log warns about the bypass" grep -qi "unsafe" "$(tg_logfile bypass)"
+tg_stop bypass
+
+# IPv6 loopback counts as loopback (when this host has ::1).
+if python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0))' 2>/dev/null; then
+    tg_std_args bypass6
+    tg_start bypass6 TRIGGUARD_API_KEYS= TRIGGUARD_UNSAFE_LOCAL_AUTH_BYPASS=true -- "${TG_STD_ARGS[@]}" --listen ::1
+    tg_req POST /v1/evaluate --json-body "$(tg_req_json example)"
+    tg_expect_py "s == 200 and j['receipt']['tenantId'] == 'local'" "bypass on ::1 answers without a token"
+    tg_stop bypass6
+fi
+
+# Refused on a non-loopback address, before listening.
+for addr in 0.0.0.0 ::; do
+    PORT_WILD=$(tg_free_port)
+    run_serve "bypass with --listen $addr" 2 TRIGGUARD_API_KEYS= TRIGGUARD_UNSAFE_LOCAL_AUTH_BYPASS=true -- \
+        "${POLICY_ARGS[@]}" --key "$TG_KEY" --ledger "$TG_TMP/ledger-wild" --listen "$addr" \
+        --port "$PORT_WILD" --port-file "$TG_TMP/port-wild"
+    tg_check "bypass on $addr: the refusal names the bypass and loopback: $OUT" \
+        bash -c "grep -q 'TRIGGUARD_UNSAFE_LOCAL_AUTH_BYPASS' <<<\"\$0\" && grep -qi 'loopback' <<<\"\$0\"" "$OUT"
+    tg_check "bypass on $addr: never listened (no port file, no listening event)" \
+        bash -c "test ! -e '$TG_TMP/port-wild' && ! grep -q '\"listening\"' <<<\"\$0\"" "$OUT"
+done
+run_serve "--unsafe-local-auth-bypass flag with --listen 0.0.0.0" 2 TRIGGUARD_API_KEYS= -- \
+    "${POLICY_ARGS[@]}" --key "$TG_KEY" --ledger "$TG_TMP/ledger-wild" --listen 0.0.0.0 \
+    --port 0 --unsafe-local-auth-bypass
+tg_check "flag form refused too" grep -q "loopback" <<<"$OUT"
+
+# ---- key from the environment, key id, authority, receipt lifetime, rotation -------------
+
+tg_keygen "$TG_TMP/key-old.pem" itest-key-old
+tg_start old -- --policy "$TG_POLICY" --key "$TG_TMP/key-old.pem" --ledger "$TG_TMP/ledger-old" --threads 2
+tg_post /v1/evaluate "$(tg_req_json permit)"
+tg_expect_py "s == 200 and j['receipt']['authorityKeyId'] == 'itest-key-old'" "receipt signed by the old key"
+tg_save_receipt "$TG_TMP/receipt-old.json"
+tg_stop old
+
+tg_start rot TRIGGUARD_SIGNING_KEY="$(cat "$TG_KEY")" -- --policy "$TG_POLICY" \
+    --verify-keys "$TG_TMP/key-old.pem" --ledger "$TG_TMP/ledger-rot" --authority-id itest-authority \
+    --receipt-ttl 1 --threads 2
+tg_req GET /.well-known/trigguard/keys.json
+tg_expect_py "j['authority'] == 'itest-authority' and sorted((k['keyId'], k['status']) for k in j['keys']) == [('itest-key-1', 'active'), ('itest-key-old', 'verify-only')]" \
+    "rotation: keys.json lists the active key and the verify-only key"
+cp "$TG_BODY_FILE" "$TG_TMP/keys-rot.json"
+tg_req POST /v1/verify --json-body "$(cat "$TG_TMP/receipt-old.json")"
+tg_expect_py "s == 200 and j['valid'] is True" "rotation: a receipt of the old key still verifies"
+tg_post /v1/evaluate "$(tg_req_json permit)"
+tg_expect_py "s == 200 and j['receipt']['authorityKeyId'] == 'itest-key-1' and j['receipt']['authorityId'] == 'itest-authority'" \
+    "TRIGGUARD_SIGNING_KEY as PEM text signs; --authority-id in the receipt"
+tg_expect_py "(iso(j['receipt']['expiresAt']) - iso(j['receipt']['timestamp'])).total_seconds() == 1" "--receipt-ttl 1"
+tg_save_receipt "$TG_TMP/receipt-short.json"
+out=$("$TG_BIN" verify --keys "$TG_TMP/keys-rot.json" "$TG_TMP/receipt-old.json" 2>&1)
+tg_eq "$?:$out" "0:VALID" "trigguard verify with the rotated keys.json accepts the old key's receipt (within its lifetime)"
+sleep 1.3
+tg_req POST /v1/verify --json-body "$(cat "$TG_TMP/receipt-short.json")"
+tg_expect_py "s == 200 and j['valid'] is False and j['reason'] == 'expired' and j.get('authentic') is True" \
+    "an expired receipt: valid false, reason expired, still authentic"
+out=$("$TG_BIN" verify --keys "$TG_TMP/keys-rot.json" "$TG_TMP/receipt-short.json" 2>&1)
+rc=$?
+tg_eq "$rc" 1 "trigguard verify: expired receipt exits 1"
+tg_check "trigguard verify says expired: $out" grep -q "expired" <<<"$out"
+tg_stop rot
+
+# --log-format text
+tg_std_args text
+tg_start text -- "${TG_STD_ARGS[@]}" --log-format text
+tg_req GET /healthz -H "X-Request-Id: text-log-1"
+tg_stop text
+tg_check "--log-format text: a plain-text access line with the request id" \
+    bash -c "grep 'text-log-1' '$(tg_logfile text)' | grep -qv '^{'"
+
+tg_done
