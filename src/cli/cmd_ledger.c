@@ -50,7 +50,7 @@ static bool ledger_add_keys(tg_keyring_t *ring, const char *path, bool is_json) 
     tg_err_t rc;
     if (is_json) {
         size_t len = 0;
-        char *text = tg_cli_read_file(path, 1024 * 1024, &len);
+        char *text = tg_cli_read_file(path, (size_t)1024 * 1024, &len);
         if (text == NULL) {
             return false;
         }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -142,14 +143,65 @@ static const char *header(struct MHD_Connection *c, const char *name) {
     return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
 
-/* Adds the bytes one header line or query argument took on the wire (approximately:
- * "name: value\r\n", or "name=value&"), for the --max-header-bytes / --max-url checks. */
-static enum MHD_Result count_bytes(void *cls, enum MHD_ValueKind kind, const char *key,
-                                   const char *value) {
-    (void)kind;
-    size_t *total = cls;
-    *total += strlen(key) + (value != NULL ? strlen(value) : 0) + 4;
+/* What one pass over the request headers (or query arguments) measures. */
+typedef struct {
+    size_t bytes;          /* approximately what they took on the wire */
+    unsigned content_length; /* Content-Length headers seen */
+    unsigned transfer_encoding; /* Transfer-Encoding headers seen */
+    bool te_not_chunked;   /* a Transfer-Encoding other than exactly "chunked" */
+} hdr_scan_t;
+
+/* Adds "name: value\r\n" (or "name=value&") bytes, for --max-header-bytes / --max-url, and
+ * notes the message-framing headers a request smuggler would play with. */
+static enum MHD_Result scan_value(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value) {
+    hdr_scan_t *sc = cls;
+    sc->bytes += strlen(key) + (value != NULL ? strlen(value) : 0) + 4;
+    if (kind == MHD_HEADER_KIND) {
+        if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+            sc->content_length++;
+        } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+            sc->transfer_encoding++;
+            if (value == NULL || strcasecmp(value, "chunked") != 0) {
+                sc->te_not_chunked = true;
+            }
+        }
+    }
     return MHD_YES;
+}
+
+/* %HH decoding for paths and query arguments, except that %00 and malformed escapes stay
+ * as they are: a decoded NUL would cut the C string short, so "/v1/evaluate%00.json" would
+ * be routed as "/v1/evaluate". Never lengthens s (libmicrohttpd's contract). */
+static int hex_val(char c) {
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+static size_t unescape_no_nul(void *cls, struct MHD_Connection *c, char *s) {
+    (void)cls;
+    (void)c;
+    char *w = s;
+    for (const char *r = s; *r != '\0';) {
+        int hi = r[0] == '%' ? hex_val(r[1]) : -1;
+        int lo = hi >= 0 ? hex_val(r[2]) : -1;
+        if (lo >= 0 && (hi | lo) != 0) {
+            *w++ = (char)(hi * 16 + lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
 }
 
 static req_ctx_t *ctx_create(tg_http_server_t *srv, struct MHD_Connection *conn, const char *url,
@@ -179,11 +231,17 @@ static req_ctx_t *ctx_create(tg_http_server_t *srv, struct MHD_Connection *conn,
     } else {
         make_request_id(ex->request_id);
     }
-    ex->url_bytes = strlen(url);
-    (void)MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, count_bytes, &ex->url_bytes);
-    (void)MHD_get_connection_values(conn, MHD_HEADER_KIND, count_bytes, &ex->header_bytes);
+    hdr_scan_t qs = {0}, hs = {0};
+    (void)MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, scan_value, &qs);
+    (void)MHD_get_connection_values(conn, MHD_HEADER_KIND, scan_value, &hs);
+    ex->url_bytes = strlen(url) + qs.bytes;
+    ex->header_bytes = hs.bytes;
     ex->url_too_long = srv->max_url > 0 && ex->url_bytes > srv->max_url;
     ex->headers_too_large = srv->max_header_bytes > 0 && ex->header_bytes > srv->max_header_bytes;
+    /* RFC 9112 §6.1/§6.3: ambiguous framing is how requests are smuggled past proxies;
+     * refuse it instead of guessing which length the sender meant. */
+    ex->bad_framing = hs.content_length > 1 || hs.transfer_encoding > 1 ||
+                      (hs.transfer_encoding > 0 && (hs.content_length > 0 || hs.te_not_chunked));
     const char *cl = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl != NULL) {
         char *end = NULL;
@@ -210,7 +268,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return MHD_NO;
         }
         *con_cls = ctx;
-        if (ctx->ex.body_too_large || ctx->ex.url_too_long || ctx->ex.headers_too_large) {
+        if (ctx->ex.body_too_large || ctx->ex.url_too_long || ctx->ex.headers_too_large ||
+            ctx->ex.bad_framing) {
             /* Refuse before reading a byte of the body. */
             srv->handler(srv->ud, &ctx->ex);
             return queue_exchange(ctx);
@@ -328,7 +387,10 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
         MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, opts->connection_memory,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
-        NULL, MHD_OPTION_ARRAY, opts->tls_cert_pem != NULL ? tls_opts : &tls_opts[2],
+        NULL, MHD_OPTION_UNESCAPE_CALLBACK, unescape_no_nul, NULL,
+        /* 1 = strict: an HTTP/1.1 request without Host, or with spaces in the URL, is a
+         * 400 from libmicrohttpd (an authorization server has no reason to be lenient). */
+        MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_ARRAY, opts->tls_cert_pem != NULL ? tls_opts : &tls_opts[2],
         MHD_OPTION_END);
     if (s->mhd == NULL) {
         free(s);
@@ -379,7 +441,7 @@ void tg_http_stop(tg_http_server_t *s, int64_t timeout_ms) {
         return;
     }
     tg_http_quiesce(s);
-    int64_t deadline = mono_ns() + timeout_ms * 1000000;
+    int64_t deadline = mono_ns() + timeout_ms * INT64_C(1000000);
     while (atomic_load(&s->in_flight) > 0 && mono_ns() < deadline) {
         struct timespec ts = {0, 5 * 1000000};
         nanosleep(&ts, NULL);

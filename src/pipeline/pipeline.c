@@ -166,7 +166,7 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     const tg_config_t *c = &p->cfg;
     /* itest fix: --max-body accepts up to 16 MiB but the store refuses responses above
      * TG_STORE_MAX_RESPONSE_LEN_LIMIT, so clamp instead of failing the start. */
-    size_t max_resp = (size_t)c->max_body + 64 * 1024;
+    size_t max_resp = (size_t)c->max_body + (size_t)64 * 1024;
     if (max_resp > TG_STORE_MAX_RESPONSE_LEN_LIMIT) {
         max_resp = TG_STORE_MAX_RESPONSE_LEN_LIMIT;
     }

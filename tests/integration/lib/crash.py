@@ -16,6 +16,10 @@ what SPEC §9 and docs/LEDGER.md promise for a process crash:
 
 A request in flight at a kill (no response) may or may not be in the ledger; when it is,
 its retry must replay that record, when it is not, its retry creates exactly one record.
+Also: GET /v1/receipts/{id} serves the answered receipt bytes after a restart; a restart
+drops a torn tail (left by the kill, or appended by hand as the cut-short next record)
+and nothing else, and says so in its log; a restart killed during recovery does no harm;
+a clean SIGTERM at the end exits 0 and the daemon logs carry no sanitizer report.
 
 Usage: crash.py --bin TG_BIN --policy P --key K --dir TMPDIR --durability fsync|batch
                 --rounds N --seed S [--segment-bytes N] [--threads N] [--budget SECONDS]
@@ -583,20 +587,22 @@ class Campaign:
         recs, _, _ = self.dump()
         self.check_acked_in(self.index(recs, when), [self.acked[k] for k in self.order], when)
         self.checkpoint("checking the crashed ledger of round %d" % rnd)
-        # SIGKILL rarely lands inside a pwrite, so a torn tail is often made by hand: the
-        # cut-short record the next group commit would have written (docs/LEDGER.md layout),
-        # holding an unanswered request that the restart must forget.
+        # SIGKILL rarely lands inside a pwrite, so a torn tail is also made by hand (in half
+        # the rounds, and at least once per campaign): the cut-short record the next group
+        # commit would have written (docs/LEDGER.md layout), holding an unanswered request
+        # that the restart must forget.
         injected = None
-        if not torn and before is not None and self.rng.random() < 0.5:
+        first_tear = final and not (self.stats["torn"] or self.stats["torn_made"])
+        if not torn and before is not None and (self.rng.random() < 0.5 or first_tear):
             injected = self.inject_torn(rnd, before)
             inflight.append(injected[0])
             torn = True
         self.phase("crashed ledger")
-        # Sometimes crash the restart itself, in the middle of recovery: a second recovery
-        # of the same files must reach the same state.
+        # Sometimes (at least once per campaign) crash the restart itself, in the middle of
+        # recovery: a second recovery of the same files must reach the same state.
         logs = []
         recovery_killed = False
-        if self.rng.random() < 0.35:
+        if self.rng.random() < 0.35 or (final and not self.stats["killed_in_recovery"]):
             self.spawn()
             logs.append(self.logpath(self.instance))
             time.sleep(self.rng.uniform(0.0, 0.12))
