@@ -217,6 +217,19 @@ tg_err_t tg_ledger_append_sync(tg_ledger_t *l, uint8_t type, const void *meta, s
                                const void *payload, size_t len,
                                tg_ledger_pos_t *pos_out) TG_MUST_USE;
 
+/* Durability NONE only: encodes and writes the record on the calling thread (under the
+ * ledger's write lock, in sequence with the writer thread's batches) and returns once the
+ * write() is done, which is exactly when an asynchronous append in that mode would be
+ * acknowledged. It saves the hand-off to the writer thread and back (two thread wake-ups
+ * per request) when no fdatasync has to be shared. *pos_out receives the position on TG_OK.
+ * Errors: TG_ERR_INVALID_ARG (also: durability is not NONE, or pos_out NULL), TG_ERR_LIMIT,
+ * TG_ERR_LEDGER_UNHEALTHY (unhealthy, closing, or this write failed: the ledger is then
+ * unhealthy and recovers as after any failed write), TG_ERR_NOMEM. Never blocks on a sync
+ * except at segment rotation. Thread-safe. */
+tg_err_t tg_ledger_append_now(tg_ledger_t *l, uint8_t type, const void *meta, size_t meta_len,
+                              const void *payload, size_t len,
+                              tg_ledger_pos_t *pos_out) TG_MUST_USE;
+
 /* true while appends can be made durable (for /readyz). Lock-free. Thread-safe. */
 bool tg_ledger_healthy(const tg_ledger_t *l);
 

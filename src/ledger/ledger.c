@@ -64,7 +64,11 @@ struct tg_ledger {
     pthread_t thread;
     bool thread_started;
 
-    /* writer-owned file state */
+    /* File state below: owned by the writer thread, and held under wmu whenever it is
+     * touched, because tg_ledger_append_now (durability none) writes from the caller's
+     * thread. Lock order: mu may be held while taking wmu, never the reverse. */
+    pthread_mutex_t wmu;
+    bool wclosed;         /* set at close under wmu: no more inline appends */
     int fd;               /* active segment, O_WRONLY */
     uint32_t seg;         /* its number */
     uint64_t acked_end;   /* end of the last acknowledged record in the active segment */
@@ -386,7 +390,9 @@ static void *writer_main(void *arg) {
             l->recover_req = false;
             char msg[TG_DIAG_MAX] = "";
             pthread_mutex_unlock(&l->mu);
+            pthread_mutex_lock(&l->wmu);
             tg_err_t rc = atomic_load(&l->healthy) ? TG_OK : recover(l, msg, sizeof msg);
+            pthread_mutex_unlock(&l->wmu);
             pthread_mutex_lock(&l->mu);
             l->recover_rc = rc;
             snprintf(l->recover_msg, sizeof l->recover_msg, "%s", msg);
@@ -415,7 +421,9 @@ static void *writer_main(void *arg) {
             }
             char msg[TG_DIAG_MAX];
             pthread_mutex_unlock(&l->mu);
+            pthread_mutex_lock(&l->wmu);
             (void)recover(l, msg, sizeof msg);
+            pthread_mutex_unlock(&l->wmu);
             pthread_mutex_lock(&l->mu);
             next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
             continue;
@@ -432,7 +440,9 @@ static void *writer_main(void *arg) {
                 l->qtail = NULL;
             }
             pthread_mutex_unlock(&l->mu);
+            pthread_mutex_lock(&l->wmu);
             write_batch(l, l->ents, n);
+            pthread_mutex_unlock(&l->wmu);
             atomic_fetch_add_explicit(&l->st_batches, 1, memory_order_relaxed);
             atomic_store_explicit(&l->st_last_batch, n, memory_order_relaxed);
             uint64_t mx = atomic_load_explicit(&l->st_max_batch, memory_order_relaxed);
@@ -446,6 +456,7 @@ static void *writer_main(void *arg) {
                 finish(l->ents[k]);
             }
             /* BATCH: acknowledged at write(); the fdatasync follows when it is due. */
+            pthread_mutex_lock(&l->wmu);
             if (atomic_load(&l->healthy) && l->durability == TG_DURABILITY_BATCH &&
                 l->synced_end != l->acked_end &&
                 mono_ns() - l->last_sync_ns >= (int64_t)l->batch_interval_ms * 1000000) {
@@ -455,6 +466,7 @@ static void *writer_main(void *arg) {
                     l->synced_end = l->acked_end;
                 }
             }
+            pthread_mutex_unlock(&l->wmu);
             if (!atomic_load(&l->healthy)) {
                 next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
             }
@@ -464,8 +476,11 @@ static void *writer_main(void *arg) {
         if (l->closing) {
             break;
         }
-        if (l->durability == TG_DURABILITY_BATCH && l->synced_end != l->acked_end) {
-            int64_t due = l->last_sync_ns + (int64_t)l->batch_interval_ms * 1000000;
+        pthread_mutex_lock(&l->wmu);
+        bool unsynced = l->synced_end != l->acked_end;
+        int64_t due = l->last_sync_ns + (int64_t)l->batch_interval_ms * 1000000;
+        pthread_mutex_unlock(&l->wmu);
+        if (l->durability == TG_DURABILITY_BATCH && unsynced) {
             if (mono_ns() < due) {
                 struct timespec ts;
                 abs_deadline(&ts, due);
@@ -473,23 +488,28 @@ static void *writer_main(void *arg) {
                 continue;
             }
             pthread_mutex_unlock(&l->mu);
+            pthread_mutex_lock(&l->wmu);
             if (do_fdatasync(l, l->fd) != 0) {
                 mark_unhealthy(l);
                 next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
             } else {
                 l->synced_end = l->acked_end;
             }
+            pthread_mutex_unlock(&l->wmu);
             pthread_mutex_lock(&l->mu);
             continue;
         }
         pthread_cond_wait(&l->work_cv, &l->mu);
     }
     pthread_mutex_unlock(&l->mu);
+    pthread_mutex_lock(&l->wmu);
     if (atomic_load(&l->healthy) && l->synced_end != l->acked_end) {
         if (do_fdatasync(l, l->fd) != 0) {
             mark_unhealthy(l);
         }
     }
+    l->wclosed = true;
+    pthread_mutex_unlock(&l->wmu);
     return NULL;
 }
 
@@ -527,6 +547,7 @@ static void ledger_free(tg_ledger_t *l) {
     }
     pthread_mutex_destroy(&l->mu);
     pthread_mutex_destroy(&l->stat_mu);
+    pthread_mutex_destroy(&l->wmu);
     pthread_cond_destroy(&l->work_cv);
     pthread_cond_destroy(&l->recover_cv);
     free(l->batch);
@@ -723,6 +744,7 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
     l->fd = l->dirfd = l->lockfd = -1;
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->stat_mu, NULL);
+    pthread_mutex_init(&l->wmu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -871,6 +893,61 @@ tg_err_t tg_ledger_append_sync(tg_ledger_t *l, uint8_t type, const void *meta, s
             memset(pos_out, 0, sizeof *pos_out);
         }
     }
+    return rc;
+}
+
+tg_err_t tg_ledger_append_now(tg_ledger_t *l, uint8_t type, const void *meta, size_t meta_len,
+                              const void *payload, size_t len, tg_ledger_pos_t *pos_out) {
+    if (pos_out != NULL) {
+        memset(pos_out, 0, sizeof *pos_out);
+    }
+    if (l == NULL || pos_out == NULL || l->durability != TG_DURABILITY_NONE ||
+        (type != TG_LEDGER_TYPE_RECEIPT && type != TG_LEDGER_TYPE_SILENCE) ||
+        (meta == NULL && meta_len > 0) || (payload == NULL && len > 0)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    if (meta_len > TG_LEDGER_META_MAX || len > TG_LEDGER_PAYLOAD_MAX) {
+        return TG_ERR_LIMIT;
+    }
+    if (!atomic_load(&l->healthy)) {
+        atomic_fetch_add_explicit(&l->st_rejected, 1, memory_order_relaxed);
+        return TG_ERR_LEDGER_UNHEALTHY;
+    }
+    entry_t *e = malloc(sizeof *e + meta_len + len);
+    if (e == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    memset(e, 0, sizeof *e);
+    e->type = type;
+    e->status = TG_ERR_LEDGER_UNHEALTHY;
+    e->meta_len = (uint32_t)meta_len;
+    e->payload_len = (uint32_t)len;
+    if (meta_len) {
+        memcpy(e->data, meta, meta_len);
+    }
+    if (len) {
+        memcpy(e->data + meta_len, payload, len);
+    }
+    pthread_mutex_lock(&l->wmu);
+    bool ok = !l->wclosed && atomic_load(&l->healthy);
+    if (ok) {
+        write_batch(l, &e, 1);
+    }
+    pthread_mutex_unlock(&l->wmu);
+    tg_err_t rc = ok ? e->status : TG_ERR_LEDGER_UNHEALTHY;
+    if (rc == TG_OK) {
+        *pos_out = e->pos;
+        atomic_fetch_add_explicit(&l->st_batches, 1, memory_order_relaxed);
+        atomic_store_explicit(&l->st_last_batch, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&l->st_batch_hist[0], 1, memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&l->st_rejected, 1, memory_order_relaxed);
+        /* Wake the writer so its recovery timer runs (it sleeps while it has no work). */
+        pthread_mutex_lock(&l->mu);
+        pthread_cond_signal(&l->work_cv);
+        pthread_mutex_unlock(&l->mu);
+    }
+    free(e);
     return rc;
 }
 

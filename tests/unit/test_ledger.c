@@ -1060,6 +1060,54 @@ static void test_fault_short_write(void **state) {
     one_fault(&f_pwrite, 0, true, TG_DURABILITY_NONE);
 }
 
+/* tg_ledger_append_now (durability none): records written on the caller's thread chain
+ * with the writer thread's batches; other modes refuse it; a failed write makes the ledger
+ * unhealthy and acknowledges nothing. */
+static void append_now_one(tg_ledger_t *l, uint64_t i, tg_err_t want) {
+    char p[128], m[32];
+    size_t pl = make_payload(p, sizeof p, i);
+    int ml = snprintf(m, sizeof m, "meta-%llu", (unsigned long long)i);
+    uint8_t type = (i % 5 == 4) ? TG_LEDGER_TYPE_SILENCE : TG_LEDGER_TYPE_RECEIPT;
+    tg_ledger_pos_t pos;
+    assert_int_equal(tg_ledger_append_now(l, type, m, (size_t)ml, p, pl, &pos), want);
+    assert_int_equal(pos.seq, want == TG_OK ? i : 0);
+}
+
+static void test_append_now(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_t *l = open_fault(&d, TG_DURABILITY_NONE);
+    append_now_one(l, 1, TG_OK);
+    append_n(l, 2, 2); /* through the writer thread */
+    append_now_one(l, 4, TG_OK);
+    append_now_one(l, 5, TG_OK);
+    tg_ledger_pos_t pos;
+    assert_int_equal(tg_ledger_append_now(l, 7, "m", 1, "p", 1, &pos), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_ledger_append_now(l, 1, "m", 1, "p", 1, NULL), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_ledger_append_now(l, 1, "m", 1, "p", TG_LEDGER_PAYLOAD_MAX + 1, &pos),
+                     TG_ERR_LIMIT);
+    /* a failed write: nothing acknowledged, unhealthy until recovered, then the chain goes on */
+    char path[128];
+    seg_path(path, sizeof path, &d, 1);
+    off_t before = fsize(path);
+    arm(&f_pwrite, 1, EIO, false);
+    append_now_one(l, 6, TG_ERR_LEDGER_UNHEALTHY);
+    assert_false(tg_ledger_healthy(l));
+    assert_int_equal(fsize(path), before);
+    append_now_one(l, 6, TG_ERR_LEDGER_UNHEALTHY);
+    disarm_all();
+    assert_int_equal(tg_ledger_try_recover(l, NULL), TG_OK);
+    append_now_one(l, 6, TG_OK);
+    tg_ledger_close(l);
+    reopen_check(&d, 6);
+    /* only durability none may write on the caller's thread */
+    l = open_fault(&d, TG_DURABILITY_FSYNC);
+    assert_int_equal(tg_ledger_append_now(l, 1, "m", 1, "p", 1, &pos), TG_ERR_INVALID_ARG);
+    tg_ledger_close(l);
+    tdir_remove(&d);
+}
+
 static void test_fault_fdatasync(void **state) {
     (void)state;
     one_fault(&f_fdatasync, EIO, false, TG_DURABILITY_FSYNC);
@@ -1382,6 +1430,7 @@ int main(void) {
         cmocka_unit_test_setup(test_missing_segments, setup),
         cmocka_unit_test_setup(test_group_commit, setup),
         cmocka_unit_test_setup(test_group_commit_batches, setup),
+        cmocka_unit_test_setup(test_append_now, setup),
         cmocka_unit_test_setup(test_fault_pwrite_eio, setup),
         cmocka_unit_test_setup(test_fault_pwrite_enospc, setup),
         cmocka_unit_test_setup(test_fault_short_write, setup),
