@@ -219,11 +219,17 @@ static tg_err_t append_trace(tg_buf_t *out, const tg_decision_t *d, const tg_pol
 /* ---- ledger completion ---------------------------------------------------------------- */
 
 /* Runs on the ledger writer thread once the record is durable (or failed). */
-static void on_durable(void *ud, tg_err_t status, const tg_ledger_pos_t *pos) {
-    eval_req_t *r = ud;
+/* Step 9's aftermath, once the ledger has answered for the record: on success the
+ * response becomes the stored idempotent response and the receipt is indexed; on failure
+ * the request's reservations are released and it gets an error. */
+static void settle(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *pos) {
     tg_exchange_t *ex = r->ex;
     tg_pipeline_t *p = r->p;
-    if (status != TG_OK) {
+    if (status == TG_ERR_OVERLOADED) {
+        fail(r, status, "the receipt ledger queue is full; retry shortly");
+    } else if (status == TG_ERR_LIMIT) {
+        fail(r, TG_ERR_REQUEST_INVALID, "the receipt would exceed the ledger's record limit");
+    } else if (status != TG_OK) {
         fail(r, TG_ERR_LEDGER_UNHEALTHY, "the receipt ledger cannot make records durable");
     } else {
         int64_t now = tg_clock_now_ms();
@@ -247,6 +253,13 @@ static void on_durable(void *ud, tg_err_t status, const tg_ledger_pos_t *pos) {
                                             (const char *)pos, sizeof *pos, now, now);
         (void)rc;
     }
+}
+
+/* Runs on the ledger writer thread once the record is durable (or failed). */
+static void on_durable(void *ud, tg_err_t status, const tg_ledger_pos_t *pos) {
+    eval_req_t *r = ud;
+    tg_exchange_t *ex = r->ex;
+    settle(r, status, pos);
     finish(r);
     eval_req_free(r);
     tg_exchange_complete(ex);
@@ -262,6 +275,21 @@ static bool copy_view(char *dst, size_t cap, size_t *len_out, const char *src, s
     dst[n] = '\0';
     *len_out = n;
     return true;
+}
+
+/* IETF RateLimit-Policy / RateLimit (draft-ietf-httpapi-ratelimit-headers, structured
+ * fields) for the limiter the check described: quota q per w=60 s window, r requests
+ * that would pass now, t seconds until the limiter is back to its full burst. */
+static void set_ratelimit_headers(tg_exchange_t *ex, const tg_rate_info_t *info) {
+    if (info->scope == TG_RATE_SCOPE_NONE) {
+        return;
+    }
+    const char *name = info->scope == TG_RATE_SCOPE_TENANT ? "tenant" : "global";
+    (void)snprintf(ex->ratelimit_policy, sizeof ex->ratelimit_policy, "\"%s\";q=%llu;w=60", name,
+                   (unsigned long long)info->limit);
+    long long t = (long long)((info->reset_ms + 999) / 1000);
+    (void)snprintf(ex->ratelimit, sizeof ex->ratelimit, "\"%s\";r=%llu;t=%lld", name,
+                   (unsigned long long)info->remaining, t);
 }
 
 /* Steps 1-2: auth, then bulkhead and rate limit for that tenant. Per-tenant limits need
@@ -291,7 +319,10 @@ static bool admit(eval_req_t *r) {
     }
     r->bulkhead_held = true;
     tg_rate_info_t info;
-    if (tg_rate_check(p->rate, r->tenant, tg_clock_mono_ns(), &info) != TG_OK) {
+    memset(&info, 0, sizeof info);
+    tg_err_t rrc = tg_rate_check(p->rate, r->tenant, tg_clock_mono_ns(), &info);
+    set_ratelimit_headers(ex, &info);
+    if (rrc != TG_OK) {
         ex->retry_after_s = (int)tg_rate_retry_after_s(info.retry_after_ms);
         tg_reply_error(ex, TG_ERR_RATE_LIMITED,
                        info.scope == TG_RATE_SCOPE_TENANT ? "tenant rate limit exceeded"
@@ -348,8 +379,14 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
     const char *k = meta->idempotency_key.ptr ? meta->idempotency_key.ptr : hdr;
     size_t kl = meta->idempotency_key.ptr ? meta->idempotency_key.len : (hdr ? strlen(hdr) : 0);
     if (k != NULL) {
-        if (kl == 0 || kl > maxk || !copy_view(r->idem, TG_KEY_MAX, &r->idem_len, k, kl)) {
-            tg_reply_error(ex, TG_ERR_REQUEST_INVALID, "idempotency key is empty or too long");
+        if (kl == 0) {
+            tg_reply_error(ex, TG_ERR_REQUEST_INVALID, "idempotency key is empty");
+            return false;
+        }
+        if (kl > maxk || !copy_view(r->idem, TG_KEY_MAX, &r->idem_len, k, kl)) {
+            tg_reply_limit(ex, 400, "invalid_request", "max_idempotency_key", maxk,
+                           "idempotency key is %zu bytes, longer than the limit of %zu bytes",
+                           kl, maxk);
             return false;
         }
         r->has_idem = true;
@@ -387,9 +424,16 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
         r->idem_reserved = true;
     }
     if (meta->nonce.ptr != NULL) {
-        if (meta->nonce.len == 0 || meta->nonce.len > maxk ||
+        if (meta->nonce.len == 0) {
+            fail(r, TG_ERR_REQUEST_INVALID, "nonce is empty");
+            return false;
+        }
+        if (meta->nonce.len > maxk ||
             !copy_view(r->nonce, TG_KEY_MAX, &r->nonce_len, meta->nonce.ptr, meta->nonce.len)) {
-            fail(r, TG_ERR_REQUEST_INVALID, "nonce is empty or too long");
+            release_reservations(r);
+            tg_reply_limit(ex, 400, "invalid_request", "max_nonce", maxk,
+                           "nonce is %zu bytes, longer than the limit of %zu bytes",
+                           (size_t)meta->nonce.len, maxk);
             return false;
         }
         r->has_nonce = true;
@@ -558,14 +602,21 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
     }
     ex->status = status;
 
-    /* step 9: durable before the response leaves */
+    /* step 9: durable before the response leaves. With --durability none there is no
+     * fdatasync to share, so the record is written on this thread and the response goes
+     * out at once; otherwise the connection waits, suspended, for the group commit. */
+    if (p->cfg.durability == TG_CONFIG_DURABILITY_NONE) {
+        tg_ledger_pos_t pos;
+        rc = tg_ledger_append_now(p->ledger, type, meta_buf.data, meta_buf.len, record.data,
+                                  record.len, &pos);
+        settle(r, rc, &pos);
+        goto done;
+    }
     tg_exchange_defer(ex);
     rc = tg_ledger_append(p->ledger, type, meta_buf.data, meta_buf.len, record.data, record.len,
                           on_durable, r);
     if (rc != TG_OK) {
-        fail(r, rc == TG_ERR_OVERLOADED ? TG_ERR_OVERLOADED : TG_ERR_LEDGER_UNHEALTHY,
-             rc == TG_ERR_OVERLOADED ? "the receipt ledger queue is full; retry shortly"
-                                     : "the receipt ledger cannot make records durable");
+        settle(r, rc, NULL);
         finish(r);
         eval_req_free(r);
         tg_exchange_complete(ex);
@@ -592,7 +643,7 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
     json_t *req = NULL;
 
     if (ex->body_too_large) {
-        tg_reply_error_code(ex, 413, "body_too_large", "request body exceeds --max-body");
+        tg_reply_body_too_large(ex, (size_t)p->cfg.max_body);
         goto out;
     }
     if (!admit(r)) {
@@ -606,7 +657,7 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
     tg_diag_t diag = {{0}};
     tg_err_t rc = tg_json_parse(&req, ex->body, ex->body_len, &p->limits, &diag);
     if (rc != TG_OK) {
-        tg_reply_error(ex, rc, diag.msg[0] ? diag.msg : NULL);
+        tg_reply_json_error(ex, &p->limits, rc, diag.msg);
         goto out;
     }
     ref = tg_pipeline_policy_acquire(p);

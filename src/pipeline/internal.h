@@ -46,6 +46,7 @@ struct tg_pipeline {
 
     tg_metrics_t metrics;
     atomic_bool serving;
+    uint64_t ticks; /* housekeeping ticks, main thread only */
     uint64_t replayed_records;
 };
 
@@ -58,6 +59,19 @@ void tg_reply_error(tg_exchange_t *ex, tg_err_t e, const char *message);
 
 /* Reply with a specific error code and status (for codes not tied to one tg_err_t). */
 void tg_reply_error_code(tg_exchange_t *ex, int status, const char *code, const char *message);
+
+/* A limit refused the request: the error body also carries "limit" (the knob, e.g.
+ * "max_depth") and "max" (its value); fmt is the human sentence, naming the flag. */
+void tg_reply_limit(tg_exchange_t *ex, int status, const char *code, const char *limit,
+                    size_t max, const char *fmt, ...) TG_PRINTF(6, 7);
+
+/* 413 body_too_large naming --max-body. */
+void tg_reply_body_too_large(tg_exchange_t *ex, size_t max_body);
+
+/* A tg_json_parse failure: limit violations name their limit (--max-depth, --max-string,
+ * --max-keys), everything else goes through the error table with the parser's detail. */
+void tg_reply_json_error(tg_exchange_t *ex, const tg_json_limits_t *lim, tg_err_t e,
+                         const char *detail);
 
 /* 200 with a prepared JSON body already in ex->out. */
 void tg_reply_json(tg_exchange_t *ex, int status);

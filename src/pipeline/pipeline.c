@@ -259,7 +259,15 @@ tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) {
     return TG_OK;
 }
 
+/* A sweep walks every bucket of both tables (cost proportional to capacity, about 5 ms
+ * for the default million entries), so it runs every TG_SWEEP_EVERY ticks: expired
+ * entries are already invisible to lookups, the sweep only returns their memory. */
+#define TG_SWEEP_EVERY 10
+
 void tg_pipeline_tick(tg_pipeline_t *p) {
+    if (++p->ticks % TG_SWEEP_EVERY != 0) {
+        return;
+    }
     int64_t now = tg_clock_now_ms();
     (void)tg_store_sweep(p->store, now);
     (void)tg_store_sweep(p->receipts, now);
