@@ -3,7 +3,8 @@
  * What it measures, per variant (a compiled policy and one pre-built frame):
  *   per_call  clock_gettime(CLOCK_MONOTONIC) immediately before and after each single
  *             tg_kernel_decide call, after `--warmup` unrecorded calls; every raw sample is
- *             kept and the percentiles are computed from the sorted samples (nearest rank).
+ *             kept and the percentiles are computed from the sorted samples (nearest rank,
+ *             bench/common/stats.h; the same code as every other harness).
  *             These numbers INCLUDE one clock read (reported as clock.overhead_ns_p50, about
  *             20-40 ns here): for a ~100 ns call the clock is a large share of the sample.
  *   batched   `--batch` calls between two clock reads, repeated count/batch times: the clock
@@ -28,7 +29,8 @@
  *
  * usage: kernel_latency_bench [--count N] [--warmup N] [--batch N] [--variant default|spend|all]
  *                             [--policy FILE] [--output FILE]
- * Writes one JSON document (stdout without --output).
+ * Writes one JSON document (stdout without --output); its common fields ("schema", "what",
+ * "environment", "runs") are described in docs/BENCHMARKS.md.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -39,6 +41,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "env.h"
+#include "stats.h"
 #include "trigguard/buf.h"
 #include "trigguard/canon.h"
 #include "trigguard/kernel.h"
@@ -49,6 +53,7 @@ typedef struct {
     const char *name;
     const char *description;
     const char *request;
+    tg_verdict_t expect; /* every call must decide this; others are counted as errors */
 } variant_t;
 
 static const variant_t VARIANTS[] = {
@@ -56,13 +61,15 @@ static const variant_t VARIANTS[] = {
      "deploy.release to staging by ci.release-bot: tier 1, two required context fields, actor "
      "group in-list rule",
      "{\"surface\":\"deploy.release\",\"action\":\"release\",\"actor\":\"ci.release-bot\","
-     "\"context\":{\"target\":\"staging\",\"version\":\"1.4.2\"},\"idempotency_key\":\"rel-1\"}"},
+     "\"context\":{\"target\":\"staging\",\"version\":\"1.4.2\"},\"idempotency_key\":\"rel-1\"}",
+     TG_PERMIT},
     {"spend",
      "SPEC 3.1 payments.charge: tier 1 irreversible, two signals (riskScore, rsdSpike), actor "
      "list, spend rule HIGH_RISK_SPEND plus two other deny rules before the permit",
      "{\"surface\":\"payments.charge\",\"action\":\"transfer_funds\",\"actor\":\"agent.billing\","
      "\"context\":{\"amount\":2500,\"currency\":\"USD\"},\"signals\":{\"riskScore\":0.12,"
-     "\"rsdSpike\":false},\"idempotency_key\":\"tx_9921\",\"nonce\":\"6f1c\"}"},
+     "\"rsdSpike\":false},\"idempotency_key\":\"tx_9921\",\"nonce\":\"6f1c\"}",
+     TG_PERMIT},
 };
 
 typedef struct {
@@ -78,19 +85,8 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of sorted samples. */
-static int64_t pct(const int64_t *s, size_t n, double p) {
-    size_t rank = (size_t)((p / 100.0) * (double)n + 0.999999999);
-    if (rank < 1) {
-        rank = 1;
-    }
-    return s[rank > n ? n - 1 : rank - 1];
-}
+/* Nearest-rank percentile of sorted samples (bench/common/stats.h); n >= 1 everywhere here. */
+static int64_t pct(const int64_t *s, size_t n, double p) { return s[tg_bench_rank(n, p) - 1]; }
 
 static int fail(const char *what) {
     fprintf(stderr, "kernel_latency_bench: %s\n", what);
@@ -179,6 +175,8 @@ typedef struct {
     tg_decision_t d;
     int64_t *samples;
     size_t n;
+    size_t wrong;      /* per-call decisions other than v->expect */
+    double per_call_s; /* wall time of the per-call loop */
     batched_t kernel, frame;
 } result_t;
 
@@ -194,7 +192,7 @@ static void summarize(batched_t *r, int64_t *per, size_t batches, long batch, in
     for (size_t b = 0; b < batches; b++) {
         total += per[b];
     }
-    qsort(per, batches, sizeof *per, cmp_i64);
+    tg_bench_sort(per, batches);
     double ops = (double)batches * (double)batch;
     r->batches = batches;
     r->ns_mean = (double)total / ops;
@@ -228,15 +226,18 @@ static int run_variant(result_t *r, const tg_policy_t *p, const variant_t *v, co
         tg_kernel_decide(&d, p, &f);
         sink += (unsigned)d.verdict;
     }
+    int64_t loop0 = now_ns();
     for (size_t i = 0; i < r->n; i++) {
         int64_t t0 = now_ns();
         tg_kernel_decide(&d, p, &f);
         int64_t t1 = now_ns();
         r->samples[i] = t1 - t0;
         sink += (unsigned)d.verdict;
+        r->wrong += d.verdict != v->expect;
     }
+    r->per_call_s = (double)(now_ns() - loop0) / 1e9;
     r->d = d;
-    qsort(r->samples, r->n, sizeof *r->samples, cmp_i64);
+    tg_bench_sort(r->samples, r->n);
 
     /* Batched: the clock cost is paid once per `batch` decisions. */
     size_t batches = (size_t)(o->count / o->batch);
@@ -347,6 +348,32 @@ static tg_err_t write_variant(tg_buf_t *b, const result_t *r, const tg_policy_t 
     return rc;
 }
 
+/* The variant in the common run shape of docs/BENCHMARKS.md (one "runs" entry). */
+static tg_err_t write_run(tg_buf_t *b, const result_t *r, const opts_t *o) {
+    tg_bench_summary_t sum;
+    tg_err_t rc = tg_bench_summarize(&sum, r->samples, r->n);
+    rc = rc ? rc : tg_buf_puts(b, "{\"name\":");
+    rc = rc ? rc : put_json_str(b, r->v->name);
+    rc = rc ? rc
+            : tg_buf_printf(b,
+                            ",\"concurrency\":1,\"iterations\":%zu,\"warmup\":%ld,"
+                            "\"duration_s\":%.3f,\"requests\":%zu,\"ok\":%zu,",
+                            r->n, o->warmup, r->per_call_s, r->n, r->n - r->wrong);
+    rc = rc ? rc : tg_bench_put_latency(b, &sum);
+    rc = rc ? rc : tg_buf_putc(b, ',');
+    rc = rc ? rc : tg_bench_put_digest(b, r->samples, r->n);
+    rc = rc ? rc
+            : tg_buf_printf(b,
+                            ",\"throughput_per_s\":%.0f,\"throughput_source\":\"batched: "
+                            "decisions per second of the median batch of %ld calls\","
+                            "\"per_call_throughput_per_s\":%.0f,\"errors\":{\"count\":%zu,"
+                            "\"rate\":%.6f,\"by_kind\":{\"unexpected_decision\":%zu}}}",
+                            r->kernel.tput_median, o->batch,
+                            r->per_call_s > 0 ? (double)r->n / r->per_call_s : 0.0, r->wrong,
+                            (double)r->wrong / (double)r->n, r->wrong);
+    return rc;
+}
+
 static int parse_opts(opts_t *o, int argc, char **argv) {
     o->count = 100000;
     o->warmup = 1000;
@@ -440,7 +467,7 @@ int main(int argc, char **argv) {
         int64_t t0 = now_ns();
         clk[i] = now_ns() - t0;
     }
-    qsort(clk, nclk, sizeof *clk, cmp_i64);
+    tg_bench_sort(clk, nclk);
     struct timespec res;
     clock_getres(CLOCK_MONOTONIC, &res);
 
@@ -471,8 +498,18 @@ int main(int argc, char **argv) {
 
     tg_buf_t b;
     tg_buf_init(&b, 0);
-    tg_err_t e = tg_buf_puts(&b, "{\"benchmark\":\"kernel_fsm_latency\",\"harness\":"
-                                 "\"bench/kernel_latency_bench.c\",\"not_measured\":");
+    tg_err_t e = tg_buf_puts(&b, "{\"schema\":\"trigguard-bench/1\",\"benchmark\":"
+                                 "\"kernel_fsm_latency\",\"harness\":"
+                                 "\"bench/kernel_latency_bench.c\",\"what\":");
+    e = e ? e
+          : put_json_str(&b, "tg_kernel_decide in process, one thread, on a pre-built frame of "
+                             "each variant: per-call latency and batched throughput");
+    e = e ? e : tg_buf_puts(&b, ",\"method\":");
+    e = e ? e
+          : put_json_str(&b, "clock_gettime(CLOCK_MONOTONIC) around each call after a warm-up; "
+                             "raw samples kept; nearest-rank percentiles; throughput from "
+                             "batches of calls between two clock reads (median batch)");
+    e = e ? e : tg_buf_puts(&b, ",\"not_measured\":");
     e = e ? e
           : put_json_str(&b, "JSON parsing, canonicalization and request hashing, "
                              "idempotency/nonce lookups, receipt signing, ledger writes, "
@@ -532,6 +569,13 @@ int main(int argc, char **argv) {
         e = i ? tg_buf_putc(&b, ',') : TG_OK;
         e = e ? e : write_variant(&b, &results[i], p, &o);
     }
+    e = e ? e : tg_buf_puts(&b, "],");
+    e = e ? e : tg_bench_put_environment(&b, NULL, NULL);
+    e = e ? e : tg_buf_puts(&b, ",\"runs\":[");
+    for (size_t i = 0; i < nres && !e; i++) {
+        e = i ? tg_buf_putc(&b, ',') : TG_OK;
+        e = e ? e : write_run(&b, &results[i], &o);
+    }
     e = e ? e : tg_buf_puts(&b, "]}\n");
     if (e) {
         return fail("cannot build the JSON document");
@@ -550,5 +594,12 @@ int main(int argc, char **argv) {
     free(clk);
     tg_buf_free(&b);
     tg_policy_destroy(p);
-    return sink == 0xFFFFFFFFu ? 1 : 0;
+    size_t wrong = 0;
+    for (size_t i = 0; i < nres; i++) {
+        wrong += results[i].wrong;
+    }
+    if (wrong > 0) {
+        fprintf(stderr, "kernel_latency_bench: %zu calls decided other than expected\n", wrong);
+    }
+    return sink == 0xFFFFFFFFu || wrong > 0 ? 1 : 0;
 }

@@ -1,0 +1,360 @@
+"""benchlib.py — shared code of the benchmark tools: the environment block, the artifact and
+summary schemas (docs/BENCHMARKS.md) and their validators.
+
+Standard library only (python3 >= 3.9). The C harnesses write the same environment block
+(bench/common/env.c); validate_artifact() holds both to one schema.
+"""
+import ctypes
+import ctypes.util
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import urllib.request
+
+SCHEMA = "trigguard-bench/1"
+SUMMARY_SCHEMA = "trigguard-bench-summary/1"
+
+# The 105 percentiles of every digest (bench/common/stats.c, bench/load/evaluate_digest.lua).
+DIGEST_PCTS = [float(p) for p in range(100)] + [99.5, 99.9, 99.95, 99.99, 100.0]
+
+BENCHMARKS = (
+    "kernel_fsm_latency",
+    "http_decide_sequential",
+    "http_evaluate_sequential",
+    "http_evaluate_load",
+    "http_decide_load",
+)
+
+LATENCY_KEYS = ("min", "p50", "p90", "p95", "p99", "p99_9", "max")  # must be non-decreasing
+ENV_STR_KEYS = ("cpu_model", "kernel", "os", "compiler", "build_type", "c_flags",
+                "git_commit", "durability", "date", "loadavg")
+LIBRARIES = ("libmicrohttpd", "jansson", "libsodium")
+
+
+# ---- environment ----------------------------------------------------------------------
+
+def _read_field(path, key):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if key is None:
+                    return line.strip()
+                if line.startswith(key):
+                    v = re.split(r"[:=]", line[len(key):], maxsplit=1)
+                    v = v[1] if len(v) > 1 else v[0]
+                    return v.strip().strip('"').strip()
+    except OSError:
+        pass
+    return ""
+
+
+def _ascii(s):
+    return "".join(c if 32 <= ord(c) < 127 else "?" for c in s) or "unknown"
+
+
+def _dpkg_versions():
+    out = {name: "unknown" for name in LIBRARIES}
+    try:
+        text = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Package}=${Version}\n", "libmicrohttpd-dev",
+             "libjansson-dev", "libsodium-dev"],
+            capture_output=True, text=True, timeout=20, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return out
+    for line in text.splitlines():
+        if "=" not in line or line.endswith("="):
+            continue
+        for name, prefix in (("libmicrohttpd", "libmicrohttpd"), ("jansson", "libjansson"),
+                             ("libsodium", "libsodium")):
+            if line.startswith(prefix):
+                out[name] = line
+    return out
+
+
+def _runtime_versions():
+    """The versions the shared libraries report about themselves (what a daemon linked
+    against them loads), read through ctypes."""
+    probes = {"libmicrohttpd": ("microhttpd", "MHD_get_version"),
+              "jansson": ("jansson", "jansson_version_str"),
+              "libsodium": ("sodium", "sodium_version_string")}
+    out = {}
+    for name, (lib, fn) in probes.items():
+        try:
+            path = ctypes.util.find_library(lib)
+            f = getattr(ctypes.CDLL(path), fn)
+            f.restype = ctypes.c_char_p
+            out[name] = f().decode("ascii", "replace")
+        except (OSError, AttributeError, TypeError):
+            out[name] = "unknown"
+    return out
+
+
+def _build_facts(build_dir):
+    """compiler, build_type and the flags of src/pipeline/evaluate.c of a CMake build tree
+    (the same extraction as bench/common/env.c)."""
+    facts = {"compiler": "unknown", "build_type": "unknown", "c_flags": "unknown"}
+    if not build_dir:
+        return facts
+    cache = os.path.join(build_dir, "CMakeCache.txt")
+    bt = _read_field(cache, "CMAKE_BUILD_TYPE:")
+    if bt:
+        facts["build_type"] = bt
+    try:
+        for entry in os.listdir(os.path.join(build_dir, "CMakeFiles")):
+            cc = os.path.join(build_dir, "CMakeFiles", entry, "CMakeCCompiler.cmake")
+            if os.path.exists(cc):
+                text = open(cc, encoding="utf-8").read()
+                cid = re.search(r'set\(CMAKE_C_COMPILER_ID "([^"]*)"\)', text)
+                ver = re.search(r'set\(CMAKE_C_COMPILER_VERSION "([^"]*)"\)', text)
+                if cid and ver:
+                    name = {"GNU": "gcc", "Clang": "clang"}.get(cid.group(1), cid.group(1))
+                    facts["compiler"] = f"{name} {ver.group(1)}"
+                break
+    except OSError:
+        pass
+    try:
+        db = json.load(open(os.path.join(build_dir, "compile_commands.json"), encoding="utf-8"))
+    except (OSError, ValueError):
+        db = []
+    for e in db:
+        if str(e.get("file", "")).endswith("/src/pipeline/evaluate.c"):
+            toks = str(e.get("command", "")).split()[1:]
+            flags, skip = [], False
+            for t in toks:
+                takes_arg = t in ("-o", "-c", "-isystem")
+                if not (skip or takes_arg or not t.startswith("-") or t.startswith("-I")):
+                    flags.append(t)
+                skip = takes_arg
+            facts["c_flags"] = " ".join(flags)
+            break
+    return facts
+
+
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def environment(build_dir=None, durability=None, git_commit=None):
+    """The "environment" block (same keys as bench/common/env.c)."""
+    mem = _read_field("/proc/meminfo", "MemTotal")
+    try:
+        mem_mib = int(mem.split()[0]) // 1024
+    except (ValueError, IndexError):
+        mem_mib = 0
+    try:
+        cores = os.sysconf("SC_NPROCESSORS_ONLN")
+    except (ValueError, OSError):
+        cores = os.cpu_count() or 0
+    u = platform.uname()
+    facts = _build_facts(build_dir)
+    dpkg, rt = _dpkg_versions(), _runtime_versions()
+    flags = facts["c_flags"]
+    return {
+        "cpu_model": _ascii(_read_field("/proc/cpuinfo", "model name")),
+        "cpu_cores": cores,
+        "memory_total_mib": mem_mib,
+        "kernel": _ascii(f"{u.system} {u.release} {u.machine}"),
+        "os": _ascii(_read_field("/etc/os-release", "PRETTY_NAME")),
+        "compiler": facts["compiler"],
+        "build_type": facts["build_type"],
+        "c_flags": flags,
+        "optimized": "-O2" in flags or "-O3" in flags,
+        "sanitizers": "-fsanitize" in flags,
+        "libraries": {n: {"package": dpkg[n], "runtime": rt[n]} for n in LIBRARIES},
+        "git_commit": git_commit or "unknown",
+        "durability": durability or "not applicable",
+        "date": utc_now(),
+        "loadavg": _ascii(_read_field("/proc/loadavg", None)),
+    }
+
+
+# ---- loopback -------------------------------------------------------------------------
+
+LOOPBACK_URL = re.compile(r"^http://(127\.0\.0\.1|localhost|\[::1\])(:(\d{1,5}))?/?$")
+
+
+def check_loopback(url):
+    """Raises ValueError unless url is http://127.0.0.1|localhost|[::1][:port][/]."""
+    m = LOOPBACK_URL.match(url)
+    if not m or (m.group(3) and not 1 <= int(m.group(3)) <= 65535):
+        raise ValueError(f"{url}: only http://127.0.0.1, http://localhost or http://[::1] "
+                         "(with an optional port, no path) may receive benchmark traffic")
+    return url.rstrip("/")
+
+
+def server_facts(base_url):
+    """GET /version of a trigguard daemon (loopback only): engine, build commit, durability,
+    policy version and hash; "unknown" where it does not answer."""
+    url = check_loopback(base_url) + "/version"
+    keys = ("engine", "build_commit", "durability", "policy_version", "policy_hash")
+    try:
+        # No proxy handler: a proxy setting must never route this request elsewhere.
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(url, timeout=10) as r:
+            j = json.loads(r.read().decode("utf-8"))
+    except (OSError, ValueError):
+        j = {}
+    return {k: str(j.get(k, "unknown")) for k in keys}
+
+
+# ---- validation -------------------------------------------------------------------------
+
+class SchemaError(ValueError):
+    pass
+
+
+def _req(cond, where, msg):
+    if not cond:
+        raise SchemaError(f"{where}: {msg}")
+
+
+def _is_num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _nonempty_str(v):
+    return isinstance(v, str) and v.strip() != ""
+
+
+def validate_environment(env, where="environment"):
+    _req(isinstance(env, dict), where, "must be an object")
+    for k in ENV_STR_KEYS:
+        _req(_nonempty_str(env.get(k)), where, f"{k} must be a non-empty string")
+    _req(_is_int(env.get("cpu_cores")) and env["cpu_cores"] >= 1, where, "cpu_cores >= 1")
+    _req(_is_int(env.get("memory_total_mib")) and env["memory_total_mib"] >= 1, where,
+         "memory_total_mib >= 1")
+    for k in ("optimized", "sanitizers"):
+        _req(isinstance(env.get(k), bool), where, f"{k} must be a boolean")
+    libs = env.get("libraries")
+    _req(isinstance(libs, dict), where, "libraries must be an object")
+    for n in LIBRARIES:
+        lib = libs.get(n)
+        _req(isinstance(lib, dict) and _nonempty_str(lib.get("package"))
+             and _nonempty_str(lib.get("runtime")), where,
+             f"libraries.{n} needs package and runtime strings")
+    _req(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", env["date"]) is not None, where,
+         "date must be YYYY-MM-DDTHH:MM:SSZ")
+
+
+def validate_digest(d, where):
+    _req(isinstance(d, dict), where, "digest must be an object")
+    _req(_nonempty_str(d.get("definition")), where, "digest.definition must be a string")
+    p, v = d.get("percentiles"), d.get("latency_ms")
+    _req(isinstance(p, list) and isinstance(v, list) and len(p) == len(v) == len(DIGEST_PCTS),
+         where, f"digest needs {len(DIGEST_PCTS)} percentiles and latency_ms values")
+    _req(all(_is_num(x) for x in p + v), where, "digest values must be numbers")
+    _req(all(abs(a - b) < 1e-9 for a, b in zip(p, DIGEST_PCTS)), where,
+         "digest percentiles must be the standard list")
+    _req(all(v[i] <= v[i + 1] for i in range(len(v) - 1)), where,
+         "digest latency_ms must be non-decreasing")
+    _req(v[0] >= 0, where, "digest latency_ms must be >= 0")
+
+
+def validate_run(run, where):
+    _req(isinstance(run, dict), where, "must be an object")
+    _req(_nonempty_str(run.get("name")), where, "name must be a string")
+    _req(_is_int(run.get("concurrency")) and run["concurrency"] >= 1, where,
+         "concurrency must be an integer >= 1")
+    it = run.get("iterations")
+    _req(it is None or (_is_int(it) and it >= 0), where, "iterations: integer >= 0 or null")
+    _req(_is_num(run.get("duration_s")) and run["duration_s"] >= 0, where, "duration_s >= 0")
+    _req(_is_int(run.get("requests")) and run["requests"] >= 0, where, "requests >= 0")
+    _req(_is_int(run.get("ok")) and 0 <= run["ok"] <= run["requests"], where,
+         "ok must be an integer in 0..requests")
+    lat = run.get("latency_ms")
+    _req(isinstance(lat, dict), where, "latency_ms must be an object")
+    _req(all(_is_num(lat.get(k)) and lat[k] >= 0 for k in LATENCY_KEYS + ("mean",)), where,
+         "latency_ms needs min, mean, p50, p90, p95, p99, p99_9, max >= 0")
+    vals = [lat[k] for k in LATENCY_KEYS]
+    _req(all(vals[i] <= vals[i + 1] for i in range(len(vals) - 1)), where,
+         "latency_ms must satisfy min <= p50 <= p90 <= p95 <= p99 <= p99_9 <= max")
+    _req(lat["min"] <= lat["mean"] <= lat["max"], where, "latency_ms.mean outside min..max")
+    _req(_is_num(run.get("throughput_per_s")) and run["throughput_per_s"] >= 0, where,
+         "throughput_per_s must be a number >= 0")
+    err = run.get("errors")
+    _req(isinstance(err, dict), where, "errors must be an object")
+    _req(_is_int(err.get("count")) and err["count"] >= 0, where, "errors.count >= 0")
+    _req(_is_num(err.get("rate")) and 0 <= err["rate"] <= 1, where, "errors.rate in [0, 1]")
+    kinds = err.get("by_kind")
+    _req(isinstance(kinds, dict) and all(_is_int(x) and x >= 0 for x in kinds.values()),
+         where, "errors.by_kind must map kinds to counts")
+    _req(sum(kinds.values()) == err["count"], where, "errors.count must equal sum(by_kind)")
+    _req(err["count"] >= run["requests"] - run["ok"], where,
+         "errors.count must cover every request that was not ok")
+    validate_digest(run.get("digest"), where)
+    d = run["digest"]["latency_ms"]
+    # The digest and the summary come from the same samples: the ends must agree.
+    _req(abs(d[0] - lat["min"]) <= 1e-6 + 1e-9 * lat["min"], where, "digest p0 != min")
+    _req(abs(d[-1] - lat["max"]) <= 1e-6 + 1e-9 * lat["max"], where, "digest p100 != max")
+
+
+def validate_artifact(doc, where="artifact"):
+    """Raises SchemaError unless doc is a benchmark document of docs/BENCHMARKS.md."""
+    _req(isinstance(doc, dict), where, "must be a JSON object")
+    _req(doc.get("schema") == SCHEMA, where, f"schema must be {SCHEMA}")
+    _req(doc.get("benchmark") in BENCHMARKS, where, f"benchmark must be one of {BENCHMARKS}")
+    for k in ("what", "method", "not_measured", "harness"):
+        _req(_nonempty_str(doc.get(k)), where, f"{k} must be a non-empty string")
+    _req(isinstance(doc.get("parameters"), dict), where, "parameters must be an object")
+    validate_environment(doc.get("environment"), where + ".environment")
+    runs = doc.get("runs")
+    _req(isinstance(runs, list) and runs, where, "runs must be a non-empty array")
+    for i, run in enumerate(runs):
+        validate_run(run, f"{where}.runs[{i}]")
+    if doc["benchmark"] in ("http_decide_sequential", "http_evaluate_sequential"):
+        _req(all(r["concurrency"] == 1 for r in runs), where, "sequential runs have concurrency 1")
+    if doc["benchmark"] != "kernel_fsm_latency":
+        _req(_nonempty_str(doc.get("server", {}).get("durability")), where,
+             "server.durability must say the daemon's durability mode")
+
+
+def validate_summary(s, where="summary"):
+    """Raises SchemaError unless s is a benchmark_summary.json of docs/BENCHMARKS.md."""
+    _req(isinstance(s, dict), where, "must be a JSON object")
+    _req(s.get("schema") == SUMMARY_SCHEMA, where, f"schema must be {SUMMARY_SCHEMA}")
+    for k in ("generated", "mode", "command"):
+        _req(_nonempty_str(s.get(k)), where, f"{k} must be a non-empty string")
+    validate_environment(s.get("environment"), where + ".environment")
+    _req(isinstance(s.get("methodology"), list) and all(_nonempty_str(x)
+                                                         for x in s["methodology"]),
+         where, "methodology must be a list of strings")
+    _req(isinstance(s.get("reproduce"), list) and s["reproduce"], where,
+         "reproduce must list commands")
+    hs = s.get("harnesses")
+    _req(isinstance(hs, list) and hs, where, "harnesses must be a non-empty array")
+    for i, h in enumerate(hs):
+        w = f"{where}.harnesses[{i}]"
+        _req(h.get("benchmark") in BENCHMARKS, w, "unknown benchmark")
+        for k in ("file", "title", "what", "method", "not_measured", "durability"):
+            _req(_nonempty_str(h.get(k)), w, f"{k} must be a non-empty string")
+        _req(isinstance(h.get("runs"), list) and h["runs"], w, "runs must be non-empty")
+        for j, run in enumerate(h["runs"]):
+            validate_run(run, f"{w}.runs[{j}]")
+    _req(isinstance(s.get("headline"), dict), where, "headline must be an object")
+    comp = s.get("comparison")
+    _req(isinstance(comp, list), where, "comparison must be an array")
+    for i, c in enumerate(comp):
+        w = f"{where}.comparison[{i}]"
+        for k in ("metric", "unit", "better"):
+            _req(_nonempty_str(c.get(k)), w, f"{k} must be a string")
+        _req(c["better"] in ("lower", "higher"), w, "better must be lower or higher")
+        _req(_is_num(c.get("ours")) and _is_num(c.get("theirs")) and c["theirs"] > 0, w,
+             "ours and theirs must be numbers (theirs > 0)")
+        _req(_is_num(c.get("advantage")) and c["advantage"] >= 0, w, "advantage >= 0")
+    pub = s.get("published")
+    _req(isinstance(pub, dict) and _nonempty_str(pub.get("hardware")), where,
+         "published.hardware must say what the original ran on")
+    _req(isinstance(s.get("artifacts"), list), where, "artifacts must be an array")
+
+
+def load_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)

@@ -1,0 +1,407 @@
+#!/usr/bin/env python3
+"""render_page.py — evidence/index.html from benchmark_summary.json.
+
+usage: render_page.py [--output evidence/index.html] SUMMARY.json
+
+A self-contained static page: inline CSS, inline SVG charts, no script, no network fetch
+(the only links are relative ones to the JSON artifacts beside it). Sections: headline
+figures, beside the original (their published figures, ours, the ratio, both machines),
+environment, methodology, one table and one percentile-curve chart per harness (drawn from
+the 105-point digests of the raw samples), the load table, reproduce, artifacts.
+Every number on the page is read from the summary; nothing is computed but the ratios
+(already in the summary) and chart coordinates.
+"""
+import argparse
+import html
+import math
+import os
+import sys
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import benchlib  # noqa: E402
+
+PALETTE = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2"]
+
+CSS = """
+:root { --fg:#1f2933; --muted:#52606d; --line:#d9e2ec; --bg:#ffffff; --soft:#f5f7fa;
+        --good:#047857; --bad:#b91c1c; --accent:#2563eb; }
+* { box-sizing: border-box; }
+body { margin:0; font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;
+       color:var(--fg); background:var(--bg); }
+main { max-width:1180px; margin:0 auto; padding:28px 32px 60px; }
+h1 { font-size:28px; margin:0 0 4px; }
+h2 { font-size:21px; margin:40px 0 10px; padding-bottom:6px; border-bottom:2px solid var(--line); }
+h3 { font-size:17px; margin:26px 0 6px; }
+p { margin:6px 0; }
+.sub { color:var(--muted); margin:0 0 18px; }
+nav { display:flex; flex-wrap:wrap; gap:6px 16px; font-size:14px; margin:10px 0 6px; }
+nav a { color:var(--accent); text-decoration:none; }
+.cards { display:grid; grid-template-columns:repeat(auto-fill,minmax(250px,1fr)); gap:12px; }
+.card { border:1px solid var(--line); border-radius:8px; padding:12px 14px; background:var(--soft); }
+.card .v { font-size:24px; font-weight:650; font-variant-numeric:tabular-nums; }
+.card .l { font-size:13px; color:var(--muted); }
+.card .d { font-size:12px; color:var(--muted); }
+table { border-collapse:collapse; width:100%; margin:8px 0 4px; font-size:13.5px; }
+th, td { border-bottom:1px solid var(--line); padding:5px 8px; text-align:right;
+         font-variant-numeric:tabular-nums; vertical-align:top; }
+th { background:var(--soft); font-weight:600; }
+th:first-child, td:first-child { text-align:left; }
+td.t, th.t { text-align:left; }
+.good { color:var(--good); font-weight:600; } .bad { color:var(--bad); font-weight:600; }
+.kv td:first-child { width:230px; color:var(--muted); }
+.kv td { text-align:left; }
+pre { background:#0f172a; color:#e2e8f0; padding:10px 12px; border-radius:6px; overflow-x:auto;
+      font-size:12.5px; white-space:pre-wrap; word-break:break-all; margin:4px 0 12px; }
+.note { font-size:13px; color:var(--muted); }
+.chart { margin:8px 0 0; }
+.hw { display:grid; grid-template-columns:1fr 1fr; gap:12px; margin:8px 0; }
+.hw div { border:1px solid var(--line); border-radius:8px; padding:10px 12px; }
+ul { margin:6px 0; padding-left:22px; } li { margin:3px 0; }
+footer { margin-top:40px; font-size:12px; color:var(--muted); }
+"""
+
+
+def esc(x):
+    return html.escape(str(x), quote=True)
+
+
+def fmt_ms(v):
+    if v is None:
+        return "n/a"
+    if v >= 100:
+        return f"{v:,.1f}"
+    if v >= 1:
+        return f"{v:.2f}"
+    if v >= 0.01:
+        return f"{v:.3f}"
+    return f"{v:.6f}"
+
+
+def fmt_rate(v):
+    if v is None:
+        return "n/a"
+    return f"{v:,.0f}" if v >= 100 else f"{v:,.1f}"
+
+
+def fmt_value(v, unit):
+    if unit == "ms" and v is not None and v < 0.01:
+        return f"{fmt_ms(v)} ms ({v * 1e6:,.0f} ns)"
+    return (fmt_ms(v) + " ms") if unit == "ms" else (fmt_rate(v) + (" /s" if unit == "/s" else
+                                                                    " " + unit))
+
+
+# ---- SVG percentile curve ---------------------------------------------------------------
+
+def nines(p):
+    """x position of percentile p on a 'nines' axis: 0 at p0, 1 at p90, 2 at p99, ..."""
+    return -math.log10(max(1e-4, 1.0 - p / 100.0))
+
+
+def unit_for(vmax):
+    if vmax < 0.01:
+        return "ns", 1e6
+    if vmax < 1:
+        return "µs", 1e3
+    return "ms", 1.0
+
+
+def nice_max(v):
+    if v <= 0:
+        return 1.0
+    e = 10 ** math.floor(math.log10(v))
+    for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
+        if m * e >= v:
+            return m * e
+    return 10 * e
+
+
+def percentile_chart(series, title):
+    """series: [(label, percentiles, latency_ms)] -> inline SVG (x: percentile on a nines
+    scale up to p99.99; y: latency, linear from 0, or logarithmic when the tail is more than
+    30 times the smallest value, so a few preempted samples do not flatten the curve)."""
+    w, h, ml, mr, mt, mb = 1080, 300, 70, 180, 28, 44
+    pw, ph = w - ml - mr, h - mt - mb
+    pts_all = [(p, v) for _, ps, vs in series for p, v in zip(ps, vs) if p <= 99.99]
+    vmax = max((v for _, v in pts_all), default=1.0)
+    vmin = min((v for _, v in pts_all if v > 0), default=vmax)
+    unit, mult = unit_for(vmax)
+    xmax = 4.0
+    log_y = vmax > 30 * vmin
+    if log_y:
+        lo = 10 ** math.floor(math.log10(vmin * mult))
+        hi = 10 ** math.ceil(math.log10(vmax * mult))
+        ticks = []
+        d = lo
+        while d <= hi * 1.0001:
+            ticks += [d * m for m in ((1, 2, 5) if hi / lo <= 1000 else (1,)) if d * m <= hi]
+            d *= 10
+    else:
+        lo, hi = 0.0, nice_max(vmax * mult)
+        ticks = [hi * i / 5 for i in range(6)]
+
+    def X(p):
+        return ml + pw * min(nines(p), xmax) / xmax
+
+    def frac(y):  # 0 at the bottom of the plot, 1 at the top
+        if log_y:
+            return (math.log10(max(y, lo)) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
+        return y / hi
+
+    def Y(v):
+        return mt + ph - ph * frac(v * mult)
+
+    out = [f'<svg class="chart" role="img" aria-label="{esc(title)}" viewBox="0 0 {w} {h}" '
+           f'width="100%" font-family="sans-serif" '
+           f'font-size="12">',
+           f'<title>{esc(title)}</title>',
+           f'<rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" fill="#fbfcfe" '
+           f'stroke="#d9e2ec"/>']
+    for yv in ticks:
+        y = mt + ph - ph * frac(yv)
+        out.append(f'<line x1="{ml}" y1="{y:.1f}" x2="{ml + pw}" y2="{y:.1f}" stroke="#e4e7eb"/>')
+        label = f"{yv:,.0f}" if yv >= 1000 else f"{yv:.3g}"
+        out.append(f'<text x="{ml - 8}" y="{y + 4:.1f}" text-anchor="end" fill="#52606d">'
+                   f'{esc(label)}</text>')
+    for p, lab in ((0, "p0"), (50, "p50"), (90, "p90"), (99, "p99"), (99.9, "p99.9"),
+                   (99.99, "p99.99")):
+        x = X(p)
+        out.append(f'<line x1="{x:.1f}" y1="{mt}" x2="{x:.1f}" y2="{mt + ph}" stroke="#e4e7eb"/>')
+        out.append(f'<text x="{x:.1f}" y="{mt + ph + 16}" text-anchor="middle" '
+                   f'fill="#52606d">{lab}</text>')
+    out.append(f'<text x="{ml + pw / 2:.1f}" y="{h - 6}" text-anchor="middle" fill="#52606d">'
+               f'percentile (log scale of 1 - p: each step right is one more nine)</text>')
+    out.append(f'<text x="16" y="{mt + ph / 2:.1f}" text-anchor="middle" fill="#52606d" '
+               f'transform="rotate(-90 16 {mt + ph / 2:.1f})">latency ({unit}'
+               f'{", log scale" if log_y else ""})</text>')
+    for i, (label, ps, vs) in enumerate(series):
+        color = PALETTE[i % len(PALETTE)]
+        pts = " ".join(f"{X(p):.1f},{Y(v):.1f}" for p, v in zip(ps, vs) if p <= 99.99)
+        out.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{pts}"/>')
+        ly = mt + 14 + 20 * i
+        out.append(f'<line x1="{ml + pw + 14}" y1="{ly - 4}" x2="{ml + pw + 36}" y2="{ly - 4}" '
+                   f'stroke="{color}" stroke-width="3"/>')
+        out.append(f'<text x="{ml + pw + 42}" y="{ly}" fill="#1f2933">{esc(label)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+# ---- sections -----------------------------------------------------------------------------
+
+def run_table(h):
+    load = h["benchmark"].endswith("_load")
+    head = ["run", "concurrency", "duration" if load else "iterations", "requests", "p50",
+            "p90", "p95", "p99", "p99.9", "max", "mean", "throughput /s", "errors",
+            "error rate"]
+    rows = []
+    for r in h["runs"]:
+        lat = r["latency_ms"]
+        size = f"{r['duration_s']:.1f} s" if load else f"{r['iterations']:,}"
+        err_cls = "bad" if r["errors"]["count"] else ""
+        rows.append(
+            f"<tr><td>{esc(r['name'])}</td><td>{r['concurrency']}</td><td>{size}</td>"
+            f"<td>{r['requests']:,}</td>"
+            + "".join(f"<td>{fmt_ms(lat[k])}</td>"
+                      for k in ("p50", "p90", "p95", "p99", "p99_9", "max", "mean"))
+            + f"<td>{fmt_rate(r['throughput_per_s'])}</td>"
+            f"<td class=\"{err_cls}\">{r['errors']['count']:,}</td>"
+            f"<td class=\"{err_cls}\">{100 * r['errors']['rate']:.3f}%</td></tr>")
+    return ("<table><thead><tr>" + "".join(f"<th>{esc(c)}</th>" for c in head)
+            + "</tr><tr><th></th><th></th><th></th><th></th>"
+            + "<th colspan=\"7\" style=\"text-align:center\">latency, ms</th>"
+            + "<th></th><th></th><th></th></tr></thead><tbody>" + "".join(rows)
+            + "</tbody></table>")
+
+
+def harness_section(h, idx):
+    parts = [f'<section id="h{idx}"><h3>{esc(h["title"])}</h3>',
+             f"<p>{esc(h['what'].rstrip('.'))}.</p>",
+             f'<p class="note"><b>Method:</b> {esc(h["method"].rstrip("."))}. '
+             f'<b>Not measured:</b> {esc(h["not_measured"].rstrip("."))}. '
+             f'<b>Harness:</b> <code>{esc(h["harness"])}</code>, '
+             f'artifact <a href="artifacts/benchmarks/{esc(h["file"])}">'
+             f'{esc(h["file"])}</a>.</p>',
+             run_table(h)]
+    extra = []
+    for r in h["runs"]:
+        if "per_call_throughput_per_s" in r:
+            extra.append(f"{esc(r['name'])}: {fmt_rate(r['per_call_throughput_per_s'])}/s in "
+                         f"the per-call loop (each call timed); headline throughput "
+                         f"{fmt_rate(r['throughput_per_s'])}/s from "
+                         f"{esc(r.get('throughput_source', ''))}")
+    if h.get("clock"):
+        extra.append(f"clock: {esc(h['clock'].get('source'))}, one read costs about "
+                     f"{esc(h['clock'].get('overhead_ns_p50'))} ns (p50), included in every "
+                     "per-call sample")
+    if extra:
+        parts.append('<p class="note">' + "; ".join(extra) + ".</p>")
+    series = [(r["name"], r["digest"]["percentiles"],
+               r["digest"]["latency_ms"]) for r in h["runs"]]
+    parts.append(percentile_chart(series, f"Latency percentiles: {h['title']}"))
+    parts.append('<p class="note">The curve is drawn from the 105-point digest of the raw '
+                 "samples (nearest rank); the maximum is in the table.</p></section>")
+    return "\n".join(parts)
+
+
+def load_table(s):
+    loads = [h for h in s["harnesses"] if h["benchmark"].endswith("_load")]
+    if not loads:
+        return "<p>No load run in this summary.</p>"
+    head = ["durability", "connections", "RPS", "p50", "p95", "p99", "p99.9", "max",
+            "requests", "errors", "error rate"]
+    rows = []
+    for h in loads:
+        for r in h["runs"]:
+            lat = r["latency_ms"]
+            rows.append(f"<tr><td>{esc(h['durability'])}</td><td>{r['concurrency']}</td>"
+                        f"<td><b>{fmt_rate(r['throughput_per_s'])}</b></td>"
+                        + "".join(f"<td>{fmt_ms(lat[k])}</td>"
+                                  for k in ("p50", "p95", "p99", "p99_9", "max"))
+                        + f"<td>{r['requests']:,}</td><td>{r['errors']['count']:,}</td>"
+                        f"<td>{100 * r['errors']['rate']:.3f}%</td></tr>")
+    return ('<table><thead><tr>' + "".join(f"<th>{esc(c)}</th>" for c in head)
+            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+            + '<p class="note">Latencies in ms. RPS = responses per second over the timed '
+              "window (wrk); every response checked for 2xx and PERMIT.</p>")
+
+
+def comparison_table(s):
+    rows = []
+    for c in s["comparison"]:
+        adv = c["advantage"]
+        verdict = (f'<span class="good">×{adv:.2f} better</span>' if adv >= 1
+                   else f'<span class="bad">×{(1 / adv if adv else float("inf")):.2f} '
+                        "worse</span>")
+        ratio = c["ours"] / c["theirs"]
+        rows.append(f"<tr><td>{esc(c['metric'])}</td>"
+                    f"<td>{fmt_value(c['ours'], c['unit'])}</td>"
+                    f"<td>{fmt_value(c['theirs'], c['unit'])}</td>"
+                    f"<td>{ratio:.3g}</td><td>{verdict}</td>"
+                    f"<td class=\"t note\">{esc(c.get('note', ''))}</td></tr>")
+    return ("<table><thead><tr><th>metric</th><th>trigguard (this run)</th>"
+            "<th>original (published)</th><th>ratio ours ÷ theirs</th>"
+            "<th>for trigguard</th><th class=\"t\">note</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>")
+
+
+def env_table(s):
+    e = s["environment"]
+    libs = "; ".join(f"{n} {e['libraries'][n]['runtime']} ({e['libraries'][n]['package']})"
+                     for n in benchlib.LIBRARIES)
+    rows = [("CPU", f"{e['cpu_model']} ({e['cpu_cores']} cores online, shared by the daemon "
+                    "and the load generator)"),
+            ("memory", f"{e['memory_total_mib']:,} MiB"), ("kernel", e["kernel"]),
+            ("OS", e["os"]), ("compiler", e["compiler"]),
+            ("build", f"{e['build_type']}; sanitizers {'on' if e['sanitizers'] else 'off'}"),
+            ("C flags (daemon)", e["c_flags"]), ("libraries", libs),
+            ("git commit", f"{s['git']['commit']}"
+                           + (" (source tree had uncommitted changes)"
+                              if s["git"].get("source_tree_modified") else "")),
+            ("durability modes", e["durability"]),
+            ("load average before / after", f"{s.get('loadavg_before', 'unknown')} / "
+                                            f"{e['loadavg']}"),
+            ("date", s["generated"]), ("mode", f"{s['mode']} ({s['command']})")]
+    return ('<table class="kv"><tbody>'
+            + "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in rows)
+            + "</tbody></table>")
+
+
+def render(s):
+    benchlib.validate_summary(s)
+    e, pub = s["environment"], s["published"]
+    cards = "".join(
+        f'<div class="card"><div class="l">{esc(i["label"])}</div>'
+        f'<div class="v">{esc(fmt_value(i["value"], i["unit"]))}</div>'
+        f'<div class="d">{esc(i["detail"])}</div></div>' for i in s["headline"]["items"])
+    harnesses = "\n".join(harness_section(h, i) for i, h in enumerate(s["harnesses"]))
+    toc = "".join(f'<a href="#h{i}">{esc(h["title"])}</a>' for i, h in enumerate(s["harnesses"]))
+    repro = "".join(f"<p>{esc(r['what'])}:</p><pre>{esc(r['command'])}</pre>"
+                    for r in s["reproduce"])
+    arts = "".join(
+        f'<tr><td><a href="artifacts/benchmarks/{esc(a["file"])}">{esc(a["file"])}</a></td>'
+        f'<td class="t">{esc(a["benchmark"])}</td>'
+        f'<td class="t">{esc(a["raw_samples"] or "digest only")}</td>'
+        f'<td class="t"><code>{esc(a["sha256"][:16])}…</code></td></tr>'
+        for a in s["artifacts"])
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>trigguard benchmark evidence</title>
+<style>{CSS}</style>
+</head>
+<body>
+<main>
+<h1>trigguard benchmark evidence</h1>
+<p class="sub">Generated {esc(s['generated'])} from
+<code>evidence/artifacts/benchmarks/benchmark_summary.json</code> ({esc(s['mode'])} run,
+commit {esc(s['git']['commit'])}). Every figure below was measured by the run that wrote
+these files; none is typed in except the original product's published figures.</p>
+<nav><a href="#headline">Headline</a><a href="#original">Beside the original</a>
+<a href="#environment">Environment</a><a href="#methodology">Methodology</a>
+<a href="#harnesses">Harnesses</a><a href="#load">Load</a><a href="#reproduce">Reproduce</a>
+<a href="#artifacts">Artifacts</a></nav>
+
+<h2 id="headline">Headline figures</h2>
+<div class="cards">{cards}</div>
+
+<h2 id="original">Beside the original</h2>
+<div class="hw"><div><b>trigguard (these runs)</b><br>{esc(e['cpu_model'])},
+{e['cpu_cores']} cores shared by the daemon and the load generator,
+{e['memory_total_mib']:,} MiB, {esc(e['kernel'])}</div>
+<div><b>original (published)</b><br>{esc(pub['hardware'])}<br>
+<span class="note">Source: {esc(pub['source'])}</span></div></div>
+{comparison_table(s)}
+<p class="note">“×N better” means trigguard's figure is N times lower (latency) or higher
+(throughput) than the published one; the machines differ, so this compares systems on their
+own hardware, not code on equal hardware.</p>
+
+<h2 id="environment">Environment</h2>
+{env_table(s)}
+
+<h2 id="methodology">Methodology</h2>
+<ul>{"".join(f"<li>{esc(m)}</li>" for m in s["methodology"])}</ul>
+
+<h2 id="harnesses">Harnesses</h2>
+<nav>{toc}</nav>
+{harnesses}
+
+<h2 id="load">Load: RPS and percentiles per concurrency</h2>
+{load_table(s)}
+
+<h2 id="reproduce">Reproduce</h2>
+<p>From a clone of the repository on Debian 12 (the scripts install what is missing when
+run as root). <code>$TOKEN</code> is any secret string you choose.</p>
+{repro}
+
+<h2 id="artifacts">Artifacts</h2>
+<table><thead><tr><th>file</th><th class="t">benchmark</th><th class="t">raw samples</th>
+<th class="t">sha256</th></tr></thead><tbody>{arts}</tbody></table>
+<footer>Schema: docs/BENCHMARKS.md. Page generated by bench/report/render_page.py.</footer>
+</main>
+</body>
+</html>
+"""
+
+
+def main(argv):
+    p = argparse.ArgumentParser(prog="render_page.py")
+    p.add_argument("--output", default="evidence/index.html")
+    p.add_argument("summary")
+    a = p.parse_args(argv)
+    page = render(benchlib.load_json(a.summary))
+    tmp = a.output + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(page)
+    os.replace(tmp, a.output)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except benchlib.SchemaError as err:
+        print(f"render_page.py: schema violation: {err}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""summarize.py — aggregate benchmark artifacts into benchmark_summary.json.
+
+usage: summarize.py [--mode full|quick|custom] [--command CMD] [--loadavg-before L]
+                    [--build-dir DIR] [--note TEXT] --output SUMMARY.json ARTIFACT.json...
+       summarize.py --print SUMMARY.json
+
+Every artifact is validated against docs/BENCHMARKS.md first (a bad one stops the run);
+the summary carries each harness's runs (with their 105-point latency digests, so the page
+needs nothing else), headline figures, the original product's published figures
+(bench/report/published.json) with the ratio, methodology and the reproduce commands.
+No number is computed here except ratios and maxima of numbers the harnesses wrote.
+"""
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import benchlib  # noqa: E402
+
+TITLES = {
+    "kernel_fsm_latency": "Kernel FSM, in process",
+    "http_decide_sequential": "Decision core over HTTP: POST /decide, sequential",
+    "http_evaluate_sequential": "End to end, sequential: POST /v1/evaluate",
+    "http_evaluate_load": "Concurrent load: POST /v1/evaluate with wrk",
+    "http_decide_load": "Concurrent load: POST /decide with wrk",
+}
+
+
+def git_facts():
+    def run(*args):
+        try:
+            return subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True,
+                                  timeout=20, check=False).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    commit = run("rev-parse", "--short=12", "HEAD") or "unknown"
+    dirty = bool(run("status", "--porcelain", "--untracked-files=no", "--", "src", "include",
+                     "bench", "CMakeLists.txt"))
+    return {"commit": commit, "source_tree_modified": dirty}
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        h.update(f.read())
+    return h.hexdigest()
+
+
+def run_by_name(h, name):
+    for r in h["runs"]:
+        if r["name"] == name:
+            return r
+    return None
+
+
+def build_summary(a):
+    harnesses, artifacts = [], []
+    out_dir = os.path.dirname(os.path.abspath(a.output))
+    for path in a.artifacts:
+        doc = benchlib.load_json(path)
+        benchlib.validate_artifact(doc, os.path.basename(path))
+        name = os.path.basename(path)
+        raw = os.path.join(os.path.dirname(path), "raw", name[:-5] + ".ns.txt.gz")
+        artifacts.append({"file": name, "benchmark": doc["benchmark"], "sha256": sha256(path),
+                          "raw_samples": os.path.relpath(raw, out_dir)
+                          if os.path.exists(raw) else None})
+        durability = doc.get("server", {}).get("durability", "not applicable")
+        title = TITLES[doc["benchmark"]]
+        if doc["benchmark"] in ("http_evaluate_sequential", "http_evaluate_load"):
+            title += f" (durability {durability})"
+        h = {"benchmark": doc["benchmark"], "file": name, "title": title, "what": doc["what"],
+             "method": doc["method"], "not_measured": doc["not_measured"],
+             "durability": durability, "harness": doc["harness"],
+             "parameters": doc["parameters"], "server": doc.get("server"),
+             "environment": doc["environment"], "runs": doc["runs"]}
+        if doc["benchmark"] == "kernel_fsm_latency":
+            h["clock"] = doc.get("clock")
+        harnesses.append(h)
+
+    def find(bench, durability=None):
+        return [h for h in harnesses if h["benchmark"] == bench
+                and (durability is None or h["durability"] == durability)]
+
+    pub = benchlib.load_json(os.path.join(HERE, "published.json"))
+    fig = pub["figures"]
+    headline, comparison = [], []
+
+    def item(key, label, value, unit, detail):
+        headline.append({"key": key, "label": label, "value": value, "unit": unit,
+                         "detail": detail})
+
+    def compare(metric, ours, theirs, unit, better, note=""):
+        if ours is None or theirs is None:
+            return
+        adv = (theirs / ours if ours > 0 else 0.0) if better == "lower" else ours / theirs
+        comparison.append({"metric": metric, "ours": ours, "theirs": theirs, "unit": unit,
+                           "better": better, "advantage": round(adv, 3), "note": note})
+
+    for h in find("kernel_fsm_latency"):
+        for variant, label in (("default", "default"), ("spend", "spend")):
+            r = run_by_name(h, variant)
+            if r is None:
+                continue
+            item(f"kernel_{variant}_p99_ms", f"Kernel p99 ({label})", r["latency_ms"]["p99"],
+                 "ms", f"{r['iterations']:,} calls, per-call clock reads included")
+            item(f"kernel_{variant}_throughput_per_s", f"Kernel decisions/s ({label})",
+                 r["throughput_per_s"], "/s", "median batch of calls, one thread")
+            compare(f"Kernel p99, {label}", r["latency_ms"]["p99"],
+                    fig.get(f"kernel_{variant}_p99_ms"), "ms", "lower")
+            compare(f"Kernel throughput, {label}", r.get("per_call_throughput_per_s"),
+                    fig.get(f"kernel_{variant}_throughput_per_s"), "/s", "higher",
+                    "ours: the per-call loop (each call timed), the conservative figure")
+    for h in find("http_decide_sequential"):
+        r = h["runs"][0]
+        item("decide_p99_ms", "/decide sequential p99", r["latency_ms"]["p99"], "ms",
+             f"{r['requests']:,} requests, one keep-alive connection")
+        compare("/decide sequential p99", r["latency_ms"]["p99"],
+                fig.get("decide_sequential_p99_ms"), "ms", "lower")
+    modes = []
+    for h in find("http_evaluate_sequential"):
+        modes.append(h["durability"])
+        r, d = h["runs"][0], h["durability"]
+        item(f"evaluate_{d}_p99_ms", f"/v1/evaluate sequential p99 ({d})",
+             r["latency_ms"]["p99"], "ms", f"{r['requests']:,} signed, ledgered evaluations")
+        item(f"evaluate_{d}_throughput_per_s", f"/v1/evaluate sequential req/s ({d})",
+             r["throughput_per_s"], "/s", "one connection, one request in flight")
+        compare(f"/v1/evaluate sequential p99 (durability {d})", r["latency_ms"]["p99"],
+                fig.get("evaluate_sequential_p99_ms"), "ms", "lower")
+        compare(f"/v1/evaluate sequential throughput (durability {d})",
+                r["throughput_per_s"], fig.get("evaluate_sequential_throughput_per_s"), "/s",
+                "higher")
+    for h in find("http_evaluate_load"):
+        d = h["durability"]
+        c50 = next((r for r in h["runs"] if r["concurrency"] == 50), None)
+        peak = max(h["runs"], key=lambda r: r["throughput_per_s"])
+        if c50 is not None:
+            item(f"load_{d}_c50_rps", f"50 connections RPS ({d})", c50["throughput_per_s"],
+                 "/s", f"p99 {c50['latency_ms']['p99']:.2f} ms, "
+                       f"errors {c50['errors']['count']}")
+            compare(f"50 connections RPS (durability {d})", c50["throughput_per_s"],
+                    fig.get("load_c50_rps"), "/s", "higher",
+                    "theirs: k6, 50 virtual users; ours: wrk, 50 connections")
+            compare(f"50 connections p99 (durability {d})", c50["latency_ms"]["p99"],
+                    fig.get("load_c50_p99_ms"), "ms", "lower")
+        item(f"load_{d}_peak_rps", f"Peak RPS measured ({d})", peak["throughput_per_s"], "/s",
+             f"at {peak['concurrency']} connections")
+        compare(f"Highest RPS measured vs their saturation (durability {d})",
+                peak["throughput_per_s"], fig.get("saturation_rps"), "/s", "higher",
+                f"ours: the best of {', '.join(str(r['concurrency']) for r in h['runs'])} "
+                "connections, not a saturation search")
+
+    env = benchlib.environment(a.build_dir or None, ", ".join(modes) or "not applicable",
+                               git_facts()["commit"])
+    kernel = find("kernel_fsm_latency")
+    clock = kernel[0].get("clock") if kernel else None
+    cores = env["cpu_cores"]
+    load1 = None
+    try:
+        load1 = float((a.loadavg_before or "").split()[0])
+    except (ValueError, IndexError):
+        pass
+    methodology = [
+        "Every latency is measured on the client with clock_gettime(CLOCK_MONOTONIC) (the C "
+        "harnesses) or by wrk (1 us resolution); every raw sample is kept and percentiles are "
+        "nearest-rank over them (wrk: rank round(p/100*n + 0.5) over its 1 us buckets): no "
+        "server-side timings, no interpolation, no averaging of percentiles across runs.",
+        "Kernel: tg_kernel_decide in process on one thread, on a pre-built frame, after a "
+        "warm-up; each per-call sample includes one clock read"
+        + (f" (about {clock.get('overhead_ns_p50')} ns here)" if clock else "")
+        + "; throughput is the median of batches of calls between two clock reads.",
+        "Sequential HTTP: one keep-alive HTTP/1.1 connection (TCP_NODELAY), one request in "
+        "flight, a unique idempotency key per request so nothing is an idempotent replay; "
+        "every response is checked (status 200, the expected decision, no replay header); "
+        "failures are excluded from the samples and counted as errors.",
+        "Load: wrk, closed loop (each connection sends its next request when the previous "
+        "reply arrives), a discarded warm-up before each level, every reply checked for 2xx "
+        "and PERMIT; wrk and the daemon run on the same machine.",
+        "The daemon is the release build (-O3), one HTTP event thread per core, 127.0.0.1, "
+        "log level warn, examples/policy.json, a fresh key and ledger in a temporary "
+        "directory per durability mode. durability fsync: a response leaves only after "
+        "fdatasync of the ledger record (group commit: one fsync covers every request "
+        "waiting); none: the record is written but not synced.",
+        f"This machine: {env['cpu_model']}, {cores} cores, {env['memory_total_mib']:,} MiB, "
+        f"{env['kernel']}. The daemon and the load generator share these {cores} cores. "
+        f"The original figures come from {pub['hardware']}: ratios compare different "
+        "machines, not only different software.",
+    ]
+    if load1 is not None:
+        busy = ("other processes were competing for the CPU during this run, which inflates "
+                "tails and lowers throughput" if load1 > 0.5 * cores
+                else "the machine was otherwise mostly idle")
+        methodology.append(f"Load average when the run started: {a.loadavg_before} "
+                           f"(1/5/15 min) on {cores} cores: {busy}.")
+    if a.note:
+        methodology.append(a.note)
+
+    bdir = "build/evidence"  # where the one command builds (scripts/bench)
+    first = (find("http_evaluate_sequential") or [{}])[0]
+    p_dec = (find("http_decide_sequential") or [{"parameters": {}}])[0]["parameters"]
+    p_eval = first.get("parameters", {})
+    load = (find("http_evaluate_load") or [{"parameters": {}}])[0]["parameters"]
+    k_it = kernel[0]["parameters"].get("count", 100000) if kernel else 100000
+    conns = " ".join(str(c) for c in load.get("connections", [10, 50, 100]))
+    reproduce = [
+        {"what": f"this {a.mode} run, end to end (build, daemon, every harness, summary, page)",
+         "command": a.command},
+        {"what": "the quick variant (about a minute)" if a.mode != "quick"
+         else "the full run (about 4-5 minutes)",
+         "command": "scripts/bench --quick" if a.mode != "quick"
+         else "scripts/bench"},
+        {"what": "kernel harness alone",
+         "command": f"{bdir}/bench/kernel_latency_bench --count {k_it} "
+                    "--output kernel_fsm_latency.json"},
+        {"what": "a daemon to measure (another shell)",
+         "command": f"{bdir}/src/cli/trigguard keygen --out /tmp/tg-key.pem && "
+                    "TRIGGUARD_API_KEYS=bench:$TOKEN "
+                    f"{bdir}/src/cli/trigguard serve --port 8080 --policy "
+                    "examples/policy.json --key /tmp/tg-key.pem --ledger /tmp/tg-ledger "
+                    "--durability fsync --log-level warn"},
+        {"what": "/decide, sequential",
+         "command": "BASE_URL=http://127.0.0.1:8080 ENDPOINT=/decide "
+                    f"ITERATIONS={p_dec.get('iterations', 20000)} "
+                    f"WARMUP={p_dec.get('warmup', 500)} TOKEN=$TOKEN "
+                    f"{bdir}/bench/http_latency_bench --output decide.json"},
+        {"what": "/v1/evaluate, sequential",
+         "command": "BASE_URL=http://127.0.0.1:8080 ENDPOINT=/v1/evaluate "
+                    f"ITERATIONS={p_eval.get('iterations', 5000)} "
+                    f"WARMUP={p_eval.get('warmup', 500)} TOKEN=$TOKEN "
+                    f"{bdir}/bench/http_latency_bench --output evaluate.json"},
+        {"what": "load with wrk at each connection count",
+         "command": f"scripts/loadtest --url http://127.0.0.1:8080 --token $TOKEN "
+                    f"--conns \"{conns}\" --duration {load.get('duration_s', 30)} "
+                    f"--build-dir {bdir} --output load.json"},
+        {"what": "the same load with k6, as the original was run",
+         "command": "k6 run --env BASE_URL=http://127.0.0.1:8080 --env VUS=50 "
+                    "--env DURATION=60s --env TOKEN=$TOKEN bench/load/evaluate_bench.js"},
+        {"what": "this page from the summary",
+         "command": "python3 bench/report/render_page.py --output evidence/index.html "
+                    "evidence/artifacts/benchmarks/benchmark_summary.json"},
+    ]
+    summary = {
+        "schema": benchlib.SUMMARY_SCHEMA,
+        "generated": benchlib.utc_now(),
+        "mode": a.mode,
+        "command": a.command,
+        "git": git_facts(),
+        "loadavg_before": a.loadavg_before or "unknown",
+        "build_dir": os.path.relpath(a.build_dir, ROOT) if a.build_dir else "unknown",
+        "environment": env,
+        "methodology": methodology,
+        "artifacts": artifacts,
+        "harnesses": harnesses,
+        "headline": {"items": headline},
+        "published": pub,
+        "comparison": comparison,
+        "reproduce": reproduce,
+    }
+    benchlib.validate_summary(summary)
+    return summary
+
+
+def print_summary(path):
+    s = benchlib.load_json(path)
+    benchlib.validate_summary(s)
+    print(f"benchmark summary ({s['mode']}, {s['generated']}, commit {s['git']['commit']}):")
+    for h in s["harnesses"]:
+        for r in h["runs"]:
+            lat = r["latency_ms"]
+            print(f"  {h['benchmark']:<26} {h['durability'][:14]:<14} {r['name']:<10} "
+                  f"p50 {lat['p50']:9.4f} ms  p99 {lat['p99']:9.4f} ms  "
+                  f"p99.9 {lat['p99_9']:9.4f} ms  {r['throughput_per_s']:>12,.0f}/s  "
+                  f"errors {r['errors']['count']}")
+    for c in s["comparison"]:
+        print(f"  vs original: {c['metric']:<62} ours {c['ours']:>12,.4g} theirs "
+              f"{c['theirs']:>10,.4g} {c['unit']:<3} x{c['advantage']:.2f}")
+    return 0
+
+
+def main(argv):
+    p = argparse.ArgumentParser(prog="summarize.py")
+    p.add_argument("--mode", default="custom", choices=("full", "quick", "custom"))
+    p.add_argument("--command", default="scripts/bench")
+    p.add_argument("--loadavg-before", default="")
+    p.add_argument("--build-dir", default="")
+    p.add_argument("--note", default=os.environ.get("BENCH_NOTE", ""))
+    p.add_argument("--output")
+    p.add_argument("--print", dest="print_path")
+    p.add_argument("artifacts", nargs="*")
+    a = p.parse_args(argv)
+    if a.print_path:
+        return print_summary(a.print_path)
+    if not a.output or not a.artifacts:
+        p.error("--output and at least one artifact are required")
+    summary = build_summary(a)
+    tmp = a.output + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, a.output)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except benchlib.SchemaError as e:
+        print(f"summarize.py: schema violation: {e}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# bench_page.sh — the evidence page generator on a synthetic summary (no daemon, ~1 s).
+#
+# Builds artifacts with known figures (bench/report/benchlib.py's schema), aggregates them
+# with summarize.py, renders the page with render_page.py, and checks: every section and one
+# chart per harness, the figures and ratios appear as computed by hand, nothing is loaded
+# from anywhere (check_page.py --static-only), text is escaped, and a summary that breaks the
+# schema is refused. BENCH_PAGE_CHROMIUM=1 also renders it in headless chromium.
+set -uo pipefail
+: "${TG_SRC:?TG_SRC must name the repository root}"
+if [ -x /usr/bin/python3 ]; then py=/usr/bin/python3; else py=$(command -v python3); fi
+export PYTHONDONTWRITEBYTECODE=1
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg-bench-page.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fails=0 checks=0
+ok() { checks=$((checks + 1)); }
+fail() { fails=$((fails + 1)); echo "[bench_page] FAIL: $*" >&2; }
+check() { local label=$1; shift; if "$@"; then ok; else fail "$label"; fi; }
+
+mkdir -p "$tmp/bench"
+check "synthetic artifacts written" "$py" - "$TG_SRC/bench/report" "$tmp/bench" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import benchlib
+out = sys.argv[2]
+env = benchlib.environment(None, "fsync", "abc123def456")
+
+def run(name, conc, ms_values, rps, errors=0):
+    # ms_values: 1000 samples; digest and figures by nearest rank, as the harnesses do
+    s = sorted(ms_values)
+    n = len(s)
+    at = lambda p: s[max(1, min(n, -(-round(p * 1e6) * n // 10**8))) - 1]
+    return {"name": name, "concurrency": conc, "iterations": n, "duration_s": 1.0,
+            "requests": n, "ok": n - errors,
+            "latency_ms": {"min": s[0], "mean": sum(s) / n, "p50": at(50), "p90": at(90),
+                           "p95": at(95), "p99": at(99), "p99_9": at(99.9), "max": s[-1]},
+            "digest": {"definition": "nearest-rank", "percentiles": benchlib.DIGEST_PCTS,
+                       "latency_ms": [at(p) for p in benchlib.DIGEST_PCTS]},
+            "throughput_per_s": rps,
+            "errors": {"count": errors, "rate": errors / n, "by_kind": {"status": errors}}}
+
+def doc(bench, runs, durability, extra=None):
+    d = {"schema": benchlib.SCHEMA, "benchmark": bench, "what": f"{bench} <synthetic & co>",
+         "harness": "tests/integration/bench_page.sh", "method": "made up for the test",
+         "not_measured": "anything real", "parameters": {"iterations": 1000, "warmup": 10},
+         "server": {"durability": durability}, "environment": env, "runs": runs}
+    d.update(extra or {})
+    return d
+
+lin = [i / 1000 for i in range(1, 1001)]          # 0.001 .. 1.000 ms
+k = doc("kernel_fsm_latency",
+        [dict(run("default", 1, [v / 100 for v in lin], 1e7), per_call_throughput_per_s=170686.0),
+         dict(run("spend", 1, [v / 50 for v in lin], 5e6), per_call_throughput_per_s=139716.0)],
+        "not applicable", {"clock": {"source": "CLOCK_MONOTONIC", "overhead_ns_p50": 30}})
+dec = doc("http_decide_sequential", [run("sequential", 1, [v * 0.2 for v in lin], 9000.0)],
+          "fsync")
+ev = doc("http_evaluate_sequential", [run("sequential", 1, [v * 2.558 for v in lin], 934.0)],
+         "fsync")
+ld = doc("http_evaluate_load", [run("c10", 10, [v * 5 for v in lin], 3000.0),
+                                run("c50", 50, [v * 10 for v in lin], 8312.0, errors=3),
+                                run("c100", 100, [v * 20 for v in lin], 8000.0)], "fsync")
+for name, d in (("k", k), ("d", dec), ("e", ev), ("l", ld)):
+    benchlib.validate_artifact(d, name)
+    json.dump(d, open(f"{out}/{name}.json", "w"))
+PY
+
+check "summarize.py aggregates them" "$py" "$TG_SRC/bench/report/summarize.py" --mode custom \
+    --command "test command" --loadavg-before "0.10 0.20 0.30" --note "A <note> & more." \
+    --output "$tmp/summary.json" "$tmp/bench/k.json" "$tmp/bench/d.json" "$tmp/bench/e.json" \
+    "$tmp/bench/l.json"
+check "render_page.py writes the page" "$py" "$TG_SRC/bench/report/render_page.py" \
+    --output "$tmp/index.html" "$tmp/summary.json"
+check "the page is self-contained with every section" \
+    "$py" "$TG_SRC/bench/report/check_page.py" --static-only "$tmp/index.html"
+
+# Figures worked out by hand from the synthetic samples above:
+#   kernel default p99 = 0.99/100 = 0.0099 ms vs 0.018 published -> x1.82 better
+#   per-call kernel default 170,686/s vs 85,343/s -> x2.00 better
+#   evaluate p99 = 0.990 * 2.558 = 2.53242 ms vs 1.279 -> ratio 1.98, x1.98 worse
+#   load c50 8,312 RPS vs 4,156 -> x2.00 better; c50 p99 9.90 ms vs 21.33 -> x2.15 better
+#   peak 8,312 vs 4,200 -> x1.98 better
+check "summary ratios" "$py" - "$tmp/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+adv = {c["metric"]: c["advantage"] for c in s["comparison"]}
+want = {"Kernel p99, default": 1.818, "Kernel throughput, default": 2.0,
+        "/v1/evaluate sequential p99 (durability fsync)": 0.505,
+        "50 connections RPS (durability fsync)": 2.0,
+        "50 connections p99 (durability fsync)": 2.155,
+        "Highest RPS measured vs their saturation (durability fsync)": 1.979}
+for k, v in want.items():
+    assert abs(adv[k] - v) < 0.002, (k, adv.get(k), v)
+assert any("A <note> & more." == m for m in s["methodology"])
+assert any("0.10 0.20 0.30" in m and "mostly idle" in m for m in s["methodology"])
+PY
+page=$tmp/index.html
+check "one chart per harness" test "$(grep -c '<svg' "$page")" = 4
+for text in '×1.82 better' '×2.00 better' '×1.98 worse' '8,312' '0.009900 ms (9,900 ns)' \
+    '2.53 ms' 'A &lt;note&gt; &amp; more.' 'synthetic &amp; co' 'Apple M4 Pro' \
+    'k6 run --env BASE_URL=http://127.0.0.1:8080 --env VUS=50' 'test command' \
+    '>3<' '0.300%'; do
+    check "page shows: $text" grep -qF -- "$text" "$page"
+done
+check "no unescaped markup from the data" bash -c "! grep -qF '<note>' '$page'"
+
+# A summary that breaks the schema is refused, and no page is written.
+"$py" - "$tmp/summary.json" "$tmp/bad.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+del s["published"]["hardware"]
+json.dump(s, open(sys.argv[2], "w"))
+PY
+rc=0
+"$py" "$TG_SRC/bench/report/render_page.py" --output "$tmp/bad.html" "$tmp/bad.json" 2>/dev/null || rc=$?
+check "render_page.py refuses a summary without the original's hardware" test "$rc" = 1
+check "no page for a bad summary" test ! -e "$tmp/bad.html"
+
+if [ "${BENCH_PAGE_CHROMIUM:-0}" = 1 ]; then
+    check "renders in headless chromium without console messages" \
+        "$py" "$TG_SRC/bench/report/check_page.py" --screenshot "$tmp/index.png" "$page"
+fi
+
+if [ "$fails" -ne 0 ]; then
+    echo "[bench_page] FAILED: $fails of $((checks + fails)) checks failed" >&2
+    exit 1
+fi
+echo "[bench_page] PASSED: $checks checks"

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# bench_quick.sh — scripts/bench end to end against a live daemon, with tiny counts.
+#
+# Runs the evidence pipeline on the binaries of this build (--no-build: kernel harness,
+# daemon on 127.0.0.1 per durability mode, /decide and /v1/evaluate sequential, wrk load,
+# summary, page) into a temporary directory, then checks every JSON document against the
+# schema of docs/BENCHMARKS.md (bench/report/validate.py: schema, sha256, percentiles
+# recomputed from the raw samples, zero errors), that the validator rejects a corrupted
+# artifact, that the page is self-contained, and that the harnesses refuse non-loopback
+# targets. Counts can be raised through BENCH_* variables; ~20 s under ASan.
+set -uo pipefail
+: "${TG_BIN:?TG_BIN must name the trigguard binary}"
+: "${TG_SRC:?TG_SRC must name the repository root}"
+: "${TG_BUILD:?TG_BUILD must name the build directory}"
+if [ -x /usr/bin/python3 ]; then py=/usr/bin/python3; else py=$(command -v python3); fi
+export PYTHONDONTWRITEBYTECODE=1
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg-bench-quick.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fails=0 checks=0
+ok() { checks=$((checks + 1)); }
+fail() { fails=$((fails + 1)); echo "[bench_quick] FAIL: $*" >&2; }
+check() { local label=$1; shift; if "$@"; then ok; else fail "$label"; fi; }
+
+command -v wrk >/dev/null || { echo "[bench_quick] wrk is not installed (scripts/deps wrk)" >&2; exit 1; }
+
+out=$tmp/out
+rc=0
+KERNEL_ITERATIONS=${BENCH_KERNEL_ITERATIONS:-2000} DECIDE_ITERATIONS=${BENCH_DECIDE_ITERATIONS:-200} \
+    EVALUATE_ITERATIONS=${BENCH_EVALUATE_ITERATIONS:-50} HTTP_WARMUP=${BENCH_HTTP_WARMUP:-20} \
+    LOAD_CONNS=${BENCH_LOAD_CONNS:-2 8} LOAD_DURATION=${BENCH_LOAD_DURATION:-1} LOAD_WARMUP=0 \
+    WRK_THREADS=1 BUILD_DIR=$TG_BUILD TG_BIN=$TG_BIN OUT_DIR=$out PAGE=$tmp/index.html \
+    bash "$TG_SRC/scripts/bench" --quick --no-build --durability fsync,none \
+    >"$tmp/pipeline.log" 2>&1 || rc=$?
+if [ "$rc" != 0 ]; then
+    tail -40 "$tmp/pipeline.log" >&2
+    fail "scripts/bench exited with $rc"
+else
+    ok
+fi
+
+for f in kernel_fsm_latency http_decide_sequential http_evaluate_sequential_fsync \
+    http_evaluate_sequential_none http_evaluate_load_fsync http_evaluate_load_none \
+    benchmark_summary; do
+    check "artifact $f.json written" test -s "$out/$f.json"
+done
+check "raw samples of /decide kept" test -s "$out/raw/http_decide_sequential.ns.txt.gz"
+
+if "$py" "$TG_SRC/bench/report/validate.py" --expect-zero-errors "$out/benchmark_summary.json" \
+    >"$tmp/validate.log" 2>&1; then
+    ok
+else
+    cat "$tmp/validate.log" >&2
+    fail "the artifacts do not validate against docs/BENCHMARKS.md"
+fi
+
+# The requested counts reached the documents (no silent defaults).
+check "counts as requested" "$py" - "$out" <<'PY'
+import json, sys
+d = sys.argv[1]
+k = json.load(open(f"{d}/kernel_fsm_latency.json"))
+dec = json.load(open(f"{d}/http_decide_sequential.json"))
+ev = json.load(open(f"{d}/http_evaluate_sequential_none.json"))
+ld = json.load(open(f"{d}/http_evaluate_load_fsync.json"))
+s = json.load(open(f"{d}/benchmark_summary.json"))
+assert [r["iterations"] for r in k["runs"]] == [2000, 2000], k["runs"]
+assert dec["runs"][0]["requests"] == dec["runs"][0]["ok"] == 200
+assert ev["runs"][0]["requests"] == 50 and ev["server"]["durability"] == "none"
+assert [r["concurrency"] for r in ld["runs"]] == [2, 8] and ld["server"]["durability"] == "fsync"
+assert all(r["requests"] > 0 and r["errors"]["count"] == 0 for r in ld["runs"])
+assert s["mode"] == "quick" and len(s["harnesses"]) == 6 and s["comparison"]
+PY
+
+# The validator must be able to fail: p99 above max, and a stale sha256.
+cp -r "$out" "$tmp/bad"
+"$py" - "$tmp/bad/http_decide_sequential.json" <<'PY'
+import json, sys
+p = sys.argv[1]
+d = json.load(open(p))
+d["runs"][0]["latency_ms"]["p99"] = d["runs"][0]["latency_ms"]["max"] + 1
+json.dump(d, open(p, "w"))
+PY
+if "$py" "$TG_SRC/bench/report/validate.py" "$tmp/bad/http_decide_sequential.json" >/dev/null 2>&1; then
+    fail "validate.py accepted p99 > max"
+else ok; fi
+if "$py" "$TG_SRC/bench/report/validate.py" "$tmp/bad/benchmark_summary.json" >/dev/null 2>&1; then
+    fail "validate.py accepted an artifact whose sha256 differs from the summary"
+else ok; fi
+
+check "page is self-contained with every section" \
+    "$py" "$TG_SRC/bench/report/check_page.py" --static-only "$tmp/index.html"
+
+# Loopback only: both harnesses refuse anything else before sending a byte.
+hb=$TG_BUILD/bench/http_latency_bench
+for url in http://10.0.0.1:8080 http://example.com http://127.0.0.2:80 https://127.0.0.1:1 \
+    http://127.0.0.1:8080/prefix http://127.0.0.1.evil:80; do
+    rc=0
+    BASE_URL=$url ITERATIONS=1 "$hb" >/dev/null 2>"$tmp/refuse.err" || rc=$?
+    check "http_latency_bench refuses $url" test "$rc" = 2
+    check "http_latency_bench says why for $url" grep -q "loopback only" "$tmp/refuse.err"
+done
+rc=0
+"$py" "$TG_SRC/scripts/loadtest" --url http://192.0.2.1:80 >/dev/null 2>&1 || rc=$?
+check "scripts/loadtest refuses a non-loopback URL" test "$rc" = 2
+free_port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+rc=0
+BASE_URL=http://127.0.0.1:$free_port ITERATIONS=1 "$hb" >/dev/null 2>&1 || rc=$?
+check "http_latency_bench: nothing listening is a setup error" test "$rc" = 2
+
+if [ "$fails" -ne 0 ]; then
+    echo "[bench_quick] FAILED: $fails of $((checks + fails)) checks failed" >&2
+    exit 1
+fi
+echo "[bench_quick] PASSED: $checks checks"
