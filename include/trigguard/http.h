@@ -25,6 +25,7 @@
 #include "trigguard/err.h"
 
 #define TG_HTTP_REQUEST_ID_MAX 64
+#define TG_HTTP_RATELIMIT_MAX 96
 
 typedef struct tg_exchange tg_exchange_t;
 
@@ -41,6 +42,12 @@ struct tg_exchange {
     const char *body;         /* NUL-terminated copy of the body */
     size_t body_len;
     bool body_too_large;      /* the body passed --max-body: respond 413 */
+    bool url_too_long;        /* path + query passed --max-url: respond 414 */
+    bool headers_too_large;   /* request headers passed --max-header-bytes: respond 431 */
+    bool bad_framing;         /* several Content-Length / Transfer-Encoding headers, both
+                                 together, or a transfer coding other than chunked: 400 */
+    size_t url_bytes;         /* path + query bytes as measured for --max-url */
+    size_t header_bytes;      /* sum of "name: value\r\n" bytes as measured for the limit */
     int64_t start_ns;         /* monotonic time of the first byte of headers */
 
     /* ---- response, filled by the handler ---- */
@@ -52,6 +59,10 @@ struct tg_exchange {
     bool replayed;            /* Idempotent-Replayed: true */
     const char *cache_control; /* static string or NULL */
     const char *allow;        /* 405: Allow header (static) */
+    /* IETF RateLimit / RateLimit-Policy header values (draft-ietf-httpapi-ratelimit-headers,
+     * structured fields); empty = header not sent. */
+    char ratelimit[TG_HTTP_RATELIMIT_MAX];
+    char ratelimit_policy[TG_HTTP_RATELIMIT_MAX];
 
     /* ---- access-log fields the handler may set (static or exchange-owned) ---- */
     const char *log_route;
@@ -80,17 +91,26 @@ typedef struct tg_http_opts {
     int listener;             /* value copied into every exchange's `listener` */
     unsigned threads;         /* epoll thread pool size, >= 1 */
     unsigned max_connections;
-    unsigned connection_timeout_s;
+    unsigned per_ip_connections; /* 0 = no per-address limit */
+    unsigned connection_timeout_s; /* idle timeout, >= 1 (libmicrohttpd's default is none) */
     size_t connection_memory;
     size_t max_body;
+    size_t max_url;           /* path + query bytes; 0 = no check of our own */
+    size_t max_header_bytes;  /* request header bytes; 0 = no check of our own */
     const char *tls_cert_pem; /* both NULL = plain HTTP */
     const char *tls_key_pem;
 } tg_http_opts_t;
 
 typedef struct tg_http_server tg_http_server_t;
 
-/* Starts listening and serving on the pool threads. Errors: TG_ERR_INVALID_ARG (bad
- * address), TG_ERR_IO (bind/listen failed; diag says why), TG_ERR_NOMEM. */
+/* Starts listening and serving on the pool threads. Requests whose URL or headers pass
+ * max_url / max_header_bytes, or whose announced body passes max_body, are handed to the
+ * handler at once with the matching flag set (before any body byte is read). Requests
+ * beyond libmicrohttpd's connection memory never reach the handler: libmicrohttpd itself
+ * answers 414 (request line) or 431 (headers) with a short HTML body and closes.
+ * Errors: TG_ERR_INVALID_ARG (bad address), TG_ERR_CONFIG (TLS asked for but this
+ * libmicrohttpd was built without it), TG_ERR_IO (bind/listen failed, or TLS material
+ * rejected; diag says why), TG_ERR_NOMEM. */
 tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
                        tg_http_handler_fn handler, void *ud, tg_diag_t *diag) TG_MUST_USE;
 

@@ -115,9 +115,12 @@ int tg_cmd_serve(int argc, char **argv) {
         .listener = 0,
         .threads = cfg.threads ? (unsigned)cfg.threads : default_threads(),
         .max_connections = (unsigned)cfg.max_connections,
+        .per_ip_connections = (unsigned)cfg.per_ip_connections,
         .connection_timeout_s = (unsigned)cfg.connection_timeout_s,
         .connection_memory = (size_t)cfg.connection_memory,
         .max_body = (size_t)cfg.max_body,
+        .max_url = (size_t)cfg.max_url,
+        .max_header_bytes = (size_t)cfg.max_header_bytes,
         .tls_cert_pem = tls_cert,
         .tls_key_pem = tls_key,
     };

@@ -26,6 +26,8 @@ struct tg_http_server {
     uint16_t port;
     atomic_uint in_flight;
     int quiesced_fd; /* listen socket handed back by MHD_quiesce_daemon, or -1 */
+    atomic_bool starting; /* MHD_start_daemon running: keep its last message for diag */
+    char start_err[160];
 };
 
 typedef enum { REQ_READING = 0, REQ_DEFERRED, REQ_READY, REQ_QUEUED } req_state_t;
@@ -320,12 +322,21 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     atomic_fetch_sub(&srv->in_flight, 1);
 }
 
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) TG_PRINTF(2, 0);
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
-    (void)cls;
-    (void)fmt;
-    (void)ap;
     /* libmicrohttpd's own messages (client resets, timeouts) are not errors of ours;
-     * request-level outcomes are logged by the access log instead. */
+     * request-level outcomes are logged by the access log instead. While the daemon
+     * starts, its last message says why a start failed (bad TLS material, bind error). */
+    tg_http_server_t *s = cls;
+    size_t n = strlen(s->start_err);
+    if (atomic_load(&s->starting) && n + 3 < sizeof s->start_err) {
+        if (n > 0) {
+            memcpy(s->start_err + n, "; ", 3);
+            n += 2;
+        }
+        (void)vsnprintf(s->start_err + n, sizeof s->start_err - n, fmt, ap);
+        s->start_err[n + strcspn(s->start_err + n, "\r\n")] = '\0';
+    }
 }
 
 tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
@@ -372,6 +383,7 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
     s->max_header_bytes = opts->max_header_bytes;
     atomic_init(&s->in_flight, 0);
     s->quiesced_fd = -1;
+    atomic_init(&s->starting, true);
     unsigned threads = opts->threads ? opts->threads : 1;
     /* libmicrohttpd's default is no timeout at all: never let a connection idle forever. */
     unsigned timeout_s = opts->connection_timeout_s ? opts->connection_timeout_s : 30;
@@ -381,24 +393,30 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
         {MHD_OPTION_END, 0, NULL},
     };
     s->mhd = MHD_start_daemon(
-        flags, opts->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, sa,
+        flags, opts->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
+        MHD_OPTION_SOCK_ADDR, sa,
         MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
         opts->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, opts->per_ip_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, opts->connection_memory,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
-        NULL, MHD_OPTION_UNESCAPE_CALLBACK, unescape_no_nul, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_UNESCAPE_CALLBACK,
+        unescape_no_nul, NULL,
         /* 1 = strict: an HTTP/1.1 request without Host, or with spaces in the URL, is a
          * 400 from libmicrohttpd (an authorization server has no reason to be lenient). */
-        MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_ARRAY, opts->tls_cert_pem != NULL ? tls_opts : &tls_opts[2],
-        MHD_OPTION_END);
+        MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_ARRAY,
+        opts->tls_cert_pem != NULL ? tls_opts : &tls_opts[2], MHD_OPTION_END);
     if (s->mhd == NULL) {
+        tg_err_t rc = tg_diag_set(diag, TG_ERR_IO, "cannot listen on %s port %u%s: %s",
+                                  opts->listen, (unsigned)opts->port,
+                                  opts->tls_cert_pem != NULL ? " with TLS" : "",
+                                  s->start_err[0] ? s->start_err
+                                  : opts->tls_cert_pem != NULL
+                                      ? "address in use, not local, or TLS material invalid"
+                                      : "address in use or not local");
         free(s);
-        return tg_diag_set(diag, TG_ERR_IO,
-                           "cannot listen on %s port %u (address in use, not local, or "
-                           "TLS material invalid)",
-                           opts->listen, (unsigned)opts->port);
+        return rc;
     }
+    atomic_store(&s->starting, false);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_LISTEN_FD);
     s->port = opts->port;
     if (info != NULL) {

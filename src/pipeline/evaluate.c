@@ -13,6 +13,8 @@
 
 #define TG_TENANT_MAX TG_GUARD_TENANT_NAME_MAX
 #define TG_KEY_MAX TG_STORE_MAX_KEY_LEN_LIMIT
+/* A request hash as wide as a real one, for measuring a ledger meta before it exists. */
+#define TG_META_PROBE_HASH "0000000000000000000000000000000000000000000000000000000000000000"
 
 /* What a request carries from the synchronous part to the ledger's done callback. */
 typedef struct eval_req {
@@ -367,7 +369,8 @@ static void respond_decide(eval_req_t *r, const tg_decision_t *d, const tg_polic
 static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8_t req_hash[32]) {
     tg_pipeline_t *p = r->p;
     tg_exchange_t *ex = r->ex;
-    size_t maxk = tg_store_max_key_len(p->store);
+    size_t maxk = (size_t)p->cfg.max_idempotency_key;
+    size_t maxn = (size_t)p->cfg.max_nonce;
     const char *hdr = ex->idempotency_header;
     if (meta->idempotency_key.ptr != NULL && hdr != NULL &&
         (strlen(hdr) != meta->idempotency_key.len ||
@@ -385,11 +388,51 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
         }
         if (kl > maxk || !copy_view(r->idem, TG_KEY_MAX, &r->idem_len, k, kl)) {
             tg_reply_limit(ex, 400, "invalid_request", "max_idempotency_key", maxk,
-                           "idempotency key is %zu bytes, longer than the limit of %zu bytes",
+                           "idempotency key is %zu bytes, longer than --max-idempotency-key %zu",
                            kl, maxk);
             return false;
         }
         r->has_idem = true;
+    }
+    if (meta->nonce.ptr != NULL) {
+        if (meta->nonce.len == 0) {
+            tg_reply_error(ex, TG_ERR_REQUEST_INVALID, "nonce is empty");
+            return false;
+        }
+        if (meta->nonce.len > maxn ||
+            !copy_view(r->nonce, TG_KEY_MAX, &r->nonce_len, meta->nonce.ptr, meta->nonce.len)) {
+            tg_reply_limit(ex, 400, "invalid_request", "max_nonce", maxn,
+                           "nonce is %zu bytes, longer than --max-nonce %zu",
+                           (size_t)meta->nonce.len, maxn);
+            return false;
+        }
+        r->has_nonce = true;
+    }
+    /* Key and nonce are written JSON-escaped into the ledger record's meta, which has a
+     * fixed cap: 255 control characters escape to 1530 bytes. Measure with the widest
+     * values of the other members before reserving anything. */
+    if (r->has_idem || r->has_nonce) {
+        tg_buf_t probe;
+        tg_buf_init(&probe, TG_LEDGER_META_MAX);
+        tg_err_t mrc = compose_meta(&probe, r, TG_META_PROBE_HASH, INT64_MAX, 999);
+        tg_buf_free(&probe);
+        if (mrc != TG_OK && mrc != TG_ERR_LIMIT) {
+            /* Only the Idempotency-Key header can get here: JSON strings are valid UTF-8. */
+            tg_reply_error(ex, TG_ERR_REQUEST_INVALID,
+                           "idempotency key is not valid UTF-8 text");
+            return false;
+        }
+        if (mrc != TG_OK) {
+            tg_reply_limit(ex, 400, "invalid_request", "max_record_meta",
+                           (size_t)TG_LEDGER_META_MAX,
+                           "idempotency key and nonce need more than %d bytes once "
+                           "JSON-escaped into the ledger record (fewer control characters, "
+                           "quotes or backslashes)",
+                           TG_LEDGER_META_MAX);
+            return false;
+        }
+    }
+    if (r->has_idem) {
         tg_idem_result_t res;
         memset(&res, 0, sizeof res);
         tg_err_t rc = tg_store_idem_begin(p->store, r->tenant_name, r->tenant_len, r->idem,
@@ -423,20 +466,7 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
         }
         r->idem_reserved = true;
     }
-    if (meta->nonce.ptr != NULL) {
-        if (meta->nonce.len == 0) {
-            fail(r, TG_ERR_REQUEST_INVALID, "nonce is empty");
-            return false;
-        }
-        if (meta->nonce.len > maxk ||
-            !copy_view(r->nonce, TG_KEY_MAX, &r->nonce_len, meta->nonce.ptr, meta->nonce.len)) {
-            release_reservations(r);
-            tg_reply_limit(ex, 400, "invalid_request", "max_nonce", maxk,
-                           "nonce is %zu bytes, longer than the limit of %zu bytes",
-                           (size_t)meta->nonce.len, maxk);
-            return false;
-        }
-        r->has_nonce = true;
+    if (r->has_nonce) {
         tg_err_t rc = tg_store_nonce_use(p->store, r->tenant_name, r->tenant_len, r->nonce,
                                          r->nonce_len, tg_clock_now_ms());
         if (rc == TG_ERR_REPLAY) {
@@ -495,6 +525,38 @@ static tg_err_t sign_receipt(eval_req_t *r, tg_buf_t *out, const tg_frame_t *f,
     return tg_receipt_sign_fields(out, NULL, p->signer, &fl, NULL);
 }
 
+/* Request members copied into the signed receipt must obey its field rules (receipt.h:
+ * text of at most TG_RECEIPT_TEXT_MAX bytes; subjectDigest and prevReceiptHash non-empty),
+ * checked here for every decision so a caller's data is a 400, never a failure to sign. */
+static bool receipt_text_ok(tg_exchange_t *ex, const char *name, const char *ptr, size_t len,
+                            bool may_be_empty) {
+    if (ptr == NULL) {
+        return true;
+    }
+    if (len == 0 && !may_be_empty) {
+        char msg[80];
+        (void)snprintf(msg, sizeof msg, "request.%s: must not be empty", name);
+        tg_reply_error(ex, TG_ERR_REQUEST_INVALID, msg);
+        return false;
+    }
+    if (len > TG_RECEIPT_TEXT_MAX) {
+        tg_reply_limit(ex, 400, "invalid_request", "max_receipt_text", TG_RECEIPT_TEXT_MAX,
+                       "request.%s: %zu bytes, more than the %d a receipt field holds", name, len,
+                       TG_RECEIPT_TEXT_MAX);
+        return false;
+    }
+    return true;
+}
+
+static bool receipt_fields_ok(tg_exchange_t *ex, const tg_frame_t *f, const tg_request_meta_t *m) {
+    return receipt_text_ok(ex, "action", f->action.ptr, f->action.len, true) &&
+           receipt_text_ok(ex, "actor", f->actor.ptr, f->actor.len, true) &&
+           receipt_text_ok(ex, "subjectDigest", m->subject_digest.ptr, m->subject_digest.len,
+                           false) &&
+           receipt_text_ok(ex, "prevReceiptHash", m->prev_receipt_hash.ptr,
+                           m->prev_receipt_hash.len, false);
+}
+
 /* Steps 3-9. Returns true when r was handed to the ledger (it may already be freed):
  * the caller must not touch r then. */
 static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
@@ -513,6 +575,9 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
     }
     (void)copy_view(r->surface, TG_POLICY_MAX_NAME, &r->surface_len, frame.surface_name.ptr,
                     frame.surface_name.len);
+    if (!receipt_fields_ok(ex, &frame, &meta)) {
+        return false;
+    }
 
     tg_decision_t d;
     if (r->mode == TG_MODE_DECIDE) {
@@ -595,6 +660,16 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
         if (rc == TG_OK) {
             rc = tg_buf_putc(&ex->out, '}');
         }
+    }
+    if (rc == TG_ERR_LIMIT) {
+        /* Request data (within every request limit) that still makes the receipt or its
+         * ledger record too large: the caller's to shorten, not a server fault. */
+        release_reservations(r);
+        tg_reply_limit(ex, 400, "invalid_request", "max_record", (size_t)TG_LEDGER_PAYLOAD_MAX,
+                       "the receipt for this request would exceed the %d-byte ledger record; "
+                       "shorten action, actor, subjectDigest or prevReceiptHash",
+                       TG_LEDGER_PAYLOAD_MAX);
+        goto done;
     }
     if (rc != TG_OK) {
         fail(r, TG_ERR_INTERNAL, NULL);

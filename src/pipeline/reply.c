@@ -1,4 +1,6 @@
 /* reply.c — the one table from tg_err_t to HTTP status and error code. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -35,10 +37,18 @@ static const err_map_t err_map[] = {
     {TG_ERR_LEDGER_UNHEALTHY, 503, "ledger_unavailable"},
 };
 
-void tg_reply_error_code(tg_exchange_t *ex, int status, const char *code, const char *message) {
+/* The one error body: {"error","message"[,"limit","max"],"request_id"}. */
+static void reply_body(tg_exchange_t *ex, int status, const char *code, const char *limit,
+                       size_t max, const char *message) {
     tg_buf_reset(&ex->out);
     ex->status = status;
     ex->content_type_out = NULL;
+    /* Shed load with a hint: overload and a sick ledger are transient (the writer retries
+     * recovery every second). A 429 sets its own value from the limiter. */
+    if (status == 503 && ex->retry_after_s <= 0 &&
+        (strcmp(code, "overloaded") == 0 || strcmp(code, "ledger_unavailable") == 0)) {
+        ex->retry_after_s = 1;
+    }
     tg_err_t rc = tg_buf_puts(&ex->out, "{\"error\":\"");
     if (rc == TG_OK) {
         rc = tg_buf_puts(&ex->out, code);
@@ -53,6 +63,9 @@ void tg_reply_error_code(tg_exchange_t *ex, int status, const char *code, const 
             rc = tg_buf_puts(&ex->out, "\"request rejected\"");
         }
     }
+    if (rc == TG_OK && limit != NULL) {
+        rc = tg_buf_printf(&ex->out, ",\"limit\":\"%s\",\"max\":%zu", limit, max);
+    }
     if (rc == TG_OK) {
         rc = tg_buf_puts(&ex->out, ",\"request_id\":");
     }
@@ -65,6 +78,52 @@ void tg_reply_error_code(tg_exchange_t *ex, int status, const char *code, const 
     if (rc != TG_OK) {
         /* Could not even build the error: send the status with an empty body. */
         tg_buf_reset(&ex->out);
+    }
+}
+
+void tg_reply_error_code(tg_exchange_t *ex, int status, const char *code, const char *message) {
+    reply_body(ex, status, code, NULL, 0, message);
+}
+
+void tg_reply_limit(tg_exchange_t *ex, int status, const char *code, const char *limit,
+                    size_t max, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    reply_body(ex, status, code, limit, max, msg);
+}
+
+void tg_reply_body_too_large(tg_exchange_t *ex, size_t max_body) {
+    tg_reply_limit(ex, 413, "body_too_large", "max_body", max_body,
+                   "request body is larger than --max-body (%zu bytes)", max_body);
+}
+
+void tg_reply_json_error(tg_exchange_t *ex, const tg_json_limits_t *lim, tg_err_t e,
+                         const char *detail) {
+    /* The canon module words its limit diagnostics as "<what> at <path>: <n>, limit <max>";
+     * the prefix says which limit refused (tests/hostile pins every one of them). */
+    const char *d = detail != NULL ? detail : "";
+    if (e == TG_ERR_JSON_DEPTH) {
+        tg_reply_limit(ex, 400, "invalid_request", "max_depth", lim->max_depth,
+                       "JSON nesting is deeper than --max-depth %zu (%s)", lim->max_depth, d);
+    } else if (e == TG_ERR_LIMIT && strncmp(d, "string length", 13) == 0) {
+        tg_reply_limit(ex, 400, "invalid_request", "max_string", lim->max_string,
+                       "a JSON string is longer than --max-string %zu bytes (%s)",
+                       lim->max_string, d);
+    } else if (e == TG_ERR_LIMIT && strncmp(d, "member name length", 18) == 0) {
+        tg_reply_limit(ex, 400, "invalid_request", "max_string", lim->max_string,
+                       "a JSON member name is longer than --max-string %zu bytes (%s)",
+                       lim->max_string, d);
+    } else if (e == TG_ERR_LIMIT && strncmp(d, "members in object", 17) == 0) {
+        tg_reply_limit(ex, 400, "invalid_request", "max_keys", lim->max_keys,
+                       "a JSON object has more members than --max-keys %zu (%s)", lim->max_keys,
+                       d);
+    } else if (e == TG_ERR_LIMIT && strncmp(d, "JSON text is", 12) == 0) {
+        tg_reply_body_too_large(ex, lim->max_bytes);
+    } else {
+        tg_reply_error(ex, e, detail != NULL && detail[0] ? detail : NULL);
     }
 }
 

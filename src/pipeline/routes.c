@@ -146,7 +146,7 @@ static void r_capabilities(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest
 
 static void verify_common(tg_pipeline_t *p, tg_exchange_t *ex, bool protocol) {
     if (ex->body_too_large) {
-        tg_reply_error_code(ex, 413, "body_too_large", "request body exceeds --max-body");
+        tg_reply_body_too_large(ex, (size_t)p->cfg.max_body);
         return;
     }
     if (!tg_content_type_is_json(ex->content_type)) {
@@ -158,7 +158,7 @@ static void verify_common(tg_pipeline_t *p, tg_exchange_t *ex, bool protocol) {
     tg_diag_t diag = {{0}};
     tg_err_t rc = tg_json_parse(&doc, ex->body, ex->body_len, &p->limits, &diag);
     if (rc != TG_OK) {
-        tg_reply_error(ex, rc, diag.msg[0] ? diag.msg : NULL);
+        tg_reply_json_error(ex, &p->limits, rc, diag.msg);
         return;
     }
     /* Accept the receipt itself or {"receipt": {...}}. */
@@ -246,6 +246,26 @@ static bool path_matches(const route_t *r, const char *path, const char **rest) 
 
 void tg_pipeline_handle(void *ud, tg_exchange_t *ex) {
     tg_pipeline_t *p = ud;
+    /* Transport limits first, on every route (the HTTP layer measured them). */
+    if (ex->url_too_long || ex->headers_too_large || ex->bad_framing) {
+        if (ex->bad_framing) {
+            tg_reply_error_code(ex, 400, "invalid_request",
+                                "ambiguous message framing: several Content-Length or "
+                                "Transfer-Encoding headers, both together, or a transfer "
+                                "coding other than chunked");
+        } else if (ex->url_too_long) {
+            tg_reply_limit(ex, 414, "uri_too_long", "max_url", (size_t)p->cfg.max_url,
+                           "request path and query are %zu bytes, longer than --max-url %lld",
+                           ex->url_bytes, (long long)p->cfg.max_url);
+        } else {
+            tg_reply_limit(ex, 431, "headers_too_large", "max_header_bytes",
+                           (size_t)p->cfg.max_header_bytes,
+                           "request headers are %zu bytes, more than --max-header-bytes %lld",
+                           ex->header_bytes, (long long)p->cfg.max_header_bytes);
+        }
+        finish_simple(p, ex, TG_ROUTE_OTHER);
+        return;
+    }
     bool is_get = strcmp(ex->method, "GET") == 0 || strcmp(ex->method, "HEAD") == 0;
     bool is_post = strcmp(ex->method, "POST") == 0;
     const route_t *hit = NULL;
