@@ -86,13 +86,13 @@ static void finish(eval_req_t *r) {
  * can run and the live tables match what a restart would rebuild. */
 static void release_reservations(eval_req_t *r) {
     if (r->idem_reserved) {
-        TG_IGNORE(tg_store_idem_abort(r->p->store, r->tenant_name, r->tenant_len, r->idem,
-                                  r->idem_len));
+        TG_IGNORE(
+            tg_store_idem_abort(r->p->store, r->tenant_name, r->tenant_len, r->idem, r->idem_len));
         r->idem_reserved = false;
     }
     if (r->nonce_used) {
         TG_IGNORE(tg_store_nonce_release(r->p->store, r->tenant_name, r->tenant_len, r->nonce,
-                                     r->nonce_len));
+                                         r->nonce_len));
         r->nonce_used = false;
     }
 }
@@ -112,14 +112,16 @@ static tg_err_t compose_response(tg_buf_t *out, const char *decision, const char
                                  const char *pversion, size_t pversion_len, const char *receipt,
                                  size_t receipt_len) {
     bool permit = strcmp(decision, "PERMIT") == 0;
-    tg_err_t rc = tg_buf_printf(out, "{\"decision\":\"%s\",\"enforcement\":\"%s\",\"reason_code\":",
-                                decision, permit ? "EXECUTED" : "BLOCKED");
+    tg_err_t rc =
+        tg_buf_printf(out, "{\"decision\":\"%s\",\"enforcement\":\"%s\",\"reason_code\":", decision,
+                      permit ? "EXECUTED" : "BLOCKED");
     if (rc == TG_OK) {
         rc = tg_canon_string(out, reason, reason_len);
     }
     if (rc == TG_OK) {
-        rc = tg_buf_printf(out, ",\"execution_id\":\"%s\",\"request_hash\":\"%s\",\"policy_version\":",
-                           exec_id, req_hash);
+        rc = tg_buf_printf(
+            out, ",\"execution_id\":\"%s\",\"request_hash\":\"%s\",\"policy_version\":", exec_id,
+            req_hash);
     }
     if (rc == TG_OK) {
         rc = tg_canon_string(out, pversion, pversion_len);
@@ -238,21 +240,29 @@ static void settle(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *pos) {
         if (r->idem_reserved) {
             /* The stored response is the one without the trace (see docs/API.md). */
             const tg_buf_t *body = r->stored.data ? &r->stored : &ex->out;
-            tg_err_t rc = tg_store_idem_complete(p->store, r->tenant_name, r->tenant_len,
-                                                 r->idem, r->idem_len, ex->status, body->data,
-                                                 body->len, now);
+            tg_err_t rc =
+                tg_store_idem_complete(p->store, r->tenant_name, r->tenant_len, r->idem,
+                                       r->idem_len, ex->status, body->data, body->len, now);
             if (rc != TG_OK) {
-                TG_IGNORE(tg_store_idem_abort(p->store, r->tenant_name, r->tenant_len, r->idem,
-                                          r->idem_len));
+                /* The record is durable and the response goes out, but the table could not
+                 * keep it (full). Dropping the reservation would let a retry execute the
+                 * request a second time, so it stays held: retries get 409 in flight until
+                 * a restart rebuilds the entry from the ledger. Fail closed, say so. */
+                TG_LOG(TG_LOG_ERROR, "idempotency_store_full",
+                       "request %s: response not stored (%s); retries of its key get 409",
+                       ex->request_id, tg_strerror(rc));
             }
             r->idem_reserved = false;
         }
         r->nonce_used = false; /* durable now: never release */
         /* Index signed receipts for GET /v1/receipts (SILENCE has none). A full index
          * only costs that route for this receipt, so its error is not the request's. */
-        tg_err_t rc = r->verdict == TG_SILENCE ? TG_OK : tg_store_idem_restore(p->receipts, r->tenant_name, r->tenant_len, r->exec_id,
-                                            strlen(r->exec_id), (const uint8_t[32]){0}, 200,
-                                            (const char *)pos, sizeof *pos, now, now);
+        tg_err_t rc =
+            r->verdict == TG_SILENCE
+                ? TG_OK
+                : tg_store_idem_restore(p->receipts, r->tenant_name, r->tenant_len, r->exec_id,
+                                        strlen(r->exec_id), (const uint8_t[32]){0}, 200,
+                                        (const char *)pos, sizeof *pos, now, now);
         (void)rc;
     }
 }
@@ -337,8 +347,8 @@ static bool admit(eval_req_t *r) {
 static void respond_decide(eval_req_t *r, const tg_decision_t *d, const tg_policy_t *pol) {
     tg_exchange_t *ex = r->ex;
     tg_buf_reset(&ex->out);
-    tg_err_t rc = tg_buf_printf(&ex->out, "{\"decision\":\"%s\",\"reason_code\":",
-                                tg_verdict_name(d->verdict));
+    tg_err_t rc = tg_buf_printf(
+        &ex->out, "{\"decision\":\"%s\",\"reason_code\":", tg_verdict_name(d->verdict));
     if (rc == TG_OK) {
         rc = tg_canon_string(&ex->out, d->reason, strlen(d->reason));
     }
@@ -418,8 +428,7 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
         tg_buf_free(&probe);
         if (mrc != TG_OK && mrc != TG_ERR_LIMIT) {
             /* Only the Idempotency-Key header can get here: JSON strings are valid UTF-8. */
-            tg_reply_error(ex, TG_ERR_REQUEST_INVALID,
-                           "idempotency key is not valid UTF-8 text");
+            tg_reply_error(ex, TG_ERR_REQUEST_INVALID, "idempotency key is not valid UTF-8 text");
             return false;
         }
         if (mrc != TG_OK) {
@@ -505,8 +514,8 @@ static tg_err_t sign_receipt(eval_req_t *r, tg_buf_t *out, const tg_frame_t *f,
     fl.surface = (tg_receipt_str_t){r->surface, r->surface_len};
     fl.action = f->action.ptr ? (tg_receipt_str_t){f->action.ptr, f->action.len}
                               : (tg_receipt_str_t){"", 0};
-    fl.actor_id = f->actor.ptr ? (tg_receipt_str_t){f->actor.ptr, f->actor.len}
-                               : (tg_receipt_str_t){"", 0};
+    fl.actor_id =
+        f->actor.ptr ? (tg_receipt_str_t){f->actor.ptr, f->actor.len} : (tg_receipt_str_t){"", 0};
     fl.decision = TG_RSTR(tg_verdict_name(r->verdict));
     fl.reason_code = TG_RSTR(r->reason);
     fl.request_hash = (tg_receipt_str_t){req_hash, 64};
@@ -585,7 +594,9 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
         r->verdict = d.verdict;
         r->reason = d.reason;
         tg_metrics_decision(&p->metrics, r->surface, r->surface_len,
-                            d.verdict == TG_PERMIT ? 0 : d.verdict == TG_DENY ? 1 : 2);
+                            d.verdict == TG_PERMIT ? 0
+                            : d.verdict == TG_DENY ? 1
+                                                   : 2);
         respond_decide(r, &d, pol);
         return false;
     }
@@ -609,16 +620,17 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
     /* step 7: the kernel */
     tg_kernel_decide(&d, pol, &frame);
     r->verdict = d.verdict;
-    (void)copy_view(r->reason_copy, TG_POLICY_MAX_REASON, &(size_t){0}, d.reason,
-                    strlen(d.reason));
+    (void)copy_view(r->reason_copy, TG_POLICY_MAX_REASON, &(size_t){0}, d.reason, strlen(d.reason));
     r->reason = r->reason_copy;
     tg_metrics_decision(&p->metrics, r->surface, r->surface_len,
-                        d.verdict == TG_PERMIT ? 0 : d.verdict == TG_DENY ? 1 : 2);
+                        d.verdict == TG_PERMIT ? 0
+                        : d.verdict == TG_DENY ? 1
+                                               : 2);
 
     const char *disc = r->has_idem ? r->idem : r->has_nonce ? r->nonce : NULL;
     size_t disc_len = r->has_idem ? r->idem_len : r->has_nonce ? r->nonce_len : 0;
-    tg_receipt_execution_id(r->exec_id, r->tenant_name, r->tenant_len, r->surface,
-                            r->surface_len, req_hex, 64, disc, disc_len);
+    tg_receipt_execution_id(r->exec_id, r->tenant_name, r->tenant_len, r->surface, r->surface_len,
+                            req_hex, 64, disc, disc_len);
 
     /* step 8: receipt (PERMIT, DENY) or the unsigned SILENCE record */
     int64_t now = tg_clock_now_ms();
@@ -781,10 +793,10 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
     const char *exec_id = rc ? NULL : jstr(body, "executionId", NULL);
     const char *pv = rc ? NULL : jstr(body, "policyVersion", &pvl);
     uint8_t hash[32];
-    if (rc == TG_OK && (tenant == NULL || rh == NULL || !json_is_number(st) ||
-                        !json_is_number(at) || decision == NULL || reason == NULL ||
-                        exec_id == NULL || pv == NULL ||
-                        tg_unhex(hash, 32, rh, strlen(rh)) != TG_OK)) {
+    if (rc == TG_OK &&
+        (tenant == NULL || rh == NULL || !json_is_number(st) || !json_is_number(at) ||
+         decision == NULL || reason == NULL || exec_id == NULL || pv == NULL ||
+         tg_unhex(hash, 32, rh, strlen(rh)) != TG_OK)) {
         rc = TG_ERR_LEDGER_CORRUPT;
     }
     if (rc != TG_OK) {
@@ -815,8 +827,8 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
     }
     if (rc == TG_OK && rec->type == TG_LEDGER_TYPE_RECEIPT) {
         TG_IGNORE(tg_store_idem_restore(p->receipts, tenant, tl, exec_id, strlen(exec_id),
-                                    (const uint8_t[32]){0}, 200, (const char *)&rec->pos,
-                                    sizeof rec->pos, at_ms, now));
+                                        (const uint8_t[32]){0}, 200, (const char *)&rec->pos,
+                                        sizeof rec->pos, at_ms, now));
     }
     if (rc == TG_OK) {
         p->replayed_records++;

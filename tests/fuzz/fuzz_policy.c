@@ -1,5 +1,7 @@
 /* fuzz_policy.c — bundle text → compile → (if valid) decide one request per surface: never
- * crash, every rejection explains itself, every accepted bundle is internally consistent. */
+ * crash, every rejection explains itself, every accepted bundle is internally consistent,
+ * policyHash is the SHA-256 of the canonical form, and the canonical text compiles to an
+ * equivalent policy (same hash and counts; frames from one copy decide alike on the other). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +12,24 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void decide_each_surface(const tg_policy_t *p) {
+/* One of the three verdicts, states in FSM order, PERMIT only with its reason. */
+static void check_decision(const tg_decision_t *d) {
+    if ((d->verdict != TG_SILENCE && d->verdict != TG_PERMIT && d->verdict != TG_DENY) ||
+        d->reason == NULL || d->cause >= TG_CAUSE__COUNT || d->n_states < 1 ||
+        d->n_states > TG_STATE__COUNT ||
+        (d->verdict == TG_PERMIT &&
+         (strcmp(d->reason, "NO_POLICY_VIOLATION") != 0 || d->n_states != TG_STATE__COUNT))) {
+        abort();
+    }
+    for (uint8_t i = 0; i < d->n_states; i++) {
+        if (d->states[i] != i) {
+            abort();
+        }
+    }
+}
+
+/* p2 is NULL or a second compilation of the same canonical bundle. */
+static void decide_each_surface(const tg_policy_t *p, const tg_policy_t *p2) {
     size_t n = tg_policy_surface_count(p);
     for (uint32_t i = 0; i < n; i++) {
         tg_sv_t name = tg_policy_surface_name(p, i);
@@ -33,10 +52,17 @@ static void decide_each_surface(const tg_policy_t *p) {
             tg_decision_t d, e;
             tg_kernel_decide(&d, p, &f);
             tg_kernel_decide(&e, p, &f);
-            if (d.verdict != e.verdict || d.reason != e.reason || d.n_states < 1 ||
-                d.n_states > TG_STATE__COUNT || d.reason == NULL ||
-                (d.verdict == TG_PERMIT && strcmp(d.reason, "NO_POLICY_VIOLATION") != 0)) {
+            check_decision(&d);
+            if (d.verdict != e.verdict || d.reason != e.reason) {
                 abort();
+            }
+            if (p2 != NULL) {
+                /* ids are a function of the content: the frame is valid for the copy too */
+                tg_kernel_decide(&e, p2, &f);
+                if (d.verdict != e.verdict || strcmp(d.reason, e.reason) != 0 ||
+                    d.cause != e.cause || d.n_states != e.n_states) {
+                    abort();
+                }
             }
             tg_buf_t b;
             tg_buf_init(&b, 0);
@@ -69,7 +95,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         tg_policy_authority(p)[0] == '\0' || tg_policy_surface_count(p) == 0) {
         abort();
     }
-    decide_each_surface(p);
+    /* policyHash = SHA-256 of the canonical form of the bundle */
+    json_t *bundle = NULL;
+    tg_json_limits_t lim = {TG_POLICY_MAX_FILE, 1024, TG_POLICY_MAX_FILE, 1u << 20};
+    uint8_t h[32];
+    if (tg_json_parse(&bundle, (const char *)data, size, &lim, NULL) != TG_OK ||
+        tg_canon_sha256(h, bundle, NULL) != TG_OK || memcmp(h, tg_policy_hash(p), 32) != 0) {
+        abort();
+    }
+    /* the canonical text compiles to the same policy */
+    tg_buf_t c;
+    tg_buf_init(&c, 0);
+    tg_policy_t *p2 = NULL;
+    if (tg_canon_write(&c, bundle, NULL) != TG_OK ||
+        tg_policy_load_text(&p2, c.data, c.len, NULL) != TG_OK ||
+        memcmp(tg_policy_hash(p2), h, 32) != 0 ||
+        tg_policy_surface_count(p2) != tg_policy_surface_count(p) ||
+        tg_policy_rule_count(p2) != tg_policy_rule_count(p) ||
+        tg_policy_signal_count(p2) != tg_policy_signal_count(p) ||
+        tg_policy_tool_count(p2) != tg_policy_tool_count(p) ||
+        strcmp(tg_policy_version(p2), tg_policy_version(p)) != 0 ||
+        strcmp(tg_policy_authority(p2), tg_policy_authority(p)) != 0) {
+        abort();
+    }
+    decide_each_surface(p, p2);
+    tg_policy_destroy(p2);
+    tg_buf_free(&c);
+    json_decref(bundle);
     tg_policy_destroy(p);
     return 0;
 }

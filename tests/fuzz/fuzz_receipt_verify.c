@@ -1,11 +1,14 @@
 /* fuzz_receipt_verify.c — receipt text -> tg_receipt_verify_text against a fixed key ring.
  * The ring holds the public key of seed 00..1f as trigguard-key-1 (the golden receipts'
- * key), so corpus mutations reach every verification step. Must never crash or leak. */
+ * key), so corpus mutations reach every verification step. Must never crash or leak;
+ * verification is deterministic, valid receipts expire, and the canonical form of a
+ * receipt verifies exactly as the receipt does. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "trigguard/canon.h"
 #include "trigguard/keys.h"
 #include "trigguard/receipt.h"
 
@@ -45,6 +48,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (tg_receipt_verify_text(&ring, (const char *)data, size, INT64_C(1796017500000), NULL) !=
         rc) {
         abort();
+    }
+    /* A valid receipt expires: at the end of time it is EXPIRED, nothing else. */
+    if (rc == TG_OK && tg_receipt_verify_text(&ring, (const char *)data, size, INT64_MAX, NULL) !=
+                           TG_ERR_RECEIPT_EXPIRED) {
+        abort();
+    }
+    /* Text and tree agree, and the verdict depends on the receipt's content, not on its
+     * spelling: the canonical form (other member order, whitespace, escapes) verifies the
+     * same way, since receiptHash covers the canonical form. */
+    json_t *tree = NULL;
+    tg_json_limits_t lim = TG_JSON_LIMITS_DEFAULT;
+    lim.max_bytes = TG_RECEIPT_MAX_BYTES;
+    if (tg_json_parse(&tree, (const char *)data, size, &lim, NULL) == TG_OK) {
+        tg_buf_t c;
+        tg_buf_init(&c, 0);
+        if (tg_receipt_verify(&ring, tree, INT64_C(1796017500000), NULL) != rc ||
+            tg_canon_write(&c, tree, NULL) != TG_OK) {
+            abort();
+        }
+        tg_err_t crc = tg_receipt_verify_text(&ring, c.data, c.len, INT64_C(1796017500000), NULL);
+        /* numbers may grow when written canonically ("1e3" -> "1000"), past the size limit */
+        if (crc != rc && !(crc == TG_ERR_LIMIT && c.len > TG_RECEIPT_MAX_BYTES)) {
+            abort();
+        }
+        tg_buf_free(&c);
+        json_decref(tree);
     }
     return 0;
 }

@@ -239,22 +239,22 @@ time.sleep(0.4)
 if not t.is_alive():
     print("inconclusive: the big request finished before SIGTERM"); sys.exit(3)
 os.kill(pid, signal.SIGTERM)
-time.sleep(0.3)
-probe_start = time.monotonic()
-try:
-    c = socket.create_connection(("127.0.0.1", port), timeout=3)
+sig_at = time.monotonic()
+# The listener must close soon after SIGTERM (a loaded or TSan machine may need a moment):
+# probe until a connection is refused, for at most 5 s.
+probe = "never refused within 5 s"
+while time.monotonic() - sig_at < 5:
+    time.sleep(0.1)
+    probe_start = time.monotonic()
     try:
-        c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        c.settimeout(3)
-        got = c.recv(100)
-        probe = "connected while draining, got %r" % got[:40]
+        c = socket.create_connection(("127.0.0.1", port), timeout=3)
+        c.close()
+    except ConnectionRefusedError:
+        probe = "refused"
+        break
     except OSError as e:
-        probe = "connected while draining, then %s after %.2fs" % (type(e).__name__, time.monotonic() - probe_start)
-    c.close()
-except ConnectionRefusedError:
-    probe = "refused"
-except OSError as e:
-    probe = "connect failed: %r" % e
+        probe = "connect failed: %r" % e
+        break
 still_draining = t.is_alive()
 t.join()
 r = res["r"]
@@ -264,7 +264,7 @@ if r[0] != 200 or json.loads(r[2])["decision"] != "PERMIT":
     print("the request in flight at SIGTERM: %s %s" % (r[0], r[2][:200])); sys.exit(1)
 if not still_draining and res["end"] < probe_start:
     print("inconclusive: the big request finished before the probe"); sys.exit(3)
-print("in-flight request answered %.2fs after SIGTERM; new connection: %s" % (res["end"] - probe_start + 0.3, probe))
+print("in-flight request answered %.2fs after SIGTERM; new connection: %s" % (res["end"] - sig_at, probe))
 sys.exit(0 if probe == "refused" else 1)
 PY
 }

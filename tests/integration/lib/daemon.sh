@@ -190,9 +190,9 @@ tg_logfile() { echo "${TG_LOGS[$1]}"; }
 # Sanitizer reports in a daemon log are failures whatever the exit status was.
 tg_check_sanitizers() { # tg_check_sanitizers NAME
     local log=${TG_LOGS[$1]}
-    if grep -qE 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' "$log"; then
+    if grep -qE '(ERROR|WARNING): (Address|Leak|Thread)Sanitizer|runtime error:' "$log"; then
         tg_fail "daemon $1: sanitizer report in its log:
-$(grep -A15 -E 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' "$log" | head -40)"
+$(grep -A15 -E '(ERROR|WARNING): (Address|Leak|Thread)Sanitizer|runtime error:' "$log" | head -40)"
     fi
 }
 
