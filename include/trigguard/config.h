@@ -62,8 +62,8 @@ typedef struct tg_config {
     int64_t connection_timeout_s;
     int64_t connection_memory;
     int64_t max_body;
-    int64_t max_url;          /* path + query bytes */
-    int64_t max_header_bytes; /* request header bytes */
+    int64_t max_url;             /* path + query bytes */
+    int64_t max_header_bytes;    /* request header bytes */
     int64_t max_idempotency_key; /* bytes, 1..255 (SPEC §3.1) */
     int64_t max_nonce;           /* bytes, 1..255 */
     int64_t max_depth;

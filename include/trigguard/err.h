@@ -21,50 +21,50 @@
 
 /* X-macro so the enum, tg_strerror and tg_err_name stay in one place.
  * New values go at the end of their group; numeric values are not a stable ABI. */
-#define TG_ERR_LIST(X)                                                                        \
-    X(TG_OK, "ok")                                                                            \
-    /* generic */                                                                             \
-    X(TG_ERR_NOMEM, "out of memory")                                                          \
-    X(TG_ERR_INVALID_ARG, "invalid argument")                                                 \
-    X(TG_ERR_LIMIT, "a configured limit was exceeded")                                        \
-    X(TG_ERR_BUFFER_TOO_SMALL, "output buffer too small")                                     \
-    X(TG_ERR_IO, "input/output error")                                                        \
-    X(TG_ERR_NOT_FOUND, "not found")                                                          \
-    X(TG_ERR_EXISTS, "already exists")                                                        \
-    X(TG_ERR_INTERNAL, "internal error")                                                      \
-    /* JSON and canonicalization */                                                           \
-    X(TG_ERR_JSON_SYNTAX, "invalid JSON")                                                     \
-    X(TG_ERR_JSON_DUPLICATE_KEY, "duplicate member name")                                     \
-    X(TG_ERR_JSON_UTF8, "invalid UTF-8")                                                      \
-    X(TG_ERR_JSON_SURROGATE, "lone surrogate")                                                \
-    X(TG_ERR_JSON_NONFINITE, "number is NaN or infinite")                                     \
-    X(TG_ERR_JSON_DEPTH, "nesting too deep")                                                  \
-    X(TG_ERR_JSON_TYPE, "unexpected JSON type")                                               \
-    /* keys and crypto */                                                                     \
-    X(TG_ERR_KEY_FORMAT, "malformed key")                                                     \
-    X(TG_ERR_KEY_PERMISSIONS, "private key file is readable by group or others")             \
-    X(TG_ERR_KEY_UNKNOWN, "unknown key id")                                                   \
-    X(TG_ERR_NO_KEY, "no signing key loaded")                                                 \
-    X(TG_ERR_CRYPTO, "cryptographic operation failed")                                        \
-    /* receipts */                                                                            \
-    X(TG_ERR_RECEIPT_SHAPE, "receipt is malformed")                                           \
-    X(TG_ERR_RECEIPT_SIGNATURE, "receipt signature does not verify")                          \
-    X(TG_ERR_RECEIPT_HASH, "receipt hash does not match its contents")                        \
-    X(TG_ERR_RECEIPT_EXPIRED, "receipt has expired")                                          \
-    /* policy and requests */                                                                 \
-    X(TG_ERR_POLICY_INVALID, "invalid policy bundle")                                         \
-    X(TG_ERR_UNKNOWN_SURFACE, "unknown surface")                                              \
-    X(TG_ERR_REQUEST_INVALID, "invalid request")                                              \
-    /* ledger, store, guard, config */                                                        \
-    X(TG_ERR_LEDGER_CORRUPT, "ledger is corrupt")                                             \
-    X(TG_ERR_LEDGER_TORN, "ledger ends in a torn entry")                                      \
-    X(TG_ERR_LEDGER_UNHEALTHY, "ledger cannot make entries durable")                          \
-    X(TG_ERR_CONFLICT, "idempotency conflict")                                                \
-    X(TG_ERR_IN_FLIGHT, "request with this idempotency key is still in flight")               \
-    X(TG_ERR_REPLAY, "nonce already used")                                                    \
-    X(TG_ERR_UNAUTHORIZED, "unauthorized")                                                    \
-    X(TG_ERR_RATE_LIMITED, "rate limited")                                                    \
-    X(TG_ERR_OVERLOADED, "overloaded")                                                        \
+#define TG_ERR_LIST(X)                                                                             \
+    X(TG_OK, "ok")                                                                                 \
+    /* generic */                                                                                  \
+    X(TG_ERR_NOMEM, "out of memory")                                                               \
+    X(TG_ERR_INVALID_ARG, "invalid argument")                                                      \
+    X(TG_ERR_LIMIT, "a configured limit was exceeded")                                             \
+    X(TG_ERR_BUFFER_TOO_SMALL, "output buffer too small")                                          \
+    X(TG_ERR_IO, "input/output error")                                                             \
+    X(TG_ERR_NOT_FOUND, "not found")                                                               \
+    X(TG_ERR_EXISTS, "already exists")                                                             \
+    X(TG_ERR_INTERNAL, "internal error")                                                           \
+    /* JSON and canonicalization */                                                                \
+    X(TG_ERR_JSON_SYNTAX, "invalid JSON")                                                          \
+    X(TG_ERR_JSON_DUPLICATE_KEY, "duplicate member name")                                          \
+    X(TG_ERR_JSON_UTF8, "invalid UTF-8")                                                           \
+    X(TG_ERR_JSON_SURROGATE, "lone surrogate")                                                     \
+    X(TG_ERR_JSON_NONFINITE, "number is NaN or infinite")                                          \
+    X(TG_ERR_JSON_DEPTH, "nesting too deep")                                                       \
+    X(TG_ERR_JSON_TYPE, "unexpected JSON type")                                                    \
+    /* keys and crypto */                                                                          \
+    X(TG_ERR_KEY_FORMAT, "malformed key")                                                          \
+    X(TG_ERR_KEY_PERMISSIONS, "private key file is readable by group or others")                   \
+    X(TG_ERR_KEY_UNKNOWN, "unknown key id")                                                        \
+    X(TG_ERR_NO_KEY, "no signing key loaded")                                                      \
+    X(TG_ERR_CRYPTO, "cryptographic operation failed")                                             \
+    /* receipts */                                                                                 \
+    X(TG_ERR_RECEIPT_SHAPE, "receipt is malformed")                                                \
+    X(TG_ERR_RECEIPT_SIGNATURE, "receipt signature does not verify")                               \
+    X(TG_ERR_RECEIPT_HASH, "receipt hash does not match its contents")                             \
+    X(TG_ERR_RECEIPT_EXPIRED, "receipt has expired")                                               \
+    /* policy and requests */                                                                      \
+    X(TG_ERR_POLICY_INVALID, "invalid policy bundle")                                              \
+    X(TG_ERR_UNKNOWN_SURFACE, "unknown surface")                                                   \
+    X(TG_ERR_REQUEST_INVALID, "invalid request")                                                   \
+    /* ledger, store, guard, config */                                                             \
+    X(TG_ERR_LEDGER_CORRUPT, "ledger is corrupt")                                                  \
+    X(TG_ERR_LEDGER_TORN, "ledger ends in a torn entry")                                           \
+    X(TG_ERR_LEDGER_UNHEALTHY, "ledger cannot make entries durable")                               \
+    X(TG_ERR_CONFLICT, "idempotency conflict")                                                     \
+    X(TG_ERR_IN_FLIGHT, "request with this idempotency key is still in flight")                    \
+    X(TG_ERR_REPLAY, "nonce already used")                                                         \
+    X(TG_ERR_UNAUTHORIZED, "unauthorized")                                                         \
+    X(TG_ERR_RATE_LIMITED, "rate limited")                                                         \
+    X(TG_ERR_OVERLOADED, "overloaded")                                                             \
     X(TG_ERR_CONFIG, "invalid configuration")
 
 typedef enum tg_err {

@@ -31,34 +31,34 @@ typedef struct tg_exchange tg_exchange_t;
 
 struct tg_exchange {
     /* ---- request, filled by the HTTP layer ---- */
-    int listener;             /* 0 = main, 1 = the /decide-only listener */
-    const char *method;       /* "GET", "POST", ... */
-    const char *path;         /* URL path without query */
-    bool explain;             /* ?explain=1 */
-    const char *authorization; /* header or NULL */
-    const char *content_type;  /* header or NULL */
-    const char *idempotency_header; /* Idempotency-Key header or NULL */
+    int listener;                                /* 0 = main, 1 = the /decide-only listener */
+    const char *method;                          /* "GET", "POST", ... */
+    const char *path;                            /* URL path without query */
+    bool explain;                                /* ?explain=1 */
+    const char *authorization;                   /* header or NULL */
+    const char *content_type;                    /* header or NULL */
+    const char *idempotency_header;              /* Idempotency-Key header or NULL */
     char request_id[TG_HTTP_REQUEST_ID_MAX + 1]; /* caller's X-Request-Id or generated */
-    const char *body;         /* NUL-terminated copy of the body */
+    const char *body;                            /* NUL-terminated copy of the body */
     size_t body_len;
-    bool body_too_large;      /* the body passed --max-body: respond 413 */
-    bool url_too_long;        /* path + query passed --max-url: respond 414 */
-    bool headers_too_large;   /* request headers passed --max-header-bytes: respond 431 */
-    bool bad_framing;         /* several Content-Length / Transfer-Encoding headers, both
-                                 together, or a transfer coding other than chunked: 400 */
-    size_t url_bytes;         /* path + query bytes as measured for --max-url */
-    size_t header_bytes;      /* sum of "name: value\r\n" bytes as measured for the limit */
-    int64_t start_ns;         /* monotonic time of the first byte of headers */
+    bool body_too_large;    /* the body passed --max-body: respond 413 */
+    bool url_too_long;      /* path + query passed --max-url: respond 414 */
+    bool headers_too_large; /* request headers passed --max-header-bytes: respond 431 */
+    bool bad_framing;       /* several Content-Length / Transfer-Encoding headers, both
+                               together, or a transfer coding other than chunked: 400 */
+    size_t url_bytes;       /* path + query bytes as measured for --max-url */
+    size_t header_bytes;    /* sum of "name: value\r\n" bytes as measured for the limit */
+    int64_t start_ns;       /* monotonic time of the first byte of headers */
 
     /* ---- response, filled by the handler ---- */
     int status;
-    tg_buf_t out;             /* response body (JSON unless content_type_out says otherwise) */
+    tg_buf_t out;                 /* response body (JSON unless content_type_out says otherwise) */
     const char *content_type_out; /* static string; NULL = application/json */
-    int retry_after_s;        /* > 0: Retry-After header */
-    bool www_authenticate;    /* WWW-Authenticate: Bearer */
-    bool replayed;            /* Idempotent-Replayed: true */
-    const char *cache_control; /* static string or NULL */
-    const char *allow;        /* 405: Allow header (static) */
+    int retry_after_s;            /* > 0: Retry-After header */
+    bool www_authenticate;        /* WWW-Authenticate: Bearer */
+    bool replayed;                /* Idempotent-Replayed: true */
+    const char *cache_control;    /* static string or NULL */
+    const char *allow;            /* 405: Allow header (static) */
     /* IETF RateLimit / RateLimit-Policy header values (draft-ietf-httpapi-ratelimit-headers,
      * structured fields); empty = header not sent. */
     char ratelimit[TG_HTTP_RATELIMIT_MAX];
@@ -86,12 +86,12 @@ void tg_exchange_complete(tg_exchange_t *ex);
 typedef void (*tg_http_handler_fn)(void *ud, tg_exchange_t *ex);
 
 typedef struct tg_http_opts {
-    const char *listen;       /* IPv4 or IPv6 literal */
-    uint16_t port;            /* 0 = ephemeral */
-    int listener;             /* value copied into every exchange's `listener` */
-    unsigned threads;         /* epoll thread pool size, >= 1 */
+    const char *listen; /* IPv4 or IPv6 literal */
+    uint16_t port;      /* 0 = ephemeral */
+    int listener;       /* value copied into every exchange's `listener` */
+    unsigned threads;   /* epoll thread pool size, >= 1 */
     unsigned max_connections;
-    unsigned per_ip_connections; /* 0 = no per-address limit */
+    unsigned per_ip_connections;   /* 0 = no per-address limit */
     unsigned connection_timeout_s; /* idle timeout, >= 1 (libmicrohttpd's default is none) */
     size_t connection_memory;
     size_t max_body;

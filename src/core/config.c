@@ -10,8 +10,8 @@
 typedef enum { OPT_INT, OPT_STR, OPT_BOOL } opt_type_t;
 
 typedef struct {
-    const char *flag;    /* --flag */
-    const char *env;     /* environment fallback, NULL if none */
+    const char *flag; /* --flag */
+    const char *env;  /* environment fallback, NULL if none */
     opt_type_t type;
     size_t offset;       /* into tg_config_t */
     size_t size;         /* OPT_STR: capacity of the char array */
@@ -41,8 +41,8 @@ static const opt_t options[] = {
      "key id of the signing key (default: from the key file, else derived)"},
     {"verify-keys", "TRIGGUARD_VERIFY_KEYS", OPT_STR, F(verify_keys), "", 0, 0, NULL, 0,
      "comma-separated PEM files of verify-only keys (rotation)"},
-    {"authority-id", "TRIGGUARD_AUTHORITY_ID", OPT_STR, F(authority_id), "trigguard-local", 0,
-     0, NULL, 0, "authorityId written into receipts"},
+    {"authority-id", "TRIGGUARD_AUTHORITY_ID", OPT_STR, F(authority_id), "trigguard-local", 0, 0,
+     NULL, 0, "authorityId written into receipts"},
     {"policy", "TRIGGUARD_POLICY", OPT_STR, F(policy), "", 0, 0, NULL, 0,
      "policy bundle JSON file (required)"},
     {"tokens", "TRIGGUARD_TOKENS", OPT_STR, F(tokens), "", 0, 0, NULL, 0,
@@ -51,8 +51,8 @@ static const opt_t options[] = {
      "tenant tokens from the environment (see docs/OPERATIONS.md)"},
     {"unsafe-local-auth-bypass", "TRIGGUARD_UNSAFE_LOCAL_AUTH_BYPASS", OPT_BOOL, F(auth_bypass),
      "false", 0, 1, NULL, 0, "map every request to tenant 'local' (loopback listeners only)"},
-    {"receipt-ttl", "TRIGGUARD_RECEIPT_TTL", OPT_INT, F(receipt_ttl_s), "600", 1, 31536000,
-     NULL, 0, "receipt lifetime in seconds (expiresAt - timestamp)"},
+    {"receipt-ttl", "TRIGGUARD_RECEIPT_TTL", OPT_INT, F(receipt_ttl_s), "600", 1, 31536000, NULL, 0,
+     "receipt lifetime in seconds (expiresAt - timestamp)"},
     {"ledger", "TRIGGUARD_LEDGER", OPT_STR, F(ledger), "state/ledger", 0, 0, NULL, 0,
      "directory of ledger segments"},
     {"durability", "TRIGGUARD_DURABILITY", OPT_STR, F(durability_name), "fsync", 0, 0,
@@ -63,10 +63,10 @@ static const opt_t options[] = {
      I64MAX, NULL, 0, "start a new ledger segment past this size"},
     {"retention", "TRIGGUARD_RETENTION", OPT_INT, F(retention_s), "86400", 1, 31536000, NULL, 0,
      "seconds idempotency keys and nonces are remembered"},
-    {"store-max-entries", "TRIGGUARD_STORE_MAX_ENTRIES", OPT_INT, F(store_max_entries),
-     "1000000", 16, 100000000, NULL, 0, "cap on idempotency + nonce entries held in memory"},
-    {"rate-limit-per-tenant", "RATE_LIMIT_PER_TENANT", OPT_INT, F(rate_per_tenant), "0", 0,
-     I64MAX, NULL, 0, "requests per minute per tenant; 0 = unlimited"},
+    {"store-max-entries", "TRIGGUARD_STORE_MAX_ENTRIES", OPT_INT, F(store_max_entries), "1000000",
+     16, 100000000, NULL, 0, "cap on idempotency + nonce entries held in memory"},
+    {"rate-limit-per-tenant", "RATE_LIMIT_PER_TENANT", OPT_INT, F(rate_per_tenant), "0", 0, I64MAX,
+     NULL, 0, "requests per minute per tenant; 0 = unlimited"},
     {"rate-limit-global", "RATE_LIMIT_GLOBAL", OPT_INT, F(rate_global), "0", 0, I64MAX, NULL, 0,
      "requests per minute for the whole server; 0 = unlimited"},
     {"rate-limit-burst", "RATE_LIMIT_BURST", OPT_INT, F(rate_burst), "0", 0, I64MAX, NULL, 0,
@@ -77,29 +77,28 @@ static const opt_t options[] = {
      I64MAX, NULL, 0, "max requests in flight in total; 0 = unlimited"},
     {"threads", "TRIGGUARD_THREADS", OPT_INT, F(threads), "0", 0, 256, NULL, 0,
      "HTTP event threads (epoll thread pool); 0 = one per core"},
-    {"max-connections", "TRIGGUARD_MAX_CONNECTIONS", OPT_INT, F(max_connections), "4096", 1,
-     65536, NULL, 0, "simultaneous connections accepted"},
-    {"per-ip-connections", "TRIGGUARD_PER_IP_CONNECTIONS", OPT_INT, F(per_ip_connections),
-     "1024", 0, 65536, NULL, 0,
-     "simultaneous connections from one IP address; 0 = no per-address limit"},
-    {"connection-timeout", "TRIGGUARD_CONNECTION_TIMEOUT", OPT_INT, F(connection_timeout_s),
-     "30", 1, 3600, NULL, 0, "idle connection timeout in seconds"},
+    {"max-connections", "TRIGGUARD_MAX_CONNECTIONS", OPT_INT, F(max_connections), "4096", 1, 65536,
+     NULL, 0, "simultaneous connections accepted"},
+    {"per-ip-connections", "TRIGGUARD_PER_IP_CONNECTIONS", OPT_INT, F(per_ip_connections), "1024",
+     0, 65536, NULL, 0, "simultaneous connections from one IP address; 0 = no per-address limit"},
+    {"connection-timeout", "TRIGGUARD_CONNECTION_TIMEOUT", OPT_INT, F(connection_timeout_s), "30",
+     1, 3600, NULL, 0, "idle connection timeout in seconds"},
     {"connection-memory", "TRIGGUARD_CONNECTION_MEMORY", OPT_INT, F(connection_memory), "32768",
      4096, 1048576, NULL, 0, "libmicrohttpd per-connection memory (headers) in bytes"},
     {"max-body", "TRIGGUARD_MAX_BODY", OPT_INT, F(max_body), "65536", 256, 16777216, NULL, 0,
      "largest request body in bytes (413 beyond)"},
     {"max-url", "TRIGGUARD_MAX_URL", OPT_INT, F(max_url), "8192", 256, 1048576, NULL, 0,
      "longest request path + query in bytes (414 beyond)"},
-    {"max-header-bytes", "TRIGGUARD_MAX_HEADER_BYTES", OPT_INT, F(max_header_bytes), "16384",
-     1024, 1048576, NULL, 0, "most request header bytes (431 beyond)"},
+    {"max-header-bytes", "TRIGGUARD_MAX_HEADER_BYTES", OPT_INT, F(max_header_bytes), "16384", 1024,
+     1048576, NULL, 0, "most request header bytes (431 beyond)"},
     {"max-depth", "TRIGGUARD_MAX_DEPTH", OPT_INT, F(max_depth), "32", 2, 1024, NULL, 0,
      "deepest JSON nesting accepted"},
     {"max-string", "TRIGGUARD_MAX_STRING", OPT_INT, F(max_string), "4096", 16, 1048576, NULL, 0,
      "longest JSON string in bytes"},
     {"max-keys", "TRIGGUARD_MAX_KEYS", OPT_INT, F(max_keys), "256", 1, 65536, NULL, 0,
      "most members in one JSON object"},
-    {"max-idempotency-key", "TRIGGUARD_MAX_IDEMPOTENCY_KEY", OPT_INT, F(max_idempotency_key),
-     "255", 1, 255, NULL, 0, "longest idempotency key (idempotency_key, intent_id, header)"},
+    {"max-idempotency-key", "TRIGGUARD_MAX_IDEMPOTENCY_KEY", OPT_INT, F(max_idempotency_key), "255",
+     1, 255, NULL, 0, "longest idempotency key (idempotency_key, intent_id, header)"},
     {"max-nonce", "TRIGGUARD_MAX_NONCE", OPT_INT, F(max_nonce), "255", 1, 255, NULL, 0,
      "longest nonce in bytes"},
     {"tls-cert", "TRIGGUARD_TLS_CERT", OPT_STR, F(tls_cert), "", 0, 0, NULL, 0,
@@ -148,8 +147,8 @@ static tg_err_t set_option(tg_config_t *cfg, const opt_t *o, const char *val, co
         bool b;
         if (strcmp(val, "true") == 0 || strcmp(val, "1") == 0 || strcmp(val, "yes") == 0) {
             b = true;
-        } else if (strcmp(val, "false") == 0 || strcmp(val, "0") == 0 ||
-                   strcmp(val, "no") == 0 || val[0] == '\0') {
+        } else if (strcmp(val, "false") == 0 || strcmp(val, "0") == 0 || strcmp(val, "no") == 0 ||
+                   val[0] == '\0') {
             b = false;
         } else {
             return tg_diag_set(diag, TG_ERR_CONFIG, "%s %s: \"%s\" is not true or false", origin,
@@ -168,8 +167,8 @@ static tg_err_t set_option(tg_config_t *cfg, const opt_t *o, const char *val, co
         }
         if (v < o->min || v > o->max) {
             return tg_diag_set(diag, TG_ERR_CONFIG,
-                               "%s %s: %lld is outside [%" PRId64 ", %" PRId64 "]", origin,
-                               o->flag, v, o->min, o->max);
+                               "%s %s: %lld is outside [%" PRId64 ", %" PRId64 "]", origin, o->flag,
+                               v, o->min, o->max);
         }
         int64_t iv = (int64_t)v;
         memcpy(field, &iv, sizeof iv);

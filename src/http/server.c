@@ -25,7 +25,7 @@ struct tg_http_server {
     size_t max_header_bytes;
     uint16_t port;
     atomic_uint in_flight;
-    int quiesced_fd; /* listen socket handed back by MHD_quiesce_daemon, or -1 */
+    int quiesced_fd;      /* listen socket handed back by MHD_quiesce_daemon, or -1 */
     atomic_bool starting; /* MHD_start_daemon running: keep its last message for diag */
     char start_err[160];
 };
@@ -147,10 +147,10 @@ static const char *header(struct MHD_Connection *c, const char *name) {
 
 /* What one pass over the request headers (or query arguments) measures. */
 typedef struct {
-    size_t bytes;          /* approximately what they took on the wire */
-    unsigned content_length; /* Content-Length headers seen */
+    size_t bytes;               /* approximately what they took on the wire */
+    unsigned content_length;    /* Content-Length headers seen */
     unsigned transfer_encoding; /* Transfer-Encoding headers seen */
-    bool te_not_chunked;   /* a Transfer-Encoding other than exactly "chunked" */
+    bool te_not_chunked;        /* a Transfer-Encoding other than exactly "chunked" */
 } hdr_scan_t;
 
 /* Adds "name: value\r\n" (or "name=value&") bytes, for --max-header-bytes / --max-url, and
@@ -258,9 +258,8 @@ static req_ctx_t *ctx_create(tg_http_server_t *srv, struct MHD_Connection *conn,
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls) {
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
     (void)version;
     tg_http_server_t *srv = cls;
     req_ctx_t *ctx = *con_cls;
@@ -394,25 +393,22 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
     };
     s->mhd = MHD_start_daemon(
         flags, opts->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
-        MHD_OPTION_SOCK_ADDR, sa,
-        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
+        MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
         opts->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, opts->per_ip_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, opts->connection_memory,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_UNESCAPE_CALLBACK,
-        unescape_no_nul, NULL,
+        MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        opts->connection_memory, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape_no_nul, NULL,
         /* 1 = strict: an HTTP/1.1 request without Host, or with spaces in the URL, is a
          * 400 from libmicrohttpd (an authorization server has no reason to be lenient). */
         MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_ARRAY,
         opts->tls_cert_pem != NULL ? tls_opts : &tls_opts[2], MHD_OPTION_END);
     if (s->mhd == NULL) {
-        tg_err_t rc = tg_diag_set(diag, TG_ERR_IO, "cannot listen on %s port %u%s: %s",
-                                  opts->listen, (unsigned)opts->port,
-                                  opts->tls_cert_pem != NULL ? " with TLS" : "",
-                                  s->start_err[0] ? s->start_err
-                                  : opts->tls_cert_pem != NULL
-                                      ? "address in use, not local, or TLS material invalid"
-                                      : "address in use or not local");
+        tg_err_t rc = tg_diag_set(
+            diag, TG_ERR_IO, "cannot listen on %s port %u%s: %s", opts->listen,
+            (unsigned)opts->port, opts->tls_cert_pem != NULL ? " with TLS" : "",
+            s->start_err[0]              ? s->start_err
+            : opts->tls_cert_pem != NULL ? "address in use, not local, or TLS material invalid"
+                                         : "address in use or not local");
         free(s);
         return rc;
     }

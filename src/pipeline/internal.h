@@ -62,8 +62,8 @@ void tg_reply_error_code(tg_exchange_t *ex, int status, const char *code, const 
 
 /* A limit refused the request: the error body also carries "limit" (the knob, e.g.
  * "max_depth") and "max" (its value); fmt is the human sentence, naming the flag. */
-void tg_reply_limit(tg_exchange_t *ex, int status, const char *code, const char *limit,
-                    size_t max, const char *fmt, ...) TG_PRINTF(6, 7);
+void tg_reply_limit(tg_exchange_t *ex, int status, const char *code, const char *limit, size_t max,
+                    const char *fmt, ...) TG_PRINTF(6, 7);
 
 /* 413 body_too_large naming --max-body. */
 void tg_reply_body_too_large(tg_exchange_t *ex, size_t max_body);

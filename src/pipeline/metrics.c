@@ -9,13 +9,22 @@ static const int status_codes[TG_METRICS_STATUSES] = {200, 400, 401, 403, 404, 4
 
 /* Upper bounds in microseconds; the last bucket is +Inf. */
 static const int64_t latency_bounds_us[TG_METRICS_LATENCY_BUCKETS] = {
-    25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
-    1000000, 5000000};
+    25,    50,    100,   250,    500,    1000,   2500,    5000,
+    10000, 25000, 50000, 100000, 250000, 500000, 1000000, 5000000};
 
-static const char *const route_names[TG_ROUTE__COUNT] = {
-    "/v1/evaluate", "/execute", "/decide",  "/v1/verify", "/protocol/verify-receipt",
-    "/v1/receipts", "/.well-known/trigguard/keys.json", "/protocol/capabilities",
-    "/healthz",     "/readyz",  "/version", "/metrics",   "other"};
+static const char *const route_names[TG_ROUTE__COUNT] = {"/v1/evaluate",
+                                                         "/execute",
+                                                         "/decide",
+                                                         "/v1/verify",
+                                                         "/protocol/verify-receipt",
+                                                         "/v1/receipts",
+                                                         "/.well-known/trigguard/keys.json",
+                                                         "/protocol/capabilities",
+                                                         "/healthz",
+                                                         "/readyz",
+                                                         "/version",
+                                                         "/metrics",
+                                                         "other"};
 
 static const char *const outcome_names[3] = {"PERMIT", "DENY", "SILENCE"};
 
@@ -197,8 +206,9 @@ tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) {
     for (int o = 0; o < 3 && rc == TG_OK; o++) {
         uint64_t v = ld(&m->surfaces_overflow[o]);
         if (v) {
-            rc = tg_buf_printf(out, "trigguard_decisions_total{decision=\"%s\",surface=\"other\"} "
-                                    "%llu\n",
+            rc = tg_buf_printf(out,
+                               "trigguard_decisions_total{decision=\"%s\",surface=\"other\"} "
+                               "%llu\n",
                                outcome_names[o], (unsigned long long)v);
         }
     }

@@ -170,12 +170,12 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     if (max_resp > TG_STORE_MAX_RESPONSE_LEN_LIMIT) {
         max_resp = TG_STORE_MAX_RESPONSE_LEN_LIMIT;
     }
-    tg_store_opts_t so = {.max_entries = (size_t)c->store_max_entries,
-                          .retention_ms = c->retention_s * 1000,
-                          .max_key_len = (size_t)(c->max_idempotency_key > c->max_nonce
-                                                      ? c->max_idempotency_key
-                                                      : c->max_nonce),
-                          .max_response_len = max_resp};
+    tg_store_opts_t so = {
+        .max_entries = (size_t)c->store_max_entries,
+        .retention_ms = c->retention_s * 1000,
+        .max_key_len =
+            (size_t)(c->max_idempotency_key > c->max_nonce ? c->max_idempotency_key : c->max_nonce),
+        .max_response_len = max_resp};
     tg_err_t rc = tg_store_create(&p->store, &so, diag);
     if (rc == TG_OK) {
         tg_store_opts_t ro = {.max_entries = (size_t)c->store_max_entries,
@@ -188,7 +188,7 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     }
     tg_ledger_opts_t lo = TG_LEDGER_OPTS_INIT;
     lo.dir = c->ledger;
-    lo.durability = c->durability == TG_CONFIG_DURABILITY_BATCH ? TG_DURABILITY_BATCH
+    lo.durability = c->durability == TG_CONFIG_DURABILITY_BATCH  ? TG_DURABILITY_BATCH
                     : c->durability == TG_CONFIG_DURABILITY_NONE ? TG_DURABILITY_NONE
                                                                  : TG_DURABILITY_FSYNC;
     lo.batch_interval_ms = (uint32_t)c->batch_ms;
@@ -281,9 +281,7 @@ void tg_pipeline_tick(tg_pipeline_t *p) {
     (void)tg_store_sweep(p->receipts, now);
 }
 
-void tg_pipeline_set_serving(tg_pipeline_t *p, bool serving) {
-    atomic_store(&p->serving, serving);
-}
+void tg_pipeline_set_serving(tg_pipeline_t *p, bool serving) { atomic_store(&p->serving, serving); }
 
 void tg_pipeline_describe(const tg_pipeline_t *p, char *out, size_t cap) {
     tg_policy_ref_t *ref = atomic_load(&((tg_pipeline_t *)p)->policy);

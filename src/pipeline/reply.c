@@ -85,8 +85,8 @@ void tg_reply_error_code(tg_exchange_t *ex, int status, const char *code, const 
     reply_body(ex, status, code, NULL, 0, message);
 }
 
-void tg_reply_limit(tg_exchange_t *ex, int status, const char *code, const char *limit,
-                    size_t max, const char *fmt, ...) {
+void tg_reply_limit(tg_exchange_t *ex, int status, const char *code, const char *limit, size_t max,
+                    const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -110,16 +110,15 @@ void tg_reply_json_error(tg_exchange_t *ex, const tg_json_limits_t *lim, tg_err_
                        "JSON nesting is deeper than --max-depth %zu (%s)", lim->max_depth, d);
     } else if (e == TG_ERR_LIMIT && strncmp(d, "string length", 13) == 0) {
         tg_reply_limit(ex, 400, "invalid_request", "max_string", lim->max_string,
-                       "a JSON string is longer than --max-string %zu bytes (%s)",
-                       lim->max_string, d);
+                       "a JSON string is longer than --max-string %zu bytes (%s)", lim->max_string,
+                       d);
     } else if (e == TG_ERR_LIMIT && strncmp(d, "member name length", 18) == 0) {
         tg_reply_limit(ex, 400, "invalid_request", "max_string", lim->max_string,
                        "a JSON member name is longer than --max-string %zu bytes (%s)",
                        lim->max_string, d);
     } else if (e == TG_ERR_LIMIT && strncmp(d, "members in object", 17) == 0) {
         tg_reply_limit(ex, 400, "invalid_request", "max_keys", lim->max_keys,
-                       "a JSON object has more members than --max-keys %zu (%s)", lim->max_keys,
-                       d);
+                       "a JSON object has more members than --max-keys %zu (%s)", lim->max_keys, d);
     } else if (e == TG_ERR_LIMIT && strncmp(d, "JSON text is", 12) == 0) {
         tg_reply_body_too_large(ex, lim->max_bytes);
     } else {

@@ -83,13 +83,13 @@ static void r_version(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     (void)rest;
     tg_policy_ref_t *ref = tg_pipeline_policy_acquire(p);
     const char *pv = tg_policy_version(ref->policy);
-    tg_err_t rc = tg_buf_printf(&ex->out,
-                                "{\"engine\":\"%s\",\"version\":\"%s\",\"protocol\":\"%s\","
-                                "\"protocol_version\":\"%s\",\"build_commit\":\"%s\","
-                                "\"durability\":\"%s\",\"policy_version\":",
-                                TG_ENGINE_VERSION, TG_VERSION, TG_PROTOCOL_VERSION,
-                                TG_PROTOCOL_SEMVER, TG_GIT_COMMIT,
-                                tg_config_durability_name(p->cfg.durability));
+    tg_err_t rc =
+        tg_buf_printf(&ex->out,
+                      "{\"engine\":\"%s\",\"version\":\"%s\",\"protocol\":\"%s\","
+                      "\"protocol_version\":\"%s\",\"build_commit\":\"%s\","
+                      "\"durability\":\"%s\",\"policy_version\":",
+                      TG_ENGINE_VERSION, TG_VERSION, TG_PROTOCOL_VERSION, TG_PROTOCOL_SEMVER,
+                      TG_GIT_COMMIT, tg_config_durability_name(p->cfg.durability));
     if (rc == TG_OK) {
         rc = tg_canon_string(&ex->out, pv, strlen(pv));
     }
@@ -334,8 +334,7 @@ static void r_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
         cum += ls.fsync_hist[b];
         if (b < TG_LEDGER_FSYNC_BUCKETS - 1) {
             rc = tg_buf_printf(o, "trigguard_ledger_fsync_seconds_bucket{le=\"%g\"} %llu\n",
-                               (double)tg_ledger_fsync_bounds_us[b] / 1e6,
-                               (unsigned long long)cum);
+                               (double)tg_ledger_fsync_bounds_us[b] / 1e6, (unsigned long long)cum);
         } else {
             rc = tg_buf_printf(o, "trigguard_ledger_fsync_seconds_bucket{le=\"+Inf\"} %llu\n",
                                (unsigned long long)cum);
