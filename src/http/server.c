@@ -457,7 +457,7 @@ void tg_http_stop(tg_http_server_t *s, int64_t timeout_ms) {
     tg_http_quiesce(s);
     int64_t deadline = mono_ns() + timeout_ms * INT64_C(1000000);
     while (atomic_load(&s->in_flight) > 0 && mono_ns() < deadline) {
-        struct timespec ts = {0, 5 * 1000000};
+        struct timespec ts = {0, 5L * 1000000L};
         nanosleep(&ts, NULL);
     }
     MHD_stop_daemon(s->mhd);
