@@ -793,10 +793,12 @@ done:
 
 /* ---- append ---- */
 
-tg_err_t tg_ledger_append(tg_ledger_t *l, uint8_t type, const void *meta, size_t meta_len,
-                          const void *payload, size_t len, tg_ledger_done_fn done, void *ud) {
-    if (l == NULL || done == NULL ||
-        (type != TG_LEDGER_TYPE_RECEIPT && type != TG_LEDGER_TYPE_SILENCE) ||
+/* The checks and the copy both append paths share: a new entry holding type, meta and
+ * payload, or the error to return (nothing allocated then). */
+static tg_err_t entry_new(entry_t **out, tg_ledger_t *l, uint8_t type, const void *meta,
+                          size_t meta_len, const void *payload, size_t len) {
+    *out = NULL;
+    if ((type != TG_LEDGER_TYPE_RECEIPT && type != TG_LEDGER_TYPE_SILENCE) ||
         (meta == NULL && meta_len > 0) || (payload == NULL && len > 0)) {
         return TG_ERR_INVALID_ARG;
     }
@@ -811,12 +813,9 @@ tg_err_t tg_ledger_append(tg_ledger_t *l, uint8_t type, const void *meta, size_t
     if (e == NULL) {
         return TG_ERR_NOMEM;
     }
-    e->next = NULL;
-    e->done = done;
-    e->ud = ud;
+    memset(e, 0, sizeof *e);
     e->type = type;
     e->status = TG_ERR_LEDGER_UNHEALTHY;
-    memset(&e->pos, 0, sizeof e->pos);
     e->meta_len = (uint32_t)meta_len;
     e->payload_len = (uint32_t)len;
     if (meta_len) {
@@ -825,6 +824,22 @@ tg_err_t tg_ledger_append(tg_ledger_t *l, uint8_t type, const void *meta, size_t
     if (len) {
         memcpy(e->data + meta_len, payload, len);
     }
+    *out = e;
+    return TG_OK;
+}
+
+tg_err_t tg_ledger_append(tg_ledger_t *l, uint8_t type, const void *meta, size_t meta_len,
+                          const void *payload, size_t len, tg_ledger_done_fn done, void *ud) {
+    if (l == NULL || done == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    entry_t *e;
+    tg_err_t erc = entry_new(&e, l, type, meta, meta_len, payload, len);
+    if (erc != TG_OK) {
+        return erc;
+    }
+    e->done = done;
+    e->ud = ud;
     tg_err_t rc = TG_OK;
     pthread_mutex_lock(&l->mu);
     if (l->closing || !atomic_load(&l->healthy)) {
@@ -901,32 +916,13 @@ tg_err_t tg_ledger_append_now(tg_ledger_t *l, uint8_t type, const void *meta, si
     if (pos_out != NULL) {
         memset(pos_out, 0, sizeof *pos_out);
     }
-    if (l == NULL || pos_out == NULL || l->durability != TG_DURABILITY_NONE ||
-        (type != TG_LEDGER_TYPE_RECEIPT && type != TG_LEDGER_TYPE_SILENCE) ||
-        (meta == NULL && meta_len > 0) || (payload == NULL && len > 0)) {
+    if (l == NULL || pos_out == NULL || l->durability != TG_DURABILITY_NONE) {
         return TG_ERR_INVALID_ARG;
     }
-    if (meta_len > TG_LEDGER_META_MAX || len > TG_LEDGER_PAYLOAD_MAX) {
-        return TG_ERR_LIMIT;
-    }
-    if (!atomic_load(&l->healthy)) {
-        atomic_fetch_add_explicit(&l->st_rejected, 1, memory_order_relaxed);
-        return TG_ERR_LEDGER_UNHEALTHY;
-    }
-    entry_t *e = malloc(sizeof *e + meta_len + len);
-    if (e == NULL) {
-        return TG_ERR_NOMEM;
-    }
-    memset(e, 0, sizeof *e);
-    e->type = type;
-    e->status = TG_ERR_LEDGER_UNHEALTHY;
-    e->meta_len = (uint32_t)meta_len;
-    e->payload_len = (uint32_t)len;
-    if (meta_len) {
-        memcpy(e->data, meta, meta_len);
-    }
-    if (len) {
-        memcpy(e->data + meta_len, payload, len);
+    entry_t *e;
+    tg_err_t erc = entry_new(&e, l, type, meta, meta_len, payload, len);
+    if (erc != TG_OK) {
+        return erc;
     }
     pthread_mutex_lock(&l->wmu);
     bool ok = !l->wclosed && atomic_load(&l->healthy);
