@@ -7,7 +7,10 @@
 #ifndef TRIGGUARD_CLI_H
 #define TRIGGUARD_CLI_H
 
+#include <stdbool.h>
 #include <stdio.h>
+
+#include "trigguard/keys.h"
 
 enum {
     TG_EXIT_OK = 0,
@@ -25,6 +28,10 @@ char *tg_cli_read_all(FILE *f, size_t max, size_t *len_out, const char *what);
 
 /* Same for a path; "-" means stdin. */
 char *tg_cli_read_file(const char *path, size_t max, size_t *len_out);
+
+/* Adds the keys of one keys.json file (is_json) or one PEM key file (verify-only) to
+ * ring; on failure prints "trigguard CMD: PATH: why" and returns false. */
+bool tg_cli_add_keys(tg_keyring_t *ring, const char *path, bool is_json, const char *cmd);
 
 int tg_cmd_canon(int argc, char **argv);
 int tg_cmd_keygen(int argc, char **argv);

@@ -44,38 +44,6 @@ static void ledger_usage(FILE *out) {
             "mismatch), 2 unusable input (no such path, no segments, bad keys, usage)\n");
 }
 
-/* Adds the keys of one keys.json (is_json) or PEM file to the ring; false after saying why. */
-static bool ledger_add_keys(tg_keyring_t *ring, const char *path, bool is_json) {
-    tg_diag_t diag = {{0}};
-    tg_err_t rc;
-    if (is_json) {
-        size_t len = 0;
-        char *text = tg_cli_read_file(path, (size_t)1024 * 1024, &len);
-        if (text == NULL) {
-            return false;
-        }
-        rc = tg_keyring_load_keys_json(ring, text, len, &diag);
-        free(text);
-    } else {
-        tg_key_t key;
-        rc = tg_key_load_file(&key, path, NULL, &diag);
-        if (rc == TG_OK) {
-            rc = tg_keyring_add(ring, &key, TG_KEY_VERIFY_ONLY);
-            if (rc) {
-                (void)snprintf(diag.msg, sizeof diag.msg, "key %s: %s", key.key_id,
-                               tg_strerror(rc));
-            }
-        }
-        tg_key_wipe(&key);
-    }
-    if (rc) {
-        fprintf(stderr, "trigguard ledger: %s: %s\n", path,
-                diag.msg[0] ? diag.msg : tg_strerror(rc));
-        return false;
-    }
-    return true;
-}
-
 typedef struct check_ctx {
     const tg_keyring_t *ring; /* NULL: no signature checks */
     uint64_t signatures;      /* receipts whose signature verified */
@@ -244,7 +212,7 @@ static int ledger_verify(int argc, char **argv, bool dump) {
             status = TG_EXIT_OK;
             goto done;
         } else if (!dump && (strcmp(a, "--keys") == 0 || strcmp(a, "--key") == 0) && i + 1 < argc) {
-            if (!ledger_add_keys(&ring, argv[++i], strcmp(a, "--keys") == 0)) {
+            if (!tg_cli_add_keys(&ring, argv[++i], strcmp(a, "--keys") == 0, "ledger")) {
                 goto done;
             }
             c.ring = &ring;

@@ -29,37 +29,6 @@ static void verify_usage(FILE *out) {
             "bad keys.json or key file, usage error)\n");
 }
 
-/* Adds the keys of one keys.json file or PEM file to the ring; false after printing why. */
-static bool add_keys(tg_keyring_t *ring, const char *path, bool is_json) {
-    tg_diag_t diag = {{0}};
-    tg_err_t rc;
-    if (is_json) {
-        size_t len = 0;
-        char *text = tg_cli_read_file(path, (size_t)1024 * 1024, &len);
-        if (text == NULL) {
-            return false;
-        }
-        rc = tg_keyring_load_keys_json(ring, text, len, &diag);
-        free(text);
-    } else {
-        tg_key_t key;
-        rc = tg_key_load_file(&key, path, NULL, &diag);
-        if (rc == TG_OK) {
-            rc = tg_keyring_add(ring, &key, TG_KEY_VERIFY_ONLY);
-            if (rc) {
-                (void)snprintf(diag.msg, sizeof diag.msg, "key %s: %s", key.key_id,
-                               tg_strerror(rc));
-            }
-        }
-        tg_key_wipe(&key);
-    }
-    if (rc) {
-        fprintf(stderr, "trigguard verify: %s: %s\n", path, diag.msg);
-        return false;
-    }
-    return true;
-}
-
 int tg_cmd_verify(int argc, char **argv) {
     const char *receipt_path = NULL;
     tg_keyring_t ring;
@@ -77,7 +46,7 @@ int tg_cmd_verify(int argc, char **argv) {
             status = TG_EXIT_OK;
             goto done;
         } else if ((strcmp(a, "--keys") == 0 || strcmp(a, "--key") == 0) && i + 1 < argc) {
-            if (!add_keys(&ring, argv[++i], strcmp(a, "--keys") == 0)) {
+            if (!tg_cli_add_keys(&ring, argv[++i], strcmp(a, "--keys") == 0, "verify")) {
                 goto done;
             }
         } else if (strcmp(a, "--now") == 0 && i + 1 < argc) {

@@ -98,6 +98,37 @@ char *tg_cli_read_file(const char *path, size_t max, size_t *len_out) {
     return buf;
 }
 
+bool tg_cli_add_keys(tg_keyring_t *ring, const char *path, bool is_json, const char *cmd) {
+    tg_diag_t diag = {{0}};
+    tg_err_t rc;
+    if (is_json) {
+        size_t len = 0;
+        char *text = tg_cli_read_file(path, (size_t)1024 * 1024, &len);
+        if (text == NULL) {
+            return false;
+        }
+        rc = tg_keyring_load_keys_json(ring, text, len, &diag);
+        free(text);
+    } else {
+        tg_key_t key;
+        rc = tg_key_load_file(&key, path, NULL, &diag);
+        if (rc == TG_OK) {
+            rc = tg_keyring_add(ring, &key, TG_KEY_VERIFY_ONLY);
+            if (rc) {
+                (void)snprintf(diag.msg, sizeof diag.msg, "key %s: %s", key.key_id,
+                               tg_strerror(rc));
+            }
+        }
+        tg_key_wipe(&key);
+    }
+    if (rc) {
+        fprintf(stderr, "trigguard %s: %s: %s\n", cmd, path,
+                diag.msg[0] ? diag.msg : tg_strerror(rc));
+        return false;
+    }
+    return true;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
