@@ -501,20 +501,22 @@ tg_err_t tg_store_idem_complete(tg_store_t *s, const char *tenant, size_t tenant
     return rc;
 }
 
-tg_err_t tg_store_idem_abort(tg_store_t *s, const char *tenant, size_t tenant_len, const char *key,
-                             size_t key_len) {
+/* Unlinks and frees the live entry (kind, tenant, key); with only_in_flight, only an
+ * IN_FLIGHT reservation qualifies. Shared by idem_abort and nonce_release. */
+static tg_err_t remove_live(tg_store_t *s, uint8_t kind, const char *tenant, size_t tenant_len,
+                            const char *key, size_t key_len, bool only_in_flight) {
     lookup_t lk;
     entry_t *graveyard = NULL;
     entry_t **link = NULL;
     entry_t *victim = NULL;
-    tg_err_t rc = lookup_init(&lk, s, KIND_IDEM, tenant, tenant_len, key, key_len);
+    tg_err_t rc = lookup_init(&lk, s, kind, tenant, tenant_len, key, key_len);
     if (rc) {
         return rc;
     }
     shard_t *sh = shard_of(s, &lk);
     pthread_mutex_lock(&sh->mu);
     entry_t *e = shard_find(s, sh, &lk, 0, false, &graveyard, &link);
-    if (e == NULL || e->state != ST_IN_FLIGHT) {
+    if (e == NULL || (only_in_flight && e->state != ST_IN_FLIGHT)) {
         rc = TG_ERR_NOT_FOUND;
     } else {
         shard_unlink(s, sh, link);
@@ -523,6 +525,11 @@ tg_err_t tg_store_idem_abort(tg_store_t *s, const char *tenant, size_t tenant_le
     pthread_mutex_unlock(&sh->mu);
     entry_free(victim);
     return rc;
+}
+
+tg_err_t tg_store_idem_abort(tg_store_t *s, const char *tenant, size_t tenant_len, const char *key,
+                             size_t key_len) {
+    return remove_live(s, KIND_IDEM, tenant, tenant_len, key, key_len, true);
 }
 
 tg_err_t tg_store_idem_get(tg_store_t *s, const char *tenant, size_t tenant_len, const char *key,
@@ -654,26 +661,7 @@ tg_err_t tg_store_nonce_use(tg_store_t *s, const char *tenant, size_t tenant_len
 
 tg_err_t tg_store_nonce_release(tg_store_t *s, const char *tenant, size_t tenant_len,
                                 const char *nonce, size_t nonce_len) {
-    lookup_t lk;
-    entry_t *graveyard = NULL;
-    entry_t **link = NULL;
-    entry_t *victim = NULL;
-    tg_err_t rc = lookup_init(&lk, s, KIND_NONCE, tenant, tenant_len, nonce, nonce_len);
-    if (rc) {
-        return rc;
-    }
-    shard_t *sh = shard_of(s, &lk);
-    pthread_mutex_lock(&sh->mu);
-    entry_t *e = shard_find(s, sh, &lk, 0, false, &graveyard, &link);
-    if (e == NULL) {
-        rc = TG_ERR_NOT_FOUND;
-    } else {
-        shard_unlink(s, sh, link);
-        victim = e;
-    }
-    pthread_mutex_unlock(&sh->mu);
-    entry_free(victim);
-    return rc;
+    return remove_live(s, KIND_NONCE, tenant, tenant_len, nonce, nonce_len, false);
 }
 
 tg_err_t tg_store_nonce_restore(tg_store_t *s, const char *tenant, size_t tenant_len,
