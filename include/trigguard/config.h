@@ -49,6 +49,7 @@ typedef struct tg_config {
     int64_t segment_bytes;
     int64_t retention_s;
     int64_t store_max_entries;
+    int64_t store_max_bytes;
     /* guard */
     int64_t rate_per_tenant; /* requests per minute, 0 = unlimited */
     int64_t rate_global;

@@ -36,7 +36,11 @@ typedef struct entry {
     uint32_t meta_len;
     uint32_t payload_len;
     uint8_t type;
-    uint8_t data[]; /* meta then payload */
+    /* Queued entries own a copy (data[]); an inline append (durability none) points at the
+     * caller's buffers instead, which live until it returns, so it allocates nothing. */
+    const uint8_t *meta;
+    const uint8_t *payload;
+    uint8_t data[]; /* meta then payload, for queued entries */
 } entry_t;
 
 struct tg_ledger {
@@ -290,8 +294,8 @@ static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
                 break; /* out of memory: write what we have; the rest fails below */
             }
             uint8_t hash[HSZ];
-            tg_lg_encode(l->batch + blen, hash, e->type, seq, prev, e->data, e->meta_len,
-                         e->data + e->meta_len, e->payload_len);
+            tg_lg_encode(l->batch + blen, hash, e->type, seq, prev, e->meta, e->meta_len, e->payload,
+                         e->payload_len);
             e->pos.seq = seq;
             e->pos.offset = off + blen;
             e->pos.segment = l->seg;
@@ -793,11 +797,9 @@ done:
 
 /* ---- append ---- */
 
-/* The checks and the copy both append paths share: a new entry holding type, meta and
- * payload, or the error to return (nothing allocated then). */
-static tg_err_t entry_new(entry_t **out, tg_ledger_t *l, uint8_t type, const void *meta,
-                          size_t meta_len, const void *payload, size_t len) {
-    *out = NULL;
+/* The checks both append paths share: the error to return, or TG_OK. */
+static tg_err_t entry_check(tg_ledger_t *l, uint8_t type, const void *meta, size_t meta_len,
+                            const void *payload, size_t len) {
     if ((type != TG_LEDGER_TYPE_RECEIPT && type != TG_LEDGER_TYPE_SILENCE) ||
         (meta == NULL && meta_len > 0) || (payload == NULL && len > 0)) {
         return TG_ERR_INVALID_ARG;
@@ -808,6 +810,18 @@ static tg_err_t entry_new(entry_t **out, tg_ledger_t *l, uint8_t type, const voi
     if (!atomic_load(&l->healthy)) {
         atomic_fetch_add_explicit(&l->st_rejected, 1, memory_order_relaxed);
         return TG_ERR_LEDGER_UNHEALTHY;
+    }
+    return TG_OK;
+}
+
+/* A queued entry owning a copy of meta and payload (the caller's buffers do not outlive
+ * tg_ledger_append), or the error to return (nothing allocated then). */
+static tg_err_t entry_new(entry_t **out, tg_ledger_t *l, uint8_t type, const void *meta,
+                          size_t meta_len, const void *payload, size_t len) {
+    *out = NULL;
+    tg_err_t rc = entry_check(l, type, meta, meta_len, payload, len);
+    if (rc != TG_OK) {
+        return rc;
     }
     entry_t *e = malloc(sizeof *e + meta_len + len);
     if (e == NULL) {
@@ -824,6 +838,8 @@ static tg_err_t entry_new(entry_t **out, tg_ledger_t *l, uint8_t type, const voi
     if (len) {
         memcpy(e->data + meta_len, payload, len);
     }
+    e->meta = e->data;
+    e->payload = e->data + meta_len;
     *out = e;
     return TG_OK;
 }
@@ -919,20 +935,26 @@ tg_err_t tg_ledger_append_now(tg_ledger_t *l, uint8_t type, const void *meta, si
     if (l == NULL || pos_out == NULL || l->durability != TG_DURABILITY_NONE) {
         return TG_ERR_INVALID_ARG;
     }
-    entry_t *e;
-    tg_err_t erc = entry_new(&e, l, type, meta, meta_len, payload, len);
+    tg_err_t erc = entry_check(l, type, meta, meta_len, payload, len);
     if (erc != TG_OK) {
         return erc;
     }
+    entry_t ent = {.type = type,
+                   .status = TG_ERR_LEDGER_UNHEALTHY,
+                   .meta_len = (uint32_t)meta_len,
+                   .payload_len = (uint32_t)len,
+                   .meta = meta,
+                   .payload = payload};
+    entry_t *e = &ent;
     pthread_mutex_lock(&l->wmu);
     bool ok = !l->wclosed && atomic_load(&l->healthy);
     if (ok) {
         write_batch(l, &e, 1);
     }
     pthread_mutex_unlock(&l->wmu);
-    tg_err_t rc = ok ? e->status : TG_ERR_LEDGER_UNHEALTHY;
+    tg_err_t rc = ok ? ent.status : TG_ERR_LEDGER_UNHEALTHY;
     if (rc == TG_OK) {
-        *pos_out = e->pos;
+        *pos_out = ent.pos;
         atomic_fetch_add_explicit(&l->st_batches, 1, memory_order_relaxed);
         atomic_store_explicit(&l->st_last_batch, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&l->st_batch_hist[0], 1, memory_order_relaxed);
@@ -943,7 +965,6 @@ tg_err_t tg_ledger_append_now(tg_ledger_t *l, uint8_t type, const void *meta, si
         pthread_cond_signal(&l->work_cv);
         pthread_mutex_unlock(&l->mu);
     }
-    free(e);
     return rc;
 }
 

@@ -39,13 +39,9 @@ typedef struct eval_req {
     tg_verdict_t verdict;
     const char *reason; /* static or policy-owned; copied below for the deferred path */
     char reason_copy[TG_POLICY_MAX_REASON + 1];
-    tg_buf_t stored; /* ?explain=1 only: the response without its trace, for replays */
 } eval_req_t;
 
-static void eval_req_free(eval_req_t *r) {
-    tg_buf_free(&r->stored);
-    free(r);
-}
+static void eval_req_free(eval_req_t *r) { free(r); }
 
 static const char *route_label(tg_eval_mode_t m) {
     return m == TG_MODE_EXECUTE ? "/execute" : m == TG_MODE_DECIDE ? "/decide" : "/v1/evaluate";
@@ -238,11 +234,12 @@ static void settle(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *pos) {
     } else {
         int64_t now = tg_clock_now_ms();
         if (r->idem_reserved) {
-            /* The stored response is the one without the trace (see docs/API.md). */
-            const tg_buf_t *body = r->stored.data ? &r->stored : &ex->out;
+            /* The entry keeps where the record is, not the response: a replay rebuilds the
+             * response from the record (replay_response), the same way after a restart, so
+             * an entry costs ~150 bytes instead of a copy of a ~1.4 KB response. */
             tg_err_t rc =
                 tg_store_idem_complete(p->store, r->tenant_name, r->tenant_len, r->idem,
-                                       r->idem_len, ex->status, body->data, body->len, now);
+                                       r->idem_len, ex->status, (const char *)pos, sizeof *pos, now);
             if (rc != TG_OK) {
                 /* The record is durable and the response goes out, but the table could not
                  * keep it (full). Dropping the reservation would let a retry execute the
@@ -375,6 +372,8 @@ static void respond_decide(eval_req_t *r, const tg_decision_t *d, const tg_polic
     tg_reply_json(ex, 200);
 }
 
+static tg_err_t replay_response(tg_pipeline_t *p, const tg_idem_result_t *res, tg_buf_t *out);
+
 /* Steps 5-6: idempotency, then nonce. Returns false when the request is answered. */
 static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8_t req_hash[32]) {
     tg_pipeline_t *p = r->p;
@@ -463,13 +462,20 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
             return false;
         }
         if (res.state == TG_IDEM_REPLAY) {
-            tg_buf_free(&ex->out);
-            ex->out.data = res.body; /* take the copy over: no second copy */
-            ex->out.len = res.body_len;
-            ex->out.cap = res.body_len + 1;
-            res.body = NULL;
+            int status = res.status;
+            tg_err_t prc = replay_response(p, &res, &ex->out);
+            tg_idem_result_free(&res);
+            if (prc != TG_OK) {
+                /* Never execute the request again: its record exists but cannot be read
+                 * back, which is the operator's to look at (the log says which). */
+                TG_LOG(TG_LOG_ERROR, "idempotent_replay",
+                       "request %s: stored response cannot be rebuilt from the ledger: %s",
+                       ex->request_id, tg_strerror(prc));
+                tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
+                return false;
+            }
             ex->replayed = true;
-            tg_reply_json(ex, res.status);
+            tg_reply_json(ex, status);
             atomic_fetch_add_explicit(&p->metrics.idem_replays, 1, memory_order_relaxed);
             return false;
         }
@@ -662,10 +668,6 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
     if (rc == TG_OK) {
         rc = tg_buf_putc(&ex->out, '}');
     }
-    if (rc == TG_OK && ex->explain && r->has_idem) {
-        tg_buf_init(&r->stored, 0);
-        rc = tg_buf_append(&r->stored, ex->out.data, ex->out.len);
-    }
     if (rc == TG_OK && ex->explain) {
         ex->out.len--; /* reopen the object for the trace */
         rc = append_trace(&ex->out, &d, pol, &frame);
@@ -772,63 +774,110 @@ static const char *jstr(const json_t *o, const char *k, size_t *len) {
     return json_string_value(v);
 }
 
+/* What a ledger record written by this server says about its request: views into the two
+ * parsed documents, valid until record_view_free. */
+typedef struct record_view {
+    json_t *meta, *body;
+    const char *tenant, *key, *nonce, *rh, *decision, *reason, *exec_id, *pv;
+    size_t tenant_len, key_len, nonce_len, reason_len, pv_len;
+    int64_t at_ms;
+    int status;
+    uint8_t hash[32];
+} record_view_t;
+
+static void record_view_free(record_view_t *v) {
+    json_decref(v->meta);
+    json_decref(v->body);
+    memset(v, 0, sizeof *v);
+}
+
+/* TG_ERR_LEDGER_CORRUPT unless meta and payload are what compose_meta and the receipt or
+ * SILENCE writers produce. */
+static tg_err_t record_view(record_view_t *v, const void *meta, size_t meta_len,
+                            const void *payload, size_t payload_len) {
+    memset(v, 0, sizeof *v);
+    if (tg_json_parse(&v->meta, meta, meta_len, NULL, NULL) != TG_OK ||
+        tg_json_parse(&v->body, payload, payload_len, NULL, NULL) != TG_OK) {
+        record_view_free(v);
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    v->tenant = jstr(v->meta, "t", &v->tenant_len);
+    v->key = jstr(v->meta, "k", &v->key_len);
+    v->nonce = jstr(v->meta, "n", &v->nonce_len);
+    v->rh = jstr(v->meta, "rh", NULL);
+    const json_t *st = json_object_get(v->meta, "s");
+    const json_t *at = json_object_get(v->meta, "at");
+    v->decision = jstr(v->body, "decision", NULL);
+    v->reason = jstr(v->body, "reasonCode", &v->reason_len);
+    v->exec_id = jstr(v->body, "executionId", NULL);
+    v->pv = jstr(v->body, "policyVersion", &v->pv_len);
+    if (v->tenant == NULL || v->rh == NULL || !json_is_number(st) || !json_is_number(at) ||
+        v->decision == NULL || v->reason == NULL || v->exec_id == NULL || v->pv == NULL ||
+        tg_unhex(v->hash, 32, v->rh, strlen(v->rh)) != TG_OK) {
+        record_view_free(v);
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    v->at_ms = (int64_t)json_number_value(at); /* tg_json_parse reads numbers as doubles */
+    v->status = (int)json_number_value(st);
+    return TG_OK;
+}
+
+/* An idempotent replay: the stored entry says where the request's record is; the response
+ * is rebuilt from it by compose_response, the function that built the original, so the
+ * bytes are the same (without a ?explain trace, which is never stored). */
+static tg_err_t replay_response(tg_pipeline_t *p, const tg_idem_result_t *res, tg_buf_t *out) {
+    tg_ledger_pos_t pos;
+    if (res->body == NULL || res->body_len != sizeof pos) {
+        return TG_ERR_INTERNAL;
+    }
+    memcpy(&pos, res->body, sizeof pos);
+    tg_buf_t payload, meta;
+    tg_buf_init(&payload, TG_LEDGER_PAYLOAD_MAX);
+    tg_buf_init(&meta, TG_LEDGER_META_MAX);
+    record_view_t v;
+    tg_err_t rc = tg_ledger_read_at(p->ledger, &pos, &payload, &meta, NULL);
+    if (rc == TG_OK) {
+        rc = record_view(&v, meta.data, meta.len, payload.data, payload.len);
+    }
+    if (rc == TG_OK) {
+        bool receipt = strcmp(v.decision, "SILENCE") != 0;
+        tg_buf_reset(out);
+        rc = compose_response(out, v.decision, v.reason, v.reason_len, v.exec_id, v.rh, v.pv,
+                              v.pv_len, receipt ? payload.data : NULL, payload.len);
+        if (rc == TG_OK) {
+            rc = tg_buf_putc(out, '}');
+        }
+        record_view_free(&v);
+    }
+    tg_buf_free(&payload);
+    tg_buf_free(&meta);
+    return rc;
+}
+
 tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
     tg_pipeline_t *p = ud;
-    json_t *meta = NULL, *body = NULL;
-    tg_buf_t resp;
-    tg_buf_init(&resp, 0);
-    tg_err_t rc = tg_json_parse(&meta, (const char *)rec->meta, rec->meta_len, NULL, NULL);
-    if (rc == TG_OK) {
-        rc = tg_json_parse(&body, (const char *)rec->payload, rec->payload_len, NULL, NULL);
-    }
-    size_t tl = 0, kl = 0, nl = 0, rl = 0, pvl = 0;
-    const char *tenant = rc ? NULL : jstr(meta, "t", &tl);
-    const char *key = rc ? NULL : jstr(meta, "k", &kl);
-    const char *nonce = rc ? NULL : jstr(meta, "n", &nl);
-    const char *rh = rc ? NULL : jstr(meta, "rh", NULL);
-    const json_t *st = rc ? NULL : json_object_get(meta, "s");
-    const json_t *at = rc ? NULL : json_object_get(meta, "at");
-    const char *decision = rc ? NULL : jstr(body, "decision", NULL);
-    const char *reason = rc ? NULL : jstr(body, "reasonCode", &rl);
-    const char *exec_id = rc ? NULL : jstr(body, "executionId", NULL);
-    const char *pv = rc ? NULL : jstr(body, "policyVersion", &pvl);
-    uint8_t hash[32];
-    if (rc == TG_OK &&
-        (tenant == NULL || rh == NULL || !json_is_number(st) || !json_is_number(at) ||
-         decision == NULL || reason == NULL || exec_id == NULL || pv == NULL ||
-         tg_unhex(hash, 32, rh, strlen(rh)) != TG_OK)) {
-        rc = TG_ERR_LEDGER_CORRUPT;
-    }
+    record_view_t v;
+    tg_err_t rc = record_view(&v, rec->meta, rec->meta_len, rec->payload, rec->payload_len);
     if (rc != TG_OK) {
         TG_LOG(TG_LOG_ERROR, "ledger_replay",
                "record seq %llu: metadata or payload is not what this server writes",
                (unsigned long long)rec->seq);
-        rc = TG_ERR_LEDGER_CORRUPT;
-        goto done;
+        return TG_ERR_LEDGER_CORRUPT;
     }
     int64_t now = tg_clock_now_ms();
-    int64_t at_ms = (int64_t)json_number_value(at);
-    int status = (int)json_number_value(st);
-    if (key != NULL) {
-        rc = compose_response(&resp, decision, reason, rl, exec_id, rh, pv, pvl,
-                              rec->type == TG_LEDGER_TYPE_RECEIPT ? (const char *)rec->payload
-                                                                  : NULL,
-                              rec->payload_len);
-        if (rc == TG_OK) {
-            rc = tg_buf_putc(&resp, '}');
-        }
-        if (rc == TG_OK) {
-            rc = tg_store_idem_restore(p->store, tenant, tl, key, kl, hash, status, resp.data,
-                                       resp.len, at_ms, now);
-        }
+    if (v.key != NULL) {
+        rc = tg_store_idem_restore(p->store, v.tenant, v.tenant_len, v.key, v.key_len, v.hash,
+                                   v.status, (const char *)&rec->pos, sizeof rec->pos, v.at_ms,
+                                   now);
     }
-    if (rc == TG_OK && nonce != NULL) {
-        rc = tg_store_nonce_restore(p->store, tenant, tl, nonce, nl, at_ms, now);
+    if (rc == TG_OK && v.nonce != NULL) {
+        rc = tg_store_nonce_restore(p->store, v.tenant, v.tenant_len, v.nonce, v.nonce_len,
+                                    v.at_ms, now);
     }
     if (rc == TG_OK && rec->type == TG_LEDGER_TYPE_RECEIPT) {
-        TG_IGNORE(tg_store_idem_restore(p->receipts, tenant, tl, exec_id, strlen(exec_id),
-                                        (const uint8_t[32]){0}, 200, (const char *)&rec->pos,
-                                        sizeof rec->pos, at_ms, now));
+        TG_IGNORE(tg_store_idem_restore(p->receipts, v.tenant, v.tenant_len, v.exec_id,
+                                        strlen(v.exec_id), (const uint8_t[32]){0}, 200,
+                                        (const char *)&rec->pos, sizeof rec->pos, v.at_ms, now));
     }
     if (rc == TG_OK) {
         p->replayed_records++;
@@ -837,10 +886,7 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
                "the idempotency table cannot hold the ledger's live entries; raise "
                "--store-max-entries");
     }
-done:
-    json_decref(meta);
-    json_decref(body);
-    tg_buf_free(&resp);
+    record_view_free(&v);
     return rc;
 }
 

@@ -164,21 +164,19 @@ static tg_err_t load_guard(tg_pipeline_t *p, tg_diag_t *diag) {
 
 static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     const tg_config_t *c = &p->cfg;
-    /* itest fix: --max-body accepts up to 16 MiB but the store refuses responses above
-     * TG_STORE_MAX_RESPONSE_LEN_LIMIT, so clamp instead of failing the start. */
-    size_t max_resp = (size_t)c->max_body + (size_t)64 * 1024;
-    if (max_resp > TG_STORE_MAX_RESPONSE_LEN_LIMIT) {
-        max_resp = TG_STORE_MAX_RESPONSE_LEN_LIMIT;
-    }
+    /* Idempotency entries hold the ledger position of their record (evaluate.c), never a
+     * response; the receipt index maps executionId to the same. */
     tg_store_opts_t so = {
         .max_entries = (size_t)c->store_max_entries,
+        .max_bytes = (size_t)c->store_max_bytes,
         .retention_ms = c->retention_s * 1000,
         .max_key_len =
             (size_t)(c->max_idempotency_key > c->max_nonce ? c->max_idempotency_key : c->max_nonce),
-        .max_response_len = max_resp};
+        .max_response_len = sizeof(tg_ledger_pos_t)};
     tg_err_t rc = tg_store_create(&p->store, &so, diag);
     if (rc == TG_OK) {
         tg_store_opts_t ro = {.max_entries = (size_t)c->store_max_entries,
+                              .max_bytes = (size_t)c->store_max_bytes,
                               .retention_ms = c->retention_s * 1000,
                               .max_response_len = sizeof(tg_ledger_pos_t)};
         rc = tg_store_create(&p->receipts, &ro, diag);
