@@ -71,6 +71,14 @@ struct tg_exchange {
     const char *log_reason;
     const char *log_surface;
 
+    /* ---- deferred exchanges: optional hook, set by the handler before deferring ---- */
+    /* Runs exactly once after tg_exchange_complete, on an event thread, before the response
+     * is queued (it may still change the response); or, if the connection is gone by then,
+     * from the completion callback. So work after an asynchronous step, and the freeing of
+     * what the handler allocated, stay on the event threads that allocated it. */
+    void (*on_resume)(tg_exchange_t *ex, void *ud);
+    void *on_resume_ud;
+
     /* ---- owned by the HTTP layer ---- */
     void *http_ctx;
 };

@@ -82,7 +82,9 @@
  *
  * Thread safety: tg_ledger_append/append_sync/healthy/stats/read_at/try_recover may be
  * called from any number of threads concurrently. open and close are not concurrent with
- * anything else on the same ledger. done() callbacks run on the writer thread.
+ * anything else on the same ledger. done() callbacks run on the ledger's completion thread
+ * (one thread, so one at a time, in sequence order), never on the writer: the next batch's
+ * write and fdatasync do not wait for the last batch's callbacks.
  */
 #ifndef TRIGGUARD_LEDGER_H
 #define TRIGGUARD_LEDGER_H
@@ -160,7 +162,7 @@ typedef struct tg_ledger_record {
  * writer starts. A non-TG_OK return aborts the open with that error. */
 typedef tg_err_t (*tg_ledger_replay_fn)(void *ud, const tg_ledger_record_t *rec);
 
-/* Completion callback, called exactly once per accepted append, on the writer thread, in
+/* Completion callback, called exactly once per accepted append, on the completion thread, in
  * sequence order. status: TG_OK (durable per the mode; *pos filled) or
  * TG_ERR_LEDGER_UNHEALTHY (not written, never will be; *pos is all zeros). pos is valid only
  * during the call. It must be cheap, must not block, and must not call any tg_ledger_
@@ -201,7 +203,7 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
 
 /* Queues one record; copies type, meta and payload, so the caller keeps ownership and may
  * free them on return. On TG_OK, done(ud, ...) will be called exactly once later (on the
- * writer thread, possibly before this function returns). On error done is never called.
+ * completion thread, possibly before this function returns). On error done is never called.
  * Errors (immediate, never blocking): TG_ERR_INVALID_ARG (NULL l/done, type not 1 or 2,
  * NULL pointer with nonzero length), TG_ERR_LIMIT (meta_len > 1024 or len > 65536),
  * TG_ERR_LEDGER_UNHEALTHY (unhealthy or closing), TG_ERR_OVERLOADED (queue full),

@@ -82,6 +82,16 @@ static void add_header(struct MHD_Response *r, const char *k, const char *v) {
     (void)MHD_add_response_header(r, k, v);
 }
 
+/* The handler's after-completion hook, at most once. */
+static void run_resume_hook(req_ctx_t *ctx) {
+    tg_exchange_t *ex = &ctx->ex;
+    void (*fn)(tg_exchange_t *, void *) = ex->on_resume;
+    if (fn != NULL) {
+        ex->on_resume = NULL;
+        fn(ex, ex->on_resume_ud);
+    }
+}
+
 static enum MHD_Result queue_exchange(req_ctx_t *ctx) {
     tg_exchange_t *ex = &ctx->ex;
     struct MHD_Response *resp;
@@ -288,6 +298,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     int state = atomic_load(&ctx->state);
     if (state == REQ_READY) {
+        run_resume_hook(ctx);
         return queue_exchange(ctx);
     }
     if (state != REQ_READING) {
@@ -314,6 +325,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (ctx == NULL) {
         return;
     }
+    /* A deferred exchange whose connection closed before its response was queued: the
+     * handler still gets its hook (to release what it holds). A connection that is still
+     * suspended never gets here: libmicrohttpd only ends connections it is processing. */
+    run_resume_hook(ctx);
     tg_buf_free(&ctx->body);
     tg_buf_free(&ctx->ex.out);
     free(ctx);

@@ -68,6 +68,17 @@ struct tg_ledger {
     pthread_t thread;
     bool thread_started;
 
+    /* Finished entries wait here for the completion thread, which runs their callbacks in
+     * order while the writer is already writing and syncing the next batch: the callbacks
+     * (resume a connection, store the idempotent entry, log) are then off the commit
+     * cycle, so it is one fdatasync plus a hand-off. Lock order: mu, then cmu. */
+    pthread_mutex_t cmu;
+    pthread_cond_t cmu_cv;
+    entry_t *chead, *ctail;
+    bool cclosing;
+    pthread_t cthread;
+    bool cthread_started;
+
     /* File state below: owned by the writer thread, and held under wmu whenever it is
      * touched, because tg_ledger_append_now (durability none) writes from the caller's
      * thread. Lock order: mu may be held while taking wmu, never the reverse. */
@@ -367,22 +378,67 @@ static void finish(entry_t *e) {
     free(e);
 }
 
-/* Fails and frees every queued entry; called with mu held, releases it around callbacks. */
-static void fail_queue_locked(tg_ledger_t *l) {
-    while (l->qhead != NULL) {
-        entry_t *list = l->qhead;
-        l->qhead = l->qtail = NULL;
-        l->qcount = 0;
-        pthread_mutex_unlock(&l->mu);
+/* Gives the linked entries head..tail (status and position set) to the completion thread. */
+static void hand_off(tg_ledger_t *l, entry_t *head, entry_t *tail) {
+    if (head == NULL) {
+        return;
+    }
+    tail->next = NULL;
+    pthread_mutex_lock(&l->cmu);
+    if (l->ctail != NULL) {
+        l->ctail->next = head;
+    } else {
+        l->chead = head;
+    }
+    l->ctail = tail;
+    pthread_cond_signal(&l->cmu_cv);
+    pthread_mutex_unlock(&l->cmu);
+}
+
+static void hand_off_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
+    for (size_t k = 0; k + 1 < n; k++) {
+        ents[k]->next = ents[k + 1];
+    }
+    if (n > 0) {
+        hand_off(l, ents[0], ents[n - 1]);
+    }
+}
+
+static void *completer_main(void *arg) {
+    tg_ledger_t *l = arg;
+    pthread_mutex_lock(&l->cmu);
+    for (;;) {
+        if (l->chead == NULL) {
+            if (l->cclosing) {
+                break;
+            }
+            pthread_cond_wait(&l->cmu_cv, &l->cmu);
+            continue;
+        }
+        entry_t *list = l->chead;
+        l->chead = l->ctail = NULL;
+        pthread_mutex_unlock(&l->cmu);
         while (list != NULL) {
             entry_t *next = list->next;
-            list->status = TG_ERR_LEDGER_UNHEALTHY;
-            memset(&list->pos, 0, sizeof list->pos);
             finish(list);
             list = next;
         }
-        pthread_mutex_lock(&l->mu);
+        pthread_mutex_lock(&l->cmu);
     }
+    pthread_mutex_unlock(&l->cmu);
+    return NULL;
+}
+
+/* Fails every queued entry (their callbacks run on the completion thread); mu held. */
+static void fail_queue_locked(tg_ledger_t *l) {
+    entry_t *list = l->qhead, *tail = l->qtail;
+    l->qhead = l->qtail = NULL;
+    l->qcount = 0;
+    for (entry_t *e = list; e != NULL; e = e->next) {
+        e->status = TG_ERR_LEDGER_UNHEALTHY;
+        memset(&e->pos, 0, sizeof e->pos);
+    }
+    hand_off(l, list, tail);
 }
 
 static void *writer_main(void *arg) {
@@ -456,9 +512,7 @@ static void *writer_main(void *arg) {
             atomic_fetch_add_explicit(
                 &l->st_batch_hist[bucket(tg_ledger_batch_bounds, TG_LEDGER_BATCH_BUCKETS - 1, n)],
                 1, memory_order_relaxed);
-            for (size_t k = 0; k < n; k++) {
-                finish(l->ents[k]);
-            }
+            hand_off_batch(l, l->ents, n);
             /* BATCH: acknowledged at write(); the fdatasync follows when it is due. */
             pthread_mutex_lock(&l->wmu);
             if (atomic_load(&l->healthy) && l->durability == TG_DURABILITY_BATCH &&
@@ -536,6 +590,18 @@ static tg_err_t replay_rec(void *ud, const tg_ledger_record_t *rec, tg_diag_t *d
     return rc;
 }
 
+static void stop_completer(tg_ledger_t *l) {
+    if (!l->cthread_started) {
+        return;
+    }
+    pthread_mutex_lock(&l->cmu);
+    l->cclosing = true;
+    pthread_cond_signal(&l->cmu_cv);
+    pthread_mutex_unlock(&l->cmu);
+    pthread_join(l->cthread, NULL);
+    l->cthread_started = false;
+}
+
 static void ledger_free(tg_ledger_t *l) {
     if (l == NULL) {
         return;
@@ -554,6 +620,8 @@ static void ledger_free(tg_ledger_t *l) {
     pthread_mutex_destroy(&l->wmu);
     pthread_cond_destroy(&l->work_cv);
     pthread_cond_destroy(&l->recover_cv);
+    pthread_mutex_destroy(&l->cmu);
+    pthread_cond_destroy(&l->cmu_cv);
     free(l->batch);
     free(l->ents);
     free(l->dir);
@@ -749,6 +817,8 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->stat_mu, NULL);
     pthread_mutex_init(&l->wmu, NULL);
+    pthread_mutex_init(&l->cmu, NULL);
+    pthread_cond_init(&l->cmu_cv, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -781,6 +851,11 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
         goto done;
     }
     publish_head(l);
+    if (pthread_create(&l->cthread, NULL, completer_main, l) != 0) {
+        rc = tg_diag_set(diag, TG_ERR_INTERNAL, "ledger open: cannot start the completion thread");
+        goto done;
+    }
+    l->cthread_started = true;
     if (pthread_create(&l->thread, NULL, writer_main, l) != 0) {
         rc = tg_diag_set(diag, TG_ERR_INTERNAL, "ledger open: cannot start the writer thread");
         goto done;
@@ -788,6 +863,7 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
     l->thread_started = true;
 done:
     if (rc) {
+        stop_completer(l);
         ledger_free(l);
         return rc;
     }
@@ -1116,5 +1192,6 @@ void tg_ledger_close(tg_ledger_t *l) {
     if (l->thread_started) {
         pthread_join(l->thread, NULL);
     }
+    stop_completer(l); /* after the writer: it runs what the writer handed off last */
     ledger_free(l);
 }
