@@ -46,6 +46,7 @@ typedef struct tg_config {
     char durability_name[16];
     tg_config_durability_t durability; /* derived from durability_name */
     int64_t batch_ms;
+    int64_t commit_delay_us;
     int64_t segment_bytes;
     int64_t retention_s;
     int64_t store_max_entries;

@@ -132,10 +132,12 @@ typedef struct tg_ledger_opts {
     uint32_t max_batch;         /* records per group commit; 0 = 1024 */
     uint32_t queue_max;         /* queued records before TG_ERR_OVERLOADED; 0 = 16384 */
     uint32_t retry_ms;          /* automatic recovery attempts when unhealthy; 0 = 1000 */
+    uint32_t commit_delay_us;   /* FSYNC: longest wait for announced appends (below) before
+                                   a fdatasync; 0 = never wait */
 } tg_ledger_opts_t;
 
 /* Zero-initialised opts mean "defaults"; set .dir. */
-#define TG_LEDGER_OPTS_INIT ((tg_ledger_opts_t){NULL, TG_DURABILITY_FSYNC, 0, 0, 0, 0, 0})
+#define TG_LEDGER_OPTS_INIT ((tg_ledger_opts_t){NULL, TG_DURABILITY_FSYNC, 0, 0, 0, 0, 0, 0})
 
 /* Where a record lives. The daemon keeps these in its receipt index for tg_ledger_read_at. */
 typedef struct tg_ledger_pos {
@@ -231,6 +233,15 @@ tg_err_t tg_ledger_append_sync(tg_ledger_t *l, uint8_t type, const void *meta, s
 tg_err_t tg_ledger_append_now(tg_ledger_t *l, uint8_t type, const void *meta, size_t meta_len,
                               const void *payload, size_t len,
                               tg_ledger_pos_t *pos_out) TG_MUST_USE;
+
+/* Group-commit hint (used in FSYNC mode with commit_delay_us > 0): the caller will
+ * probably append soon (it is parsing and signing a request). While any caller has
+ * announced, the writer holds a non-full batch up to commit_delay_us for those records, so
+ * one fdatasync covers them all: fewer fdatasyncs, less CPU per record under load. A lone
+ * caller never waits for itself: it ends its announcement before it appends. Each
+ * tg_ledger_announce must be followed by exactly one tg_ledger_announce_end. Thread-safe. */
+void tg_ledger_announce(tg_ledger_t *l);
+void tg_ledger_announce_end(tg_ledger_t *l);
 
 /* true while appends can be made durable (for /readyz). Lock-free. Thread-safe. */
 bool tg_ledger_healthy(const tg_ledger_t *l);

@@ -53,6 +53,8 @@ struct tg_ledger {
     uint32_t max_batch;
     uint32_t queue_max;
     uint32_t retry_ms;
+    uint32_t commit_delay_us;
+    atomic_uint announced; /* tg_ledger_announce minus tg_ledger_announce_end */
 
     /* queue and control, under mu */
     pthread_mutex_t mu;
@@ -60,6 +62,7 @@ struct tg_ledger {
     pthread_cond_t recover_cv; /* try_recover waits for the attempt */
     entry_t *qhead, *qtail;
     uint32_t qcount;
+    bool delaying; /* the writer holds a batch open for announced appends */
     bool closing;
     bool recover_req;
     uint64_t recover_gen;
@@ -488,6 +491,23 @@ static void *writer_main(void *arg) {
             next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
             continue;
         }
+        if (l->qhead != NULL && l->durability == TG_DURABILITY_FSYNC && l->commit_delay_us > 0 &&
+            atomic_load(&l->announced) > 0 && l->qcount < l->max_batch) {
+            /* Group commit delay: records announced by request threads are on their way,
+             * so hold this fdatasync briefly instead of paying another one right after. */
+            int64_t deadline = mono_ns() + (int64_t)l->commit_delay_us * 1000;
+            struct timespec ts;
+            abs_deadline(&ts, deadline);
+            l->delaying = true;
+            while (atomic_load(&l->announced) > 0 && l->qcount < l->max_batch && !l->closing &&
+                   !l->recover_req && mono_ns() < deadline) {
+                pthread_cond_timedwait(&l->work_cv, &l->mu, &ts);
+            }
+            l->delaying = false;
+            if (l->recover_req || !atomic_load(&l->healthy)) {
+                continue; /* handled at the top of the loop, before any batch */
+            }
+        }
         if (l->qhead != NULL) {
             size_t n = 0;
             while (l->qhead != NULL && n < l->max_batch) {
@@ -832,6 +852,8 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
     l->max_batch = opts->max_batch ? opts->max_batch : DEFAULT_MAX_BATCH;
     l->queue_max = opts->queue_max ? opts->queue_max : DEFAULT_QUEUE_MAX;
     l->retry_ms = opts->retry_ms ? opts->retry_ms : DEFAULT_RETRY_MS;
+    l->commit_delay_us = opts->commit_delay_us;
+    atomic_init(&l->announced, 0);
     l->last_sync_ns = mono_ns();
     atomic_init(&l->healthy, true);
     tg_err_t rc = TG_OK;
@@ -946,7 +968,11 @@ tg_err_t tg_ledger_append(tg_ledger_t *l, uint8_t type, const void *meta, size_t
         }
         l->qtail = e;
         l->qcount++;
-        pthread_cond_signal(&l->work_cv);
+        /* A delaying writer waits for announcements to end (or a full batch), not for each
+         * record: waking it per record would only cost context switches. */
+        if (!l->delaying || l->qcount >= l->max_batch) {
+            pthread_cond_signal(&l->work_cv);
+        }
     }
     pthread_mutex_unlock(&l->mu);
     if (rc) {
@@ -1042,6 +1068,26 @@ tg_err_t tg_ledger_append_now(tg_ledger_t *l, uint8_t type, const void *meta, si
         pthread_mutex_unlock(&l->mu);
     }
     return rc;
+}
+
+void tg_ledger_announce(tg_ledger_t *l) {
+    if (l != NULL) {
+        atomic_fetch_add_explicit(&l->announced, 1, memory_order_relaxed);
+    }
+}
+
+void tg_ledger_announce_end(tg_ledger_t *l) {
+    if (l == NULL) {
+        return;
+    }
+    if (atomic_fetch_sub(&l->announced, 1) == 1) {
+        /* The last announced record is in (or will not come): a delaying writer can stop. */
+        pthread_mutex_lock(&l->mu);
+        if (l->delaying) {
+            pthread_cond_signal(&l->work_cv);
+        }
+        pthread_mutex_unlock(&l->mu);
+    }
 }
 
 bool tg_ledger_healthy(const tg_ledger_t *l) {

@@ -32,6 +32,7 @@ typedef struct eval_req {
     bool idem_reserved;
     bool nonce_used;
     bool bulkhead_held;
+    bool announced; /* tg_ledger_announce made, its end not yet */
     tg_verdict_t verdict;
     const char *reason; /* static or policy-owned; copied below for the deferred path */
     tg_err_t ledger_status; /* what the ledger said, for the deferred path */
@@ -57,6 +58,14 @@ static eval_req_t *eval_req_new(void) {
 }
 
 static void eval_req_free(eval_req_t *r) { free(r); }
+
+/* Ends the request's group-commit announcement (tg_ledger_announce), once. */
+static void announce_end(eval_req_t *r) {
+    if (r->announced) {
+        r->announced = false;
+        tg_ledger_announce_end(r->p->ledger);
+    }
+}
 
 static const char *route_label(tg_eval_mode_t m) {
     return m == TG_MODE_EXECUTE ? "/execute" : m == TG_MODE_DECIDE ? "/decide" : "/v1/evaluate";
@@ -734,6 +743,7 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
     }
     ex->on_resume = on_resume;
     ex->on_resume_ud = r;
+    announce_end(r); /* before the append: the writer must not wait for this very record */
     tg_exchange_defer(ex);
     rc = tg_ledger_append(p->ledger, type, meta_buf.data, meta_buf.len, record.data, record.len,
                           on_durable, r);
@@ -773,6 +783,10 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
                             "Content-Type must be application/json");
         goto out;
     }
+    if (mode != TG_MODE_DECIDE && p->cfg.durability == TG_CONFIG_DURABILITY_FSYNC) {
+        tg_ledger_announce(p->ledger); /* a record is probably coming: see ledger.h */
+        r->announced = true;
+    }
     tg_diag_t diag = {{0}};
     tg_err_t rc = tg_json_parse(&req, ex->body, ex->body_len, &p->limits, &diag);
     if (rc != TG_OK) {
@@ -787,6 +801,7 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
         return;
     }
 out:
+    announce_end(r);
     finish(r);
     eval_req_free(r);
 }

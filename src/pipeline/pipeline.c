@@ -190,6 +190,7 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
                     : c->durability == TG_CONFIG_DURABILITY_NONE ? TG_DURABILITY_NONE
                                                                  : TG_DURABILITY_FSYNC;
     lo.batch_interval_ms = (uint32_t)c->batch_ms;
+    lo.commit_delay_us = (uint32_t)c->commit_delay_us;
     lo.segment_max_bytes = (uint64_t)c->segment_bytes;
     tg_ledger_recovery_t rep;
     memset(&rep, 0, sizeof rep);

@@ -955,6 +955,74 @@ static void test_group_commit(void **state) {
     tdir_remove(&d);
 }
 
+/* Group-commit delay: while a caller has announced a record, the writer holds the batch
+ * (here for up to 60 s); the last tg_ledger_announce_end releases it at once, and close
+ * releases it too. */
+typedef struct delay_arg {
+    tg_ledger_t *l;
+    atomic_int done;
+    tg_err_t rc;
+} delay_arg_t;
+
+static void *delay_append(void *arg) {
+    delay_arg_t *a = arg;
+    tg_ledger_pos_t pos;
+    a->rc = tg_ledger_append_sync(a->l, TG_LEDGER_TYPE_RECEIPT, "m", 1, "{}", 2, &pos);
+    atomic_store(&a->done, 1);
+    return NULL;
+}
+
+static void delay_done(void *ud, tg_err_t status, const tg_ledger_pos_t *pos) {
+    (void)pos;
+    delay_arg_t *a = ud;
+    a->rc = status;
+    atomic_store(&a->done, 1);
+}
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void test_commit_delay(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    o.commit_delay_us = 60u * 1000 * 1000;
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    delay_arg_t a = {.l = l};
+    atomic_init(&a.done, 0);
+    tg_ledger_announce(l);
+    tg_ledger_announce(l);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, delay_append, &a), 0);
+    sleep_ms(50);
+    assert_int_equal(atomic_load(&a.done), 0); /* held: two announcements outstanding */
+    tg_ledger_announce_end(l);
+    sleep_ms(20);
+    assert_int_equal(atomic_load(&a.done), 0); /* one still outstanding */
+    tg_ledger_announce_end(l);                 /* the last one: the batch goes now */
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(a.rc, TG_OK);
+    /* Held again, then closed: close must not wait out the delay, and the record is durable. */
+    atomic_store(&a.done, 0);
+    a.rc = TG_ERR_INTERNAL;
+    tg_ledger_announce(l);
+    assert_int_equal(tg_ledger_append(l, TG_LEDGER_TYPE_RECEIPT, "m", 1, "{}", 2, delay_done, &a),
+                     TG_OK);
+    sleep_ms(20);
+    assert_int_equal(atomic_load(&a.done), 0);
+    tg_ledger_close(l); /* returns after every done() has run */
+    assert_int_equal(atomic_load(&a.done), 1);
+    assert_int_equal(a.rc, TG_OK);
+    tg_ledger_verify_report_t vr;
+    assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, NULL), TG_OK);
+    assert_int_equal(vr.records, 2);
+    tdir_remove(&d);
+}
+
 static void test_group_commit_batches(void **state) {
     (void)state;
     tdir_t d;
@@ -1430,6 +1498,7 @@ int main(void) {
         cmocka_unit_test_setup(test_missing_segments, setup),
         cmocka_unit_test_setup(test_group_commit, setup),
         cmocka_unit_test_setup(test_group_commit_batches, setup),
+        cmocka_unit_test_setup(test_commit_delay, setup),
         cmocka_unit_test_setup(test_append_now, setup),
         cmocka_unit_test_setup(test_fault_pwrite_eio, setup),
         cmocka_unit_test_setup(test_fault_pwrite_enospc, setup),
