@@ -1023,6 +1023,38 @@ static void test_commit_delay(void **state) {
     tdir_remove(&d);
 }
 
+/* Durability none: the writer thread fdatasyncs written records in the background (so a
+ * rotation never has a whole segment to flush under the write lock), and only then. */
+static void test_none_background_flush(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    o.durability = TG_DURABILITY_NONE;
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    tg_ledger_stats_t st;
+    sleep_ms(250);
+    tg_ledger_stats(l, &st);
+    assert_int_equal(st.fsyncs, 0); /* nothing written, nothing to flush */
+    tg_ledger_pos_t pos;
+    assert_int_equal(tg_ledger_append_now(l, TG_LEDGER_TYPE_RECEIPT, "m", 1, "{}", 2, &pos), TG_OK);
+    for (int i = 0; i < 100; i++) { /* 100 ms period: give it up to 5 s */
+        tg_ledger_stats(l, &st);
+        if (st.fsyncs > 0) {
+            break;
+        }
+        sleep_ms(50);
+    }
+    assert_true(st.fsyncs >= 1);
+    uint64_t after = st.fsyncs;
+    sleep_ms(250);
+    tg_ledger_stats(l, &st);
+    assert_int_equal(st.fsyncs, after); /* synced: no more flushes until new records */
+    tg_ledger_close(l);
+    tdir_remove(&d);
+}
+
 static void test_group_commit_batches(void **state) {
     (void)state;
     tdir_t d;
@@ -1499,6 +1531,7 @@ int main(void) {
         cmocka_unit_test_setup(test_group_commit, setup),
         cmocka_unit_test_setup(test_group_commit_batches, setup),
         cmocka_unit_test_setup(test_commit_delay, setup),
+        cmocka_unit_test_setup(test_none_background_flush, setup),
         cmocka_unit_test_setup(test_append_now, setup),
         cmocka_unit_test_setup(test_fault_pwrite_eio, setup),
         cmocka_unit_test_setup(test_fault_pwrite_enospc, setup),
