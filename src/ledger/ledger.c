@@ -63,7 +63,8 @@ struct tg_ledger {
     pthread_cond_t recover_cv; /* try_recover waits for the attempt */
     entry_t *qhead, *qtail;
     uint32_t qcount;
-    bool delaying; /* the writer holds a batch open for announced appends */
+    bool delaying;       /* the writer holds a batch open (group-commit delay) */
+    uint32_t prev_batch; /* records in the writer's previous batch */
     bool closing;
     bool recover_req;
     uint64_t recover_gen;
@@ -557,16 +558,19 @@ static void *writer_main(void *arg) {
             next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
             continue;
         }
+        /* Group-commit delay: more records are on their way when request threads have
+         * announced some, or when the last batch had several (concurrent clients), so hold
+         * this fdatasync up to commit_delay_us instead of paying another one right after
+         * it. A lone client (batches of one, nothing announced) never waits. */
+        bool concurrent = l->prev_batch >= 2;
         if (l->qhead != NULL && l->durability == TG_DURABILITY_FSYNC && l->commit_delay_us > 0 &&
-            atomic_load(&l->announced) > 0 && l->qcount < l->max_batch) {
-            /* Group commit delay: records announced by request threads are on their way,
-             * so hold this fdatasync briefly instead of paying another one right after. */
+            (concurrent || atomic_load(&l->announced) > 0) && l->qcount < l->max_batch) {
             int64_t deadline = mono_ns() + (int64_t)l->commit_delay_us * 1000;
             struct timespec ts;
             abs_deadline(&ts, deadline);
             l->delaying = true;
-            while (atomic_load(&l->announced) > 0 && l->qcount < l->max_batch && !l->closing &&
-                   !l->recover_req && mono_ns() < deadline) {
+            while ((concurrent || atomic_load(&l->announced) > 0) && l->qcount < l->max_batch &&
+                   !l->closing && !l->recover_req && mono_ns() < deadline) {
                 pthread_cond_timedwait(&l->work_cv, &l->mu, &ts);
             }
             l->delaying = false;
@@ -585,6 +589,7 @@ static void *writer_main(void *arg) {
             if (l->qhead == NULL) {
                 l->qtail = NULL;
             }
+            l->prev_batch = (uint32_t)n;
             pthread_mutex_unlock(&l->mu);
             pthread_mutex_lock(&l->wmu);
             write_batch(l, l->ents, n);
