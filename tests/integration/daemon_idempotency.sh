@@ -276,5 +276,42 @@ v = tgclient.metric(s, "trigguard_idempotent_replays_total")
 assert v >= 14, v
 PY
 
+# ---- a stored response whose ledger record cannot be read back --------------------------
+# Entries keep the record's ledger position; a replay rebuilds the response from the record.
+# If the record no longer verifies, the retry gets 500 and is not executed a second time.
+tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"k-damaged"')"
+tg_expect_py "s == 200 and j['decision'] == 'PERMIT'" "original before the damage"
+records_of() { # records_of -> $RECORDS: trigguard_ledger_records_total
+    tg_req GET /metrics
+    RECORDS=$(python3 -c 'import sys, tgclient
+s, _ = tgclient.parse_prometheus(open(sys.argv[1]).read())
+print(int(tgclient.metric(s, "trigguard_ledger_records_total")))' "$TG_BODY_FILE")
+}
+records_of
+before=$RECORDS
+tg_check "flip a byte inside the last record's payload" python3 - "$TG_TMP/ledger-main" <<'PY'
+import glob, os, struct, sys
+seg = sorted(glob.glob(os.path.join(sys.argv[1], "ledger-*.tgl")))[-1]
+data = open(seg, "rb").read()
+off, last = 0, None
+while off + 60 <= len(data):   # header: magic(4) ver type flags(2) seq(8) prev(32) mlen(4) plen(4) check(4)
+    mlen, plen = struct.unpack("<II", data[off + 48:off + 56])
+    last = (off, mlen, plen)
+    off += 60 + mlen + plen + 32
+off, mlen, plen = last
+pos = off + 60 + mlen + plen // 2
+with open(seg, "r+b") as f:
+    f.seek(pos)
+    b = f.read(1)
+    f.seek(pos)
+    f.write(bytes([b[0] ^ 0x20]))
+PY
+tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"k-damaged"')"
+tg_expect_py "s == 500 and j['error'] == 'internal_error'" "retry of a damaged record: 500"
+tg_expect_no_header Idempotent-Replayed "the 500 is not a replay"
+records_of
+tg_eq "$RECORDS" "$before" "the retry was not executed again (no new ledger record)"
+tg_check "the log names the failed rebuild" grep -q '"event":"idempotent_replay"' "$(tg_logfile main)"
+
 tg_stop main
 tg_done
