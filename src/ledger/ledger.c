@@ -1,5 +1,4 @@
 /* ledger.c — open/replay/recovery, the group-commit writer thread, reads and stats. */
-#define _GNU_SOURCE /* sync_file_range (Linux): see kick_writeback */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -373,8 +372,8 @@ static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
                 break; /* out of memory: write what we have; the rest fails below */
             }
             uint8_t hash[HSZ];
-            tg_lg_encode(l->batch + blen, hash, e->type, seq, prev, e->meta, e->meta_len, e->payload,
-                         e->payload_len);
+            tg_lg_encode(l->batch + blen, hash, e->type, seq, prev, e->meta, e->meta_len,
+                         e->payload, e->payload_len);
             e->pos.seq = seq;
             e->pos.offset = off + blen;
             e->pos.segment = l->seg;

@@ -34,7 +34,7 @@ typedef struct eval_req {
     bool bulkhead_held;
     bool announced; /* tg_ledger_announce made, its end not yet */
     tg_verdict_t verdict;
-    const char *reason; /* static or policy-owned; copied below for the deferred path */
+    const char *reason;     /* static or policy-owned; copied below for the deferred path */
     tg_err_t ledger_status; /* what the ledger said, for the deferred path */
     tg_ledger_pos_t pos;
     /* Text members below are NUL-terminated when their length is set; they are not
@@ -260,9 +260,9 @@ static void settle(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *pos) {
             /* The entry keeps where the record is, not the response: a replay rebuilds the
              * response from the record (replay_response), the same way after a restart, so
              * an entry costs ~150 bytes instead of a copy of a ~1.4 KB response. */
-            tg_err_t rc =
-                tg_store_idem_complete(p->store, r->tenant_name, r->tenant_len, r->idem,
-                                       r->idem_len, ex->status, (const char *)pos, sizeof *pos, now);
+            tg_err_t rc = tg_store_idem_complete(p->store, r->tenant_name, r->tenant_len, r->idem,
+                                                 r->idem_len, ex->status, (const char *)pos,
+                                                 sizeof *pos, now);
             if (rc != TG_OK) {
                 /* The record is durable and the response goes out, but the table could not
                  * keep it (full). Dropping the reservation would let a retry execute the
@@ -911,13 +911,13 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
     }
     int64_t now = tg_clock_now_ms();
     if (v.key != NULL) {
-        rc = tg_store_idem_restore(p->store, v.tenant, v.tenant_len, v.key, v.key_len, v.hash,
-                                   v.status, (const char *)&rec->pos, sizeof rec->pos, v.at_ms,
-                                   now);
+        rc =
+            tg_store_idem_restore(p->store, v.tenant, v.tenant_len, v.key, v.key_len, v.hash,
+                                  v.status, (const char *)&rec->pos, sizeof rec->pos, v.at_ms, now);
     }
     if (rc == TG_OK && v.nonce != NULL) {
-        rc = tg_store_nonce_restore(p->store, v.tenant, v.tenant_len, v.nonce, v.nonce_len,
-                                    v.at_ms, now);
+        rc = tg_store_nonce_restore(p->store, v.tenant, v.tenant_len, v.nonce, v.nonce_len, v.at_ms,
+                                    now);
     }
     if (rc == TG_OK && rec->type == TG_LEDGER_TYPE_RECEIPT) {
         TG_IGNORE(tg_store_idem_restore(p->receipts, v.tenant, v.tenant_len, v.exec_id,

@@ -267,8 +267,8 @@ tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) {
 }
 
 /* A sweep walks every bucket of both tables (cost proportional to capacity, about 5 ms
- * per million entries: ~20 ms at the default 4 million), so it runs every TG_SWEEP_EVERY ticks: expired
- * entries are already invisible to lookups, the sweep only returns their memory. */
+ * per million entries: ~20 ms at the default 4 million), so it runs every TG_SWEEP_EVERY ticks:
+ * expired entries are already invisible to lookups, the sweep only returns their memory. */
 #define TG_SWEEP_EVERY 10
 
 void tg_pipeline_tick(tg_pipeline_t *p) {
