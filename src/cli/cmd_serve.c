@@ -14,6 +14,7 @@
 #include <sodium.h>
 
 #include "cli.h"
+#include "trigguard/canon.h"
 #include "trigguard/config.h"
 #include "trigguard/http.h"
 #include "trigguard/log.h"
@@ -81,6 +82,7 @@ int tg_cmd_serve(int argc, char **argv) {
     }
     tg_log_setup(level, format, STDERR_FILENO);
     tune_allocator();
+    tg_json_alloc_install(); /* request-scoped arenas for jansson: see canon.h */
 
     /* Signals go to this thread only (sigtimedwait below): block them before any
      * other thread exists so every thread inherits the mask. */

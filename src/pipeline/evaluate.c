@@ -788,8 +788,12 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
         r->announced = true;
     }
     tg_diag_t diag = {{0}};
+    /* Every jansson value of this request lives and dies between here and scope_end
+     * (canon.h): parsed body, request-hash object, SILENCE record, trace. */
+    tg_json_scope_begin();
     tg_err_t rc = tg_json_parse(&req, ex->body, ex->body_len, &p->limits, &diag);
     if (rc != TG_OK) {
+        tg_json_scope_end();
         tg_reply_json_error(ex, &p->limits, rc, diag.msg);
         goto out;
     }
@@ -797,6 +801,7 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
     bool handed_off = run(r, ref, req);
     tg_pipeline_policy_release(ref);
     json_decref(req);
+    tg_json_scope_end();
     if (handed_off) {
         return;
     }

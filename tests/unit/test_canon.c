@@ -1111,6 +1111,56 @@ static void test_sha_hex(void **state) {
     json_decref(arr);
 }
 
+/* Request-scoped jansson arena (canon.h): values made in a scope come from the thread's
+ * arena and are reclaimed together at scope_end; past the arena, and outside scopes, malloc. */
+static void test_json_arena(void **state) {
+    (void)state;
+    tg_json_alloc_install();
+    /* made outside any scope: malloc'd, may be freed inside one */
+    json_t *outside = json_pack("{s:[i,i,i]}", "a", 1, 2, 3);
+    assert_non_null(outside);
+
+    const char *text = "{\"surface\":\"payments.charge\",\"amount\":4999,\"tags\":[\"x\",\"y\"]}";
+    tg_json_scope_begin();
+    json_t *v = NULL;
+    assert_int_equal(tg_json_parse(&v, text, strlen(text), NULL, NULL), TG_OK);
+    assert_string_equal(json_string_value(json_object_get(v, "surface")), "payments.charge");
+    assert_true(json_number_value(json_object_get(v, "amount")) == 4999.0);
+    const void *first = json_object_get(v, "surface");
+    json_decref(v);
+    json_decref(outside); /* malloc'd: really freed, inside the scope */
+    tg_json_scope_end();
+
+    /* the next scope starts over: the same text lands at the same place */
+    tg_json_scope_begin();
+    assert_int_equal(tg_json_parse(&v, text, strlen(text), NULL, NULL), TG_OK);
+    assert_ptr_equal(json_object_get(v, "surface"), first);
+    json_decref(v);
+    tg_json_scope_end();
+
+    /* more than the arena holds: the rest comes from malloc, and everything frees cleanly */
+    tg_buf_t big;
+    tg_buf_init(&big, 0);
+    assert_int_equal(tg_buf_putc(&big, '['), TG_OK);
+    for (int i = 0; i < 8000; i++) {
+        assert_int_equal(tg_buf_printf(&big, "%s{\"k%d\":\"value %d\"}", i ? "," : "", i, i),
+                         TG_OK);
+    }
+    assert_int_equal(tg_buf_putc(&big, ']'), TG_OK);
+    tg_json_limits_t lim = TG_JSON_LIMITS_DEFAULT;
+    lim.max_bytes = big.len;
+    tg_json_scope_begin();
+    assert_int_equal(tg_json_parse(&v, big.data, big.len, &lim, NULL), TG_OK);
+    assert_int_equal(json_array_size(v), 8000);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(v, 7999), "k7999")),
+                        "value 7999");
+    json_decref(v);
+    tg_json_scope_end();
+    tg_buf_free(&big);
+
+    json_set_alloc_funcs(malloc, free);
+}
+
 int main(void) {
     if (sodium_init() < 0) {
         return 1;
@@ -1124,6 +1174,7 @@ int main(void) {
         cmocka_unit_test(test_parse_nomem),      cmocka_unit_test(test_write_values),
         cmocka_unit_test(test_write_errors),     cmocka_unit_test(test_sort_order),
         cmocka_unit_test(test_canon_string),     cmocka_unit_test(test_sha_hex),
+        cmocka_unit_test(test_json_arena),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
