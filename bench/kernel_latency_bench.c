@@ -99,68 +99,6 @@ static tg_err_t put_json_str(tg_buf_t *b, const char *s) {
     return tg_canon_string(b, s, strlen(s));
 }
 
-static void read_first_line_with(const char *path, const char *key, char *out, size_t n) {
-    out[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        return;
-    }
-    char line[1024];
-    while (fgets(line, sizeof line, f) != NULL) {
-        if (key == NULL || strncmp(line, key, strlen(key)) == 0) {
-            char *v = key != NULL ? strchr(line, ':') : line;
-            if (v != NULL) {
-                v += key != NULL ? 1 : 0;
-                while (*v == ' ' || *v == '\t') {
-                    v++;
-                }
-                v[strcspn(v, "\n")] = '\0';
-                snprintf(out, n, "%s", v);
-            }
-            break;
-        }
-    }
-    fclose(f);
-}
-
-/* The compile command of src/kernel/kernel.c from the build's compile_commands.json (the
- * build directory is two levels above this executable): the exact flags of the kernel. */
-static void kernel_compile_command(char *out, size_t n) {
-    snprintf(out, n, "unknown");
-    char exe[4096], db[4200];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len <= 0) {
-        return;
-    }
-    exe[len] = '\0';
-    for (int up = 0; up < 2; up++) {
-        char *slash = strrchr(exe, '/');
-        if (slash == NULL) {
-            return;
-        }
-        *slash = '\0';
-    }
-    snprintf(db, sizeof db, "%s/compile_commands.json", exe);
-    FILE *f = fopen(db, "r");
-    if (f == NULL) {
-        return;
-    }
-    json_t *cc = json_loadf(f, 0, NULL);
-    fclose(f);
-    static const char suffix[] = "/src/kernel/kernel.c";
-    for (size_t i = 0; i < json_array_size(cc); i++) {
-        const json_t *e = json_array_get(cc, i);
-        const char *file = json_string_value(json_object_get(e, "file"));
-        const char *cmd = json_string_value(json_object_get(e, "command"));
-        size_t fl = file != NULL ? strlen(file) : 0, sl = sizeof suffix - 1;
-        if (cmd != NULL && fl >= sl && strcmp(file + fl - sl, suffix) == 0) {
-            snprintf(out, n, "%s", cmd);
-            break;
-        }
-    }
-    json_decref(cc);
-}
-
 /* ---- measurement ------------------------------------------------------------------- */
 
 /* Batched timing of one operation: per-batch wall times, plus thread CPU time overall. */
@@ -486,9 +424,9 @@ int main(int argc, char **argv) {
     }
 
     char cpu[256], load[256], cmd[8192], date[64];
-    read_first_line_with("/proc/cpuinfo", "model name", cpu, sizeof cpu);
-    read_first_line_with("/proc/loadavg", NULL, load, sizeof load);
-    kernel_compile_command(cmd, sizeof cmd);
+    tg_bench_read_field(cpu, sizeof cpu, "/proc/cpuinfo", "model name");
+    tg_bench_read_field(load, sizeof load, "/proc/loadavg", NULL);
+    tg_bench_compile_command(cmd, sizeof cmd, "/src/kernel/kernel.c");
     struct utsname un;
     uname(&un);
     time_t t = time(NULL);

@@ -46,9 +46,7 @@ tg_err_t tg_bench_put_str(tg_buf_t *b, const char *s) {
     return rc ? rc : tg_buf_putc(b, '"');
 }
 
-/* Value after "key<spaces>:" on the first line of path starting with key (key NULL: first
- * line), trimmed; "" when absent. */
-static void read_field(char *out, size_t n, const char *path, const char *key) {
+void tg_bench_read_field(char *out, size_t n, const char *path, const char *key) {
     out[0] = '\0';
     FILE *f = fopen(path, "r");
     if (f == NULL) {
@@ -76,10 +74,7 @@ static void read_field(char *out, size_t n, const char *path, const char *key) {
     fclose(f);
 }
 
-/* The flags of src/pipeline/evaluate.c in the compile_commands.json of the build this
- * executable belongs to (<build>/bench/<exe>): the exact options of the daemon's hot path,
- * without include paths, outputs and the file name. */
-static void daemon_c_flags(char *out, size_t n) {
+void tg_bench_compile_command(char *out, size_t n, const char *suffix) {
     snprintf(out, n, "unknown");
     char exe[4096], db[4200];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -96,39 +91,48 @@ static void daemon_c_flags(char *out, size_t n) {
     }
     snprintf(db, sizeof db, "%s/compile_commands.json", exe);
     json_t *cc = json_load_file(db, 0, NULL);
-    static const char suffix[] = "/src/pipeline/evaluate.c";
-    const char *cmd = NULL;
-    for (size_t i = 0; i < json_array_size(cc) && cmd == NULL; i++) {
+    size_t sl = strlen(suffix);
+    for (size_t i = 0; i < json_array_size(cc); i++) {
         const json_t *e = json_array_get(cc, i);
         const char *file = json_string_value(json_object_get(e, "file"));
-        size_t fl = file != NULL ? strlen(file) : 0, sl = sizeof suffix - 1;
-        if (fl >= sl && strcmp(file + fl - sl, suffix) == 0) {
-            cmd = json_string_value(json_object_get(e, "command"));
-        }
-    }
-    if (cmd != NULL) {
-        size_t used = 0;
-        out[0] = '\0';
-        const char *p = cmd + strcspn(cmd, " "); /* skip the compiler path */
-        int skip_next = 0;
-        while (*p != '\0') {
-            p += strspn(p, " ");
-            size_t tl = strcspn(p, " ");
-            if (tl == 0) {
-                break;
-            }
-            int takes_arg = (tl == 2 && (strncmp(p, "-o", 2) == 0 || strncmp(p, "-c", 2) == 0)) ||
-                            (tl == 8 && strncmp(p, "-isystem", 8) == 0);
-            int drop = skip_next || takes_arg || p[0] != '-' || strncmp(p, "-I", 2) == 0;
-            skip_next = takes_arg;
-            if (!drop && used + tl + 2 < n) {
-                used +=
-                    (size_t)snprintf(out + used, n - used, "%s%.*s", used ? " " : "", (int)tl, p);
-            }
-            p += tl;
+        const char *cmd = json_string_value(json_object_get(e, "command"));
+        size_t fl = file != NULL ? strlen(file) : 0;
+        if (cmd != NULL && fl >= sl && strcmp(file + fl - sl, suffix) == 0) {
+            snprintf(out, n, "%s", cmd);
+            break;
         }
     }
     json_decref(cc);
+}
+
+/* The flags of src/pipeline/evaluate.c (the daemon's hot path) from its compile command,
+ * without the compiler, include paths, outputs and the file name. */
+static void daemon_c_flags(char *out, size_t n) {
+    static char cmd[16384];
+    tg_bench_compile_command(cmd, sizeof cmd, "/src/pipeline/evaluate.c");
+    if (strcmp(cmd, "unknown") == 0) {
+        snprintf(out, n, "unknown");
+        return;
+    }
+    size_t used = 0;
+    out[0] = '\0';
+    const char *p = cmd + strcspn(cmd, " "); /* skip the compiler path */
+    int skip_next = 0;
+    while (*p != '\0') {
+        p += strspn(p, " ");
+        size_t tl = strcspn(p, " ");
+        if (tl == 0) {
+            break;
+        }
+        int takes_arg = (tl == 2 && (strncmp(p, "-o", 2) == 0 || strncmp(p, "-c", 2) == 0)) ||
+                        (tl == 8 && strncmp(p, "-isystem", 8) == 0);
+        int drop = skip_next || takes_arg || p[0] != '-' || strncmp(p, "-I", 2) == 0;
+        skip_next = takes_arg;
+        if (!drop && used + tl + 2 < n) {
+            used += (size_t)snprintf(out + used, n - used, "%s%.*s", used ? " " : "", (int)tl, p);
+        }
+        p += tl;
+    }
 }
 
 /* "name=version" lines of the three -dev packages the build compiled against. */
@@ -179,10 +183,10 @@ tg_err_t tg_bench_put_environment(tg_buf_t *b, const char *durability, const cha
     }
     char cpu[256], mem[64], os[256], load[256], flags[4096], date[32], kernel[512];
     char mhd[256], jan[256], sod[256];
-    read_field(cpu, sizeof cpu, "/proc/cpuinfo", "model name");
-    read_field(mem, sizeof mem, "/proc/meminfo", "MemTotal");
-    read_field(os, sizeof os, "/etc/os-release", "PRETTY_NAME");
-    read_field(load, sizeof load, "/proc/loadavg", NULL);
+    tg_bench_read_field(cpu, sizeof cpu, "/proc/cpuinfo", "model name");
+    tg_bench_read_field(mem, sizeof mem, "/proc/meminfo", "MemTotal");
+    tg_bench_read_field(os, sizeof os, "/etc/os-release", "PRETTY_NAME");
+    tg_bench_read_field(load, sizeof load, "/proc/loadavg", NULL);
     daemon_c_flags(flags, sizeof flags);
     dpkg_versions(mhd, jan, sod, sizeof mhd);
     tg_bench_utc_now(date, sizeof date);

@@ -21,6 +21,15 @@ void tg_bench_utc_now(char *out, size_t n);
  * Errors: TG_ERR_LIMIT, TG_ERR_NOMEM from the buffer. */
 tg_err_t tg_bench_put_str(tg_buf_t *b, const char *s) TG_MUST_USE;
 
+/* Value after "key<spaces>:" (or "=") on the first line of path that starts with key (key
+ * NULL: the first line), trimmed of blanks and quotes; "" when absent. out gets n bytes. */
+void tg_bench_read_field(char *out, size_t n, const char *path, const char *key);
+
+/* The compile command of the source file whose path ends in `suffix` (e.g.
+ * "/src/kernel/kernel.c") from compile_commands.json of the build this executable belongs to
+ * (<build>/bench/<exe>); "unknown" when it cannot be found. out gets n bytes. */
+void tg_bench_compile_command(char *out, size_t n, const char *suffix);
+
 /* Appends the member "environment":{cpu_model, cpu_cores, memory_total_mib, kernel, os,
  * compiler, build_type, c_flags, optimized, sanitizers, libraries{libmicrohttpd, jansson,
  * libsodium: {package, runtime}}, git_commit, durability, date, loadavg}.
