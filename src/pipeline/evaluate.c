@@ -741,6 +741,9 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
         settle(r, rc, &pos);
         goto done;
     }
+    /* Until on_durable says otherwise, the record is not durable: a hook that ran first
+     * (the connection ended before the ledger answered) releases, never stores. */
+    r->ledger_status = TG_ERR_LEDGER_UNHEALTHY;
     ex->on_resume = on_resume;
     ex->on_resume_ud = r;
     announce_end(r); /* before the append: the writer must not wait for this very record */
@@ -872,15 +875,24 @@ static tg_err_t record_view(record_view_t *v, const void *meta, size_t meta_len,
     return TG_OK;
 }
 
+/* Both tables (idempotency, receipt index) keep a record's ledger position as an entry's
+ * body: false unless res is a stored entry of exactly that size. */
+static bool pos_of(tg_ledger_pos_t *pos, const tg_idem_result_t *res) {
+    if (res->state != TG_IDEM_REPLAY || res->body == NULL || res->body_len != sizeof *pos) {
+        return false;
+    }
+    memcpy(pos, res->body, sizeof *pos);
+    return true;
+}
+
 /* An idempotent replay: the stored entry says where the request's record is; the response
  * is rebuilt from it by compose_response, the function that built the original, so the
  * bytes are the same (without a ?explain trace, which is never stored). */
 static tg_err_t replay_response(tg_pipeline_t *p, const tg_idem_result_t *res, tg_buf_t *out) {
     tg_ledger_pos_t pos;
-    if (res->body == NULL || res->body_len != sizeof pos) {
+    if (!pos_of(&pos, res)) {
         return TG_ERR_INTERNAL;
     }
-    memcpy(&pos, res->body, sizeof pos);
     tg_buf_t payload, meta;
     tg_buf_init(&payload, TG_LEDGER_PAYLOAD_MAX);
     tg_buf_init(&meta, TG_LEDGER_META_MAX);
@@ -962,18 +974,14 @@ void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *ex
     tg_err_t rc = ok ? tg_store_idem_get(p->receipts, tn, tl, exec_id, strlen(exec_id),
                                          tg_clock_now_ms(), &res)
                      : TG_ERR_NOT_FOUND;
-    if (rc == TG_OK && (res.state != TG_IDEM_REPLAY || res.body_len != sizeof(tg_ledger_pos_t))) {
-        rc = TG_ERR_NOT_FOUND;
-    }
-    if (rc != TG_OK) {
-        tg_idem_result_free(&res);
+    tg_ledger_pos_t pos;
+    bool found = rc == TG_OK && pos_of(&pos, &res);
+    tg_idem_result_free(&res);
+    if (!found) {
         /* Another tenant's receipt is indistinguishable from a missing one. */
         tg_reply_error(ex, TG_ERR_NOT_FOUND, "no receipt with this executionId for this tenant");
         return;
     }
-    tg_ledger_pos_t pos;
-    memcpy(&pos, res.body, sizeof pos);
-    tg_idem_result_free(&res);
     tg_buf_reset(&ex->out);
     rc = tg_ledger_read_at(p->ledger, &pos, &ex->out, NULL, NULL);
     if (rc != TG_OK) {
