@@ -173,7 +173,7 @@ tg_expect_py "s == 200 and j['executionId'] == '$NONCE_EXEC'" "acme reads its ow
 PORT=${TG_PORTS[main]}
 tg_check "concurrent duplicates: one original, the rest replays or 409 in flight, one execution id" \
     python3 - "$PORT" <<'PY'
-import json, sys, threading, tgclient
+import json, sys, tgclient
 port = int(sys.argv[1])
 N = 32
 req = {"surface": "payments.charge", "action": "transfer_funds", "actor": "agent.billing",
@@ -185,19 +185,7 @@ def metric(name):
     return tgclient.metric(tgclient.parse_prometheus(body.decode())[0], name)
 
 before = metric("trigguard_ledger_records_total")
-barrier = threading.Barrier(N)
-results = [None] * N
-def worker(i):
-    barrier.wait()
-    try:
-        results[i] = tgclient.request(port, "POST", "/v1/evaluate", req, tgclient.bearer("tok-acme"))
-    except Exception as e:
-        results[i] = e
-threads = [threading.Thread(target=worker, args=(i,)) for i in range(N)]
-for t in threads: t.start()
-for t in threads: t.join()
-errors = [r for r in results if isinstance(r, Exception)]
-assert not errors, "transport errors: %r" % errors[:3]
+results = tgclient.post_together(port, [req] * N, "tok-acme")
 originals = [r for r in results if r[0] == 200 and "idempotent-replayed" not in r[1]]
 replays = [r for r in results if r[0] == 200 and r[1].get("idempotent-replayed") == "true"]
 inflight = [r for r in results if r[0] == 409]
@@ -220,22 +208,11 @@ PY
 
 tg_check "concurrent different requests on one key: one wins, the others 409" \
     python3 - "$PORT" <<'PY'
-import json, sys, threading, tgclient
+import json, sys, tgclient
 port = int(sys.argv[1])
 N = 16
-barrier = threading.Barrier(N)
-results = [None] * N
-def worker(i):
-    req = {"surface": "example", "action": "a%d" % i, "idempotency_key": "k-race"}
-    barrier.wait()
-    try:
-        results[i] = tgclient.request(port, "POST", "/v1/evaluate", req, tgclient.bearer("tok-acme"))
-    except Exception as e:
-        results[i] = e
-threads = [threading.Thread(target=worker, args=(i,)) for i in range(N)]
-for t in threads: t.start()
-for t in threads: t.join()
-assert not [r for r in results if isinstance(r, Exception)], results
+reqs = [{"surface": "example", "action": "a%d" % i, "idempotency_key": "k-race"} for i in range(N)]
+results = tgclient.post_together(port, reqs, "tok-acme")
 ok = [r for r in results if r[0] == 200]
 rej = [r for r in results if r[0] == 409 and json.loads(r[2])["error"] == "idempotency_conflict"]
 assert len(ok) == 1 and len(rej) == N - 1, "200: %d, 409: %d, statuses %s" % (len(ok), len(rej), [r[0] for r in results])
@@ -247,22 +224,11 @@ PY
 
 tg_check "concurrent reuse of one nonce: exactly one 200, the rest 409 replay_detected" \
     python3 - "$PORT" <<'PY'
-import json, sys, threading, tgclient
+import json, sys, tgclient
 port = int(sys.argv[1])
 N = 16
-barrier = threading.Barrier(N)
-results = [None] * N
-def worker(i):
-    req = {"surface": "example", "action": "n%d" % i, "nonce": "n-concurrent"}
-    barrier.wait()
-    try:
-        results[i] = tgclient.request(port, "POST", "/v1/evaluate", req, tgclient.bearer("tok-acme"))
-    except Exception as e:
-        results[i] = e
-threads = [threading.Thread(target=worker, args=(i,)) for i in range(N)]
-for t in threads: t.start()
-for t in threads: t.join()
-assert not [r for r in results if isinstance(r, Exception)], results
+reqs = [{"surface": "example", "action": "n%d" % i, "nonce": "n-concurrent"} for i in range(N)]
+results = tgclient.post_together(port, reqs, "tok-acme")
 ok = [r for r in results if r[0] == 200]
 rej = [r for r in results if r[0] == 409 and json.loads(r[2])["error"] == "replay_detected"]
 assert len(ok) == 1 and len(rej) == N - 1, "200: %d, 409: %d, statuses %s" % (len(ok), len(rej), [r[0] for r in results])

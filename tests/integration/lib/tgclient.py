@@ -9,6 +9,7 @@ import http.client
 import json
 import re
 import socket
+import threading
 
 LOOPBACK = "127.0.0.1"
 
@@ -34,6 +35,29 @@ def request(port, method, path, body=None, headers=None, timeout=20.0):
         return resp.status, h, data
     finally:
         conn.close()
+
+
+def post_together(port, reqs, token, path="/v1/evaluate"):
+    """POSTs every request of reqs at the same moment (one thread each, released by one
+    barrier) and returns their (status, headers, body) in order; a transport error fails."""
+    barrier = threading.Barrier(len(reqs))
+    results = [None] * len(reqs)
+
+    def worker(i):
+        barrier.wait()
+        try:
+            results[i] = request(port, "POST", path, reqs[i], bearer(token))
+        except Exception as e:  # reported below, with the others
+            results[i] = e
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(reqs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    errors = [r for r in results if isinstance(r, Exception)]
+    assert not errors, "transport errors: %r" % errors[:3]
+    return results
 
 
 def bearer(token):
