@@ -92,7 +92,6 @@ struct tg_ledger {
     uint32_t seg;         /* its number */
     uint64_t acked_end;   /* end of the last acknowledged record in the active segment */
     uint64_t synced_end;  /* covered by a successful fdatasync */
-    uint64_t kicked_end;  /* durability none: writeback started up to here (kick_writeback) */
     uint64_t next_seq;    /* of the next record */
     uint8_t head[HSZ];    /* record_hash of the last acknowledged record */
     bool dir_unsynced;    /* a new segment's directory entry still needs an fsync */
@@ -186,27 +185,6 @@ static int write_at(int fd, const uint8_t *buf, size_t len, uint64_t off) {
         len -= (size_t)k;
     }
     return 0;
-}
-
-/* Durability none never calls fdatasync, so the segment's dirty pages pile up until the
- * rotation's fdatasync must write a whole segment (256 MiB by default) while the write lock
- * is held: every request stalled for hundreds of ms (p99 110 ms, max 377 ms in a 25 s wrk
- * run). Starting writeback every few MiB (asynchronous: no wait, no durability promise)
- * keeps that flush, and the kernel's own dirty-page throttling, small. Advisory: an error
- * here changes nothing. Caller holds wmu. */
-#define KICK_BYTES ((uint64_t)4 * 1024 * 1024)
-static void kick_writeback(tg_ledger_t *l) {
-    if (l->kicked_end > l->acked_end) {
-        l->kicked_end = 0; /* a new segment, or truncated by recovery */
-    }
-    if (l->acked_end - l->kicked_end < KICK_BYTES) {
-        return;
-    }
-#ifdef SYNC_FILE_RANGE_WRITE
-    (void)sync_file_range(l->fd, (off_t)l->kicked_end, (off_t)(l->acked_end - l->kicked_end),
-                          SYNC_FILE_RANGE_WRITE);
-#endif
-    l->kicked_end = l->acked_end;
 }
 
 /* Durability none: every NONE_FLUSH_MS the writer thread (otherwise idle in this mode)
@@ -405,8 +383,6 @@ static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
             l->acked_end = off + blen;
             if (sync_now) {
                 l->synced_end = l->acked_end;
-            } else if (l->durability == TG_DURABILITY_NONE) {
-                kick_writeback(l);
             }
             l->next_seq = seq;
             memcpy(l->head, prev, HSZ);
