@@ -18,14 +18,14 @@
  * (segment 1) has seq 1 and prev_hash all zeros; the first record of a later segment chains
  * to the last record of the previous segment exactly as if the files were one stream.
  *
- * ## Record layout (format version 1; all integers little-endian, no padding)
+ * ## Record layout (format version 2; all integers little-endian, no padding)
  *
  *   offset      size  field
  *   0           4     magic        "TGLR" (0x54 0x47 0x4C 0x52)
- *   4           1     version      1
+ *   4           1     version      2 (1 is still read, see below)
  *   5           1     type         1 = signed receipt (canonical receipt JSON, SPEC §5),
  *                                  2 = SILENCE decision record (JSON, unsigned);
- *                                  every other value is invalid in version 1
+ *                                  every other value is invalid in versions 1 and 2
  *   6           2     flags        u16, must be 0 (reserved)
  *   8           8     seq          u64, 1 for the first record, then exactly +1
  *   16          32    prev_hash    record_hash of the previous record (zeros for seq 1)
@@ -34,11 +34,18 @@
  *   56          4     header_check first 4 bytes of SHA-256(bytes 0..55 of this record)
  *   60          M     meta         M = meta_len opaque bytes (owned by the daemon)
  *   60+M        P     payload      P = payload_len bytes
- *   60+M+P      32    record_hash  SHA-256(bytes 0 .. 60+M+P-1), i.e. magic through payload
+ *   60+M+P      32    record_hash  SHA-256(bytes 0 .. 59 ‖ SHA-256(meta ‖ payload)): the
+ *                                  60 header bytes followed by the 32-byte body digest
  *
  *   record length = 92 + M + P. The record_hash is both the checksum and the chain link:
  *   record n's prev_hash = record n-1's record_hash. The "head hash" is the record_hash of the
  *   last record (32 zero bytes for an empty ledger).
+ *
+ * Version 1 records (written by earlier builds) differ only in the version byte and in
+ * record_hash = SHA-256(bytes 0 .. 60+M+P-1). Readers accept both, record by record, so an
+ * existing ledger keeps working and new records chain onto it. Version 2 exists for speed:
+ * the body digest does not depend on the chain, so appending threads compute it before the
+ * write lock and only two SHA-256 compressions per record remain in chain order.
  *
  * header_check lets a reader tell a torn write (a record cut short at the end of the file)
  * from a damaged length field: a header is only trusted once its check matches.
@@ -97,7 +104,8 @@
 #include "trigguard/err.h"
 
 #define TG_LEDGER_MAGIC "TGLR"
-#define TG_LEDGER_FORMAT_VERSION 1
+#define TG_LEDGER_FORMAT_VERSION 2     /* written */
+#define TG_LEDGER_FORMAT_VERSION_MIN 1 /* oldest still read */
 #define TG_LEDGER_HEADER_SIZE 60
 #define TG_LEDGER_HASH_SIZE 32
 #define TG_LEDGER_META_MAX 1024

@@ -54,9 +54,33 @@ size_t tg_lg_record_len(uint32_t meta_len, uint32_t payload_len) {
     return (size_t)TG_LEDGER_RECORD_OVERHEAD + meta_len + payload_len;
 }
 
+void tg_lg_body_digest(uint8_t out[HSZ], const uint8_t *meta, uint32_t meta_len,
+                       const uint8_t *payload, uint32_t payload_len) {
+    crypto_hash_sha256_state st;
+    crypto_hash_sha256_init(&st);
+    if (meta_len) {
+        crypto_hash_sha256_update(&st, meta, meta_len);
+    }
+    if (payload_len) {
+        crypto_hash_sha256_update(&st, payload, payload_len);
+    }
+    crypto_hash_sha256_final(&st, out);
+}
+
+/* Version 2: record_hash = SHA-256(header ‖ body digest). The header (60 bytes, which
+ * carry seq, prev_hash and both lengths) plus the 32-byte digest is two compressions, so
+ * the part that must run in chain order stays small whatever the payload's size. */
+static void record_hash_v2(uint8_t out[HSZ], const uint8_t *hdr, const uint8_t body[HSZ]) {
+    crypto_hash_sha256_state st;
+    crypto_hash_sha256_init(&st);
+    crypto_hash_sha256_update(&st, hdr, HDR);
+    crypto_hash_sha256_update(&st, body, HSZ);
+    crypto_hash_sha256_final(&st, out);
+}
+
 void tg_lg_encode(uint8_t *dst, uint8_t hash[HSZ], uint8_t type, uint64_t seq,
                   const uint8_t prev[HSZ], const uint8_t *meta, uint32_t meta_len,
-                  const uint8_t *payload, uint32_t payload_len) {
+                  const uint8_t *payload, uint32_t payload_len, const uint8_t body[HSZ]) {
     uint8_t hc[HSZ];
     memcpy(dst, TG_LEDGER_MAGIC, 4);
     dst[4] = TG_LEDGER_FORMAT_VERSION;
@@ -74,9 +98,8 @@ void tg_lg_encode(uint8_t *dst, uint8_t hash[HSZ], uint8_t type, uint64_t seq,
     if (payload_len) {
         memcpy(dst + HDR + meta_len, payload, payload_len);
     }
-    size_t body = (size_t)HDR + meta_len + payload_len;
-    crypto_hash_sha256(hash, dst, body);
-    memcpy(dst + body, hash, HSZ);
+    record_hash_v2(hash, dst, body);
+    memcpy(dst + HDR + meta_len + payload_len, hash, HSZ);
 }
 
 tg_err_t tg_lg_hdr_parse(tg_lg_hdr_t *h, const uint8_t *p, char *what, size_t what_len) {
@@ -85,7 +108,7 @@ tg_err_t tg_lg_hdr_parse(tg_lg_hdr_t *h, const uint8_t *p, char *what, size_t wh
         snprintf(what, what_len, "bad magic (not a record boundary)");
         return TG_ERR_LEDGER_CORRUPT;
     }
-    if (p[4] != TG_LEDGER_FORMAT_VERSION) {
+    if (p[4] < TG_LEDGER_FORMAT_VERSION_MIN || p[4] > TG_LEDGER_FORMAT_VERSION) {
         snprintf(what, what_len, "unsupported record format version %u", (unsigned)p[4]);
         return TG_ERR_LEDGER_CORRUPT;
     }
@@ -124,7 +147,14 @@ tg_err_t tg_lg_hdr_parse(tg_lg_hdr_t *h, const uint8_t *p, char *what, size_t wh
 }
 
 bool tg_lg_hash_check(const uint8_t *rec, size_t len, uint8_t hash[HSZ]) {
-    crypto_hash_sha256(hash, rec, len - HSZ);
+    if (rec[4] == 1) {
+        /* version 1: one SHA-256 over magic through payload */
+        crypto_hash_sha256(hash, rec, len - HSZ);
+    } else {
+        uint8_t body[HSZ];
+        crypto_hash_sha256(body, rec + HDR, len - HDR - HSZ);
+        record_hash_v2(hash, rec, body);
+    }
     return sodium_memcmp(hash, rec + len - HSZ, HSZ) == 0;
 }
 

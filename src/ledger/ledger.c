@@ -36,6 +36,7 @@ typedef struct entry {
     uint32_t meta_len;
     uint32_t payload_len;
     uint8_t type;
+    uint8_t body[HSZ]; /* tg_lg_body_digest, computed by the appending thread */
     /* Queued entries own a copy (data[]); an inline append (durability none) points at the
      * caller's buffers instead, which live until it returns, so it allocates nothing. */
     const uint8_t *meta;
@@ -351,7 +352,7 @@ static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
             }
             uint8_t hash[HSZ];
             tg_lg_encode(l->batch + blen, hash, e->type, seq, prev, e->meta, e->meta_len,
-                         e->payload, e->payload_len);
+                         e->payload, e->payload_len, e->body);
             e->pos.seq = seq;
             e->pos.offset = off + blen;
             e->pos.segment = l->seg;
@@ -995,6 +996,7 @@ static tg_err_t entry_new(entry_t **out, tg_ledger_t *l, uint8_t type, const voi
     }
     e->meta = e->data;
     e->payload = e->data + meta_len;
+    tg_lg_body_digest(e->body, e->meta, e->meta_len, e->payload, e->payload_len);
     *out = e;
     return TG_OK;
 }
@@ -1105,6 +1107,8 @@ tg_err_t tg_ledger_append_now(tg_ledger_t *l, uint8_t type, const void *meta, si
                    .meta = meta,
                    .payload = payload};
     entry_t *e = &ent;
+    /* The bulk of the record hash, before the lock: only the chained part runs under it. */
+    tg_lg_body_digest(ent.body, meta, ent.meta_len, payload, ent.payload_len);
     pthread_mutex_lock(&l->wmu);
     bool ok = !l->wclosed && atomic_load(&l->healthy);
     if (ok) {

@@ -23,17 +23,25 @@ typedef struct tg_lg_hdr {
 /* Whole record length for these section lengths. */
 size_t tg_lg_record_len(uint32_t meta_len, uint32_t payload_len);
 
-/* Writes one complete record (tg_lg_record_len bytes) to dst and its record_hash to hash. */
+/* SHA-256(meta ‖ payload): the part of a version-2 record hash that does not depend on the
+ * chain, so callers compute it before taking the write lock. */
+void tg_lg_body_digest(uint8_t out[TG_LEDGER_HASH_SIZE], const uint8_t *meta, uint32_t meta_len,
+                       const uint8_t *payload, uint32_t payload_len);
+
+/* Writes one complete record (tg_lg_record_len bytes, current format version) to dst and its
+ * record_hash to hash. body is tg_lg_body_digest of the same meta and payload. */
 void tg_lg_encode(uint8_t *dst, uint8_t hash[TG_LEDGER_HASH_SIZE], uint8_t type, uint64_t seq,
                   const uint8_t prev[TG_LEDGER_HASH_SIZE], const uint8_t *meta, uint32_t meta_len,
-                  const uint8_t *payload, uint32_t payload_len);
+                  const uint8_t *payload, uint32_t payload_len,
+                  const uint8_t body[TG_LEDGER_HASH_SIZE]);
 
 /* Parses and checks the 60 header bytes at p (magic, version, header_check, type, flags,
  * length caps). TG_ERR_LEDGER_CORRUPT with a short reason in what. */
 tg_err_t tg_lg_hdr_parse(tg_lg_hdr_t *h, const uint8_t *p, char *what, size_t what_len);
 
-/* Recomputes the record_hash of the complete record rec[0..len) into hash; true if it
- * matches the stored one. */
+/* Recomputes the record_hash of the complete record rec[0..len) (its header already passed
+ * tg_lg_hdr_parse, so the version byte is a known one) into hash; true if it matches the
+ * stored one. */
 bool tg_lg_hash_check(const uint8_t *rec, size_t len, uint8_t hash[TG_LEDGER_HASH_SIZE]);
 
 /* Per-record callback of the scanner; a non-TG_OK return stops the scan (diag explains). */

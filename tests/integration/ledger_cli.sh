@@ -135,33 +135,43 @@ if command -v python3 >/dev/null 2>&1; then
     cat >reader.py <<'PY'
 import hashlib, json, os, struct, sys
 
+def record_hash(version, rec):
+    # version 1: SHA-256 over header, meta and payload; version 2: over the 60 header bytes
+    # followed by SHA-256(meta || payload)
+    if version == 1:
+        return hashlib.sha256(rec).digest()
+    return hashlib.sha256(rec[:60] + hashlib.sha256(rec[60:]).digest()).digest()
+
 def records(path):
     data = open(path, "rb").read()
     off = 0
     while off < len(data):
         h = data[off:off + 60]
-        assert h[0:4] == b"TGLR" and h[4] == 1 and h[5] in (1, 2), "bad header"
+        assert h[0:4] == b"TGLR" and h[4] in (1, 2) and h[5] in (1, 2), "bad header"
         assert struct.unpack("<H", h[6:8])[0] == 0
         seq, = struct.unpack("<Q", h[8:16])
         prev = h[16:48]
         mlen, plen = struct.unpack("<II", h[48:56])
         assert hashlib.sha256(h[:56]).digest()[:4] == h[56:60], "header check"
         end = off + 60 + mlen + plen
-        rec_hash = hashlib.sha256(data[off:end]).digest()
+        rec_hash = record_hash(h[4], data[off:end])
         assert data[end:end + 32] == rec_hash, "record hash"
         yield dict(type=h[5], seq=seq, prev=prev, meta=data[off + 60:off + 60 + mlen],
                    payload=data[off + 60 + mlen:end], hash=rec_hash, off=off)
         off = end + 32
 
-def encode(type_, seq, prev, meta, payload):
-    h = b"TGLR" + bytes([1, type_]) + struct.pack("<HQ", 0, seq) + prev + \
+def encode(version, type_, seq, prev, meta, payload):
+    h = b"TGLR" + bytes([version, type_]) + struct.pack("<HQ", 0, seq) + prev + \
         struct.pack("<II", len(meta), len(payload))
     h += hashlib.sha256(h).digest()[:4]
     body = h + meta + payload
-    return body + hashlib.sha256(body).digest(), hashlib.sha256(body).digest()
+    rh = record_hash(version, body)
+    return body + rh, rh
 
 # argv: a segment to read (prints its head hash) and a copy to tamper with: record 2's
-# decision is rewritten and every hash after it recomputed, so only signatures can tell.
+# decision is rewritten and every hash after it recomputed, so only signatures can tell. The
+# copy is written as version 1 up to seq 2 and version 2 after it: a mixed ledger, as an
+# upgrade leaves one, must read exactly like a new one.
 path, tamper = sys.argv[1], sys.argv[2]
 recs = list(records(path))
 prev, seq = b"\0" * 32, 1
@@ -174,7 +184,7 @@ for r in recs:
     payload = r["payload"]
     if r["seq"] == 2:
         payload = payload.replace(b'"decision":"PERMIT"', b'"decision":"DENY"')
-    rec, prev = encode(r["type"], r["seq"], prev, r["meta"], payload)
+    rec, prev = encode(1 if r["seq"] <= 2 else 2, r["type"], r["seq"], prev, r["meta"], payload)
     out += rec
 open(tamper, "wb").write(out)
 PY

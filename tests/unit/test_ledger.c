@@ -329,6 +329,41 @@ static void test_names(void **state) {
     assert_string_equal(big, "ledger-1234567.tgl");
 }
 
+/* Independent computations of the two record_hash definitions in ledger.h, from the bytes of
+ * a record whose body (meta then payload) is body_len long. */
+static void v2_hash(uint8_t out[32], const uint8_t *rec, size_t body_len) {
+    uint8_t buf[60 + 32];
+    memcpy(buf, rec, 60);
+    crypto_hash_sha256(buf + 60, rec + 60, body_len);
+    crypto_hash_sha256(out, buf, sizeof buf);
+}
+
+/* A version-1 record as earlier builds wrote it; returns its length. */
+static size_t v1_encode(uint8_t *dst, uint8_t hash[32], uint8_t type, uint64_t seq,
+                        const uint8_t prev[32], const char *meta, const char *payload) {
+    size_t ml = strlen(meta), pl = strlen(payload);
+    uint8_t h[32];
+    memcpy(dst, "TGLR", 4);
+    dst[4] = 1;
+    dst[5] = type;
+    dst[6] = dst[7] = 0;
+    for (int i = 0; i < 8; i++) {
+        dst[8 + i] = (uint8_t)(seq >> (8 * i));
+    }
+    memcpy(dst + 16, prev, 32);
+    for (int i = 0; i < 4; i++) {
+        dst[48 + i] = (uint8_t)(ml >> (8 * i));
+        dst[52 + i] = (uint8_t)(pl >> (8 * i));
+    }
+    crypto_hash_sha256(h, dst, 56);
+    memcpy(dst + 56, h, 4);
+    memcpy(dst + 60, meta, ml);
+    memcpy(dst + 60 + ml, payload, pl);
+    crypto_hash_sha256(hash, dst, 60 + ml + pl);
+    memcpy(dst + 60 + ml + pl, hash, 32);
+    return 92 + ml + pl;
+}
+
 /* The bytes on disk follow the table of ledger.h exactly (an independent reader). */
 static void test_layout(void **state) {
     (void)state;
@@ -357,7 +392,7 @@ static void test_layout(void **state) {
     size_t len;
     uint8_t *b = slurp(path, &len);
     assert_int_equal(len, p1.length + p2.length);
-    static const uint8_t hdr1[] = {'T', 'G', 'L', 'R', 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+    static const uint8_t hdr1[] = {'T', 'G', 'L', 'R', 2, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
     assert_memory_equal(b, hdr1, sizeof hdr1);
     uint8_t zero[32] = {0}, h[32], h1[32];
     assert_memory_equal(b + 16, zero, 32);
@@ -366,13 +401,13 @@ static void test_layout(void **state) {
     crypto_hash_sha256(h, b, 56);
     assert_memory_equal(b + 56, h, 4);
     assert_memory_equal(b + 60, "ab{\"x\":1}", 9);
-    crypto_hash_sha256(h1, b, 69);
+    v2_hash(h1, b, 2 + 7);
     assert_memory_equal(b + 69, h1, 32);
     const uint8_t *r2 = b + p1.length;
-    static const uint8_t hdr2[] = {'T', 'G', 'L', 'R', 1, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0};
+    static const uint8_t hdr2[] = {'T', 'G', 'L', 'R', 2, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0};
     assert_memory_equal(r2, hdr2, sizeof hdr2);
     assert_memory_equal(r2 + 16, h1, 32); /* chained to record 1 */
-    crypto_hash_sha256(h, r2, 62);
+    v2_hash(h, r2, 2);
     assert_memory_equal(r2 + 62, h, 32);
     assert_int_equal(st.head_seq, 2);
     assert_memory_equal(st.head_hash, h, 32);
@@ -806,6 +841,50 @@ static void expect_corrupt(const tdir_t *d, const char *needle) {
         print_error("verify diag '%s' lacks '%s'\n", diag.msg, needle);
         fail();
     }
+}
+
+/* A ledger written in format version 1 by an earlier build opens, replays, verifies and takes
+ * version-2 records chained onto its last version-1 record; damage to a version-1 record is
+ * still caught. */
+static void test_version1_compat(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    uint8_t seg[4096], prev[32] = {0}, hash[32];
+    size_t len = 0;
+    for (uint64_t i = 1; i <= 3; i++) {
+        char p[128], m[32];
+        (void)make_payload(p, sizeof p, i);
+        (void)snprintf(m, sizeof m, "meta-%llu", (unsigned long long)i);
+        uint8_t type = (i % 5 == 4) ? TG_LEDGER_TYPE_SILENCE : TG_LEDGER_TYPE_RECEIPT;
+        len += v1_encode(seg + len, hash, type, i, prev, m, p);
+        memcpy(prev, hash, 32);
+    }
+    char path[128];
+    seg_path(path, sizeof path, &d, 1);
+    spit(path, seg, len);
+    reopen_check(&d, 3);
+
+    tg_ledger_opts_t o = opts_for(&d);
+    tg_ledger_t *l = NULL;
+    tg_ledger_recovery_t rep;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, NULL), TG_OK);
+    assert_int_equal(rep.records, 3);
+    assert_memory_equal(rep.head_hash, prev, 32);
+    append_n(l, 4, 3);
+    tg_ledger_close(l);
+    reopen_check(&d, 6);
+    size_t n;
+    uint8_t *b = slurp(path, &n);
+    assert_int_equal(b[4], 1);       /* the old records are left as they were */
+    assert_int_equal(b[len + 4], 2); /* the new one is version 2, chained to the old head */
+    assert_memory_equal(b + len + 16, prev, 32);
+    free(b);
+
+    /* a flipped payload bit in a version-1 record is corruption */
+    poke(path, 70, seg[70] ^ 0x01);
+    expect_corrupt(&d, "seq 1 ");
+    tdir_remove(&d);
 }
 
 static void test_missing_segments(void **state) {
@@ -1521,6 +1600,7 @@ int main(void) {
         cmocka_unit_test_setup(test_names, setup),
         cmocka_unit_test_setup(test_layout, setup),
         cmocka_unit_test_setup(test_roundtrip, setup),
+        cmocka_unit_test_setup(test_version1_compat, setup),
         cmocka_unit_test_setup(test_args, setup),
         cmocka_unit_test_setup(test_replay_error, setup),
         cmocka_unit_test_setup(test_torn_every_offset, setup),
