@@ -39,8 +39,13 @@ tg_err_t tg_buf_puts(tg_buf_t *b, const char *s) TG_MUST_USE;
 /* Appends one byte. */
 tg_err_t tg_buf_putc(tg_buf_t *b, char c) TG_MUST_USE;
 
-/* printf-style append. TG_ERR_INVALID_ARG on a formatting error. */
+/* printf-style append. TG_ERR_INVALID_ARG on a formatting error. Errors leave the buffer
+ * unchanged, as tg_buf_append does. */
 tg_err_t tg_buf_printf(tg_buf_t *b, const char *fmt, ...) TG_MUST_USE TG_PRINTF(2, 3);
+
+/* Decimal text of v ("-12", "0"), as printf's %lld writes it, without printf's cost.
+ * Errors as tg_buf_append. */
+tg_err_t tg_buf_put_i64(tg_buf_t *b, int64_t v) TG_MUST_USE;
 
 /* Lowercase hex of n bytes. */
 tg_err_t tg_buf_hex(tg_buf_t *b, const uint8_t *p, size_t n) TG_MUST_USE;

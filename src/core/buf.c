@@ -55,11 +55,21 @@ tg_err_t tg_buf_puts(tg_buf_t *b, const char *s) { return tg_buf_append(b, s, st
 
 tg_err_t tg_buf_putc(tg_buf_t *b, char c) { return tg_buf_append(b, &c, 1); }
 
+/* One formatting pass when the output fits the spare capacity (the common case once a
+ * buffer has grown); a measuring pass and a second one only when it does not. */
 tg_err_t tg_buf_printf(tg_buf_t *b, const char *fmt, ...) {
     va_list ap;
+    size_t room = b->cap > b->len ? b->cap - b->len : 0; /* counts the NUL's byte */
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    int n = vsnprintf(room ? b->data + b->len : NULL, room, fmt, ap);
     va_end(ap);
+    if (n >= 0 && (size_t)n < room) {
+        b->len += (size_t)n; /* fits, so len stays below cap <= max + 1 */
+        return TG_OK;
+    }
+    if (room) {
+        b->data[b->len] = '\0'; /* undo the partial write: the buffer is unchanged */
+    }
     if (n < 0) {
         return TG_ERR_INVALID_ARG;
     }
@@ -72,6 +82,21 @@ tg_err_t tg_buf_printf(tg_buf_t *b, const char *fmt, ...) {
     va_end(ap);
     b->len += (size_t)n;
     return TG_OK;
+}
+
+tg_err_t tg_buf_put_i64(tg_buf_t *b, int64_t v) {
+    char tmp[24];
+    size_t i = sizeof tmp;
+    /* Work on the magnitude as unsigned so INT64_MIN does not overflow. */
+    uint64_t m = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[--i] = (char)('0' + (int)(m % 10));
+        m /= 10;
+    } while (m != 0);
+    if (v < 0) {
+        tmp[--i] = '-';
+    }
+    return tg_buf_append(b, tmp + i, sizeof tmp - i);
 }
 
 tg_err_t tg_buf_hex(tg_buf_t *b, const uint8_t *p, size_t n) {
