@@ -47,7 +47,8 @@
  * When a new entry would exceed either, the call fails with TG_ERR_LIMIT and changes
  * nothing: evicting live entries would silently re-enable replays. Expired entries still
  * count until reclaimed, so the daemon should call tg_store_sweep periodically (e.g. every
- * second; it holds each shard lock for at most TG_STORE_SWEEP_CHUNK buckets at a time).
+ * second). A sweep costs what it reclaims, not the size of the table, and holds each shard
+ * lock for at most TG_STORE_SWEEP_CHUNK reclaimed entries at a time.
  * Per-item limits (key length, response length) are caller errors (TG_ERR_INVALID_ARG):
  * validate them first with tg_store_max_key_len / the configured response limit so that
  * TG_ERR_LIMIT from this module always means "table full" (map it to 503).
@@ -74,7 +75,7 @@
 #define TG_STORE_DEFAULT_MAX_RESPONSE_LEN ((size_t)64 * 1024)
 #define TG_STORE_MAX_RESPONSE_LEN_LIMIT ((size_t)16 * 1024 * 1024)
 #define TG_STORE_TENANT_MAX 64   /* bytes; same bound as guard's tenant names */
-#define TG_STORE_SWEEP_CHUNK 256 /* buckets scanned per shard-lock hold in a sweep */
+#define TG_STORE_SWEEP_CHUNK 256 /* entries reclaimed per shard-lock hold in a sweep */
 
 typedef struct tg_store tg_store_t;
 
@@ -203,9 +204,12 @@ tg_err_t tg_store_nonce_restore(tg_store_t *s, const char *tenant, size_t tenant
                                 const char *nonce, size_t nonce_len, int64_t used_at_ms,
                                 int64_t now_ms) TG_MUST_USE;
 
-/* Reclaims every expired DONE idempotency entry and expired nonce (never IN_FLIGHT
- * reservations). Locks one shard at a time for at most TG_STORE_SWEEP_CHUNK buckets.
- * Returns the number of entries reclaimed. Thread-safe. */
+/* Reclaims expired DONE idempotency entries and expired nonces (never IN_FLIGHT
+ * reservations), oldest first, up to the first live one in each shard: with a clock that
+ * never steps backwards that is every expired entry; after a backward step of d ms, entries
+ * stamped before it may be reclaimed up to d ms late (they read as absent regardless).
+ * Locks one shard at a time for at most TG_STORE_SWEEP_CHUNK reclaimed entries. Returns the
+ * number of entries reclaimed. Thread-safe. */
 size_t tg_store_sweep(tg_store_t *s, int64_t now_ms);
 
 /* Point-in-time counters for /metrics. entries/bytes include expired entries not yet

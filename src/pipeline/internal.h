@@ -46,7 +46,6 @@ struct tg_pipeline {
 
     tg_metrics_t metrics;
     atomic_bool serving;
-    uint64_t ticks; /* housekeeping ticks, main thread only */
     uint64_t replayed_records;
 };
 

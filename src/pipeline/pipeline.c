@@ -208,11 +208,6 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
            "%s: %llu records in %u segments, last seq %llu, durability %s", c->ledger,
            (unsigned long long)rep.records, rep.segments, (unsigned long long)rep.last_seq,
            tg_config_durability_name(c->durability));
-    /* The first sweep reads every bucket page of both tables (32 MB each at the default
-     * --store-max-entries): do it before listening, so RSS is flat from the start instead
-     * of jumping when the first periodic sweep runs. */
-    (void)tg_store_sweep(p->store, tg_clock_now_ms());
-    (void)tg_store_sweep(p->receipts, tg_clock_now_ms());
     return TG_OK;
 }
 
@@ -266,15 +261,10 @@ tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) {
     return TG_OK;
 }
 
-/* A sweep walks every bucket of both tables (cost proportional to capacity, about 5 ms
- * per million entries: ~20 ms at the default 4 million), so it runs every TG_SWEEP_EVERY ticks:
- * expired entries are already invisible to lookups, the sweep only returns their memory. */
-#define TG_SWEEP_EVERY 10
-
+/* A sweep costs what it reclaims (it walks each shard's entries oldest first and stops at the
+ * first live one), so it runs on every tick: expired entries are already invisible to
+ * lookups, the sweep returns their memory and their share of the caps within a second. */
 void tg_pipeline_tick(tg_pipeline_t *p) {
-    if (++p->ticks % TG_SWEEP_EVERY != 0) {
-        return;
-    }
     int64_t now = tg_clock_now_ms();
     (void)tg_store_sweep(p->store, now);
     (void)tg_store_sweep(p->receipts, now);

@@ -12,7 +12,10 @@ enum { KIND_IDEM = 1, KIND_NONCE = 2 };
 enum { ST_IN_FLIGHT = 1, ST_DONE = 2 };
 
 typedef struct entry {
-    struct entry *next;
+    struct entry *next;     /* bucket chain */
+    struct entry **pprev;   /* the slot that points at this entry, so unlinking needs no walk */
+    struct entry *age_prev; /* the shard's age list: oldest stamp first (see tg_store_sweep) */
+    struct entry *age_next;
     uint64_t hash;
     int64_t stamp_ms; /* reservation time while in flight, then store / first-use time */
     size_t bytes;     /* what this entry adds to store->bytes */
@@ -30,6 +33,8 @@ typedef struct entry {
 typedef struct shard {
     _Alignas(64) pthread_mutex_t mu;
     entry_t **buckets;
+    entry_t *age_head; /* every entry of the shard, in the order their stamps were set */
+    entry_t *age_tail;
     size_t in_flight; /* counts below are guarded by mu */
     size_t done;
     size_t nonces;
@@ -274,10 +279,52 @@ static bool past_retention(const tg_store_t *s, int64_t stamp_ms, int64_t now_ms
 }
 
 /* Caller holds sh->mu. Gives back the entry's share of the global counters. */
-static void shard_unlink(tg_store_t *s, shard_t *sh, entry_t **link) {
-    entry_t *e = *link;
-    *link = e->next;
+static void age_remove(shard_t *sh, entry_t *e) {
+    if (e->age_prev != NULL) {
+        e->age_prev->age_next = e->age_next;
+    } else {
+        sh->age_head = e->age_next;
+    }
+    if (e->age_next != NULL) {
+        e->age_next->age_prev = e->age_prev;
+    } else {
+        sh->age_tail = e->age_prev;
+    }
+    e->age_prev = e->age_next = NULL;
+}
+
+static void age_append(shard_t *sh, entry_t *e) {
+    e->age_next = NULL;
+    e->age_prev = sh->age_tail;
+    if (sh->age_tail != NULL) {
+        sh->age_tail->age_next = e;
+    } else {
+        sh->age_head = e;
+    }
+    sh->age_tail = e;
+}
+
+/* Caller holds sh->mu; e is in the shard. Its stamp was just set to a later time: it moves
+ * to the young end of the age list, which keeps the list in stamp order. */
+static void age_touch(shard_t *sh, entry_t *e) {
+    if (sh->age_tail != e) {
+        age_remove(sh, e);
+        age_append(sh, e);
+    }
+}
+
+static void shard_unlink(tg_store_t *s, shard_t *sh, entry_t *e) {
+    /* Through e->pprev, not a bucket walk: only stores land on the bucket's cache line, and
+     * a sweep unlinking entries in age order would otherwise wait on a miss per entry. */
+    if (e->pprev != NULL) { /* always set while e is in a bucket, which every caller's e is */
+        *e->pprev = e->next;
+        if (e->next != NULL) {
+            e->next->pprev = e->pprev;
+        }
+    }
     e->next = NULL;
+    e->pprev = NULL;
+    age_remove(sh, e);
     if (e->kind == KIND_NONCE) {
         sh->nonces--;
     } else if (e->state == ST_IN_FLIGHT) {
@@ -290,24 +337,20 @@ static void shard_unlink(tg_store_t *s, shard_t *sh, entry_t **link) {
 }
 
 /* Caller holds sh->mu. Walks the bucket of lk; expired entries met on the way are unlinked
- * onto *graveyard (freed by the caller after unlocking). Returns the live match or NULL, and
- * *link_out (may be NULL) points at the slot that holds it. */
+ * onto *graveyard (freed by the caller after unlocking). Returns the live match or NULL. */
 static entry_t *shard_find(tg_store_t *s, shard_t *sh, const lookup_t *lk, int64_t now_ms,
-                           bool expire, entry_t **graveyard, entry_t ***link_out) {
+                           bool expire, entry_t **graveyard) {
     entry_t **link = bucket_of(s, sh, lk);
     while (*link != NULL) {
         entry_t *e = *link;
         if (expire && entry_expired(s, e, now_ms)) {
-            shard_unlink(s, sh, link);
+            shard_unlink(s, sh, e);
             e->next = *graveyard;
             *graveyard = e;
             atomic_fetch_add_explicit(&s->expired_reclaimed, 1, memory_order_relaxed);
             continue;
         }
         if (entry_matches(e, lk)) {
-            if (link_out != NULL) {
-                *link_out = link;
-            }
             return e;
         }
         link = &e->next;
@@ -375,7 +418,12 @@ static entry_t *entry_new(const lookup_t *lk, uint8_t state, int64_t stamp_ms) {
 static void shard_insert(tg_store_t *s, shard_t *sh, const lookup_t *lk, entry_t *e) {
     entry_t **head = bucket_of(s, sh, lk);
     e->next = *head;
+    if (e->next != NULL) {
+        e->next->pprev = &e->next;
+    }
+    e->pprev = head;
     *head = e;
+    age_append(sh, e);
     if (e->kind == KIND_NONCE) {
         sh->nonces++;
     } else if (e->state == ST_IN_FLIGHT) {
@@ -426,7 +474,7 @@ tg_err_t tg_store_idem_begin(tg_store_t *s, const char *tenant, size_t tenant_le
 
     shard_t *sh = shard_of(s, &lk);
     pthread_mutex_lock(&sh->mu);
-    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard, NULL);
+    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard);
     if (e != NULL) {
         if (memcmp(e->request_hash, request_hash, 32) != 0) {
             rc = TG_ERR_CONFLICT;
@@ -478,7 +526,7 @@ tg_err_t tg_store_idem_complete(tg_store_t *s, const char *tenant, size_t tenant
 
     shard_t *sh = shard_of(s, &lk);
     pthread_mutex_lock(&sh->mu);
-    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard, NULL);
+    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard);
     if (e == NULL || e->state != ST_IN_FLIGHT) {
         rc = TG_ERR_NOT_FOUND;
     } else if (!caps_take(s, 0, body_len)) {
@@ -490,6 +538,7 @@ tg_err_t tg_store_idem_complete(tg_store_t *s, const char *tenant, size_t tenant
         e->status = status;
         e->state = ST_DONE;
         e->stamp_ms = now_ms;
+        age_touch(sh, e);
         sh->in_flight--;
         sh->done++;
         copy = NULL;
@@ -507,7 +556,6 @@ static tg_err_t remove_live(tg_store_t *s, uint8_t kind, const char *tenant, siz
                             const char *key, size_t key_len, bool only_in_flight) {
     lookup_t lk;
     entry_t *graveyard = NULL;
-    entry_t **link = NULL;
     entry_t *victim = NULL;
     tg_err_t rc = lookup_init(&lk, s, kind, tenant, tenant_len, key, key_len);
     if (rc) {
@@ -515,11 +563,11 @@ static tg_err_t remove_live(tg_store_t *s, uint8_t kind, const char *tenant, siz
     }
     shard_t *sh = shard_of(s, &lk);
     pthread_mutex_lock(&sh->mu);
-    entry_t *e = shard_find(s, sh, &lk, 0, false, &graveyard, &link);
+    entry_t *e = shard_find(s, sh, &lk, 0, false, &graveyard);
     if (e == NULL || (only_in_flight && e->state != ST_IN_FLIGHT)) {
         rc = TG_ERR_NOT_FOUND;
     } else {
-        shard_unlink(s, sh, link);
+        shard_unlink(s, sh, e);
         victim = e;
     }
     pthread_mutex_unlock(&sh->mu);
@@ -547,7 +595,7 @@ tg_err_t tg_store_idem_get(tg_store_t *s, const char *tenant, size_t tenant_len,
     }
     shard_t *sh = shard_of(s, &lk);
     pthread_mutex_lock(&sh->mu);
-    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard, NULL);
+    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard);
     if (e == NULL || e->state != ST_DONE) {
         rc = TG_ERR_NOT_FOUND;
     } else {
@@ -572,7 +620,6 @@ tg_err_t tg_store_idem_restore(tg_store_t *s, const char *tenant, size_t tenant_
                                int64_t now_ms) {
     lookup_t lk;
     entry_t *graveyard = NULL;
-    entry_t **link = NULL;
     entry_t *fresh = NULL;
     entry_t *old = NULL;
     tg_err_t rc = lookup_init(&lk, s, KIND_IDEM, tenant, tenant_len, key, key_len);
@@ -602,7 +649,7 @@ tg_err_t tg_store_idem_restore(tg_store_t *s, const char *tenant, size_t tenant_
 
     shard_t *sh = shard_of(s, &lk);
     pthread_mutex_lock(&sh->mu);
-    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard, &link);
+    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard);
     if (e != NULL && e->state == ST_IN_FLIGHT) {
         rc = TG_ERR_IN_FLIGHT;
     } else if (e != NULL && e->stamp_ms > stored_at_ms) {
@@ -613,7 +660,7 @@ tg_err_t tg_store_idem_restore(tg_store_t *s, const char *tenant, size_t tenant_
         if (e != NULL) {
             /* Counted in full before the old one is given back: replacing may be refused
              * near the cap, but never overshoots it. */
-            shard_unlink(s, sh, link);
+            shard_unlink(s, sh, e);
             old = e;
         }
         shard_insert(s, sh, &lk, fresh);
@@ -644,7 +691,7 @@ tg_err_t tg_store_nonce_use(tg_store_t *s, const char *tenant, size_t tenant_len
     }
     shard_t *sh = shard_of(s, &lk);
     pthread_mutex_lock(&sh->mu);
-    if (shard_find(s, sh, &lk, now_ms, true, &graveyard, NULL) != NULL) {
+    if (shard_find(s, sh, &lk, now_ms, true, &graveyard) != NULL) {
         rc = TG_ERR_REPLAY;
     } else if (!caps_take(s, 1, fresh->bytes)) {
         rc = TG_ERR_LIMIT;
@@ -683,10 +730,11 @@ tg_err_t tg_store_nonce_restore(tg_store_t *s, const char *tenant, size_t tenant
     }
     shard_t *sh = shard_of(s, &lk);
     pthread_mutex_lock(&sh->mu);
-    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard, NULL);
+    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard);
     if (e != NULL) {
         if (used_at_ms > e->stamp_ms) {
             e->stamp_ms = used_at_ms;
+            age_touch(sh, e);
         }
     } else if (!caps_take(s, 1, fresh->bytes)) {
         rc = TG_ERR_LIMIT;
@@ -703,6 +751,13 @@ tg_err_t tg_store_nonce_restore(tg_store_t *s, const char *tenant, size_t tenant
 
 /* ------------------------------------------------------------------ maintenance */
 
+/* Walks each shard's age list from its oldest end and stops at the first entry that is
+ * still live, so a sweep costs what it reclaims (plus the reservations it steps over), not
+ * the size of the table: at a million live entries a scan of every bucket took tens of
+ * milliseconds of CPU, every time, for nothing. Stamps are set from the caller's clock in
+ * list order, so the list is in stamp order unless that clock steps backwards; then entries
+ * stamped before the step are reclaimed up to the step's length late (lookups treat them as
+ * absent from their real expiry either way). */
 size_t tg_store_sweep(tg_store_t *s, int64_t now_ms) {
     size_t freed = 0;
     if (s == NULL) {
@@ -710,29 +765,32 @@ size_t tg_store_sweep(tg_store_t *s, int64_t now_ms) {
     }
     for (size_t i = 0; i < s->nshards; i++) {
         shard_t *sh = &s->shards[i];
-        for (size_t start = 0; start < s->nbuckets; start += TG_STORE_SWEEP_CHUNK) {
-            size_t end = start + TG_STORE_SWEEP_CHUNK;
+        bool more = true;
+        while (more) {
             entry_t *graveyard = NULL;
-            if (end > s->nbuckets) {
-                end = s->nbuckets;
-            }
+            size_t n = 0;
+            more = false;
             pthread_mutex_lock(&sh->mu);
-            for (size_t b = start; b < end; b++) {
-                entry_t **link = &sh->buckets[b];
-                while (*link != NULL) {
-                    entry_t *e = *link;
-                    if (entry_expired(s, e, now_ms)) {
-                        shard_unlink(s, sh, link);
-                        e->next = graveyard;
-                        graveyard = e;
-                        freed++;
-                    } else {
-                        link = &e->next;
+            entry_t *e = sh->age_head;
+            while (e != NULL) {
+                entry_t *next = e->age_next;
+                if (entry_expired(s, e, now_ms)) {
+                    shard_unlink(s, sh, e);
+                    e->next = graveyard;
+                    graveyard = e;
+                    if (++n == TG_STORE_SWEEP_CHUNK) {
+                        more = true; /* let waiting requests in, then go on */
+                        break;
                     }
+                } else if (e->state != ST_IN_FLIGHT) {
+                    break; /* live: everything younger is live too */
                 }
+                /* an IN_FLIGHT reservation never expires: step over it */
+                e = next;
             }
             pthread_mutex_unlock(&sh->mu);
             graveyard_free(graveyard);
+            freed += n;
         }
     }
     atomic_fetch_add_explicit(&s->expired_reclaimed, freed, memory_order_relaxed);

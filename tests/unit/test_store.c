@@ -376,6 +376,53 @@ static void test_sweep(void **state) {
     tg_store_destroy(s);
 }
 
+/* The sweep walks entries oldest first and stops at the first live one: a reservation
+ * completed late is as young as its completion; more than a chunk of expired entries in one
+ * shard all go in one call; an entry stamped before a backward clock step waits for the
+ * entries ahead of it but reads as absent from its own expiry. */
+static void test_sweep_age_order(void **state) {
+    (void)state;
+    tg_store_t *s = mk(1, 10000, 0);
+    tg_store_stats_t st;
+    char key[32];
+    /* 3 * TG_STORE_SWEEP_CHUNK nonces stamped 0..767, one shard */
+    for (int i = 0; i < 3 * TG_STORE_SWEEP_CHUNK; i++) {
+        snprintf(key, sizeof key, "n%d", i);
+        assert_int_equal(tg_store_nonce_use(s, S(T_A), S(key), i), TG_OK);
+    }
+    /* reserved at 0, completed at 1000: must outlive the nonces stamped below 1000 */
+    expect_new(s, T_A, "late", 1, 0);
+    assert_int_equal(complete(s, T_A, "late", 200, "body", 1000), TG_OK);
+    /* reserved at 5, still in flight: never reclaimed, stepped over */
+    expect_new(s, T_A, "stuck", 1, 5);
+
+    assert_int_equal(tg_store_sweep(s, 99 + R), 100); /* stamps 0..99 */
+    assert_int_equal(tg_store_sweep(s, 99 + R), 0);
+    assert_int_equal(tg_store_sweep(s, 767 + R), 668); /* the rest: 100..767, > 2 chunks */
+    expect_replay(s, T_A, "late", 1, 999 + R, 200, "body");
+    tg_store_stats(s, &st);
+    assert_int_equal(st.entries, 2);
+    assert_int_equal(tg_store_sweep(s, 1000 + R), 1);  /* "late" */
+    assert_int_equal(tg_store_sweep(s, INT64_MAX), 0); /* "stuck" stays */
+    tg_store_stats(s, &st);
+    assert_int_equal(st.idem_in_flight, 1);
+
+    /* a clock step backwards: "old" (stamp 3000) is listed after "new" (stamp 5000) */
+    assert_int_equal(tg_store_nonce_use(s, S(T_A), S("new"), 5000), TG_OK);
+    assert_int_equal(tg_store_nonce_use(s, S(T_A), S("old"), 3000), TG_OK);
+    assert_int_equal(tg_store_sweep(s, 3000 + R), 0); /* held behind "new" */
+    /* ... but already absent for lookups: using it again is not a replay (the lookup
+     * reclaims the expired one and stamps a new one at 3000 + R) */
+    assert_int_equal(tg_store_nonce_use(s, S(T_A), S("old"), 3000 + R), TG_OK);
+    assert_int_equal(tg_store_sweep(s, 5000 + R - 1), 0);
+    assert_int_equal(tg_store_sweep(s, 5000 + R), 2); /* "new", then "old" behind it */
+    assert_int_equal(tg_store_idem_abort(s, S(T_A), S("stuck")), TG_OK);
+    tg_store_stats(s, &st);
+    assert_int_equal(st.entries, 0);
+    assert_int_equal(st.bytes, 0);
+    tg_store_destroy(s);
+}
+
 /* ------------------------------------------------------------------ caps */
 
 static void test_entry_cap(void **state) {
@@ -961,6 +1008,7 @@ int main(void) {
         cmocka_unit_test(test_ttl_boundary),
         cmocka_unit_test(test_in_flight_never_expires),
         cmocka_unit_test(test_sweep),
+        cmocka_unit_test(test_sweep_age_order),
         cmocka_unit_test(test_entry_cap),
         cmocka_unit_test(test_byte_cap),
         cmocka_unit_test(test_invalid_args),
