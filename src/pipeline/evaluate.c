@@ -124,42 +124,38 @@ static void fail(eval_req_t *r, tg_err_t e, const char *msg) {
 
 /* ---- response and ledger record bodies --------------------------------------------- */
 
+/* Appends each string in turn, stopping at the first error. The response and meta bodies
+ * are built this way, not with printf: they are built on every evaluate and every replay,
+ * and printf's format parsing cost more than the rest of building them. */
+static tg_err_t put_strs(tg_buf_t *b, const char *const *parts, size_t n) {
+    tg_err_t rc = TG_OK;
+    for (size_t i = 0; i < n && rc == TG_OK; i++) {
+        rc = tg_buf_puts(b, parts[i]);
+    }
+    return rc;
+}
+#define PUT_STRS(b, ...)                                                                           \
+    put_strs((b), (const char *const[]){__VA_ARGS__},                                              \
+             sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
+
 /* The decision response of SPEC §3.2 without its closing brace, so ?explain=1 can add a
  * trace. The same function rebuilds stored responses from the ledger after a restart,
- * which is what makes idempotent replays byte-identical across restarts. */
+ * which is what makes idempotent replays byte-identical across restarts. decision, exec_id
+ * and req_hash are our own fixed-alphabet strings, so they need no escaping. */
 static tg_err_t compose_response(tg_buf_t *out, const char *decision, const char *reason,
                                  size_t reason_len, const char *exec_id, const char *req_hash,
                                  const char *pversion, size_t pversion_len, const char *receipt,
                                  size_t receipt_len) {
     bool permit = strcmp(decision, "PERMIT") == 0;
-    /* Appends, not printf: this runs on every evaluate and every replay, and printf's
-     * format parsing cost more than the rest of the function. decision, exec_id and
-     * req_hash are our own fixed-alphabet strings, so they need no escaping. */
-    tg_err_t rc = tg_buf_puts(out, "{\"decision\":\"");
-    if (rc == TG_OK) {
-        rc = tg_buf_puts(out, decision);
-    }
-    if (rc == TG_OK) {
-        rc = tg_buf_puts(out, permit ? "\",\"enforcement\":\"EXECUTED\",\"reason_code\":"
-                                     : "\",\"enforcement\":\"BLOCKED\",\"reason_code\":");
-    }
+    tg_err_t rc = PUT_STRS(out, "{\"decision\":\"", decision,
+                           permit ? "\",\"enforcement\":\"EXECUTED\",\"reason_code\":"
+                                  : "\",\"enforcement\":\"BLOCKED\",\"reason_code\":");
     if (rc == TG_OK) {
         rc = tg_canon_string(out, reason, reason_len);
     }
     if (rc == TG_OK) {
-        rc = tg_buf_puts(out, ",\"execution_id\":\"");
-    }
-    if (rc == TG_OK) {
-        rc = tg_buf_puts(out, exec_id);
-    }
-    if (rc == TG_OK) {
-        rc = tg_buf_puts(out, "\",\"request_hash\":\"");
-    }
-    if (rc == TG_OK) {
-        rc = tg_buf_puts(out, req_hash);
-    }
-    if (rc == TG_OK) {
-        rc = tg_buf_puts(out, "\",\"policy_version\":");
+        rc = PUT_STRS(out, ",\"execution_id\":\"", exec_id, "\",\"request_hash\":\"", req_hash,
+                      "\",\"policy_version\":");
     }
     if (rc == TG_OK) {
         rc = tg_canon_string(out, pversion, pversion_len);
@@ -193,13 +189,7 @@ static tg_err_t compose_meta(tg_buf_t *out, const eval_req_t *r, const char *req
         }
     }
     if (rc == TG_OK) {
-        rc = tg_buf_puts(out, ",\"rh\":\"");
-    }
-    if (rc == TG_OK) {
-        rc = tg_buf_puts(out, req_hash);
-    }
-    if (rc == TG_OK) {
-        rc = tg_buf_puts(out, "\",\"s\":");
+        rc = PUT_STRS(out, ",\"rh\":\"", req_hash, "\",\"s\":");
     }
     if (rc == TG_OK) {
         rc = tg_buf_put_i64(out, status);
