@@ -6,7 +6,7 @@
  * writer reports the record on disk.
  *
  * Lifecycle (single-threaded): create → start the HTTP listeners with tg_pipeline_handle
- * → (reload on SIGHUP, tick every second) → stop the listeners (in-flight requests drain)
+ * → (reload on SIGHUP, tick every 100 ms) → stop the listeners (in-flight requests drain)
  * → destroy (closes the ledger, wipes keys). Everything in between is thread-safe.
  */
 #ifndef TRIGGUARD_PIPELINE_H
@@ -33,7 +33,8 @@ void tg_pipeline_handle(void *ud, tg_exchange_t *ex);
  * they started with. Not reentrant (call from one control thread). */
 tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) TG_MUST_USE;
 
-/* Housekeeping: expires idempotency/nonce entries. Call about once a second. */
+/* Housekeeping: expires idempotency/nonce entries. Call often (serve: every 100 ms), so that
+ * each call frees a small batch rather than a second's worth at once. */
 void tg_pipeline_tick(tg_pipeline_t *p);
 
 /* Marks the pipeline ready (/readyz) once listeners are up, or not ready (shutdown). */

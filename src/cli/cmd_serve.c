@@ -22,6 +22,11 @@
 #include "trigguard/version.h"
 
 #define TG_SERVE_DRAIN_MS 10000 /* longest wait for in-flight requests at shutdown */
+/* Housekeeping cadence. Each tick sweeps the expired idempotency, nonce and receipt-index
+ * entries; at a steady 20k requests/s that is ~2k frees a tick instead of ~20k once a
+ * second, a burst that competed with requests for the CPU and for malloc's arena locks and
+ * showed in the p99.9 (docs/PERFORMANCE.md, "Tail at 50 connections"). */
+#define TG_SERVE_TICK_MS 100L
 #define TG_SERVE_LOG_BUFFER ((size_t)256 * 1024) /* request lines waiting for the log writer */
 #define TG_TLS_FILE_MAX ((size_t)1024 * 1024)
 
@@ -184,7 +189,7 @@ int tg_cmd_serve(int argc, char **argv) {
 
     int exit_code = TG_EXIT_OK;
     for (;;) {
-        struct timespec tick = {1, 0};
+        struct timespec tick = {0, TG_SERVE_TICK_MS * 1000000L};
         int sig = sigtimedwait(&sigs, NULL, &tick);
         if (sig < 0) {
             tg_pipeline_tick(p);
