@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "trigguard/clock.h"
+#include "trigguard/io.h"
 
 #define TG_LOG_LINE_MAX 2048
 /* How long the writer thread lets request lines gather after the first one, so that a
@@ -175,20 +176,8 @@ static void begin_line(line_t *l, tg_log_level_t level, const char *event) {
     }
 }
 
-/* Writes all n bytes unless the descriptor fails; there is nowhere to report that. */
-static void write_all(int fd, const char *p, size_t n) {
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        if (w <= 0) {
-            return;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-}
+/* A failed log write has nowhere to be reported: the line is gone, the caller goes on. */
+static void write_all(int fd, const char *p, size_t n) { TG_IGNORE(tg_write_all(fd, p, n)); }
 
 /* ---- the writer thread ------------------------------------------------------------ */
 

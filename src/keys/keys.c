@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "trigguard/canon.h"
+#include "trigguard/io.h"
 #include "trigguard/version.h"
 
 /* The only DER shapes accepted: what openssl 3 writes for Ed25519 (RFC 8410). */
@@ -432,21 +433,6 @@ tg_err_t tg_key_public_pem(tg_buf_t *out, const tg_key_t *key) {
     return put_pem(out, LABEL_PUBLIC, der, sizeof der);
 }
 
-static tg_err_t write_all(int fd, const char *p, size_t n) {
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        if (w <= 0) {
-            return TG_ERR_IO;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return TG_OK;
-}
-
 /* fsync the directory holding path so the new name itself is durable. */
 static void fsync_parent_dir(const char *path) {
     char dir[PATH_MAX];
@@ -501,7 +487,7 @@ tg_err_t tg_key_save_private(const char *path, const tg_key_t *key, bool write_k
         goto done;
     }
     created = true;
-    if (fchmod(fd, 0600) != 0 || write_all(fd, pem.data, pem.len) != TG_OK || fsync(fd) != 0) {
+    if (fchmod(fd, 0600) != 0 || tg_write_all(fd, pem.data, pem.len) != TG_OK || fsync(fd) != 0) {
         rc = tg_diag_set(diag, TG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
         goto done;
     }

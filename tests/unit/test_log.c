@@ -1,5 +1,5 @@
 /* test_log.c — log lines: format, escaping, and the batched writer (nothing lost, nothing
- * torn, order kept, other lines out when their call returns). */
+ * torn, order kept, other lines out when their call returns); tg_write_all. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "trigguard/clock.h"
+#include "trigguard/io.h"
 #include "trigguard/log.h"
 
 typedef struct {
@@ -191,28 +192,70 @@ static void run_writers(void) {
     }
 }
 
-static void test_async_keeps_every_line(void **state) {
-    sink_t *s = *state;
-    assert_int_equal(tg_log_async_start(64 * 1024), TG_OK);
-    assert_int_equal(tg_log_async_start(64 * 1024), TG_ERR_INVALID_ARG);
-    run_writers();
-    tg_log_async_stop(); /* writes what is still buffered */
-    size_t len;
-    char *text = slurp(s, &len);
-    check_all_lines(text, len);
-    free(text);
-}
-
-/* A buffer far smaller than the load: request threads wait for room, nothing is dropped. */
-static void test_async_backpressure(void **state) {
-    sink_t *s = *state;
-    assert_int_equal(tg_log_async_start(1), TG_OK); /* rounded up to two line maxima */
+/* Starts the writer thread with buffer_bytes, logs from THREADS threads, stops (which
+ * writes what is still buffered) and checks the file. */
+static void run_async_and_check(const sink_t *s, size_t buffer_bytes) {
+    assert_int_equal(tg_log_async_start(buffer_bytes), TG_OK);
+    assert_int_equal(tg_log_async_start(buffer_bytes), TG_ERR_INVALID_ARG);
     run_writers();
     tg_log_async_stop();
     size_t len;
     char *text = slurp(s, &len);
     check_all_lines(text, len);
     free(text);
+}
+
+static void test_async_keeps_every_line(void **state) { run_async_and_check(*state, 64 * 1024); }
+
+/* A buffer far smaller than the load (1 is rounded up to two line maxima, 4 KiB): request
+ * threads wait for room, nothing is dropped. */
+static void test_async_backpressure(void **state) { run_async_and_check(*state, 1); }
+
+/* tg_write_all goes on after short writes (a pipe takes 64 KiB at a time) and reports a
+ * descriptor that refuses the bytes. */
+typedef struct {
+    int fd;
+    size_t got, wrong; /* checked by the main thread: cmocka asserts are not thread-safe */
+} drain_t;
+
+static void *drain(void *arg) {
+    drain_t *d = arg;
+    char buf[4096];
+    ssize_t r;
+    while ((r = read(d->fd, buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < r; i++) {
+            d->wrong += (unsigned char)buf[i] != (unsigned char)((d->got + (size_t)i) % 251);
+        }
+        d->got += (size_t)r;
+    }
+    return NULL;
+}
+
+static void test_write_all(void **state) {
+    sink_t *s = *state;
+    size_t n = (size_t)1 << 20;
+    unsigned char *data = malloc(n);
+    assert_non_null(data);
+    for (size_t i = 0; i < n; i++) {
+        data[i] = (unsigned char)(i % 251);
+    }
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    drain_t d = {p[0], 0, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, drain, &d), 0);
+    assert_int_equal(tg_write_all(p[1], data, n), TG_OK);
+    close(p[1]);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    close(p[0]);
+    assert_int_equal(d.got, n);
+    assert_int_equal(d.wrong, 0);
+    int ro = open(s->path, O_RDONLY);
+    assert_true(ro >= 0);
+    assert_int_equal(tg_write_all(ro, data, 10), TG_ERR_IO);
+    close(ro);
+    assert_int_equal(tg_write_all(ro, data, 0), TG_OK); /* nothing to write: fd not used */
+    free(data);
 }
 
 /* A warning is written, after the request lines logged before it, when TG_LOG returns. */
@@ -269,6 +312,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_async_backpressure, sink_setup, sink_teardown),
         cmocka_unit_test_setup_teardown(test_async_other_lines_flush, sink_setup, sink_teardown),
         cmocka_unit_test_setup_teardown(test_async_idle_flush, sink_setup, sink_teardown),
+        cmocka_unit_test_setup_teardown(test_write_all, sink_setup, sink_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
