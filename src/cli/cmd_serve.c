@@ -27,6 +27,7 @@
  * second, a burst that competed with requests for the CPU and for malloc's arena locks and
  * showed in the p99.9 (docs/PERFORMANCE.md, "Tail at 50 connections"). */
 #define TG_SERVE_TICK_MS 100L
+_Static_assert(TG_SERVE_TICK_MS > 0 && TG_SERVE_TICK_MS < 1000, "the tick is a tv_nsec");
 #define TG_SERVE_LOG_BUFFER ((size_t)256 * 1024) /* request lines waiting for the log writer */
 #define TG_TLS_FILE_MAX ((size_t)1024 * 1024)
 
