@@ -43,8 +43,14 @@ tg_err_t tg_buf_putc(tg_buf_t *b, char c) TG_MUST_USE;
  * unchanged, as tg_buf_append does. */
 tg_err_t tg_buf_printf(tg_buf_t *b, const char *fmt, ...) TG_MUST_USE TG_PRINTF(2, 3);
 
-/* Decimal text of v ("-12", "0"), as printf's %lld writes it, without printf's cost.
- * Errors as tg_buf_append. */
+/* Room for the decimal text of any int64_t ("-9223372036854775808") and a NUL. */
+#define TG_I64_TEXT_MAX 21
+
+/* Writes the decimal text of v ("-12", "0"), as printf's %lld writes it, without printf's
+ * cost, NUL-terminated, into out; returns its length (without the NUL). Thread-safe. */
+size_t tg_fmt_i64(char out[TG_I64_TEXT_MAX], int64_t v);
+
+/* Appends tg_fmt_i64's text of v. Errors as tg_buf_append. */
 tg_err_t tg_buf_put_i64(tg_buf_t *b, int64_t v) TG_MUST_USE;
 
 /* Lowercase hex of n bytes. */

@@ -46,10 +46,10 @@
  * or done) plus nonces; max_bytes bounds their memory (entry header + key + stored body).
  * When a new entry would exceed either, the call fails with TG_ERR_LIMIT and changes
  * nothing: evicting live entries would silently re-enable replays. Expired entries still
- * count until reclaimed, so the daemon should call tg_store_sweep periodically (e.g. every
- * second). A sweep costs what it reclaims, not the size of the table, and holds each shard
- * lock for at most TG_STORE_SWEEP_CHUNK reclaimed entries at a time.
- * Per-item limits (key length, response length) are caller errors (TG_ERR_INVALID_ARG):
+ * count until reclaimed, so the daemon should call tg_store_sweep periodically (serve does
+ * every 100 ms, so that each call reclaims a small batch). A sweep costs what it reclaims, not the
+ * size of the table, and holds each shard lock for at most TG_STORE_SWEEP_CHUNK reclaimed entries
+ * at a time. Per-item limits (key length, response length) are caller errors (TG_ERR_INVALID_ARG):
  * validate them first with tg_store_max_key_len / the configured response limit so that
  * TG_ERR_LIMIT from this module always means "table full" (map it to 503).
  *
@@ -207,7 +207,9 @@ tg_err_t tg_store_nonce_restore(tg_store_t *s, const char *tenant, size_t tenant
 /* Reclaims expired DONE idempotency entries and expired nonces (never IN_FLIGHT
  * reservations), oldest first, up to the first live one in each shard: with a clock that
  * never steps backwards that is every expired entry; after a backward step of d ms, entries
- * stamped before it may be reclaimed up to d ms late (they read as absent regardless).
+ * stamped before it may be reclaimed up to d ms late, and an entry restored with a stamp
+ * older than entries already in its shard waits for them (either way they read as absent
+ * once expired).
  * Locks one shard at a time for at most TG_STORE_SWEEP_CHUNK reclaimed entries. Returns the
  * number of entries reclaimed. Thread-safe. */
 size_t tg_store_sweep(tg_store_t *s, int64_t now_ms);

@@ -84,10 +84,10 @@ tg_err_t tg_buf_printf(tg_buf_t *b, const char *fmt, ...) {
     return TG_OK;
 }
 
-tg_err_t tg_buf_put_i64(tg_buf_t *b, int64_t v) {
-    char tmp[24];
+size_t tg_fmt_i64(char out[TG_I64_TEXT_MAX], int64_t v) {
+    char tmp[TG_I64_TEXT_MAX];
     size_t i = sizeof tmp;
-    /* Work on the magnitude as unsigned so INT64_MIN does not overflow. */
+    /* Digits right to left, on the magnitude as unsigned so INT64_MIN does not overflow. */
     uint64_t m = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
     do {
         tmp[--i] = (char)('0' + (int)(m % 10));
@@ -96,7 +96,16 @@ tg_err_t tg_buf_put_i64(tg_buf_t *b, int64_t v) {
     if (v < 0) {
         tmp[--i] = '-';
     }
-    return tg_buf_append(b, tmp + i, sizeof tmp - i);
+    size_t n = sizeof tmp - i;
+    memcpy(out, tmp + i, n);
+    out[n] = '\0';
+    return n;
+}
+
+tg_err_t tg_buf_put_i64(tg_buf_t *b, int64_t v) {
+    char text[TG_I64_TEXT_MAX];
+    size_t n = tg_fmt_i64(text, v);
+    return tg_buf_append(b, text, n);
 }
 
 tg_err_t tg_buf_hex(tg_buf_t *b, const uint8_t *p, size_t n) {

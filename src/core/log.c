@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "trigguard/buf.h"
 #include "trigguard/clock.h"
 #include "trigguard/io.h"
 
@@ -126,20 +127,9 @@ static void put_field_str(line_t *l, const char *key, const char *val) {
     }
 }
 
-static void put_field_int(line_t *l, const char *key, long long v) {
-    char num[24];
-    size_t n = 0;
-    /* Digits right to left; the magnitude as unsigned so LLONG_MIN needs no special case. */
-    unsigned long long m = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    char *e = num + sizeof num;
-    do {
-        *--e = (char)('0' + (int)(m % 10));
-        m /= 10;
-    } while (m != 0);
-    if (v < 0) {
-        *--e = '-';
-    }
-    n = (size_t)(num + sizeof num - e);
+static void put_field_int(line_t *l, const char *key, int64_t v) {
+    char num[TG_I64_TEXT_MAX];
+    size_t n = tg_fmt_i64(num, v);
     if (g_format == TG_LOG_JSON) {
         put_str(l, ",\"");
         put_str(l, key);
@@ -149,7 +139,7 @@ static void put_field_int(line_t *l, const char *key, long long v) {
         put_str(l, key);
         put_str(l, "=");
     }
-    put_raw(l, e, n);
+    put_raw(l, num, n);
 }
 
 static void begin_line(line_t *l, tg_log_level_t level, const char *event) {
@@ -393,6 +383,6 @@ void tg_log_request(const tg_log_request_t *r) {
     put_field_str(&l, "decision", r->decision);
     put_field_str(&l, "reason", r->reason);
     put_field_str(&l, "surface", r->surface);
-    put_field_int(&l, "latency_us", (long long)r->latency_us);
+    put_field_int(&l, "latency_us", r->latency_us);
     end_line(&l, true);
 }

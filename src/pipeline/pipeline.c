@@ -263,7 +263,7 @@ tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) {
 
 /* A sweep costs what it reclaims (it walks each shard's entries oldest first and stops at the
  * first live one), so it runs on every tick: expired entries are already invisible to
- * lookups, the sweep returns their memory and their share of the caps within a second. */
+ * lookups, the sweep returns their memory and their share of the caps within a tick. */
 void tg_pipeline_tick(tg_pipeline_t *p) {
     int64_t now = tg_clock_now_ms();
     (void)tg_store_sweep(p->store, now);

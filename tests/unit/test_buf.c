@@ -60,7 +60,8 @@ static void test_printf_limit(void **state) {
     tg_buf_free(&b);
 }
 
-/* tg_buf_put_i64 writes what %lld writes, including both ends of the range. */
+/* tg_buf_put_i64 and tg_fmt_i64 write what %lld writes, including both ends of the range
+ * (INT64_MIN fills TG_I64_TEXT_MAX exactly). */
 static void test_put_i64(void **state) {
     (void)state;
     static const int64_t fixed[] = {
@@ -74,6 +75,11 @@ static void test_put_i64(void **state) {
         assert_int_equal(tg_buf_put_i64(&b, fixed[i]), TG_OK);
         (void)snprintf(want, sizeof want, "%lld", (long long)fixed[i]);
         assert_string_equal(b.data, want);
+        /* the same text from tg_fmt_i64, NUL-terminated, with its length */
+        char text[TG_I64_TEXT_MAX];
+        memset(text, 'x', sizeof text);
+        assert_int_equal(tg_fmt_i64(text, fixed[i]), strlen(want));
+        assert_string_equal(text, want);
     }
     /* every power of ten and its neighbours, both signs */
     for (int64_t p = 1; p <= INT64_MAX / 10; p *= 10) {
