@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -194,6 +195,7 @@ static struct {
 
 static void *writer_main(void *arg) {
     (void)arg;
+    (void)prctl(PR_SET_NAME, "tg-log", 0, 0, 0); /* so top -H and ps -L tell threads apart */
     pthread_mutex_lock(&g_async.mu);
     for (;;) {
         while (g_async.len == 0 && !g_async.stopping) {

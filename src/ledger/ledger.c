@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -452,6 +453,7 @@ static void hand_off_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
 
 static void *completer_main(void *arg) {
     tg_ledger_t *l = arg;
+    (void)prctl(PR_SET_NAME, "tg-ledger-done", 0, 0, 0); /* top -H, ps -L */
     pthread_mutex_lock(&l->cmu);
     for (;;) {
         if (l->chead == NULL) {
@@ -489,6 +491,7 @@ static void fail_queue_locked(tg_ledger_t *l) {
 
 static void *writer_main(void *arg) {
     tg_ledger_t *l = arg;
+    (void)prctl(PR_SET_NAME, "tg-ledger-wr", 0, 0, 0); /* top -H, ps -L */
     int64_t next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
     pthread_mutex_lock(&l->mu);
     for (;;) {

@@ -46,6 +46,15 @@ log_count() { grep -c "\"event\":\"$2\"" "$(tg_logfile "$1")"; }
 
 tg_start hup -- --policy "$LIVE" --key "$TG_KEY" --ledger "$TG_TMP/ledger-hup" --threads 2
 HUP_PID=$(tg_pid hup)
+# Named threads, so an operator's top -H / ps -L shows which one burns CPU (the ledger's
+# two start with the ledger, the log writer with serve).
+thread_names=$(cat /proc/"$HUP_PID"/task/*/comm | sort -u | tr '\n' ' ')
+for name in tg-ledger-wr tg-ledger-done tg-log; do
+    case " $thread_names" in
+    *" $name "*) tg_pass "a thread is named $name" ;;
+    *) tg_fail "no thread named $name (threads: $thread_names)" ;;
+    esac
+done
 tg_req GET /version
 tg_expect_py "j['policy_version'] == 'itest-1'" "before reload: itest-1"
 tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"hup-k1"')"
