@@ -65,6 +65,7 @@ struct tg_ledger {
     entry_t *qhead, *qtail;
     uint32_t qcount;
     bool delaying;       /* the writer holds a batch open (group-commit delay) */
+    bool delay_full;     /* ... for the whole delay: announcements cannot end it early */
     uint32_t prev_batch; /* records in the writer's previous batch */
     bool closing;
     bool recover_req;
@@ -540,14 +541,22 @@ static void *writer_main(void *arg) {
         /* Group-commit delay: more records are on their way when request threads have
          * announced some, or when the last batch had several (concurrent clients), so hold
          * this fdatasync up to commit_delay_us instead of paying another one right after
-         * it. A lone client (batches of one, nothing announced) never waits. */
+         * it. A lone client (batches of one, nothing announced) never waits.
+         * After a concurrent batch the writer starts that wait at once, even with nothing
+         * queued yet, instead of sleeping until the first record wakes it and then sleeping
+         * again for the delay: appends do not wake a delaying writer, so that is one
+         * context switch less per batch, and no record waits longer than it would have. A
+         * wait that gathers nothing ends the streak: the next record wakes the writer. */
         bool concurrent = l->prev_batch >= 2;
-        if (l->qhead != NULL && l->durability == TG_DURABILITY_FSYNC && l->commit_delay_us > 0 &&
-            (concurrent || atomic_load(&l->announced) > 0) && l->qcount < l->max_batch) {
+        bool nap = l->qhead == NULL && concurrent;
+        if ((l->qhead != NULL || nap) && l->durability == TG_DURABILITY_FSYNC &&
+            l->commit_delay_us > 0 && (concurrent || atomic_load(&l->announced) > 0) &&
+            l->qcount < l->max_batch) {
             int64_t deadline = mono_ns() + (int64_t)l->commit_delay_us * 1000;
             struct timespec ts;
             abs_deadline(&ts, deadline);
             l->delaying = true;
+            l->delay_full = concurrent;
             while ((concurrent || atomic_load(&l->announced) > 0) && l->qcount < l->max_batch &&
                    !l->closing && !l->recover_req && mono_ns() < deadline) {
                 pthread_cond_timedwait(&l->work_cv, &l->mu, &ts);
@@ -555,6 +564,10 @@ static void *writer_main(void *arg) {
             l->delaying = false;
             if (l->recover_req || !atomic_load(&l->healthy)) {
                 continue; /* handled at the top of the loop, before any batch */
+            }
+            if (l->qhead == NULL) {
+                l->prev_batch = 0;
+                continue; /* closing, or nothing came: the top of the loop decides */
             }
         }
         if (l->qhead != NULL) {
@@ -1145,9 +1158,11 @@ void tg_ledger_announce_end(tg_ledger_t *l) {
         return;
     }
     if (atomic_fetch_sub(&l->announced, 1) == 1) {
-        /* The last announced record is in (or will not come): a delaying writer can stop. */
+        /* The last announced record is in (or will not come): a delaying writer can stop,
+         * unless it holds the batch for the whole delay (then the wake-up is wasted: at
+         * 50 connections it was one of the writer's ~4.6 futex calls per batch). */
         pthread_mutex_lock(&l->mu);
-        if (l->delaying) {
+        if (l->delaying && !l->delay_full) {
             pthread_cond_signal(&l->work_cv);
         }
         pthread_mutex_unlock(&l->mu);

@@ -1102,6 +1102,115 @@ static void test_commit_delay(void **state) {
     tdir_remove(&d);
 }
 
+/* Waits (up to 10 s) for a done() to have run. */
+static void wait_done(delay_arg_t *a) {
+    for (int i = 0; i < 10000 && !atomic_load(&a->done); i++) {
+        sleep_ms(1);
+    }
+    assert_int_equal(atomic_load(&a->done), 1);
+}
+
+/* Voluntary context switches of this process's thread called name, or -1. */
+static long thread_vcsw(const char *name) {
+    DIR *dir = opendir("/proc/self/task");
+    assert_non_null(dir);
+    long out = -1;
+    struct dirent *de;
+    while (out < 0 && (de = readdir(dir)) != NULL) {
+        if (de->d_name[0] == '.') {
+            continue;
+        }
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL) {
+            continue;
+        }
+        bool match = fgets(comm, sizeof comm, f) != NULL &&
+                     strncmp(comm, name, strlen(name)) == 0 && comm[strlen(name)] == '\n';
+        fclose(f);
+        if (!match) {
+            continue;
+        }
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", de->d_name);
+        f = fopen(path, "r");
+        assert_non_null(f);
+        char line[128];
+        while (fgets(line, sizeof line, f) != NULL) {
+            if (sscanf(line, "voluntary_ctxt_switches: %ld", &out) == 1) {
+                break;
+            }
+        }
+        fclose(f);
+    }
+    closedir(dir);
+    return out;
+}
+
+/* A batch of two records, held together by an announcement and then released. */
+static void concurrent_batch(tg_ledger_t *l) {
+    delay_arg_t a = {.l = l}, b = {.l = l};
+    atomic_init(&a.done, 0);
+    atomic_init(&b.done, 0);
+    tg_ledger_announce(l);
+    assert_int_equal(tg_ledger_append(l, TG_LEDGER_TYPE_RECEIPT, "m", 1, "{}", 2, delay_done, &a),
+                     TG_OK);
+    assert_int_equal(tg_ledger_append(l, TG_LEDGER_TYPE_RECEIPT, "m", 1, "{}", 2, delay_done, &b),
+                     TG_OK);
+    tg_ledger_announce_end(l);
+    wait_done(&a);
+    wait_done(&b);
+    assert_int_equal(a.rc, TG_OK);
+    assert_int_equal(b.rc, TG_OK);
+    tg_ledger_stats_t st;
+    tg_ledger_stats(l, &st);
+    assert_int_equal(st.last_batch, 2);
+}
+
+/* After a concurrent batch the writer waits out the delay before anything is queued (the
+ * nap): a record that arrives is held, close ends the nap at once and the record is
+ * durable. A nap that gathers nothing ends the streak, so an idle writer sleeps until work
+ * comes instead of napping again and again. */
+static void test_commit_nap(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    o.commit_delay_us = 60u * 1000 * 1000;
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    concurrent_batch(l);
+    delay_arg_t c = {.l = l, .rc = TG_ERR_INTERNAL};
+    atomic_init(&c.done, 0);
+    assert_int_equal(tg_ledger_append(l, TG_LEDGER_TYPE_RECEIPT, "m", 1, "{}", 2, delay_done, &c),
+                     TG_OK);
+    sleep_ms(50);
+    assert_int_equal(atomic_load(&c.done), 0); /* held by the nap */
+    tg_ledger_close(l);
+    assert_int_equal(atomic_load(&c.done), 1);
+    assert_int_equal(c.rc, TG_OK);
+    tg_ledger_verify_report_t vr;
+    assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, NULL), TG_OK);
+    assert_int_equal(vr.records, 3);
+    tdir_remove(&d);
+
+    /* The streak ends: with a 2 ms delay, a writer that napped forever would switch ~150
+     * times in 300 ms of idleness. */
+    tdir_make(&d);
+    o = opts_for(&d);
+    o.commit_delay_us = 2000;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    concurrent_batch(l);
+    sleep_ms(100);
+    long before = thread_vcsw("tg-ledger-wr");
+    assert_true(before >= 0);
+    sleep_ms(300);
+    long after = thread_vcsw("tg-ledger-wr");
+    assert_true(after - before < 10);
+    tg_ledger_close(l);
+    tdir_remove(&d);
+}
+
 /* Durability none: the writer thread fdatasyncs written records in the background (so a
  * rotation never has a whole segment to flush under the write lock), and only then. */
 static void test_none_background_flush(void **state) {
@@ -1611,6 +1720,7 @@ int main(void) {
         cmocka_unit_test_setup(test_group_commit, setup),
         cmocka_unit_test_setup(test_group_commit_batches, setup),
         cmocka_unit_test_setup(test_commit_delay, setup),
+        cmocka_unit_test_setup(test_commit_nap, setup),
         cmocka_unit_test_setup(test_none_background_flush, setup),
         cmocka_unit_test_setup(test_append_now, setup),
         cmocka_unit_test_setup(test_fault_pwrite_eio, setup),
