@@ -431,7 +431,8 @@ static void respond_decide(eval_req_t *r, const tg_decision_t *d, const tg_polic
     tg_reply_json(ex, 200);
 }
 
-static tg_err_t replay_response(tg_pipeline_t *p, const tg_idem_result_t *res, tg_buf_t *out);
+static tg_err_t replay_response(tg_pipeline_t *p, const tg_idem_result_t *res, tg_buf_t *out,
+                                bool *permit);
 
 /* Steps 5-6: idempotency, then nonce. Returns false when the request is answered. */
 static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8_t req_hash[32]) {
@@ -521,8 +522,8 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
             return false;
         }
         if (res.state == TG_IDEM_REPLAY) {
-            int status = res.status;
-            tg_err_t prc = replay_response(p, &res, &ex->out);
+            bool permit = false;
+            tg_err_t prc = replay_response(p, &res, &ex->out, &permit);
             tg_idem_result_free(&res);
             if (prc != TG_OK) {
                 /* Never execute the request again: its record exists but cannot be read
@@ -533,8 +534,12 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
                 tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
                 return false;
             }
+            /* The body is the stored one byte for byte; the status is this route's for
+             * the stored decision. A key first used on /v1/evaluate (always 200) and
+             * replayed on /execute must still answer 403 to a DENY or SILENCE: a gate
+             * that trusts /execute's status would otherwise run a denied action. */
             ex->replayed = true;
-            tg_reply_json(ex, status);
+            tg_reply_json(ex, r->mode == TG_MODE_EXECUTE && !permit ? 403 : 200);
             atomic_fetch_add_explicit(&p->metrics.idem_replays, 1, memory_order_relaxed);
             return false;
         }
@@ -911,7 +916,8 @@ static bool pos_of(tg_ledger_pos_t *pos, const tg_idem_result_t *res) {
 /* An idempotent replay: the stored entry says where the request's record is; the response
  * is rebuilt from it by compose_response, the function that built the original, so the
  * bytes are the same (without a ?explain trace, which is never stored). */
-static tg_err_t replay_response(tg_pipeline_t *p, const tg_idem_result_t *res, tg_buf_t *out) {
+static tg_err_t replay_response(tg_pipeline_t *p, const tg_idem_result_t *res, tg_buf_t *out,
+                                bool *permit) {
     tg_ledger_pos_t pos;
     if (!pos_of(&pos, res)) {
         return TG_ERR_INTERNAL;
@@ -926,6 +932,7 @@ static tg_err_t replay_response(tg_pipeline_t *p, const tg_idem_result_t *res, t
     }
     if (rc == TG_OK) {
         bool receipt = strcmp(v.decision, "SILENCE") != 0;
+        *permit = strcmp(v.decision, "PERMIT") == 0;
         tg_buf_reset(out);
         rc = compose_response(out, v.decision, v.reason, v.reason_len, v.exec_id, v.rh, v.pv,
                               v.pv_len, receipt ? payload.data : NULL, payload.len);

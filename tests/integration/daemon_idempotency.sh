@@ -47,6 +47,25 @@ tg_save execdeny
 tg_post /execute "$(tg_req_json deny ',"idempotency_key":"k-exec-deny"')"
 expect_replay_of execdeny "/execute DENY retry keeps 403"
 
+# A key replayed on the other route: the stored body byte for byte, with the status of the
+# route asked now. /execute must never answer 200 to a DENY or SILENCE first evaluated on
+# /v1/evaluate (a gate trusting /execute's status would run the denied action).
+for kind in deny silence permit; do
+    tg_post /v1/evaluate "$(tg_req_json $kind ",\"idempotency_key\":\"k-cross-$kind\"")"
+    tg_save cross-$kind
+    tg_post /execute "$(tg_req_json $kind ",\"idempotency_key\":\"k-cross-$kind\"")"
+    want=403
+    [ $kind = permit ] && want=200
+    tg_eq "$TG_STATUS" "$want" "$kind first on /v1/evaluate, replayed on /execute: $want"
+    tg_expect_header Idempotent-Replayed true "$kind replayed on /execute"
+    tg_check "$kind replayed on /execute: body byte-identical" cmp -s "$TG_BODY_FILE" \
+        "$(tg_saved_body cross-$kind)"
+done
+tg_post /v1/evaluate "$(tg_req_json deny ',"idempotency_key":"k-exec-deny"')"
+tg_eq "$TG_STATUS" 200 "DENY first on /execute (403), replayed on /v1/evaluate: 200"
+tg_check "/execute DENY replayed on /v1/evaluate: body byte-identical" cmp -s "$TG_BODY_FILE" \
+    "$(tg_saved_body execdeny)"
+
 # ?explain=1 on the original: the trace is not stored; the replay is the plain response.
 tg_post "/v1/evaluate?explain=1" "$(tg_req_json permit ',"idempotency_key":"k-explain"')"
 tg_expect_py "'trace' in j" "explained original has a trace"
