@@ -46,6 +46,8 @@ struct tg_exchange {
     bool headers_too_large; /* request headers passed --max-header-bytes: respond 431 */
     bool bad_framing;       /* several Content-Length / Transfer-Encoding headers, both
                                together, or a transfer coding other than chunked: 400 */
+    const char *bad_header; /* NULL, or why the headers are refused (static text): a
+                               header read as one value appeared twice: respond 400 */
     size_t url_bytes;       /* path + query bytes as measured for --max-url */
     size_t header_bytes;    /* sum of "name: value\r\n" bytes as measured for the limit */
     int64_t start_ns;       /* monotonic time of the first byte of headers */

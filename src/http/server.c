@@ -161,14 +161,29 @@ typedef struct {
     unsigned content_length;    /* Content-Length headers seen */
     unsigned transfer_encoding; /* Transfer-Encoding headers seen */
     bool te_not_chunked;        /* a Transfer-Encoding other than exactly "chunked" */
+    unsigned singles[4];        /* how often each of single_headers was seen */
 } hdr_scan_t;
 
+/* Headers this server reads as one value. Sent twice, a proxy in front that takes the last
+ * one and this server, which would take the first, disagree about who is calling or which
+ * request this is, so a second copy is refused instead. */
+static const struct {
+    const char *name, *refusal;
+} single_headers[4] = {
+    {MHD_HTTP_HEADER_AUTHORIZATION, "the Authorization header appears more than once"},
+    {MHD_HTTP_HEADER_CONTENT_TYPE, "the Content-Type header appears more than once"},
+    {"Idempotency-Key", "the Idempotency-Key header appears more than once"},
+    {"X-Request-Id", "the X-Request-Id header appears more than once"},
+};
+
 /* Adds "name: value\r\n" (or "name=value&") bytes, for --max-header-bytes / --max-url, and
- * notes the message-framing headers a request smuggler would play with. */
+ * notes the message-framing headers a request smuggler would play with and repeated
+ * single-value headers. (A NUL byte inside a header value cannot be seen from here:
+ * libmicrohttpd 0.9.75 already ends the value at it. OPERATIONS.md says so.) */
 static enum MHD_Result scan_value(void *cls, enum MHD_ValueKind kind, const char *key,
-                                  const char *value) {
+                                  size_t key_size, const char *value, size_t value_size) {
     hdr_scan_t *sc = cls;
-    sc->bytes += strlen(key) + (value != NULL ? strlen(value) : 0) + 4;
+    sc->bytes += key_size + (value != NULL ? value_size : 0) + 4;
     if (kind == MHD_HEADER_KIND) {
         if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
             sc->content_length++;
@@ -176,6 +191,11 @@ static enum MHD_Result scan_value(void *cls, enum MHD_ValueKind kind, const char
             sc->transfer_encoding++;
             if (value == NULL || strcasecmp(value, "chunked") != 0) {
                 sc->te_not_chunked = true;
+            }
+        }
+        for (size_t i = 0; i < sizeof single_headers / sizeof single_headers[0]; i++) {
+            if (strcasecmp(key, single_headers[i].name) == 0) {
+                sc->singles[i]++;
             }
         }
     }
@@ -244,8 +264,8 @@ static req_ctx_t *ctx_create(tg_http_server_t *srv, struct MHD_Connection *conn,
         make_request_id(ex->request_id);
     }
     hdr_scan_t qs = {0}, hs = {0};
-    (void)MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, scan_value, &qs);
-    (void)MHD_get_connection_values(conn, MHD_HEADER_KIND, scan_value, &hs);
+    (void)MHD_get_connection_values_n(conn, MHD_GET_ARGUMENT_KIND, scan_value, &qs);
+    (void)MHD_get_connection_values_n(conn, MHD_HEADER_KIND, scan_value, &hs);
     ex->url_bytes = strlen(url) + qs.bytes;
     ex->header_bytes = hs.bytes;
     ex->url_too_long = srv->max_url > 0 && ex->url_bytes > srv->max_url;
@@ -254,6 +274,12 @@ static req_ctx_t *ctx_create(tg_http_server_t *srv, struct MHD_Connection *conn,
      * refuse it instead of guessing which length the sender meant. */
     ex->bad_framing = hs.content_length > 1 || hs.transfer_encoding > 1 ||
                       (hs.transfer_encoding > 0 && (hs.content_length > 0 || hs.te_not_chunked));
+    for (size_t i = 0; ex->bad_header == NULL && i < sizeof hs.singles / sizeof hs.singles[0];
+         i++) {
+        if (hs.singles[i] > 1) {
+            ex->bad_header = single_headers[i].refusal;
+        }
+    }
     const char *cl = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl != NULL) {
         char *end = NULL;
@@ -280,7 +306,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         *con_cls = ctx;
         if (ctx->ex.body_too_large || ctx->ex.url_too_long || ctx->ex.headers_too_large ||
-            ctx->ex.bad_framing) {
+            ctx->ex.bad_framing || ctx->ex.bad_header != NULL) {
             /* Refuse before reading a byte of the body. */
             srv->handler(srv->ud, &ctx->ex);
             return queue_exchange(ctx);

@@ -247,8 +247,10 @@ static bool path_matches(const route_t *r, const char *path, const char **rest) 
 void tg_pipeline_handle(void *ud, tg_exchange_t *ex) {
     tg_pipeline_t *p = ud;
     /* Transport limits first, on every route (the HTTP layer measured them). */
-    if (ex->url_too_long || ex->headers_too_large || ex->bad_framing) {
-        if (ex->bad_framing) {
+    if (ex->url_too_long || ex->headers_too_large || ex->bad_framing || ex->bad_header) {
+        if (ex->bad_header != NULL) {
+            tg_reply_error_code(ex, 400, "invalid_request", ex->bad_header);
+        } else if (ex->bad_framing) {
             tg_reply_error_code(ex, 400, "invalid_request",
                                 "ambiguous message framing: several Content-Length or "
                                 "Transfer-Encoding headers, both together, or a transfer "
