@@ -26,6 +26,9 @@
 
 #define TG_HTTP_REQUEST_ID_MAX 64
 #define TG_HTTP_RATELIMIT_MAX 96
+/* A chunked body over max_body is read on (and refused with 413 at its end) for up to this
+ * many times max_body plus 64 KiB; past that the connection is closed without an answer. */
+#define TG_HTTP_DRAIN_FACTOR 4
 
 typedef struct tg_exchange tg_exchange_t;
 

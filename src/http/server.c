@@ -38,6 +38,7 @@ typedef struct {
     tg_http_server_t *srv;
     struct MHD_Connection *conn;
     tg_buf_t body;
+    size_t drained; /* body bytes read past --max-body */
     _Atomic int state;
 } req_ctx_t;
 
@@ -318,6 +319,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             tg_buf_append(&ctx->body, upload_data, *upload_data_size) != TG_OK) {
             ctx->ex.body_too_large = true; /* keep draining, answer 413 at the end */
             tg_buf_free(&ctx->body);
+        }
+        if (ctx->ex.body_too_large) {
+            /* Only a chunked body gets here (a Content-Length over the limit is refused
+             * before the body). libmicrohttpd 0.9.75 cannot queue a response in the middle
+             * of a body, so the 413 waits for its end; a body that goes on far past the
+             * limit is cut off by closing the connection instead of being read forever. */
+            ctx->drained += *upload_data_size;
+            if (ctx->drained > srv->max_body * TG_HTTP_DRAIN_FACTOR + 65536) {
+                *upload_data_size = 0;
+                return MHD_NO;
+            }
         }
         *upload_data_size = 0;
         return MHD_YES;
