@@ -60,6 +60,7 @@
 #ifndef TRIGGUARD_STORE_H
 #define TRIGGUARD_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -213,6 +214,11 @@ tg_err_t tg_store_nonce_restore(tg_store_t *s, const char *tenant, size_t tenant
  * Locks one shard at a time for at most TG_STORE_SWEEP_CHUNK reclaimed entries. Returns the
  * number of entries reclaimed. Thread-safe. */
 size_t tg_store_sweep(tg_store_t *s, int64_t now_ms);
+
+/* A hint, not a reservation: whether the caps would admit one more entry of about bytes
+ * bytes right now (a concurrent insert may still take the room first). Lets a caller refuse
+ * work whose result it must store, before doing it. Thread-safe, lock-free. */
+bool tg_store_has_room(const tg_store_t *s, size_t bytes);
 
 /* Point-in-time counters for /metrics. entries/bytes include expired entries not yet
  * reclaimed. Per-kind counts are summed shard by shard (each shard locked briefly), so

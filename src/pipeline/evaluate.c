@@ -18,6 +18,10 @@
 #define TG_META_PROBE_HASH "0000000000000000000000000000000000000000000000000000000000000000"
 
 /* What a request carries from the synchronous part to the ledger's done callback. */
+/* What one receipt index entry costs the index's byte cap, about (entry, tenant,
+ * execution id, ledger position): the room asked for before signing. */
+#define TG_RECEIPT_INDEX_ENTRY_BYTES 256
+
 typedef struct eval_req {
     tg_pipeline_t *p;
     tg_exchange_t *ex;
@@ -298,15 +302,21 @@ static void settle(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *pos) {
             r->idem_reserved = false;
         }
         r->nonce_used = false; /* durable now: never release */
-        /* Index signed receipts for GET /v1/receipts (SILENCE has none). A full index
-         * only costs that route for this receipt, so its error is not the request's. */
+        /* Index signed receipts for GET /v1/receipts (SILENCE has none). The index had
+         * room before signing (run); if a concurrent request took it since, the receipt
+         * is durable and goes out, and only that route will not find it: say so. */
         tg_err_t rc =
             r->verdict == TG_SILENCE
                 ? TG_OK
                 : tg_store_idem_restore(p->receipts, r->tenant_name, r->tenant_len, r->exec_id,
                                         strlen(r->exec_id), (const uint8_t[32]){0}, 200,
                                         (const char *)pos, sizeof *pos, now, now);
-        (void)rc;
+        if (rc != TG_OK) {
+            TG_LOG(TG_LOG_WARN, "receipt_index_full",
+                   "request %s: receipt %s is in the ledger but not in the index (%s); "
+                   "GET /v1/receipts will not find it",
+                   ex->request_id, r->exec_id, tg_strerror(rc));
+        }
     }
 }
 
@@ -696,6 +706,14 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
                         d.verdict == TG_PERMIT ? 0
                         : d.verdict == TG_DENY ? 1
                                                : 2);
+
+    /* A signed receipt must be readable by GET /v1/receipts: with the index full, refuse
+     * now (503, claims released) rather than sign a receipt that route would deny
+     * knowing. The insert after the ledger append stays the authority (see settle). */
+    if (d.verdict != TG_SILENCE && !tg_store_has_room(p->receipts, TG_RECEIPT_INDEX_ENTRY_BYTES)) {
+        fail(r, TG_ERR_OVERLOADED, "the receipt index is full; retry later");
+        return false;
+    }
 
     const char *disc = r->has_idem ? r->idem : r->has_nonce ? r->nonce : NULL;
     size_t disc_len = r->has_idem ? r->idem_len : r->has_nonce ? r->nonce_len : 0;

@@ -821,6 +821,12 @@ size_t tg_store_sweep(tg_store_t *s, int64_t now_ms) {
     return freed;
 }
 
+bool tg_store_has_room(const tg_store_t *s, size_t bytes) {
+    size_t n = atomic_load_explicit(&((tg_store_t *)s)->entries, memory_order_relaxed);
+    size_t b = atomic_load_explicit(&((tg_store_t *)s)->bytes, memory_order_relaxed);
+    return n < s->max_entries && bytes <= s->max_bytes && b <= s->max_bytes - bytes;
+}
+
 void tg_store_stats(const tg_store_t *s, tg_store_stats_t *out) {
     if (out == NULL) {
         return;

@@ -202,8 +202,31 @@ tg_expect_py "s == 200 and h.get('idempotent-replayed') == 'true'" "a stored key
 tg_post /v1/evaluate "$(tg_req_json example ',"nonce":"fill-nonce"')"
 tg_expect_error 503 overloaded "a new nonce cannot be recorded in a full table"
 tg_post /v1/evaluate "$(tg_req_json example)"
-tg_expect_py "s == 200 and j['decision'] == 'PERMIT'" "requests without key or nonce still work"
+tg_expect_error 503 overloaded "the receipt index (same cap) is full as well: no receipt is signed that GET /v1/receipts could not find"
+tg_post /v1/evaluate "$(tg_req_json silence)"
+tg_expect_py "s == 200 and j['decision'] == 'SILENCE'" "a SILENCE (no receipt to index) still works"
 tg_stop store
+
+# ---- a full receipt index: 503 before signing, every receipt handed out can be read -------
+
+tg_std_args rindex
+tg_start rindex -- "${TG_STD_ARGS[@]}" --store-max-entries 16
+ids=()
+for i in $(seq 1 24); do
+    tg_post /v1/evaluate "$(tg_req_json example)"
+    [ "$TG_STATUS" = 200 ] || break
+    tg_jget id 'j["execution_id"]'
+    ids+=("$id")
+done
+tg_check "--store-max-entries 16: the receipt index fills up after ${#ids[@]} receipts" test "${#ids[@]}" -ge 1 -a "${#ids[@]}" -le 16
+tg_expect_error 503 overloaded "receipt index full: refused before signing"
+readable=0
+for id in "${ids[@]}"; do
+    tg_req GET "/v1/receipts/$id" "${TG_AUTH_A[@]}"
+    [ "$TG_STATUS" = 200 ] && readable=$((readable + 1))
+done
+tg_eq "$readable" "${#ids[@]}" "every receipt handed out is readable from GET /v1/receipts"
+tg_stop rindex
 
 # ---- no signing key: fail closed ---------------------------------------------------------
 

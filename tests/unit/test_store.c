@@ -454,13 +454,17 @@ static void test_entry_cap(void **state) {
         assert_int_equal(st.entries, 8);
         assert_int_equal(st.max_entries, 8);
         assert_int_equal(st.limit_rejections, 4);
+        assert_false(tg_store_has_room(s, 1)); /* full by count; the hint counts nothing */
+        assert_int_equal(st.limit_rejections, 4);
         /* existing entries keep working when full */
         assert_int_equal(complete(s, T_A, "i0", 200, "ok", 1), TG_OK);
         expect_replay(s, T_A, "i0", 1, 2, 200, "ok");
         assert_int_equal(tg_store_nonce_use(s, S(T_B), S("n0"), 2), TG_ERR_REPLAY);
         /* freeing one slot admits exactly one */
         assert_int_equal(tg_store_idem_abort(s, S(T_A), S("i1")), TG_OK);
+        assert_true(tg_store_has_room(s, 1));
         expect_new(s, T_A, "over", 1, 3);
+        assert_false(tg_store_has_room(s, 1));
         assert_int_equal(tg_store_nonce_use(s, S(T_B), S("over"), 3), TG_ERR_LIMIT);
         /* expiry makes room lazily: i0 (done at 1) expires at 1 + R; the same key is reused */
         expect_new(s, T_A, "i0", 7, 1 + R);
@@ -485,7 +489,12 @@ static void test_byte_cap(void **state) {
     tg_store_t *s = mk(1, 10, one + 50);
     char body[51];
     memset(body, 'b', sizeof body);
+    assert_true(tg_store_has_room(s, one + 50));
+    assert_false(tg_store_has_room(s, one + 51));
+    assert_false(tg_store_has_room(s, SIZE_MAX));
     expect_new(s, T_A, "k", 1, 0);
+    assert_true(tg_store_has_room(s, 50));
+    assert_false(tg_store_has_room(s, 51));
     /* a second entry does not fit */
     tg_idem_state_t stt;
     assert_int_equal(begin_state(s, T_A, "j", 1, 0, &stt), TG_ERR_LIMIT);
