@@ -1063,14 +1063,33 @@ static void sleep_ms(long ms) {
     nanosleep(&ts, NULL);
 }
 
+/* a's record is still held by the writer's delay; closing the ledger makes it durable at
+ * once (close returns after every done() has run), leaving `records` records. */
+static void close_releases(tg_ledger_t *l, delay_arg_t *a, tdir_t *d, uint64_t records) {
+    assert_int_equal(atomic_load(&a->done), 0);
+    tg_ledger_close(l);
+    assert_int_equal(atomic_load(&a->done), 1);
+    assert_int_equal(a->rc, TG_OK);
+    tg_ledger_verify_report_t vr;
+    assert_int_equal(tg_ledger_verify_path(&vr, d->path, NULL, NULL), TG_OK);
+    assert_int_equal(vr.records, records);
+    tdir_remove(d);
+}
+
+/* A fresh ledger in a new test directory, with the given group-commit delay. */
+static tg_ledger_t *open_delayed(tdir_t *d, uint32_t delay_us) {
+    tdir_make(d);
+    tg_ledger_opts_t o = opts_for(d);
+    o.commit_delay_us = delay_us;
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    return l;
+}
+
 static void test_commit_delay(void **state) {
     (void)state;
     tdir_t d;
-    tdir_make(&d);
-    tg_ledger_opts_t o = opts_for(&d);
-    o.commit_delay_us = 60u * 1000 * 1000;
-    tg_ledger_t *l = NULL;
-    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    tg_ledger_t *l = open_delayed(&d, 60u * 1000 * 1000);
     delay_arg_t a = {.l = l};
     atomic_init(&a.done, 0);
     tg_ledger_announce(l);
@@ -1092,14 +1111,7 @@ static void test_commit_delay(void **state) {
     assert_int_equal(tg_ledger_append(l, TG_LEDGER_TYPE_RECEIPT, "m", 1, "{}", 2, delay_done, &a),
                      TG_OK);
     sleep_ms(20);
-    assert_int_equal(atomic_load(&a.done), 0);
-    tg_ledger_close(l); /* returns after every done() has run */
-    assert_int_equal(atomic_load(&a.done), 1);
-    assert_int_equal(a.rc, TG_OK);
-    tg_ledger_verify_report_t vr;
-    assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, NULL), TG_OK);
-    assert_int_equal(vr.records, 2);
-    tdir_remove(&d);
+    close_releases(l, &a, &d, 2);
 }
 
 /* Waits (up to 10 s) for a done() to have run. */
@@ -1174,32 +1186,18 @@ static void concurrent_batch(tg_ledger_t *l) {
 static void test_commit_nap(void **state) {
     (void)state;
     tdir_t d;
-    tdir_make(&d);
-    tg_ledger_opts_t o = opts_for(&d);
-    o.commit_delay_us = 60u * 1000 * 1000;
-    tg_ledger_t *l = NULL;
-    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    tg_ledger_t *l = open_delayed(&d, 60u * 1000 * 1000);
     concurrent_batch(l);
     delay_arg_t c = {.l = l, .rc = TG_ERR_INTERNAL};
     atomic_init(&c.done, 0);
     assert_int_equal(tg_ledger_append(l, TG_LEDGER_TYPE_RECEIPT, "m", 1, "{}", 2, delay_done, &c),
                      TG_OK);
     sleep_ms(50);
-    assert_int_equal(atomic_load(&c.done), 0); /* held by the nap */
-    tg_ledger_close(l);
-    assert_int_equal(atomic_load(&c.done), 1);
-    assert_int_equal(c.rc, TG_OK);
-    tg_ledger_verify_report_t vr;
-    assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, NULL), TG_OK);
-    assert_int_equal(vr.records, 3);
-    tdir_remove(&d);
+    close_releases(l, &c, &d, 3); /* held by the nap until the close */
 
     /* The streak ends: with a 2 ms delay, a writer that napped forever would switch ~150
      * times in 300 ms of idleness. */
-    tdir_make(&d);
-    o = opts_for(&d);
-    o.commit_delay_us = 2000;
-    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    l = open_delayed(&d, 2000);
     concurrent_batch(l);
     sleep_ms(100);
     long before = thread_vcsw("tg-ledger-wr");
