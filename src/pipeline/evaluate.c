@@ -699,14 +699,6 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
 
     /* step 7: the kernel */
     tg_kernel_decide(&d, pol, &frame);
-    r->verdict = d.verdict;
-    (void)copy_view(r->reason_copy, TG_POLICY_MAX_REASON, &(size_t){0}, d.reason, strlen(d.reason));
-    r->reason = r->reason_copy;
-    tg_metrics_decision(&p->metrics, r->surface, r->surface_len,
-                        d.verdict == TG_PERMIT ? 0
-                        : d.verdict == TG_DENY ? 1
-                                               : 2);
-
     /* A signed receipt must be readable by GET /v1/receipts: with the index full, refuse
      * now (503, claims released) rather than sign a receipt that route would deny
      * knowing. The insert after the ledger append stays the authority (see settle). */
@@ -714,6 +706,13 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
         fail(r, TG_ERR_OVERLOADED, "the receipt index is full; retry later");
         return false;
     }
+    r->verdict = d.verdict;
+    (void)copy_view(r->reason_copy, TG_POLICY_MAX_REASON, &(size_t){0}, d.reason, strlen(d.reason));
+    r->reason = r->reason_copy;
+    tg_metrics_decision(&p->metrics, r->surface, r->surface_len,
+                        d.verdict == TG_PERMIT ? 0
+                        : d.verdict == TG_DENY ? 1
+                                               : 2);
 
     const char *disc = r->has_idem ? r->idem : r->has_nonce ? r->nonce : NULL;
     size_t disc_len = r->has_idem ? r->idem_len : r->has_nonce ? r->nonce_len : 0;
