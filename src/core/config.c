@@ -89,7 +89,7 @@ static const opt_t options[] = {
     {"per-ip-connections", "TRIGGUARD_PER_IP_CONNECTIONS", OPT_INT, F(per_ip_connections), "1024",
      0, 65536, NULL, 0, "simultaneous connections from one IP address; 0 = no per-address limit"},
     {"connection-timeout", "TRIGGUARD_CONNECTION_TIMEOUT", OPT_INT, F(connection_timeout_s), "30",
-     1, 3600, NULL, 0, "idle connection timeout in seconds"},
+     1, 3600, NULL, 0, "idle connection timeout in seconds; also the most a request body may take"},
     {"connection-memory", "TRIGGUARD_CONNECTION_MEMORY", OPT_INT, F(connection_memory), "32768",
      4096, 1048576, NULL, 0, "libmicrohttpd per-connection memory (headers) in bytes"},
     {"max-body", "TRIGGUARD_MAX_BODY", OPT_INT, F(max_body), "65536", 256, 16777216, NULL, 0,

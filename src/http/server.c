@@ -23,6 +23,7 @@ struct tg_http_server {
     size_t max_body;
     size_t max_url;
     size_t max_header_bytes;
+    int64_t body_deadline_ns; /* a body must be in within this long of its headers */
     uint16_t port;
     atomic_uint in_flight;
     int quiesced_fd;      /* listen socket handed back by MHD_quiesce_daemon, or -1 */
@@ -315,6 +316,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     if (*upload_data_size != 0) {
+        if (mono_ns() - ctx->ex.start_ns > srv->body_deadline_ns) {
+            /* libmicrohttpd's --connection-timeout restarts with every byte, so a body sent
+             * a byte at a time would hold its connection (and up to --max-body of memory)
+             * for as long as the sender likes. The whole body gets that long instead. */
+            *upload_data_size = 0;
+            return MHD_NO;
+        }
         if (!ctx->ex.body_too_large &&
             tg_buf_append(&ctx->body, upload_data, *upload_data_size) != TG_OK) {
             ctx->ex.body_too_large = true; /* keep draining, answer 413 at the end */
@@ -439,6 +447,7 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
     unsigned threads = opts->threads ? opts->threads : 1;
     /* libmicrohttpd's default is no timeout at all: never let a connection idle forever. */
     unsigned timeout_s = opts->connection_timeout_s ? opts->connection_timeout_s : 30;
+    s->body_deadline_ns = (int64_t)timeout_s * INT64_C(1000000000);
     struct MHD_OptionItem tls_opts[] = {
         {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)opts->tls_cert_pem},
         {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)opts->tls_key_pem},

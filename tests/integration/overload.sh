@@ -91,6 +91,38 @@ tg_json_check "$TG_TMP/normal.json" "normal client: p50 <= $VICTIM_P50_MS ms and
     "s['p50_ms'] <= $VICTIM_P50_MS and s['max_ms'] <= $VICTIM_MAX_MS"
 tg_json_check "$TG_TMP/slowloris.json" "idle connections closed by --connection-timeout 3 (between 2.5 and 6 s)" \
     's["idle_closed"] >= 145 and 2.5 <= s["idle_closed_first_s"] and s["idle_closed_last_s"] <= 6'
+# A body sent a byte at a time restarts libmicrohttpd's idle timeout with every byte; the
+# whole body gets --connection-timeout (3 s) from the end of its headers, then the
+# connection is closed without an answer (64 bytes at 2 per second would take 32 s).
+python3 - "$PORT" >"$TG_TMP/slowbody.json" <<'PY'
+import json, socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(b"POST /v1/evaluate HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer tok-acme\r\n"
+          b"Content-Type: application/json\r\nContent-Length: 64\r\n\r\n")
+s.setblocking(False)
+t0, sent, closed, answer = time.monotonic(), 0, None, b""
+while time.monotonic() - t0 < 12 and closed is None:
+    try:
+        d = s.recv(4096)
+        if d == b"":
+            closed = time.monotonic() - t0
+        answer += d
+    except BlockingIOError:
+        pass
+    except OSError:
+        closed = time.monotonic() - t0
+    if closed is None and sent < 64:
+        try:
+            s.send(b" ")
+            sent += 1
+        except OSError:
+            closed = time.monotonic() - t0
+    time.sleep(0.5)
+print(json.dumps({"closed_s": closed, "sent": sent, "answered": answer[:12].decode("latin1")}))
+PY
+tg_log "slow body: $(cat "$TG_TMP/slowbody.json")"
+tg_json_check "$TG_TMP/slowbody.json" "a body trickled a byte at a time is cut off after --connection-timeout 3 (2.5-6 s), unanswered" \
+    's["closed_s"] is not None and 2.5 <= s["closed_s"] <= 6 and s["sent"] < 64 and s["answered"] == ""'
 tg_req GET /healthz
 tg_expect_status 200 "serving after the slow clients left"
 tg_stop sl
