@@ -99,6 +99,13 @@ void tg_config_usage(FILE *out);
 /* Writes the effective configuration as `name = value` lines, secrets redacted. */
 void tg_config_print(FILE *out, const tg_config_t *cfg);
 
+/* Whether a value given for a key file may be shown in a message. A signing-key setting is
+ * "path or PEM", so a value that is not an openable file may be key text an operator pasted
+ * (the base64 body of a PEM, or a PEM with a damaged BEGIN line). Such text is only base64
+ * characters, or contains "BEGIN" or a line break; a path is shown only when it has some
+ * other character (a '.', '-', '_', ...). Thread-safe, pure. */
+bool tg_config_path_showable(const char *value);
+
 /* "fsync" | "batch" | "none". */
 const char *tg_config_durability_name(tg_config_durability_t d);
 

@@ -317,6 +317,20 @@ void tg_config_usage(FILE *out) {
             "validate the configuration, policy and keys, then exit", "--help", "this text");
 }
 
+bool tg_config_path_showable(const char *v) {
+    if (strstr(v, "BEGIN") != NULL || strchr(v, '\n') != NULL || strchr(v, '\r') != NULL) {
+        return false;
+    }
+    for (const char *c = v; *c != '\0'; c++) {
+        bool b64 = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
+                   (*c >= '0' && *c <= '9') || *c == '+' || *c == '/' || *c == '=';
+        if (!b64) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void tg_config_print(FILE *out, const tg_config_t *cfg) {
     for (size_t i = 0; i < N_OPTIONS; i++) {
         const opt_t *o = &options[i];
@@ -326,7 +340,8 @@ void tg_config_print(FILE *out, const tg_config_t *cfg) {
         case OPT_STR:
             if (o->secret && field[0] != '\0' && strstr(field, "-----BEGIN") != NULL) {
                 fputs("(PEM text, redacted)", out);
-            } else if (o->secret && field[0] != '\0' && strcmp(o->flag, "key") != 0) {
+            } else if (o->secret && field[0] != '\0' &&
+                       (strcmp(o->flag, "key") != 0 || !tg_config_path_showable(field))) {
                 fputs("(redacted)", out);
             } else {
                 fputs(field, out);

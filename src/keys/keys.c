@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "trigguard/canon.h"
+#include "trigguard/config.h"
 #include "trigguard/io.h"
 #include "trigguard/version.h"
 
@@ -340,6 +341,13 @@ tg_err_t tg_key_load_file(tg_key_t *out, const char *path, const char *key_id_or
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         int e = errno;
+        if (!tg_config_path_showable(path)) {
+            /* It may be key text rather than a path: never echo it. */
+            return tg_diag_set(diag, e == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO,
+                               "cannot open key file (the %zu-byte value given is not shown: "
+                               "it looks like key text, not a path): %s",
+                               strlen(path), strerror(e));
+        }
         return tg_diag_set(diag, e == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO,
                            "cannot open key file %s: %s", path, strerror(e));
     }

@@ -49,6 +49,13 @@ tg_check "--print-config: port from the environment (PORT=1234)" grep -qE '^port
 tg_check "--print-config: RATE_LIMIT_PER_TENANT from the environment" grep -qE '^rate-limit-per-tenant = 77$' <<<"$OUT"
 tg_check "--print-config: defaults (listen 127.0.0.1, max-body 65536, durability fsync)" \
     bash -c "grep -qE '^listen = 127.0.0.1$' <<<\"\$0\" && grep -qE '^max-body = 65536$' <<<\"\$0\" && grep -qE '^durability = fsync$' <<<\"\$0\"" "$OUT"
+# Key text pasted where a path (or a whole PEM) was expected: the base64 body alone is the
+# private key, and it must not be echoed back by --print-config or by the startup error.
+run_serve "--print-config, --key is bare base64" 0 -- --print-config --key "$KEY_B64" "${POLICY_ARGS[@]}"
+tg_check "--print-config does not echo a bare base64 key" bash -c "! grep -qF '$KEY_B64' <<<\"\$0\"" "$OUT"
+run_serve "TRIGGUARD_SIGNING_KEY is bare base64" 2 TRIGGUARD_SIGNING_KEY="$KEY_B64" -- "${POLICY_ARGS[@]}" --check-config
+tg_check "the startup error does not echo a bare base64 key" bash -c "! grep -qF '$KEY_B64' <<<\"\$0\"" "$OUT"
+tg_check "the startup error still says why" grep -q "cannot open key file (the 64-byte value" <<<"$OUT"
 run_serve "--print-config, flag over env" 0 PORT=1234 -- --print-config --port 4321
 tg_check "--port flag wins over PORT" grep -qE '^port = 4321$' <<<"$OUT"
 run_serve "--print-config with the key as a path" 0 -- --print-config --key "$TG_KEY"
