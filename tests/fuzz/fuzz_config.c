@@ -54,10 +54,13 @@ static int args_from_print(char **argv, char *printed, const tg_config_t *cfg, c
         *eq = '\0';
         const char *name = line, *value = eq + 3;
         if (strcmp(name, "key") == 0) {
-            /* PEM text given inline is a secret; a key file path is not */
-            const char *want = strstr(cfg->signing_key, "-----BEGIN") != NULL
-                                   ? "(PEM text, redacted)"
-                                   : cfg->signing_key;
+            /* PEM text given inline is a secret, and so is anything that may be key text
+             * (tg_config_path_showable); a key file path is not */
+            const char *want =
+                strstr(cfg->signing_key, "-----BEGIN") != NULL ? "(PEM text, redacted)"
+                : cfg->signing_key[0] != '\0' && !tg_config_path_showable(cfg->signing_key)
+                    ? "(redacted)"
+                    : cfg->signing_key;
             if (strcmp(value, want) != 0) {
                 abort();
             }
