@@ -157,26 +157,27 @@ static const char *header(struct MHD_Connection *c, const char *name) {
     return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
 
-/* What one pass over the request headers (or query arguments) measures. */
-typedef struct {
-    size_t bytes;               /* approximately what they took on the wire */
-    unsigned content_length;    /* Content-Length headers seen */
-    unsigned transfer_encoding; /* Transfer-Encoding headers seen */
-    bool te_not_chunked;        /* a Transfer-Encoding other than exactly "chunked" */
-    unsigned singles[4];        /* how often each of single_headers was seen */
-} hdr_scan_t;
-
 /* Headers this server reads as one value. Sent twice, a proxy in front that takes the last
  * one and this server, which would take the first, disagree about who is calling or which
  * request this is, so a second copy is refused instead. */
 static const struct {
     const char *name, *refusal;
-} single_headers[4] = {
+} single_headers[] = {
     {MHD_HTTP_HEADER_AUTHORIZATION, "the Authorization header appears more than once"},
     {MHD_HTTP_HEADER_CONTENT_TYPE, "the Content-Type header appears more than once"},
     {"Idempotency-Key", "the Idempotency-Key header appears more than once"},
     {"X-Request-Id", "the X-Request-Id header appears more than once"},
 };
+#define N_SINGLE_HEADERS (sizeof single_headers / sizeof single_headers[0])
+
+/* What one pass over the request headers (or query arguments) measures. */
+typedef struct {
+    size_t bytes;                       /* approximately what they took on the wire */
+    unsigned content_length;            /* Content-Length headers seen */
+    unsigned transfer_encoding;         /* Transfer-Encoding headers seen */
+    bool te_not_chunked;                /* a Transfer-Encoding other than exactly "chunked" */
+    unsigned singles[N_SINGLE_HEADERS]; /* how often each of single_headers was seen */
+} hdr_scan_t;
 
 /* Adds "name: value\r\n" (or "name=value&") bytes, for --max-header-bytes / --max-url, and
  * notes the message-framing headers a request smuggler would play with and repeated
@@ -195,7 +196,7 @@ static enum MHD_Result scan_value(void *cls, enum MHD_ValueKind kind, const char
                 sc->te_not_chunked = true;
             }
         }
-        for (size_t i = 0; i < sizeof single_headers / sizeof single_headers[0]; i++) {
+        for (size_t i = 0; i < N_SINGLE_HEADERS; i++) {
             if (strcasecmp(key, single_headers[i].name) == 0) {
                 sc->singles[i]++;
             }
@@ -276,8 +277,7 @@ static req_ctx_t *ctx_create(tg_http_server_t *srv, struct MHD_Connection *conn,
      * refuse it instead of guessing which length the sender meant. */
     ex->bad_framing = hs.content_length > 1 || hs.transfer_encoding > 1 ||
                       (hs.transfer_encoding > 0 && (hs.content_length > 0 || hs.te_not_chunked));
-    for (size_t i = 0; ex->bad_header == NULL && i < sizeof hs.singles / sizeof hs.singles[0];
-         i++) {
+    for (size_t i = 0; ex->bad_header == NULL && i < N_SINGLE_HEADERS; i++) {
         if (hs.singles[i] > 1) {
             ex->bad_header = single_headers[i].refusal;
         }
