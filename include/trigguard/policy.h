@@ -80,8 +80,8 @@ tg_err_t tg_policy_load_text(tg_policy_t **out, const char *text, size_t len,
                              tg_diag_t *diag) TG_MUST_USE;
 
 /* Reads path (at most TG_POLICY_MAX_FILE bytes) and tg_policy_load_text's it. Errors:
- * TG_ERR_NOT_FOUND (no such file), TG_ERR_IO (cannot open/read), TG_ERR_LIMIT (too big),
- * and those of tg_policy_load_text. diag names the path for file errors. */
+ * TG_ERR_NOT_FOUND (no such file), TG_ERR_IO (cannot open/read, not a regular file),
+ * TG_ERR_LIMIT (too big), and those of tg_policy_load_text. diag names the path for file errors. */
 tg_err_t tg_policy_load_file(tg_policy_t **out, const char *path, tg_diag_t *diag) TG_MUST_USE;
 
 /* Frees a policy. NULL-safe. No frame or decision referring to it may be used after. */

@@ -1,9 +1,12 @@
 /* main.c — the trigguard binary: dispatch argv[1] to its subcommand. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "trigguard/io.h"
 #include "trigguard/version.h"
 
 typedef struct {
@@ -87,10 +90,16 @@ char *tg_cli_read_file(const char *path, size_t max, size_t *len_out) {
     if (strcmp(path, "-") == 0) {
         return tg_cli_read_all(stdin, max, len_out, "standard input");
     }
-    FILE *f = fopen(path, "rb");
+    tg_diag_t diag = {{0}};
+    int fd = -1;
+    if (tg_open_regular(&fd, path, path, &diag) != TG_OK) {
+        fprintf(stderr, "trigguard: %s\n", diag.msg);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
     if (f == NULL) {
-        fprintf(stderr, "trigguard: cannot open %s: ", path);
-        perror(NULL);
+        fprintf(stderr, "trigguard: cannot read %s: %s\n", path, strerror(errno));
+        (void)close(fd);
         return NULL;
     }
     char *buf = tg_cli_read_all(f, max, len_out, path);

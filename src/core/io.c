@@ -2,6 +2,9 @@
 #include "trigguard/io.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 tg_err_t tg_write_all(int fd, const void *data, size_t n) {
@@ -20,5 +23,22 @@ tg_err_t tg_write_all(int fd, const void *data, size_t n) {
         p += w;
         n -= (size_t)w;
     }
+    return TG_OK;
+}
+
+tg_err_t tg_open_regular(int *fd_out, const char *path, const char *label, tg_diag_t *diag) {
+    struct stat st;
+    *fd_out = -1;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        return tg_diag_set(diag, e == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO, "cannot open %s: %s",
+                           label, strerror(e));
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return tg_diag_set(diag, TG_ERR_IO, "%s is not a readable regular file", label);
+    }
+    *fd_out = fd;
     return TG_OK;
 }

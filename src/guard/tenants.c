@@ -1,6 +1,7 @@
 /* tenants.c — tenant table from the tokens file / TRIGGUARD_API_KEYS, bearer auth. */
 #include "trigguard/canon.h"
 #include "trigguard/guard.h"
+#include "trigguard/io.h"
 
 #include <arpa/inet.h>
 #include <jansson.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct tenant {
     char name[TG_GUARD_TENANT_NAME_MAX + 1];
@@ -284,9 +286,17 @@ tg_err_t tg_tenants_load_file(tg_tenants_t *t, const char *path, tg_diag_t *diag
     if (t == NULL || path == NULL) {
         return tg_diag_set(diag, TG_ERR_INVALID_ARG, "tokens file: NULL argument");
     }
-    f = fopen(path, "rb");
+    char label[320];
+    int fd = -1;
+    snprintf(label, sizeof label, "tokens file %s", path);
+    rc = tg_open_regular(&fd, path, label, diag);
+    if (rc) {
+        return rc;
+    }
+    f = fdopen(fd, "rb");
     if (f == NULL) {
-        return tg_diag_set(diag, TG_ERR_IO, "%s: cannot open tokens file", path);
+        (void)close(fd);
+        return tg_diag_set(diag, TG_ERR_NOMEM, "%s: cannot read tokens file", path);
     }
     /* One byte more than allowed, so an oversized file is detected without reading it all. */
     text = malloc(TG_GUARD_TOKENS_FILE_MAX + 1);

@@ -336,23 +336,25 @@ tg_err_t tg_key_load_file(tg_key_t *out, const char *path, const char *key_id_or
     size_t len = 0;
     struct stat st;
     tg_err_t rc = TG_OK;
+    char label[160];
+    int fd = -1;
 
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
-        int e = errno;
-        if (!tg_config_path_showable(path)) {
-            /* It may be key text rather than a path: never echo it. */
-            return tg_diag_set(diag, e == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO,
-                               "cannot open key file (the %zu-byte value given is not shown: "
-                               "it looks like key text, not a path): %s",
-                               strlen(path), strerror(e));
-        }
-        return tg_diag_set(diag, e == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO,
-                           "cannot open key file %s: %s", path, strerror(e));
+    if (tg_config_path_showable(path)) {
+        snprintf(label, sizeof label, "key file %s", path);
+    } else {
+        /* It may be key text rather than a path: never echo it. */
+        snprintf(label, sizeof label,
+                 "key file (the %zu-byte value given is not shown: it looks like key text, "
+                 "not a path)",
+                 strlen(path));
     }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = tg_diag_set(diag, TG_ERR_IO, "key file %s is not a readable regular file", path);
+    rc = tg_open_regular(&fd, path, label, diag);
+    if (rc) {
+        return rc;
+    }
+    if (fstat(fd, &st) != 0) {
+        rc = tg_diag_set(diag, TG_ERR_IO, "cannot stat %s: %s", label, strerror(errno));
         goto done;
     }
     for (;;) {
@@ -376,6 +378,11 @@ tg_err_t tg_key_load_file(tg_key_t *out, const char *path, const char *key_id_or
     }
     rc = tg_key_parse_pem(out, text, len, key_id_or_NULL, diag);
     if (rc) {
+        if (diag != NULL) { /* say which file: --verify-keys may list several */
+            char why[sizeof diag->msg];
+            memcpy(why, diag->msg, sizeof why);
+            tg_diag_set(diag, rc, "%s: %s", label, why);
+        }
         goto done;
     }
     if (out->has_secret && (st.st_mode & 077) != 0) {

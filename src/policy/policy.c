@@ -4,9 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "policy_internal.h"
 #include "trigguard/canon.h"
+#include "trigguard/io.h"
 #include "trigguard/policy.h"
 
 /* ---- arena: every compiled table and string, freed at once ---------------------------- */
@@ -1632,11 +1634,18 @@ tg_err_t tg_policy_load_file(tg_policy_t **out, const char *path, tg_diag_t *dia
         return tg_diag_set(diag, TG_ERR_INVALID_ARG, "tg_policy_load_file: NULL argument");
     }
     *out = NULL;
-    FILE *f = fopen(path, "rb");
+    char label[320];
+    int fd = -1;
+    snprintf(label, sizeof label, "policy %s", path);
+    tg_err_t orc = tg_open_regular(&fd, path, label, diag);
+    if (orc) {
+        return orc;
+    }
+    FILE *f = fdopen(fd, "rb");
     if (f == NULL) {
         int e = errno;
-        return tg_diag_set(diag, e == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO,
-                           "cannot open policy %s: %s", path, strerror(e));
+        (void)close(fd);
+        return tg_diag_set(diag, TG_ERR_NOMEM, "cannot read policy %s: %s", path, strerror(e));
     }
     tg_err_t rc = TG_OK;
     size_t cap = TG_POLICY_MAX_FILE + 1;

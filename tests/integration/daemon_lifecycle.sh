@@ -101,6 +101,12 @@ bad_reload "bundle with an unknown operator"
 tg_check "the log names the JSON path of the error" grep -q 'policy_reload_failed.*when\[0\]\.op' "$(tg_logfile hup)"
 rm -f "$LIVE"
 bad_reload "bundle file removed"
+# A FIFO with no writer: opening it for reading would wait for a writer, and the main
+# thread, which also acts on SIGTERM, with it. It must be refused at once like the rest.
+mkfifo "$LIVE"
+bad_reload "bundle path is a FIFO"
+tg_check "the FIFO is refused as not a regular file" grep -q 'policy_reload_failed.*not a readable regular file' "$(tg_logfile hup)"
+rm -f "$LIVE"
 
 # Reloads under load: no request fails, each is decided by one whole bundle.
 write_policy itest-3 1000

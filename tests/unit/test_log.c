@@ -1,5 +1,6 @@
 /* test_log.c — log lines: format, escaping, and the batched writer (nothing lost, nothing
- * torn, order kept, other lines out when their call returns); tg_write_all. */
+ * torn, order kept, other lines out when their call returns); tg_write_all and
+ * tg_open_regular. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "trigguard/clock.h"
@@ -303,6 +305,44 @@ static void test_async_idle_flush(void **state) {
     tg_log_async_stop();
 }
 
+/* tg_open_regular: a regular file opens; a missing path, a directory and a FIFO with no
+ * writer are refused, the FIFO at once rather than after a writer appears. */
+static void test_open_regular(void **state) {
+    (void)state;
+    char dir[] = "/tmp/tg_open_regular.XXXXXX";
+    char path[96];
+    tg_diag_t d = {{0}};
+    int fd = 7;
+    assert_non_null(mkdtemp(dir));
+
+    (void)snprintf(path, sizeof path, "%s/plain", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs("x", f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(tg_open_regular(&fd, path, "test file", &d), TG_OK);
+    char c = 0;
+    assert_int_equal(read(fd, &c, 1), 1);
+    assert_int_equal(c, 'x');
+    assert_int_equal(close(fd), 0);
+    assert_int_equal(unlink(path), 0);
+
+    assert_int_equal(tg_open_regular(&fd, path, "test file", &d), TG_ERR_NOT_FOUND);
+    assert_int_equal(fd, -1);
+    assert_non_null(strstr(d.msg, "cannot open test file"));
+
+    assert_int_equal(tg_open_regular(&fd, dir, "test dir", &d), TG_ERR_IO);
+    assert_int_equal(fd, -1);
+    assert_non_null(strstr(d.msg, "test dir is not a readable regular file"));
+
+    (void)snprintf(path, sizeof path, "%s/fifo", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(tg_open_regular(&fd, path, "test fifo", NULL), TG_ERR_IO);
+    assert_int_equal(fd, -1);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_json_line, sink_setup, sink_teardown),
@@ -313,6 +353,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_async_other_lines_flush, sink_setup, sink_teardown),
         cmocka_unit_test_setup_teardown(test_async_idle_flush, sink_setup, sink_teardown),
         cmocka_unit_test_setup_teardown(test_write_all, sink_setup, sink_teardown),
+        cmocka_unit_test(test_open_regular),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
