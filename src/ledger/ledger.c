@@ -230,7 +230,10 @@ static void mark_unhealthy(tg_ledger_t *l) {
 static int open_segment(tg_ledger_t *l, uint32_t seg, int flags) {
     char name[TG_LG_NAME_MAX];
     tg_lg_seg_name(name, seg);
-    return openat(l->dirfd, name, flags | O_CLOEXEC, 0600);
+    /* O_NOFOLLOW: a segment is this directory's own file, never a link to one elsewhere.
+     * O_NONBLOCK: a FIFO planted as a segment must fail the S_ISREG check at once rather
+     * than hang the start; regular files ignore the flag. */
+    return openat(l->dirfd, name, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
 }
 
 /* Starts segment seg+1. On failure the old segment stays active (or, when only the
@@ -772,10 +775,18 @@ static tg_err_t open_dir(tg_ledger_t *l, tg_diag_t *diag) {
         return tg_diag_set(diag, TG_ERR_IO, "%s: cannot open ledger directory: %s", l->dir,
                            strerror(errno));
     }
-    l->lockfd = openat(l->dirfd, TG_LG_LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    /* O_NOFOLLOW: a planted symlink must not make the daemon create or lock a file
+     * outside the ledger directory. */
+    l->lockfd = openat(l->dirfd, TG_LG_LOCK_NAME,
+                       O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
     if (l->lockfd < 0) {
         return tg_diag_set(diag, TG_ERR_IO, "%s/%s: cannot open lock file: %s", l->dir,
                            TG_LG_LOCK_NAME, strerror(errno));
+    }
+    struct stat lst;
+    if (fstat(l->lockfd, &lst) != 0 || !S_ISREG(lst.st_mode)) {
+        return tg_diag_set(diag, TG_ERR_IO, "%s/%s: lock file is not a regular file", l->dir,
+                           TG_LG_LOCK_NAME);
     }
     if (flock(l->lockfd, LOCK_EX | LOCK_NB) != 0) {
         return tg_diag_set(diag, TG_ERR_IO, "%s: ledger is locked by another process (%s)", l->dir,

@@ -201,6 +201,26 @@ else
     echo "skip: python3 not found (independent reader check)"
 fi
 
+# --- the directory's files are its own: a symlink or a FIFO is refused, never followed ---
+run "append to a fresh ledger S" 0 "$BIN" ledger append S --silence s1.json
+rm S/ledger.lock
+ln -s "$WORK/lock-victim" S/ledger.lock
+run "append refuses a symlinked lock file" 2 "$BIN" ledger append S --silence s1.json
+contains "symlinked lock" "ledger.lock"
+[ ! -e "$WORK/lock-victim" ] || fail "the lock symlink's target was created"
+rm S/ledger.lock
+mkdir -p elsewhere
+mv S/ledger-000001.tgl elsewhere/
+ln -s "$WORK/elsewhere/ledger-000001.tgl" S/ledger-000001.tgl
+run "append refuses a symlinked segment" 2 "$BIN" ledger append S --silence s1.json
+run "verify refuses a symlinked segment" 2 "$BIN" ledger verify S
+rm S/ledger-000001.tgl
+mkfifo S/ledger-000001.tgl
+run "append refuses a FIFO segment without waiting for a writer" 2 timeout 20 "$BIN" ledger append S --silence s1.json
+contains "FIFO segment (append)" "not a readable regular file"
+run "verify refuses a FIFO segment without waiting for a writer" 2 timeout 20 "$BIN" ledger verify S
+contains "FIFO segment (verify)" "not a regular file"
+
 if [ "$FAILS" -ne 0 ]; then
     echo "$FAILS check(s) failed"
     exit 1
