@@ -25,6 +25,14 @@ typedef struct tg_pipeline tg_pipeline_t;
 tg_err_t tg_pipeline_create(tg_pipeline_t **out, const tg_config_t *cfg,
                             tg_diag_t *diag) TG_MUST_USE;
 
+/* --check-config: loads and checks everything tg_pipeline_create does except the state. The
+ * ledger is not opened, so this neither creates files nor needs the lock a running daemon
+ * holds; it checks only that --ledger is a directory or can be created (`trigguard ledger
+ * verify` checks the records). On success writes tg_pipeline_describe's line to summary.
+ * Errors: as tg_pipeline_create, without TG_ERR_LEDGER_*. */
+tg_err_t tg_pipeline_check(char *summary, size_t cap, const tg_config_t *cfg,
+                           tg_diag_t *diag) TG_MUST_USE;
+
 /* The HTTP handler (tg_http_handler_fn); ud is the pipeline. Thread-safe. */
 void tg_pipeline_handle(void *ud, tg_exchange_t *ex);
 

@@ -113,7 +113,10 @@ int tg_cmd_serve(int argc, char **argv) {
     }
 
     tg_pipeline_t *p = NULL;
-    tg_err_t rc = tg_pipeline_create(&p, &cfg, &diag);
+    char summary[1024];
+    tg_err_t rc = action == TG_CONFIG_CHECK
+                      ? tg_pipeline_check(summary, sizeof summary, &cfg, &diag)
+                      : tg_pipeline_create(&p, &cfg, &diag);
     sodium_memzero(cfg.api_keys, sizeof cfg.api_keys);
     sodium_memzero(cfg.signing_key, sizeof cfg.signing_key);
     if (rc != TG_OK) {
@@ -125,15 +128,16 @@ int tg_cmd_serve(int argc, char **argv) {
         free(tls_key);
         return TG_EXIT_USAGE;
     }
-    char summary[1024];
-    tg_pipeline_describe(p, summary, sizeof summary);
     if (action == TG_CONFIG_CHECK) {
         printf("configuration OK: %s\n", summary);
-        tg_pipeline_destroy(p);
+        if (tls_key) {
+            sodium_memzero(tls_key, strlen(tls_key));
+        }
         free(tls_cert);
         free(tls_key);
         return TG_EXIT_OK;
     }
+    tg_pipeline_describe(p, summary, sizeof summary);
 
     tg_http_opts_t ho = {
         .listen = cfg.listen,

@@ -1,8 +1,10 @@
 /* config.c — the option table and its single parser (see config.h). */
 #include "trigguard/config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,10 +154,12 @@ static tg_err_t set_option(tg_config_t *cfg, const opt_t *o, const char *val, co
         return TG_OK;
     case OPT_BOOL: {
         bool b;
-        if (strcmp(val, "true") == 0 || strcmp(val, "1") == 0 || strcmp(val, "yes") == 0) {
+        /* Exactly the two words SPEC §10 uses: the one boolean is an UNSAFE switch, and a
+         * spelling that some tools read as false (yes, 1, on) must not turn it on here. An
+         * empty value is the same as an unset variable. */
+        if (strcmp(val, "true") == 0) {
             b = true;
-        } else if (strcmp(val, "false") == 0 || strcmp(val, "0") == 0 || strcmp(val, "no") == 0 ||
-                   val[0] == '\0') {
+        } else if (strcmp(val, "false") == 0 || val[0] == '\0') {
             b = false;
         } else {
             return tg_diag_set(diag, TG_ERR_CONFIG, "%s %s: \"%s\" is not true or false", origin,
@@ -166,6 +170,11 @@ static tg_err_t set_option(tg_config_t *cfg, const opt_t *o, const char *val, co
     }
     case OPT_INT: {
         char *end = NULL;
+        /* Digits only: strtoll alone would also take leading blanks and a sign. */
+        if (val[strspn(val, "0123456789")] != '\0' || val[0] == '\0') {
+            return tg_diag_set(diag, TG_ERR_CONFIG, "%s %s: \"%s\" is not an integer", origin,
+                               o->flag, val);
+        }
         errno = 0;
         long long v = strtoll(val, &end, 10);
         if (errno || end == val || *end != '\0') {
@@ -208,6 +217,14 @@ const char *tg_config_durability_name(tg_config_durability_t d) {
 
 /* Rules that involve more than one option. */
 static tg_err_t check_cross(tg_config_t *cfg, tg_diag_t *diag) {
+    unsigned char addr[sizeof(struct in6_addr)];
+    /* Checked here, not only when binding, so --check-config refuses what serve refuses. */
+    if (inet_pton(AF_INET, cfg->listen, addr) != 1 && inet_pton(AF_INET6, cfg->listen, addr) != 1) {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "--listen \"%s\" is not an IPv4 or IPv6 address (no host names, no "
+                           "port)",
+                           cfg->listen);
+    }
     if ((cfg->tls_cert[0] != '\0') != (cfg->tls_key[0] != '\0')) {
         return tg_diag_set(diag, TG_ERR_CONFIG, "--tls-cert and --tls-key go together");
     }

@@ -1,7 +1,9 @@
 /* pipeline.c — loading, hot-swapping and tearing down the daemon's state. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <sodium.h>
@@ -96,11 +98,19 @@ static tg_err_t load_keys(tg_pipeline_t *p, tg_diag_t *diag) {
     }
     /* Verify-only keys: a comma-separated list of PEM files (private or public). */
     const char *s = c->verify_keys;
+    size_t vlen = strlen(s);
+    if (vlen > 0 && s[vlen - 1] == ',') {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "--verify-keys has an empty entry");
+    }
     while (*s) {
         const char *comma = strchr(s, ',');
         size_t n = comma ? (size_t)(comma - s) : strlen(s);
         char path[TG_CONFIG_STR_MAX];
-        if (n > 0 && n < sizeof path) {
+        if (n == 0) {
+            /* ",," (or a trailing comma, above) is more likely a lost file name than nothing. */
+            return tg_diag_set(diag, TG_ERR_CONFIG, "--verify-keys has an empty entry");
+        }
+        if (n < sizeof path) {
             memcpy(path, s, n);
             path[n] = '\0';
             tg_key_t k;
@@ -211,7 +221,9 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     return TG_OK;
 }
 
-tg_err_t tg_pipeline_create(tg_pipeline_t **out, const tg_config_t *cfg, tg_diag_t *diag) {
+/* with_state false: everything but the idempotency tables and the ledger (--check-config). */
+static tg_err_t create(tg_pipeline_t **out, const tg_config_t *cfg, bool with_state,
+                       tg_diag_t *diag) {
     *out = NULL;
     if (sodium_init() < 0) {
         return tg_diag_set(diag, TG_ERR_CRYPTO, "libsodium failed to initialise");
@@ -235,7 +247,12 @@ tg_err_t tg_pipeline_create(tg_pipeline_t **out, const tg_config_t *cfg, tg_diag
     if (rc == TG_OK) {
         rc = load_guard(p, diag);
     }
-    if (rc == TG_OK) {
+    if (rc == TG_OK && tg_tenants_count(p->tenants) == 0 && !tg_tenants_local_bypass(p->tenants)) {
+        TG_LOG(TG_LOG_WARN, "no_tenants",
+               "no tenant tokens (--tokens, TRIGGUARD_API_KEYS): every decision request will "
+               "get 401");
+    }
+    if (rc == TG_OK && with_state) {
         rc = open_state(p, diag);
     }
     if (rc != TG_OK) {
@@ -244,6 +261,57 @@ tg_err_t tg_pipeline_create(tg_pipeline_t **out, const tg_config_t *cfg, tg_diag
     }
     *out = p;
     return TG_OK;
+}
+
+tg_err_t tg_pipeline_create(tg_pipeline_t **out, const tg_config_t *cfg, tg_diag_t *diag) {
+    return create(out, cfg, true, diag);
+}
+
+/* The ledger directory as serve will use it: an existing directory, or one mkdir can make. */
+static tg_err_t check_ledger_path(const char *dir, tg_diag_t *diag) {
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        return S_ISDIR(st.st_mode)
+                   ? TG_OK
+                   : tg_diag_set(diag, TG_ERR_CONFIG, "--ledger %s is not a directory", dir);
+    }
+    if (errno != ENOENT) {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "--ledger %s: %s", dir, strerror(errno));
+    }
+    char parent[TG_CONFIG_STR_MAX];
+    (void)snprintf(parent, sizeof parent, "%s", dir);
+    size_t n = strlen(parent);
+    while (n > 1 && parent[n - 1] == '/') {
+        parent[--n] = '\0';
+    }
+    char *slash = strrchr(parent, '/');
+    if (slash == NULL) {
+        (void)snprintf(parent, sizeof parent, ".");
+    } else if (slash == parent) {
+        parent[1] = '\0';
+    } else {
+        *slash = '\0';
+    }
+    if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "--ledger %s does not exist and its parent %s is not a directory "
+                           "(serve creates only the last component)",
+                           dir, parent);
+    }
+    return TG_OK;
+}
+
+tg_err_t tg_pipeline_check(char *summary, size_t cap, const tg_config_t *cfg, tg_diag_t *diag) {
+    tg_pipeline_t *p = NULL;
+    tg_err_t rc = create(&p, cfg, false, diag);
+    if (rc == TG_OK) {
+        rc = check_ledger_path(cfg->ledger, diag); /* last, as serve opens it last */
+    }
+    if (rc == TG_OK && p != NULL) {
+        tg_pipeline_describe(p, summary, cap);
+    }
+    tg_pipeline_destroy(p);
+    return rc;
 }
 
 tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) {

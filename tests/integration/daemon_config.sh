@@ -100,6 +100,49 @@ run_serve "serve with an invalid policy" 2 -- --policy "$TG_TMP/bad-policy.json"
 tg_check "a refused start writes no port file" test ! -e "$TG_TMP/port-badstart"
 tg_check "a refused start logs startup_failed" grep -q "startup_failed" <<<"$OUT"
 
+# Files that are not regular files are refused at once. A FIFO with no writer used to
+# block the open() with SIGTERM already blocked, so only SIGKILL ended the process
+# (run_serve's `timeout 30` would report exit 124).
+mkfifo "$TG_TMP/fifo"
+run_serve "--key is a FIFO" 2 -- --check-config "${POLICY_ARGS[@]}" --key "$TG_TMP/fifo" --ledger "$TG_TMP/ledger-check"
+tg_check "FIFO key: refused as not a regular file: $OUT" grep -q "not a readable regular file" <<<"$OUT"
+run_serve "--policy is a FIFO" 2 -- --check-config --policy "$TG_TMP/fifo" --key "$TG_KEY" --ledger "$TG_TMP/ledger-check"
+tg_check "FIFO policy: refused as not a regular file: $OUT" grep -q "policy .*fifo is not a readable regular file" <<<"$OUT"
+run_serve "--tokens is a FIFO" 2 -- --check-config "${POLICY_ARGS[@]}" --tokens "$TG_TMP/fifo" --ledger "$TG_TMP/ledger-check"
+tg_check "FIFO tokens file: refused as not a regular file: $OUT" grep -q "tokens file .*fifo is not a readable regular file" <<<"$OUT"
+run_serve "--verify-keys names a FIFO" 2 -- --check-config "${POLICY_ARGS[@]}" --key "$TG_KEY" --verify-keys "$TG_TMP/fifo" --ledger "$TG_TMP/ledger-check"
+
+# --check-config refuses what serve would refuse, and changes nothing on disk.
+for addr in 300.0.0.1 localhost 127.0.0.1:80 ""; do
+    run_serve "--check-config, --listen '$addr'" 2 -- --check-config "${POLICY_ARGS[@]}" --listen "$addr" --ledger "$TG_TMP/ledger-check"
+    tg_check "--listen '$addr': the refusal names --listen: $OUT" grep -q -- '--listen' <<<"$OUT"
+done
+run_serve "--check-config with a new ledger directory" 0 -- --check-config "${POLICY_ARGS[@]}" --key "$TG_KEY" --ledger "$TG_TMP/ledger-never-made"
+tg_check "--check-config creates no ledger directory" test ! -e "$TG_TMP/ledger-never-made"
+run_serve "--check-config, ledger parent missing" 2 -- --check-config "${POLICY_ARGS[@]}" --ledger "$TG_TMP/no-such-dir/ledger"
+tg_check "ledger parent missing: explained: $OUT" grep -q "no-such-dir.*not a directory" <<<"$OUT"
+run_serve "--check-config, ledger path is a file" 2 -- --check-config "${POLICY_ARGS[@]}" --ledger "$TG_TMP/bad-policy.json"
+run_serve "--check-config without tenants" 0 TRIGGUARD_API_KEYS= -- --check-config "${POLICY_ARGS[@]}" --key "$TG_KEY" --ledger "$TG_TMP/ledger-check"
+tg_check "no tenants: a warning says every request will get 401: $OUT" grep -q '"no_tenants".*401' <<<"$OUT"
+
+# --verify-keys: an empty entry is refused, and a bad file is named.
+for list in ",," "$TG_KEY," ",$TG_KEY"; do
+    run_serve "--verify-keys '$list'" 2 -- --check-config "${POLICY_ARGS[@]}" --verify-keys "$list" --ledger "$TG_TMP/ledger-check"
+    tg_check "--verify-keys '$list': empty entry named: $OUT" grep -q "empty entry" <<<"$OUT"
+done
+run_serve "--verify-keys with a non-key file" 2 -- --check-config "${POLICY_ARGS[@]}" --key "$TG_KEY" --verify-keys "$TG_TMP/notakey.pem" --ledger "$TG_TMP/ledger-check"
+tg_check "a bad verify key: the error names its file: $OUT" grep -q "notakey.pem: " <<<"$OUT"
+
+# Strict values: SPEC §10's true/false only for the UNSAFE switch, digits only for numbers.
+for v in yes 1 TRUE on; do
+    run_serve "TRIGGUARD_UNSAFE_LOCAL_AUTH_BYPASS=$v" 2 TRIGGUARD_UNSAFE_LOCAL_AUTH_BYPASS="$v" -- --check-config "${POLICY_ARGS[@]}" --ledger "$TG_TMP/ledger-check"
+    tg_check "bypass '$v' refused as not true or false: $OUT" grep -q "is not true or false" <<<"$OUT"
+done
+for v in " 80" "+80" "-1" "80 " "0x50"; do
+    run_serve "PORT='$v'" 2 PORT="$v" -- --check-config "${POLICY_ARGS[@]}" --ledger "$TG_TMP/ledger-check"
+    tg_check "PORT='$v' refused as not an integer: $OUT" grep -q "is not an integer" <<<"$OUT"
+done
+
 # ---- tokens: --tokens file of SHA-256 digests, and TRIGGUARD_API_KEYS digests --------------
 
 sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
