@@ -133,9 +133,15 @@ tg_err_t tg_receipt_sign_json(tg_buf_t *out, tg_receipt_signed_t *info, const tg
 tg_err_t tg_receipt_verify(const tg_keyring_t *ring, const json_t *receipt, int64_t now_ms,
                            tg_diag_t *diag) TG_MUST_USE;
 
-/* Same for receipt text (at most TG_RECEIPT_MAX_BYTES, strict parse: duplicates, bad
- * UTF-8 etc. rejected). A text that is not JSON returns the TG_ERR_JSON_* / TG_ERR_LIMIT
- * of the parser (callers treat it as "malformed" or as unusable input). */
+/* SPEC §3 lets a verifier be given the receipt or {"receipt": {...}}: returns the inner
+ * object when doc is an object whose only member is an object named "receipt", else doc.
+ * One rule for every verifier (server, CLI, library), so they give the same verdict. */
+const json_t *tg_receipt_unwrap(const json_t *doc);
+
+/* Same for receipt text, unwrapped by tg_receipt_unwrap (at most TG_RECEIPT_MAX_BYTES,
+ * strict parse: duplicates, bad UTF-8 etc. rejected). A text that is not JSON returns the
+ * TG_ERR_JSON_* / TG_ERR_LIMIT of the parser (callers treat it as "malformed" or as unusable
+ * input). */
 tg_err_t tg_receipt_verify_text(const tg_keyring_t *ring, const char *text, size_t len,
                                 int64_t now_ms, tg_diag_t *diag) TG_MUST_USE;
 

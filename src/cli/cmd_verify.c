@@ -19,6 +19,8 @@ static void verify_usage(FILE *out) {
             "/.well-known/trigguard/keys.json or printed by `trigguard keys`) and/or PEM key\n"
             "files (--key); both may be repeated. --now (e.g. 2026-11-30T05:40:10.123Z)\n"
             "replaces the current time for the expiry check. '-' reads the receipt from stdin.\n"
+            "The document is the receipt itself or {\"receipt\": {...}}, as POST /v1/verify\n"
+            "takes it.\n"
             "\n"
             "Prints VALID, or INVALID: <reason> (<details>) with reason one of malformed,\n"
             "unknown_key, bad_signature, hash_mismatch, expired. An expired receipt\n"

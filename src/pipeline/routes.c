@@ -161,12 +161,7 @@ static void verify_common(tg_pipeline_t *p, tg_exchange_t *ex, bool protocol) {
         tg_reply_json_error(ex, &p->limits, rc, diag.msg);
         return;
     }
-    /* Accept the receipt itself or {"receipt": {...}}. */
-    const json_t *receipt = doc;
-    json_t *inner = json_object_get(doc, "receipt");
-    if (json_is_object(inner) && json_object_size(doc) == 1) {
-        receipt = inner;
-    }
+    const json_t *receipt = tg_receipt_unwrap(doc); /* the receipt or {"receipt": {...}} */
     diag.msg[0] = '\0';
     rc = tg_receipt_verify(&p->ring, receipt, tg_clock_now_ms(), &diag);
     json_decref(doc);

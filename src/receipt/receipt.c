@@ -536,9 +536,17 @@ tg_err_t tg_receipt_verify_text(const tg_keyring_t *ring, const char *text, size
     if (rc) {
         return rc;
     }
-    rc = tg_receipt_verify(ring, root, now_ms, diag);
+    rc = tg_receipt_verify(ring, tg_receipt_unwrap(root), now_ms, diag);
     json_decref(root);
     return rc;
+}
+
+const json_t *tg_receipt_unwrap(const json_t *doc) {
+    json_t *inner = json_object_get(doc, "receipt");
+    if (json_is_object(inner) && json_object_size(doc) == 1) {
+        return inner;
+    }
+    return doc;
 }
 
 const char *tg_receipt_reason_code(tg_err_t e) {

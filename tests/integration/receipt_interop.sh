@@ -170,6 +170,16 @@ done
 # the wrong ring: a's receipt against python's keys
 expect_invalid a.json py.keys.json unknown_key
 
+# SPEC §3/§5: {"receipt": {...}} is verified as POST /v1/verify verifies it; any other
+# wrapper (a second member, a whole evaluate response) is not a receipt.
+{ printf '{"receipt":'; cat a.json; printf '}'; } >wrapped.json
+out=$("$TG_BIN" verify --keys tg.keys.json --now "$NOW" wrapped.json) || fail "wrapped receipt: $out"
+[ "$out" = VALID ] || fail "wrapped receipt printed '$out'"
+{ printf '{"receipt":'; cat t1.json; printf '}'; } >wrapped-bad.json
+expect_invalid wrapped-bad.json py.keys.json hash_mismatch # t1 is b.json tampered
+{ printf '{"decision":"PERMIT","receipt":'; cat a.json; printf '}'; } >response.json
+expect_invalid response.json tg.keys.json malformed
+
 # unusable input: exit 2
 rc=0
 echo 'not json' | "$TG_BIN" verify --keys tg.keys.json - >/dev/null 2>&1 || rc=$?
