@@ -3,9 +3,11 @@
 
 #include <string.h>
 
-static const int status_codes[TG_METRICS_STATUSES] = {200, 400, 401, 403, 404, 405, 409,
-                                                      413, 415, 429, 500, 503, 0,   0};
-#define STATUS_OTHER 12
+/* Every status the daemon itself sends has its own label; "other" is left for a status
+ * added later and not listed here. */
+static const int status_codes[TG_METRICS_STATUSES] = {200, 400, 401, 403, 404, 405, 409, 413,
+                                                      414, 415, 429, 431, 500, 503, 0};
+#define STATUS_OTHER (TG_METRICS_STATUSES - 1)
 
 /* Upper bounds in microseconds; the last bucket is +Inf. */
 static const int64_t latency_bounds_us[TG_METRICS_LATENCY_BUCKETS] = {

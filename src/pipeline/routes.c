@@ -268,6 +268,7 @@ void tg_pipeline_handle(void *ud, tg_exchange_t *ex) {
     const route_t *hit = NULL;
     const char *rest = "";
     bool path_known = false;
+    tg_route_t known_id = TG_ROUTE_OTHER; /* a 405 is counted under the route it missed */
     for (size_t i = 0; i < N_ROUTES; i++) {
         const char *rr;
         if (!path_matches(&routes[i], ex->path, &rr)) {
@@ -278,6 +279,7 @@ void tg_pipeline_handle(void *ud, tg_exchange_t *ex) {
             continue;
         }
         path_known = true;
+        known_id = routes[i].id;
         if ((routes[i].method == M_GET && is_get) || (routes[i].method == M_POST && is_post)) {
             hit = &routes[i];
             rest = rr;
@@ -291,7 +293,7 @@ void tg_pipeline_handle(void *ud, tg_exchange_t *ex) {
         } else {
             tg_reply_error_code(ex, 404, "not_found", "no such endpoint");
         }
-        finish_simple(p, ex, TG_ROUTE_OTHER);
+        finish_simple(p, ex, known_id);
         return;
     }
     hit->fn(p, ex, rest);

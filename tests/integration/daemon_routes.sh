@@ -431,6 +431,18 @@ tg_req POST /v1/evaluate "${TG_AUTH_A[@]}" -H "Content-Type: application/jsonx" 
 tg_expect_error 415 unsupported_media_type "application/jsonx"
 tg_req POST /v1/evaluate "${TG_AUTH_A[@]}" -H "Content-Type: application/json; charset=utf-8" --data-binary "$(tg_req_json permit)"
 tg_expect_py "s == 200 and j['decision'] == 'PERMIT'" "application/json with a charset parameter"
+# One media type with well-formed parameters; the body is always read as UTF-8, so another
+# charset is refused rather than ignored, and a list is not one media type.
+for ct in 'APPLICATION/JSON;CHARSET="UTF-8"' 'application/json ; profile=x ;' 'application/json;;q="a;b"'; do
+    tg_req POST /v1/evaluate "${TG_AUTH_A[@]}" -H "Content-Type: $ct" --data-binary "$(tg_req_json permit)"
+    tg_expect_py "s == 200 and j['decision'] == 'PERMIT'" "Content-Type '$ct' accepted"
+done
+for ct in 'application/json, text/plain' 'application/json ,text/plain' 'application/json; charset=latin1' \
+    'application/json; charset=utf-16' 'application/json; charset="utf-8' 'application/json; charset' \
+    'application/json; =x' 'application/json x' 'application/json; charset=utf-8, text/plain'; do
+    tg_req POST /v1/evaluate "${TG_AUTH_A[@]}" -H "Content-Type: $ct" --data-binary "$(tg_req_json permit)"
+    tg_expect_error 415 unsupported_media_type "Content-Type '$ct' refused"
+done
 tg_req POST /decide "${TG_AUTH_A[@]}" -H "Content-Type: application/x-www-form-urlencoded" --data-binary "$(tg_req_json permit)"
 tg_expect_error 415 unsupported_media_type "/decide with a form content type"
 
@@ -456,6 +468,10 @@ TG_URL=$MAIN_URL
 
 # ---- /metrics --------------------------------------------------------------------------
 
+# A status the daemon sends before routing gets its own label too.
+tg_req GET "/healthz?$(head -c 9000 /dev/zero | tr '\0' a)"
+tg_expect_error 414 uri_too_long "a 9000-byte query (for the metrics below)"
+
 tg_req GET /metrics
 tg_expect_status 200 "GET /metrics"
 tg_check "metrics content type is Prometheus text 0.0.4: $(tg_header Content-Type)" \
@@ -478,6 +494,10 @@ want = {
     ("trigguard_http_requests_total", (("route", "/v1/evaluate"), ("status", "415"))): 3,
     ("trigguard_http_requests_total", (("route", "/execute"), ("status", "403"))): 2,
     ("trigguard_http_requests_total", (("route", "/decide"), ("status", "200"))): 4,
+    # a wrong method is counted under the route it was sent to
+    ("trigguard_http_requests_total", (("route", "/v1/evaluate"), ("status", "405"))): 1,
+    ("trigguard_http_requests_total", (("route", "/healthz"), ("status", "405"))): 1,
+    ("trigguard_http_requests_total", (("route", "other"), ("status", "414"))): 1,
     ("trigguard_decisions_total", (("decision", "PERMIT"), ("surface", "payments.charge"))): 5,
     ("trigguard_decisions_total", (("decision", "DENY"), ("surface", "payments.charge"))): 3,
     ("trigguard_decisions_total", (("decision", "SILENCE"), ("surface", "payments.charge"))): 2,
