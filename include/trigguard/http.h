@@ -140,4 +140,10 @@ void tg_http_quiesce(tg_http_server_t *s);
  * and frees the server. NULL-safe. Not thread-safe with other calls on s. */
 void tg_http_stop(tg_http_server_t *s, int64_t timeout_ms);
 
+/* True when a request's Content-Type value is one media type, application/json (any
+ * case), followed only by well-formed `;` parameters (RFC 9110 §8.3.1), of which a charset
+ * must be utf-8: bodies are always parsed as UTF-8. A list ("application/json, text/plain"),
+ * any other type and NULL are false. ct is NUL-terminated and only read. Pure; thread-safe. */
+bool tg_http_content_type_is_json(const char *ct);
+
 #endif /* TRIGGUARD_HTTP_H */

@@ -826,7 +826,7 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
     if (!admit(r)) {
         goto out;
     }
-    if (!tg_content_type_is_json(ex->content_type)) {
+    if (!tg_http_content_type_is_json(ex->content_type)) {
         tg_reply_error_code(ex, 415, "unsupported_media_type",
                             "Content-Type must be application/json");
         goto out;

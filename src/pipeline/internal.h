@@ -81,8 +81,4 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
 tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec);
 void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *exec_id);
 
-/* True when the request's Content-Type is application/json with only well-formed parameters and
- * no charset but utf-8 (reply.c says why). */
-bool tg_content_type_is_json(const char *ct);
-
 #endif /* TG_PIPELINE_INTERNAL_H */

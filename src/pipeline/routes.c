@@ -149,7 +149,7 @@ static void verify_common(tg_pipeline_t *p, tg_exchange_t *ex, bool protocol) {
         tg_reply_body_too_large(ex, (size_t)p->cfg.max_body);
         return;
     }
-    if (!tg_content_type_is_json(ex->content_type)) {
+    if (!tg_http_content_type_is_json(ex->content_type)) {
         tg_reply_error_code(ex, 415, "unsupported_media_type",
                             "Content-Type must be application/json");
         return;
