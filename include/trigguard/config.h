@@ -54,6 +54,7 @@ typedef struct tg_config {
     /* guard */
     int64_t rate_per_tenant; /* requests per minute, 0 = unlimited */
     int64_t rate_global;
+    int64_t rate_verify; /* the unauthenticated verify routes, all callers together */
     int64_t rate_burst;
     int64_t bulkhead_tenant; /* max in flight, 0 = unlimited */
     int64_t bulkhead_global;

@@ -78,6 +78,9 @@ static const opt_t options[] = {
      NULL, 0, "requests per minute per tenant; 0 = unlimited"},
     {"rate-limit-global", "RATE_LIMIT_GLOBAL", OPT_INT, F(rate_global), "0", 0, I64MAX, NULL, 0,
      "requests per minute for the whole server; 0 = unlimited"},
+    {"rate-limit-verify", "RATE_LIMIT_VERIFY", OPT_INT, F(rate_verify), "0", 0, I64MAX, NULL, 0,
+     "POST /v1/verify and its aliases (no token: one limit for all callers), per minute; "
+     "0 = unlimited"},
     {"rate-limit-burst", "RATE_LIMIT_BURST", OPT_INT, F(rate_burst), "0", 0, I64MAX, NULL, 0,
      "extra requests allowed at once above the steady rate; 0 = rate/10"},
     {"bulkhead-tenant", "BULKHEAD_TENANT_MAX_IN_FLIGHT", OPT_INT, F(bulkhead_tenant), "0", 0,

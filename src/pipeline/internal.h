@@ -39,6 +39,7 @@ struct tg_pipeline {
 
     tg_tenants_t *tenants;
     tg_rate_t *rate;
+    tg_rate_t *verify_rate; /* RATE_LIMIT_VERIFY: verification needs no token, so no tenant */
     tg_bulkhead_t *bulkhead;
     tg_store_t *store;    /* idempotency keys and nonces */
     tg_store_t *receipts; /* executionId -> ledger position, per tenant */

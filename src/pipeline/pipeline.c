@@ -165,6 +165,12 @@ static tg_err_t load_guard(tg_pipeline_t *p, tg_diag_t *diag) {
         rc = tg_rate_create(&p->rate, &ro, diag);
     }
     if (rc == TG_OK) {
+        tg_rate_opts_t vo = {.global_per_min = (uint64_t)c->rate_verify,
+                             .global_burst = (uint64_t)c->rate_burst,
+                             .tenants = 1};
+        rc = tg_rate_create(&p->verify_rate, &vo, diag);
+    }
+    if (rc == TG_OK) {
         tg_bulkhead_opts_t bo = {.global_max = (uint64_t)c->bulkhead_global,
                                  .tenant_max = (uint64_t)c->bulkhead_tenant};
         rc = tg_bulkhead_create(&p->bulkhead, &bo, diag);
@@ -361,6 +367,7 @@ void tg_pipeline_destroy(tg_pipeline_t *p) {
     tg_store_destroy(p->receipts);
     tg_bulkhead_destroy(p->bulkhead);
     tg_rate_destroy(p->rate);
+    tg_rate_destroy(p->verify_rate);
     tg_tenants_destroy(p->tenants);
     tg_keyring_wipe(&p->ring);
     tg_buf_free(&p->keys_json);

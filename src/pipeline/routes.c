@@ -145,6 +145,15 @@ static void r_capabilities(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest
 }
 
 static void verify_common(tg_pipeline_t *p, tg_exchange_t *ex, bool protocol) {
+    /* First, before any parsing or signature work: this route takes no token, so its one
+     * limiter is all the bound there is on what anonymous callers can make us compute. */
+    tg_rate_info_t info;
+    if (tg_rate_check(p->verify_rate, TG_GUARD_NO_TENANT, tg_clock_mono_ns(), &info) ==
+        TG_ERR_RATE_LIMITED) {
+        ex->retry_after_s = (int)tg_rate_retry_after_s(info.retry_after_ms);
+        tg_reply_error(ex, TG_ERR_RATE_LIMITED, "verification rate limit exceeded");
+        return;
+    }
     if (ex->body_too_large) {
         tg_reply_body_too_large(ex, (size_t)p->cfg.max_body);
         return;
@@ -365,8 +374,9 @@ static void r_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
                            "trigguard_ledger_batch_records_count %llu\n",
                            (unsigned long long)ls.records, (unsigned long long)ls.batches);
     }
-    tg_rate_stats_t rs;
+    tg_rate_stats_t rs, vs;
     tg_rate_stats(p->rate, &rs);
+    tg_rate_stats(p->verify_rate, &vs);
     tg_bulkhead_stats_t bs;
     tg_bulkhead_stats(p->bulkhead, &bs);
     tg_store_stats_t ss;
@@ -378,6 +388,7 @@ static void r_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
             "# TYPE trigguard_rate_limited_total counter\n"
             "trigguard_rate_limited_total{scope=\"tenant\"} %llu\n"
             "trigguard_rate_limited_total{scope=\"global\"} %llu\n"
+            "trigguard_rate_limited_total{scope=\"verify\"} %llu\n"
             "# HELP trigguard_bulkhead_rejected_total Requests refused by a bulkhead.\n"
             "# TYPE trigguard_bulkhead_rejected_total counter\n"
             "trigguard_bulkhead_rejected_total{scope=\"tenant\"} %llu\n"
@@ -392,9 +403,9 @@ static void r_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
             "# TYPE trigguard_store_capacity gauge\n"
             "trigguard_store_capacity %llu\n",
             (unsigned long long)rs.rejected_tenant, (unsigned long long)rs.rejected_global,
-            (unsigned long long)bs.rejected_tenant, (unsigned long long)bs.rejected_global,
-            (unsigned long long)bs.in_flight, (unsigned long long)ss.entries,
-            (unsigned long long)ss.max_entries);
+            (unsigned long long)vs.rejected_global, (unsigned long long)bs.rejected_tenant,
+            (unsigned long long)bs.rejected_global, (unsigned long long)bs.in_flight,
+            (unsigned long long)ss.entries, (unsigned long long)ss.max_entries);
     }
     if (rc == TG_OK) {
         ex->content_type_out = "text/plain; version=0.0.4; charset=utf-8";

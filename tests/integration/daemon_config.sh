@@ -27,7 +27,7 @@ run_serve() { # run_serve LABEL WANT_RC [VAR=value ...] -- args...
 run_serve "serve --help" 0 -- --help
 for want in --listen --port --policy --tokens --ledger --threads --tls-cert --tls-key \
     --log-level --log-format --key --receipt-ttl --max-body --print-config --check-config \
-    PORT TG_DECIDE_PORT TRIGGUARD_SIGNING_KEY RATE_LIMIT_PER_TENANT RATE_LIMIT_GLOBAL \
+    PORT TG_DECIDE_PORT TRIGGUARD_SIGNING_KEY RATE_LIMIT_PER_TENANT RATE_LIMIT_GLOBAL RATE_LIMIT_VERIFY \
     BULKHEAD_TENANT_MAX_IN_FLIGHT BULKHEAD_GLOBAL_MAX_IN_FLIGHT TRIGGUARD_API_KEYS \
     TRIGGUARD_UNSAFE_LOCAL_AUTH_BYPASS; do
     tg_check "--help mentions $want" grep -qe "$want" <<<"$OUT"

@@ -82,6 +82,38 @@ assert tgclient.metric(s, "trigguard_http_requests_total", route="/v1/evaluate",
 PY
 tg_stop rate
 
+# RATE_LIMIT_VERIFY: the verify routes take no token, so they have one limiter for all
+# callers, checked before the body is parsed; it does not touch the tenants' budgets.
+tg_std_args vrate
+tg_start vrate RATE_LIMIT_VERIFY=6 RATE_LIMIT_BURST=2 -- "${TG_STD_ARGS[@]}"
+tg_post /v1/evaluate "$(tg_req_json permit)"
+tg_expect_py "s == 200 and 'receipt' in j" "vrate: a receipt to verify"
+VRECEIPT=$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["receipt"]))' "$TG_BODY_FILE")
+got429=0
+for i in $(seq 1 8); do
+    path=/v1/verify
+    [ $((i % 3)) -eq 1 ] && path=/protocol/verify-receipt
+    [ $((i % 3)) -eq 2 ] && path=/verify-receipt
+    tg_req POST $path --json-body "$VRECEIPT"
+    if [ "$TG_STATUS" == 429 ]; then got429=$i; break; fi
+    tg_expect_py "s == 200 and j['valid'] is True" "vrate: verification $i passes"
+done
+tg_check "RATE_LIMIT_VERIFY=6, burst 2: the verify routes together hit 429 (at request $got429)" test "$got429" -ge 3
+tg_expect_error 429 rate_limited "verify rate"
+tg_check "verify 429 has Retry-After" test -n "$(tg_header Retry-After)"
+tg_req POST /v1/verify --json-body 'not json at all'
+tg_expect_error 429 rate_limited "the verify limit applies before the body is parsed"
+tg_post /v1/evaluate "$(tg_req_json permit)"
+tg_expect_py "s == 200" "vrate: evaluations are not counted by the verify limit"
+tg_req GET /metrics
+tg_check "verify rejections are counted in /metrics" python3 - "$TG_BODY_FILE" <<'PY'
+import sys, tgclient
+s, _ = tgclient.parse_prometheus(open(sys.argv[1]).read())
+assert tgclient.metric(s, "trigguard_rate_limited_total", scope="verify") >= 2
+assert tgclient.metric(s, "trigguard_rate_limited_total", scope="global") == 0
+PY
+tg_stop vrate
+
 tg_std_args grate
 tg_start grate RATE_LIMIT_GLOBAL=20 RATE_LIMIT_BURST=2 -- "${TG_STD_ARGS[@]}"
 got429=0
