@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # daemon_limits.sh — the protective limits: --max-body (413 at max+1, by Content-Length and
-# chunked), rate limits (429 + Retry-After), bulkheads and a full idempotency table (503
+# chunked), rate limits (429 + Retry-After; RATE_LIMIT_VERIFY too), bulkheads and a full idempotency table (503
 # overloaded), and a daemon without a signing key (503 keys_unavailable, /readyz 503).
 source "$(dirname "$0")/lib/daemon.sh"
+
+expect_metrics() { # expect_metrics LABEL PYTHON_EXPR: m(name, **labels) reads a GET /metrics sample
+    tg_req GET /metrics
+    tg_check "$1" python3 -c '
+import sys, tgclient
+s, _ = tgclient.parse_prometheus(open(sys.argv[1]).read())
+m = lambda name, **labels: tgclient.metric(s, name, **labels)
+assert eval(sys.argv[2]), sys.argv[2]' "$TG_BODY_FILE" "$2"
+}
 
 tg_keygen
 API_KEYS3="acme:tok-acme,beta:tok-beta,gamma:tok-gamma"
@@ -73,13 +82,8 @@ sleep "${RETRY:-1}"
 sleep 0.2
 tg_post /v1/evaluate "$(tg_req_json example)"
 tg_expect_py "s == 200" "after Retry-After seconds the tenant is admitted again"
-tg_req GET /metrics
-tg_check "rate-limit rejections are counted in /metrics" python3 - "$TG_BODY_FILE" <<'PY'
-import sys, tgclient
-s, _ = tgclient.parse_prometheus(open(sys.argv[1]).read())
-assert tgclient.metric(s, "trigguard_rate_limited_total", scope="tenant") >= 1
-assert tgclient.metric(s, "trigguard_http_requests_total", route="/v1/evaluate", status="429") >= 1
-PY
+expect_metrics "rate-limit rejections are counted in /metrics" \
+    'm("trigguard_rate_limited_total", scope="tenant") >= 1 and m("trigguard_http_requests_total", route="/v1/evaluate", status="429") >= 1'
 tg_stop rate
 
 # RATE_LIMIT_VERIFY: the verify routes take no token, so they have one limiter for all
@@ -105,13 +109,8 @@ tg_req POST /v1/verify --json-body 'not json at all'
 tg_expect_error 429 rate_limited "the verify limit applies before the body is parsed"
 tg_post /v1/evaluate "$(tg_req_json permit)"
 tg_expect_py "s == 200" "vrate: evaluations are not counted by the verify limit"
-tg_req GET /metrics
-tg_check "verify rejections are counted in /metrics" python3 - "$TG_BODY_FILE" <<'PY'
-import sys, tgclient
-s, _ = tgclient.parse_prometheus(open(sys.argv[1]).read())
-assert tgclient.metric(s, "trigguard_rate_limited_total", scope="verify") >= 2
-assert tgclient.metric(s, "trigguard_rate_limited_total", scope="global") == 0
-PY
+expect_metrics "verify rejections are counted in /metrics" \
+    'm("trigguard_rate_limited_total", scope="verify") >= 2 and m("trigguard_rate_limited_total", scope="global") == 0'
 tg_stop vrate
 
 tg_std_args grate
