@@ -17,6 +17,7 @@ typedef enum {
     K_EXEC_ID,  /* "exec_" + 32 lowercase hex */
     K_TIME,     /* YYYY-MM-DDTHH:MM:SS.mmmZ */
     K_DECISION, /* PERMIT | DENY */
+    K_REASON,   /* UPPER_SNAKE: [A-Z][A-Z0-9_]* (SPEC §1) */
     K_PROTOCOL, /* TG_PROTOCOL_VERSION */
     K_KEY_ID,   /* tg_key_id_valid */
     K_SIG       /* 88 chars of canonical padded base64 decoding to 64 bytes */
@@ -55,7 +56,7 @@ static const member_t MEMBERS[] = {
     MEMBER("prevReceiptHash", K_TEXT_NE, F_OPTIONAL, FOFF(prev_receipt_hash)),
     MEMBER("protocolFingerprint", K_HEX64, F_REQUIRED, FOFF(protocol_fingerprint)),
     MEMBER("protocolVersion", K_PROTOCOL, F_REQUIRED, FOFF(protocol_version)),
-    MEMBER("reasonCode", K_TEXT_NE, F_REQUIRED, FOFF(reason_code)),
+    MEMBER("reasonCode", K_REASON, F_REQUIRED, FOFF(reason_code)),
     MEMBER("receiptHash", K_HEX64, F_SIGNATURE, 0),
     MEMBER("requestHash", K_HEX64, F_REQUIRED, FOFF(request_hash)),
     MEMBER("subjectDigest", K_TEXT_NE, F_OPTIONAL, FOFF(subject_digest)),
@@ -129,6 +130,16 @@ static const char *check_value(const member_t *m, const char *p, size_t n, int64
         return tg_time_parse_ms(time_out, p, n) == TG_OK
                    ? NULL
                    : "is not a UTC timestamp of the form 2026-11-30T05:40:10.123Z";
+    case K_REASON:
+        if (n == 0 || n > TG_RECEIPT_TEXT_MAX || p[0] < 'A' || p[0] > 'Z') {
+            return "is not UPPER_SNAKE";
+        }
+        for (size_t i = 1; i < n; i++) {
+            if (!((p[i] >= 'A' && p[i] <= 'Z') || (p[i] >= '0' && p[i] <= '9') || p[i] == '_')) {
+                return "is not UPPER_SNAKE";
+            }
+        }
+        return NULL;
     case K_DECISION:
         return (n == 6 && memcmp(p, "PERMIT", 6) == 0) || (n == 4 && memcmp(p, "DENY", 4) == 0)
                    ? NULL

@@ -289,7 +289,7 @@ static void test_fast_equals_generic(void **state) {
         f.action = TG_RSTR(texts[(i + 1) % 5]);
         f.subject_digest = TG_RSTR(texts[(i + 2) % 4]); /* non-empty ones */
         f.tenant_id = TG_RSTR(texts[(i + 3) % 4]);
-        f.reason_code = TG_RSTR(texts[(i + 1) % 4]);
+        f.policy_version = TG_RSTR(texts[(i + 1) % 4]); /* reasonCode must be UPPER_SNAKE */
         tg_buf_t fast, generic, canon;
         tg_diag_t d;
         tg_buf_init(&fast, 0);
@@ -525,6 +525,8 @@ static void test_verify_tampering(void **state) {
         {"protocolFingerprint", 10, 'a', TG_ERR_RECEIPT_HASH},
         {"protocolVersion", -1, '2', TG_ERR_RECEIPT_SHAPE}, /* only v1 exists */
         {"reasonCode", 0, 'M', TG_ERR_RECEIPT_HASH},
+        {"reasonCode", 0, 'n', TG_ERR_RECEIPT_SHAPE}, /* SPEC §1: UPPER_SNAKE */
+        {"reasonCode", -1, '-', TG_ERR_RECEIPT_SHAPE},
         {"requestHash", 0, '4', TG_ERR_RECEIPT_HASH},
         {"subjectDigest", -1, '0', TG_ERR_RECEIPT_HASH},
         {"surface", 0, 'q', TG_ERR_RECEIPT_HASH},
