@@ -1,4 +1,5 @@
 /* cmd_policy.c — `trigguard policy check FILE`: validate and compile a policy bundle. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,16 +8,22 @@
 #include "trigguard/policy.h"
 
 static void policy_usage(FILE *out) {
-    fprintf(out,
-            "usage: trigguard policy check FILE\n"
-            "\n"
-            "Validates and compiles a policy bundle (docs/POLICY.md). FILE may be - for stdin.\n"
-            "On success prints one line: version, policyHash, surfaces, rules, signals, tools.\n"
-            "exit status: 0 valid, 2 invalid (the error names the JSON path) or unreadable\n");
+    fprintf(
+        out,
+        "usage: trigguard policy check FILE\n"
+        "\n"
+        "Validates and compiles a policy bundle (docs/POLICY.md). FILE may be - for stdin.\n"
+        "On success prints one line: version, authority, policyHash, surfaces, rules, signals,\n"
+        "tools.\n"
+        "exit status: 0 valid, 2 invalid (the error names the JSON path) or unreadable\n");
 }
 
 int tg_cmd_policy(int argc, char **argv) {
-    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    bool help = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+    /* `policy check --help` too: otherwise "--help" would be read as a file name */
+    help = help || (argc == 3 && strcmp(argv[1], "check") == 0 &&
+                    (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0));
+    if (help) {
         policy_usage(stdout);
         return TG_EXIT_OK;
     }

@@ -156,6 +156,9 @@ if "$TG_BIN" canon --sha256 <"$policy" >"$tmp/canon" 2>/dev/null; then
         fail "policy hash differs from trigguard canon --sha256"
 fi
 run 0 "policy check stdin" policy check - <"$policy" || true
+if run 0 "policy check --help" policy check --help; then
+    grep -q '^usage: trigguard policy check FILE' "$tmp/out" || fail "policy check --help: $(cat "$tmp/out")"
+fi
 bad "policy check invalid" 'badpolicy.json: surfaces.x.tier: must be 1, 2 or 3' policy check "$tmp/badpolicy.json"
 bad "policy check missing" 'cannot open' policy check "$tmp/none.json"
 bad "policy check usage" 'usage' policy
