@@ -32,7 +32,7 @@ int tg_cmd_keygen(int argc, char **argv) {
             keygen_usage(stdout);
             return TG_EXIT_OK;
         }
-        if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
+        if (strcmp(argv[i], "--out") == 0 && i + 1 < argc && out_path == NULL) {
             out_path = argv[++i];
         } else if (strcmp(argv[i], "--key-id") == 0 && i + 1 < argc) {
             key_id = argv[++i];
@@ -45,6 +45,14 @@ int tg_cmd_keygen(int argc, char **argv) {
     if (out_path == NULL) {
         fprintf(stderr, "trigguard keygen: --out FILE is required\n\n");
         keygen_usage(stderr);
+        return TG_EXIT_USAGE;
+    }
+    /* "-" is standard input or output in the other commands; a private key goes only to a
+     * new file of mode 0600, never to a terminal or a pipe, so refuse it rather than
+     * quietly create a file named "-". */
+    if (strcmp(out_path, "-") == 0) {
+        fprintf(stderr, "trigguard keygen: --out - is refused: the private key is written "
+                        "only to a new file (mode 0600)\n");
         return TG_EXIT_USAGE;
     }
     if (key_id != NULL && !tg_key_id_valid(key_id, strlen(key_id))) {

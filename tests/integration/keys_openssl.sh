@@ -59,6 +59,11 @@ grep -q "\"authorityKeyId\":\"$kid\"" r1.json || fail "receipt does not carry ke
 grep -q PRIVATE keygen.out && fail "keygen printed private key material"
 [ "$(head -1 keygen.out)" = "trigguard-key-id: trig-1" ] || fail "keygen first line: $(head -1 keygen.out)"
 openssl pkey -in tg.pem -noout || fail "openssl cannot read the keygen key"
+# a private key never goes to stdout, and one --out only (a second one used to win silently)
+rc=0; "$TG_BIN" keygen --out - >dash.out 2>&1 || rc=$?
+[ "$rc" = 2 ] && [ ! -e ./- ] && ! grep -q PRIVATE dash.out || fail "keygen --out -: exit $rc"
+rc=0; "$TG_BIN" keygen --out a.pem --out b.pem >/dev/null 2>&1 || rc=$?
+[ "$rc" = 2 ] && [ ! -e a.pem ] && [ ! -e b.pem ] || fail "keygen with two --out: exit $rc"
 openssl pkey -in tg.pem -pubout -out tg.ossl.pub.pem || fail "openssl pkey -pubout failed"
 tail -n +2 keygen.out | cmp -s - tg.ossl.pub.pem || fail "keygen's public key differs from openssl's"
 # the private key re-encoded by openssl is byte-identical to the PEM block trigguard wrote
