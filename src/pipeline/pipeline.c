@@ -216,7 +216,9 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     }
     if (rep.torn) {
         TG_LOG(TG_LOG_WARN, "ledger_torn_tail",
-               "segment %u: dropped a torn final record of %llu bytes at offset %llu",
+               "segment %u: cut %llu bytes at offset %llu that are no complete record (a "
+               "final write cut short). Records acknowledged in fsync mode never lie there, so "
+               "if this is more than the last batch the disk lost data: see LEDGER.md",
                rep.torn_segment, (unsigned long long)rep.torn_bytes,
                (unsigned long long)rep.torn_offset);
     }
