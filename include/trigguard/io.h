@@ -14,6 +14,11 @@
  * TG_ERR_IO (errno says why; an unknown number of bytes may have been written). */
 tg_err_t tg_write_all(int fd, const void *data, size_t n) TG_MUST_USE;
 
+/* Writes the directory that contains path into out (cap bytes): trailing slashes are
+ * ignored, "a/b" gives "a", "/a" gives "/", "a" gives ".". Errors: TG_ERR_LIMIT (the parent
+ * does not fit; out is then ""). Pure; thread-safe. */
+tg_err_t tg_path_parent(char *out, size_t cap, const char *path) TG_MUST_USE;
+
 /* Opens path read-only, to load a whole file given by the operator (key, policy, tokens,
  * TLS material, CLI input). The open never waits: a FIFO with no writer or a device would
  * otherwise block startup, or a reload, with the shutdown signals already blocked. So the

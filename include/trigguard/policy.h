@@ -39,6 +39,7 @@
 #define TRIGGUARD_POLICY_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -78,6 +79,11 @@ tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *d
  * tg_policy_compile. */
 tg_err_t tg_policy_load_text(tg_policy_t **out, const char *text, size_t len,
                              tg_diag_t *diag) TG_MUST_USE;
+
+/* True when s (n bytes) is a reason code: UPPER_SNAKE, [A-Z][A-Z0-9_]*, 1 to
+ * TG_POLICY_MAX_REASON bytes (SPEC §1). The one rule for policy bundles and for receipt
+ * verification. Pure; thread-safe. */
+bool tg_policy_reason_code_valid(const char *s, size_t n);
 
 /* Reads path (at most TG_POLICY_MAX_FILE bytes) and tg_policy_load_text's it. Errors:
  * TG_ERR_NOT_FOUND (no such file), TG_ERR_IO (cannot open/read, not a regular file),

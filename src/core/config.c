@@ -173,15 +173,11 @@ static tg_err_t set_option(tg_config_t *cfg, const opt_t *o, const char *val, co
         return TG_OK;
     }
     case OPT_INT: {
-        char *end = NULL;
-        /* Digits only: strtoll alone would also take leading blanks and a sign. */
-        if (val[strspn(val, "0123456789")] != '\0' || val[0] == '\0') {
-            return tg_diag_set(diag, TG_ERR_CONFIG, "%s %s: \"%s\" is not an integer", origin,
-                               o->flag, val);
-        }
         errno = 0;
-        long long v = strtoll(val, &end, 10);
-        if (errno || end == val || *end != '\0') {
+        long long v = strtoll(val, NULL, 10);
+        /* Digits only (strtoll alone would also take leading blanks and a sign); ERANGE is a
+         * number too long for 64 bits. */
+        if (val[0] == '\0' || val[strspn(val, "0123456789")] != '\0' || errno != 0) {
             return tg_diag_set(diag, TG_ERR_CONFIG, "%s %s: \"%s\" is not an integer", origin,
                                o->flag, val);
         }

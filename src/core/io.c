@@ -42,3 +42,27 @@ tg_err_t tg_open_regular(int *fd_out, const char *path, const char *label, tg_di
     *fd_out = fd;
     return TG_OK;
 }
+
+tg_err_t tg_path_parent(char *out, size_t cap, const char *path) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') {
+        n--;
+    }
+    while (n > 0 && path[n - 1] != '/') {
+        n--;
+    }
+    while (n > 1 && path[n - 1] == '/') {
+        n--;
+    }
+    const char *src = n == 0 ? "." : path;
+    size_t len = n == 0 ? 1 : n;
+    if (cap == 0 || len >= cap) {
+        if (cap > 0) {
+            out[0] = '\0';
+        }
+        return TG_ERR_LIMIT;
+    }
+    memcpy(out, src, len);
+    out[len] = '\0';
+    return TG_OK;
+}

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ledger_int.h"
+#include "trigguard/io.h"
 
 #define HSZ TG_LEDGER_HASH_SIZE
 #define DEFAULT_BATCH_INTERVAL_MS 10u
@@ -727,25 +728,10 @@ static void ledger_free(tg_ledger_t *l) {
 
 /* A directory created just now survives a power loss only once its parent is synced. */
 static int sync_parent(const char *dir) {
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/') {
-        n--;
-    }
-    while (n > 0 && dir[n - 1] != '/') {
-        n--;
-    }
-    while (n > 1 && dir[n - 1] == '/') {
-        n--;
-    }
     char parent[4096];
-    if (n == 0) {
-        snprintf(parent, sizeof parent, ".");
-    } else if (n >= sizeof parent) {
+    if (tg_path_parent(parent, sizeof parent, dir) != TG_OK) {
         errno = ENAMETOOLONG;
         return -1;
-    } else {
-        memcpy(parent, dir, n);
-        parent[n] = '\0';
     }
     int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {

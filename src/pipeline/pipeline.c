@@ -10,6 +10,7 @@
 
 #include "internal.h"
 #include "trigguard/clock.h"
+#include "trigguard/io.h"
 #include "trigguard/log.h"
 #include "trigguard/receipt.h"
 
@@ -98,36 +99,33 @@ static tg_err_t load_keys(tg_pipeline_t *p, tg_diag_t *diag) {
     }
     /* Verify-only keys: a comma-separated list of PEM files (private or public). */
     const char *s = c->verify_keys;
-    size_t vlen = strlen(s);
-    if (vlen > 0 && s[vlen - 1] == ',') {
-        return tg_diag_set(diag, TG_ERR_CONFIG, "--verify-keys has an empty entry");
-    }
-    while (*s) {
+    while (*c->verify_keys != '\0') {
         const char *comma = strchr(s, ',');
         size_t n = comma ? (size_t)(comma - s) : strlen(s);
-        char path[TG_CONFIG_STR_MAX];
+        char path[sizeof c->verify_keys]; /* so n always fits */
         if (n == 0) {
-            /* ",," (or a trailing comma, above) is more likely a lost file name than nothing. */
+            /* ",,", or a comma first or last, is more likely a lost file name than nothing */
             return tg_diag_set(diag, TG_ERR_CONFIG, "--verify-keys has an empty entry");
         }
-        if (n < sizeof path) {
-            memcpy(path, s, n);
-            path[n] = '\0';
-            tg_key_t k;
-            memset(&k, 0, sizeof k);
-            rc = tg_key_load_file(&k, path, NULL, diag);
-            if (rc == TG_OK) {
-                rc = tg_keyring_add(&p->ring, &k, TG_KEY_VERIFY_ONLY);
-                if (rc != TG_OK) {
-                    tg_diag_set(diag, rc, "verify key %s: %s", path, tg_strerror(rc));
-                }
-            }
-            tg_key_wipe(&k);
+        memcpy(path, s, n);
+        path[n] = '\0';
+        tg_key_t k;
+        memset(&k, 0, sizeof k);
+        rc = tg_key_load_file(&k, path, NULL, diag);
+        if (rc == TG_OK) {
+            rc = tg_keyring_add(&p->ring, &k, TG_KEY_VERIFY_ONLY);
             if (rc != TG_OK) {
-                return rc;
+                tg_diag_set(diag, rc, "verify key %s: %s", path, tg_strerror(rc));
             }
         }
-        s += n + (comma ? 1 : 0);
+        tg_key_wipe(&k);
+        if (rc != TG_OK) {
+            return rc;
+        }
+        if (comma == NULL) {
+            break;
+        }
+        s = comma + 1;
     }
     p->signer = tg_keyring_signer(&p->ring);
     tg_buf_init(&p->keys_json, 0);
@@ -287,20 +285,8 @@ static tg_err_t check_ledger_path(const char *dir, tg_diag_t *diag) {
         return tg_diag_set(diag, TG_ERR_CONFIG, "--ledger %s: %s", dir, strerror(errno));
     }
     char parent[TG_CONFIG_STR_MAX];
-    (void)snprintf(parent, sizeof parent, "%s", dir);
-    size_t n = strlen(parent);
-    while (n > 1 && parent[n - 1] == '/') {
-        parent[--n] = '\0';
-    }
-    char *slash = strrchr(parent, '/');
-    if (slash == NULL) {
-        (void)snprintf(parent, sizeof parent, ".");
-    } else if (slash == parent) {
-        parent[1] = '\0';
-    } else {
-        *slash = '\0';
-    }
-    if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (tg_path_parent(parent, sizeof parent, dir) != TG_OK || stat(parent, &st) != 0 ||
+        !S_ISDIR(st.st_mode)) {
         return tg_diag_set(diag, TG_ERR_CONFIG,
                            "--ledger %s does not exist and its parent %s is not a directory "
                            "(serve creates only the last component)",

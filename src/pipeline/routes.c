@@ -148,8 +148,7 @@ static void verify_common(tg_pipeline_t *p, tg_exchange_t *ex, bool protocol) {
     /* First, before any parsing or signature work: this route takes no token, so its one
      * limiter is all the bound there is on what anonymous callers can make us compute. */
     tg_rate_info_t info;
-    if (tg_rate_check(p->verify_rate, TG_GUARD_NO_TENANT, tg_clock_mono_ns(), &info) ==
-        TG_ERR_RATE_LIMITED) {
+    if (tg_rate_check(p->verify_rate, TG_GUARD_NO_TENANT, tg_clock_mono_ns(), &info) != TG_OK) {
         ex->retry_after_s = (int)tg_rate_retry_after_s(info.retry_after_ms);
         tg_reply_error(ex, TG_ERR_RATE_LIMITED, "verification rate limit exceeded");
         return;

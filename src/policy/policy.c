@@ -240,18 +240,17 @@ static tg_err_t check_name(cc_t *c, const char *s, size_t n, const char *what) {
     return TG_OK;
 }
 
-/* Reason codes: UPPER_SNAKE, [A-Z][A-Z0-9_]*, at most TG_POLICY_MAX_REASON bytes. */
-static int reason_valid(const char *s, size_t n) {
+bool tg_policy_reason_code_valid(const char *s, size_t n) {
     if (n == 0 || n > TG_POLICY_MAX_REASON || s[0] < 'A' || s[0] > 'Z') {
-        return 0;
+        return false;
     }
     for (size_t i = 1; i < n; i++) {
         char ch = s[i];
         if (!((ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_')) {
-            return 0;
+            return false;
         }
     }
-    return 1;
+    return true;
 }
 
 /* Reads member `key` of obj as a reason code into *out (arena copy). Absent: *out
@@ -266,7 +265,7 @@ static tg_err_t get_reason(cc_t *c, const json_t *obj, const char *key, const ch
     char pk[80];
     if (!json_is_string(v)) {
         rc = fail(c, "must be a string, not %s", json_type_name(v));
-    } else if (!reason_valid(json_string_value(v), json_string_length(v))) {
+    } else if (!tg_policy_reason_code_valid(json_string_value(v), json_string_length(v))) {
         rc = fail(c, "reason code \"%s\" must be UPPER_SNAKE ([A-Z][A-Z0-9_]*, at most %d bytes)",
                   printable(pk, json_string_value(v), json_string_length(v)), TG_POLICY_MAX_REASON);
     } else {
@@ -627,7 +626,7 @@ static int derive_reason(char out[TG_POLICY_MAX_REASON + 1], const char *name, s
         out[k++] = lower ? (char)(ch - 'a' + 'A') : (upper || digit) ? ch : '_';
     }
     out[k] = '\0';
-    return reason_valid(out, k);
+    return tg_policy_reason_code_valid(out, k);
 }
 
 static tg_err_t compile_tier_list(cc_t *c, const json_t *v, uint8_t *mask) {

@@ -8,6 +8,7 @@
 
 #include "trigguard/canon.h"
 #include "trigguard/clock.h"
+#include "trigguard/policy.h"
 #include "trigguard/version.h"
 
 typedef enum {
@@ -17,7 +18,7 @@ typedef enum {
     K_EXEC_ID,  /* "exec_" + 32 lowercase hex */
     K_TIME,     /* YYYY-MM-DDTHH:MM:SS.mmmZ */
     K_DECISION, /* PERMIT | DENY */
-    K_REASON,   /* UPPER_SNAKE: [A-Z][A-Z0-9_]* (SPEC §1) */
+    K_REASON,   /* tg_policy_reason_code_valid */
     K_PROTOCOL, /* TG_PROTOCOL_VERSION */
     K_KEY_ID,   /* tg_key_id_valid */
     K_SIG       /* 88 chars of canonical padded base64 decoding to 64 bytes */
@@ -131,15 +132,7 @@ static const char *check_value(const member_t *m, const char *p, size_t n, int64
                    ? NULL
                    : "is not a UTC timestamp of the form 2026-11-30T05:40:10.123Z";
     case K_REASON:
-        if (n == 0 || n > TG_RECEIPT_TEXT_MAX || p[0] < 'A' || p[0] > 'Z') {
-            return "is not UPPER_SNAKE";
-        }
-        for (size_t i = 1; i < n; i++) {
-            if (!((p[i] >= 'A' && p[i] <= 'Z') || (p[i] >= '0' && p[i] <= '9') || p[i] == '_')) {
-                return "is not UPPER_SNAKE";
-            }
-        }
-        return NULL;
+        return tg_policy_reason_code_valid(p, n) ? NULL : "is not an UPPER_SNAKE reason code";
     case K_DECISION:
         return (n == 6 && memcmp(p, "PERMIT", 6) == 0) || (n == 4 && memcmp(p, "DENY", 4) == 0)
                    ? NULL

@@ -1,6 +1,6 @@
 /* test_log.c — log lines: format, escaping, and the batched writer (nothing lost, nothing
  * torn, order kept, other lines out when their call returns); tg_write_all and
- * tg_open_regular. */
+ * tg_open_regular and tg_path_parent. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -343,6 +343,27 @@ static void test_open_regular(void **state) {
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* tg_path_parent: the directory mkdir needs, for the shapes a --ledger value takes. */
+static void test_path_parent(void **state) {
+    (void)state;
+    static const char *const cases[][2] = {
+        {"a/b", "a"}, {"a/b/", "a"}, {"a//b//", "a"},    {"/a", "/"},  {"/a/", "/"},
+        {"a", "."},   {"a/", "."},   {"/a/b/c", "/a/b"}, {"./x", "."}, {"//", "/"},
+    };
+    char out[16];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(tg_path_parent(out, sizeof out, cases[i][0]), TG_OK);
+        if (strcmp(out, cases[i][1]) != 0) {
+            fail_msg("parent of \"%s\" is \"%s\", want \"%s\"", cases[i][0], out, cases[i][1]);
+        }
+    }
+    char tiny[4];
+    assert_int_equal(tg_path_parent(tiny, sizeof tiny, "abcd/e"), TG_ERR_LIMIT);
+    assert_string_equal(tiny, "");
+    assert_int_equal(tg_path_parent(tiny, sizeof tiny, "abc/e"), TG_OK);
+    assert_string_equal(tiny, "abc");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_json_line, sink_setup, sink_teardown),
@@ -354,6 +375,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_async_idle_flush, sink_setup, sink_teardown),
         cmocka_unit_test_setup_teardown(test_write_all, sink_setup, sink_teardown),
         cmocka_unit_test(test_open_regular),
+        cmocka_unit_test(test_path_parent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
