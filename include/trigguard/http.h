@@ -99,11 +99,11 @@ void tg_exchange_complete(tg_exchange_t *ex);
 typedef void (*tg_http_handler_fn)(void *ud, tg_exchange_t *ex);
 
 typedef struct tg_http_opts {
-    const char *listen; /* IPv4 or IPv6 literal */
-    uint16_t port;      /* 0 = ephemeral */
-    int listener;       /* value copied into every exchange's `listener` */
-    unsigned threads;   /* epoll thread pool size, >= 1 */
-    unsigned max_connections;
+    const char *listen;            /* IPv4 or IPv6 literal */
+    uint16_t port;                 /* 0 = ephemeral */
+    int listener;                  /* value copied into every exchange's `listener` */
+    unsigned threads;              /* epoll thread pool size, >= 1 */
+    unsigned max_connections;      /* at the limit, accepting pauses (the backlog waits) */
     unsigned per_ip_connections;   /* 0 = no per-address limit */
     unsigned connection_timeout_s; /* idle timeout, >= 1 (libmicrohttpd's default is none) */
     size_t connection_memory;
@@ -116,14 +116,15 @@ typedef struct tg_http_opts {
 
 typedef struct tg_http_server tg_http_server_t;
 
-/* Starts listening and serving on the pool threads. Requests whose URL or headers pass
- * max_url / max_header_bytes, or whose announced body passes max_body, are handed to the
- * handler at once with the matching flag set (before any body byte is read). Requests
- * beyond libmicrohttpd's connection memory never reach the handler: libmicrohttpd itself
- * answers 414 (request line) or 431 (headers) with a short HTML body and closes.
- * Errors: TG_ERR_INVALID_ARG (bad address), TG_ERR_CONFIG (TLS asked for but this
+/* Starts listening (a socket and an accept thread of ours) and serving on the pool
+ * threads. Requests whose URL or headers pass max_url / max_header_bytes, or whose announced body
+ * passes max_body, are handed to the handler at once with the matching flag set (before any body
+ * byte is read). Requests beyond libmicrohttpd's connection memory never reach the handler:
+ * libmicrohttpd itself answers 414 (request line) or 431 (headers) with a short HTML body and
+ * closes. Errors: TG_ERR_INVALID_ARG (bad address), TG_ERR_CONFIG (TLS asked for but this
  * libmicrohttpd was built without it), TG_ERR_IO (bind/listen failed, or TLS material
- * rejected; diag says why), TG_ERR_NOMEM. */
+ * rejected; diag says why), TG_ERR_NOMEM, TG_ERR_INTERNAL (no accept thread). A panic of
+ * libmicrohttpd is logged (event libmicrohttpd_panic) before the process aborts. */
 tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
                        tg_http_handler_fn handler, void *ud, tg_diag_t *diag) TG_MUST_USE;
 
@@ -133,7 +134,8 @@ uint16_t tg_http_port(const tg_http_server_t *s);
 /* Requests accepted but not yet answered (including deferred ones). */
 unsigned tg_http_in_flight(const tg_http_server_t *s);
 
-/* Stops accepting new connections; requests in flight continue. */
+/* Stops accepting new connections (closes the listening socket, joins the accept thread);
+ * requests in flight continue. Not thread-safe with other calls on s. */
 void tg_http_quiesce(tg_http_server_t *s);
 
 /* Waits up to timeout_ms for in-flight requests to finish, then stops the threads

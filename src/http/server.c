@@ -1,14 +1,18 @@
 /* server.c — libmicrohttpd glue: bounded bodies, one handler call, one response. */
 #include "trigguard/http.h"
+#include "trigguard/log.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,8 +30,13 @@ struct tg_http_server {
     int64_t body_deadline_ns; /* a body must be in within this long of its headers */
     uint16_t port;
     atomic_uint in_flight;
-    int quiesced_fd;      /* listen socket handed back by MHD_quiesce_daemon, or -1 */
-    atomic_bool starting; /* MHD_start_daemon running: keep its last message for diag */
+    int listen_fd;         /* ours, not libmicrohttpd's; -1 once closed */
+    pthread_t acceptor;    /* accept() loop handing sockets to MHD_add_connection */
+    bool acceptor_running; /* joined by tg_http_quiesce */
+    unsigned max_conns;    /* --max-connections, enforced by the acceptor */
+    atomic_uint conns;     /* handed to libmicrohttpd and not yet closed */
+    atomic_bool quiescing; /* the acceptor's accept() failed because we stopped it */
+    atomic_bool starting;  /* MHD_start_daemon running: keep its last message for diag */
     char start_err[160];
 };
 
@@ -399,29 +408,132 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     }
 }
 
-tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
-                       tg_http_handler_fn handler, void *ud, tg_diag_t *diag) {
-    *out = NULL;
-    struct sockaddr_in sin;
-    struct sockaddr_in6 sin6;
-    const struct sockaddr *sa;
-    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-                         MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO | MHD_USE_ERROR_LOG;
-    memset(&sin, 0, sizeof sin);
-    memset(&sin6, 0, sizeof sin6);
-    if (inet_pton(AF_INET, opts->listen, &sin.sin_addr) == 1) {
-        sin.sin_family = AF_INET;
-        sin.sin_port = htons(opts->port);
-        sa = (const struct sockaddr *)&sin;
-    } else if (inet_pton(AF_INET6, opts->listen, &sin6.sin6_addr) == 1) {
-        sin6.sin6_family = AF_INET6;
-        sin6.sin6_port = htons(opts->port);
-        sa = (const struct sockaddr *)&sin6;
-        flags |= MHD_USE_IPv6;
+/* libmicrohttpd calls this on an internal inconsistency, then must not return. The
+ * default prints to stderr; ours goes through the log (written before TG_LOG returns) so
+ * the event says where, then aborts as the default does. */
+static void on_mhd_panic(void *cls, const char *file, unsigned int line, const char *reason) {
+    (void)cls;
+    TG_LOG(TG_LOG_ERROR, "libmicrohttpd_panic", "%s:%u: %s", file != NULL ? file : "?", line,
+           reason != NULL ? reason : "(no reason)");
+    abort();
+}
+
+/* The listening socket is ours, not libmicrohttpd's (see tg_http_quiesce for why): bound
+ * and listening here, so bind errors are reported with errno. Same options libmicrohttpd
+ * would set: SO_REUSEADDR, IPv6 sockets IPv6-only, the system's largest backlog. */
+static tg_err_t open_listener(const tg_http_opts_t *opts, int *fd_out, uint16_t *port_out,
+                              tg_diag_t *diag) {
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    memset(&ss, 0, sizeof ss);
+    struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, opts->listen, &sin->sin_addr) == 1) {
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons(opts->port);
+        sl = sizeof *sin;
+    } else if (inet_pton(AF_INET6, opts->listen, &sin6->sin6_addr) == 1) {
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port = htons(opts->port);
+        sl = sizeof *sin6;
     } else {
         return tg_diag_set(diag, TG_ERR_INVALID_ARG,
                            "--listen \"%s\" is not an IPv4 or IPv6 address", opts->listen);
     }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return tg_diag_set(diag, TG_ERR_IO, "cannot listen on %s port %u: socket: %s", opts->listen,
+                           (unsigned)opts->port, strerror(errno));
+    }
+    int on = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (ss.ss_family == AF_INET6) {
+        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+    }
+    if (bind(fd, (const struct sockaddr *)&ss, sl) != 0 || listen(fd, SOMAXCONN) != 0) {
+        int e = errno;
+        (void)close(fd);
+        return tg_diag_set(diag, TG_ERR_IO, "cannot listen on %s port %u: %s", opts->listen,
+                           (unsigned)opts->port, strerror(e));
+    }
+    sl = sizeof ss;
+    *port_out = opts->port;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        *port_out = ntohs(ss.ss_family == AF_INET6 ? sin6->sin6_port : sin->sin_port);
+    }
+    *fd_out = fd;
+    return TG_OK;
+}
+
+/* Counts connections out (every connection libmicrohttpd started, it reports closed). */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code) {
+    (void)conn;
+    (void)socket_ctx;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        atomic_fetch_sub(&((tg_http_server_t *)cls)->conns, 1);
+    }
+}
+
+/* The accept loop: one blocking accept() at a time, each socket handed to
+ * MHD_add_connection, which gives it to a pool thread (or closes it, at the per-address
+ * limit). At --max-connections it stops accepting until a connection closes: further
+ * connections wait in the kernel's backlog, as they would with libmicrohttpd's own
+ * listener. The count is ours because libmicrohttpd splits its limit evenly over the pool
+ * threads while MHD_add_connection picks the thread by descriptor number, so its limit
+ * could refuse a connection with the server below the total; its limit is set out of the
+ * way (tg_http_start). Ends when tg_http_quiesce shuts the socket down. */
+static void *acceptor_main(void *arg) {
+    tg_http_server_t *s = arg;
+    bool warned = false;
+    (void)prctl(PR_SET_NAME, "tg-accept", 0, 0, 0); /* top -H, ps -L */
+    for (;;) {
+        while (atomic_load(&s->conns) >= s->max_conns && !atomic_load(&s->quiescing)) {
+            struct timespec ts = {0, 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            warned = false;
+            /* Counted before the hand-over: the connection can close before the call
+             * returns. A refused one (closed by libmicrohttpd) was never started. Queued
+             * ones that libmicrohttpd then fails to start (no memory for their pool) are
+             * closed without a notification and stay counted: the limit errs low. */
+            atomic_fetch_add(&s->conns, 1);
+            if (MHD_add_connection(s->mhd, fd, (const struct sockaddr *)&ss, sl) != MHD_YES) {
+                atomic_fetch_sub(&s->conns, 1);
+            }
+            continue;
+        }
+        int e = errno;
+        if (atomic_load(&s->quiescing)) {
+            break;
+        }
+        if (e == EINTR || e == ECONNABORTED || e == EAGAIN || e == EPROTO) {
+            continue; /* this connection is gone, or nothing to do: the next one */
+        }
+        /* Out of descriptors or memory (or unexpected): the connection waits in the
+         * backlog; retry shortly rather than spin, and say so once per episode. */
+        if (!warned) {
+            TG_LOG(TG_LOG_WARN, "accept_failed", "listener %d: %s; retrying every 10 ms",
+                   s->listener, strerror(e));
+            warned = true;
+        }
+        struct timespec ts = {0, 10L * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
+                       tg_http_handler_fn handler, void *ud, tg_diag_t *diag) {
+    *out = NULL;
+    /* MHD_NO_LISTEN_SOCKET: connections come from acceptor_main. */
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                         MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO |
+                         MHD_USE_ERROR_LOG;
     if (opts->tls_cert_pem != NULL) {
         if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
             return tg_diag_set(diag, TG_ERR_CONFIG,
@@ -431,8 +543,16 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
         }
         flags |= MHD_USE_TLS;
     }
+    MHD_set_panic_func(on_mhd_panic, NULL);
+    int lfd = -1;
+    uint16_t port = 0;
+    tg_err_t rc = open_listener(opts, &lfd, &port, diag);
+    if (rc != TG_OK) {
+        return rc;
+    }
     tg_http_server_t *s = calloc(1, sizeof *s);
     if (s == NULL) {
+        (void)close(lfd);
         return TG_ERR_NOMEM;
     }
     s->handler = handler;
@@ -442,9 +562,15 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
     s->max_url = opts->max_url;
     s->max_header_bytes = opts->max_header_bytes;
     atomic_init(&s->in_flight, 0);
-    s->quiesced_fd = -1;
+    s->listen_fd = lfd;
+    s->port = port;
+    s->max_conns = opts->max_connections ? opts->max_connections : 1;
+    atomic_init(&s->conns, 0);
+    atomic_init(&s->quiescing, false);
     atomic_init(&s->starting, true);
     unsigned threads = opts->threads ? opts->threads : 1;
+    /* Each pool thread may hold every connection: the acceptor enforces the total. */
+    unsigned mhd_limit = s->max_conns * threads;
     /* libmicrohttpd's default is no timeout at all: never let a connection idle forever. */
     unsigned timeout_s = opts->connection_timeout_s ? opts->connection_timeout_s : 30;
     s->body_deadline_ns = (int64_t)timeout_s * INT64_C(1000000000);
@@ -454,40 +580,35 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
         {MHD_OPTION_END, 0, NULL},
     };
     s->mhd = MHD_start_daemon(
-        flags, opts->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
-        MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
-        opts->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, opts->per_ip_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        opts->connection_memory, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_UNESCAPE_CALLBACK, unescape_no_nul, NULL,
+        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
+        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, opts->per_ip_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+        timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, opts->connection_memory,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        s, MHD_OPTION_UNESCAPE_CALLBACK, unescape_no_nul, NULL,
         /* 1 = strict: an HTTP/1.1 request without Host, or with spaces in the URL, is a
          * 400 from libmicrohttpd (an authorization server has no reason to be lenient). */
         MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_ARRAY,
         opts->tls_cert_pem != NULL ? tls_opts : &tls_opts[2], MHD_OPTION_END);
     if (s->mhd == NULL) {
-        tg_err_t rc = tg_diag_set(
-            diag, TG_ERR_IO, "cannot listen on %s port %u%s: %s", opts->listen,
-            (unsigned)opts->port, opts->tls_cert_pem != NULL ? " with TLS" : "",
-            s->start_err[0]              ? s->start_err
-            : opts->tls_cert_pem != NULL ? "address in use, not local, or TLS material invalid"
-                                         : "address in use or not local");
+        rc = tg_diag_set(diag, TG_ERR_IO, "cannot serve on %s port %u%s: %s", opts->listen,
+                         (unsigned)opts->port, opts->tls_cert_pem != NULL ? " with TLS" : "",
+                         s->start_err[0]              ? s->start_err
+                         : opts->tls_cert_pem != NULL ? "TLS material invalid"
+                                                      : "libmicrohttpd did not start");
+        (void)close(lfd);
         free(s);
         return rc;
     }
     atomic_store(&s->starting, false);
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_LISTEN_FD);
-    s->port = opts->port;
-    if (info != NULL) {
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof ss;
-        if (getsockname(info->listen_fd, (struct sockaddr *)&ss, &sl) == 0) {
-            if (ss.ss_family == AF_INET) {
-                s->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-            } else if (ss.ss_family == AF_INET6) {
-                s->port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-            }
-        }
+    if (pthread_create(&s->acceptor, NULL, acceptor_main, s) != 0) {
+        MHD_stop_daemon(s->mhd);
+        (void)close(lfd);
+        free(s);
+        return tg_diag_set(diag, TG_ERR_INTERNAL, "cannot start the accept thread for %s port %u",
+                           opts->listen, (unsigned)port);
     }
+    s->acceptor_running = true;
     *out = s;
     return TG_OK;
 }
@@ -498,18 +619,23 @@ unsigned tg_http_in_flight(const tg_http_server_t *s) {
     return atomic_load(&((tg_http_server_t *)s)->in_flight);
 }
 
+/* Why the listener is ours: MHD_quiesce_daemon with an epoll thread pool races its own
+ * pool threads to remove the listening socket from their epoll sets, and the loser calls
+ * MHD_PANIC (abort) on ENOENT -- libmicrohttpd 0.9.75 aborted the daemon this way on
+ * SIGTERM under load. Here nothing of libmicrohttpd's is touched: shutdown() stops the
+ * listening at once (new connects are refused; handshakes still in the backlog are reset)
+ * and wakes the blocked accept(), and the join makes sure the last accepted socket has
+ * been handed over before the drain starts counting. */
 void tg_http_quiesce(tg_http_server_t *s) {
-    if (s != NULL && s->mhd != NULL && s->quiesced_fd < 0) {
-        MHD_socket fd = MHD_quiesce_daemon(s->mhd);
-        if (fd != MHD_INVALID_SOCKET) {
-            /* itest fix: MHD_quiesce_daemon only stops polling the listen socket, which
-             * stays open: connections made while draining sat in its backlog and were
-             * reset at exit. shutdown() stops listening now (new connects are refused at
-             * once); close() must wait until after MHD_stop_daemon (MHD's contract). */
-            (void)shutdown(fd, SHUT_RDWR);
-            s->quiesced_fd = fd;
-        }
+    if (s == NULL || !s->acceptor_running) {
+        return;
     }
+    atomic_store(&s->quiescing, true);
+    (void)shutdown(s->listen_fd, SHUT_RDWR);
+    (void)pthread_join(s->acceptor, NULL);
+    s->acceptor_running = false;
+    (void)close(s->listen_fd);
+    s->listen_fd = -1;
 }
 
 void tg_http_stop(tg_http_server_t *s, int64_t timeout_ms) {
@@ -523,8 +649,5 @@ void tg_http_stop(tg_http_server_t *s, int64_t timeout_ms) {
         nanosleep(&ts, NULL);
     }
     MHD_stop_daemon(s->mhd);
-    if (s->quiesced_fd >= 0) {
-        (void)close(s->quiesced_fd);
-    }
     free(s);
 }

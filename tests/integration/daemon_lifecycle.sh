@@ -355,7 +355,7 @@ PY
 deadline=$((SECONDS + 20))
 while kill -0 "$SD_PID" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.05; done
 wait "$SD_PID"
-tg_eq "$?" 0 "graceful shutdown under load: daemon exit status"
+tg_expect_exit sd "$?" 0 "graceful shutdown under load: daemon exit status"
 unset "TG_PIDS[sd]"
 tg_check_sanitizers sd
 tg_check "graceful shutdown: no accepted request was cut or reset" python3 - "$TG_TMP/sd.json" "$(tg_logfile sd)" <<'PY'

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # daemon_limits.sh — the protective limits: --max-body (413 at max+1, by Content-Length and
 # chunked), rate limits (429 + Retry-After; RATE_LIMIT_VERIFY too), bulkheads and a full idempotency table (503
-# overloaded), and a daemon without a signing key (503 keys_unavailable, /readyz 503).
+# overloaded), --max-connections (the next connection waits for a free slot), and a daemon
+# without a signing key (503 keys_unavailable, /readyz 503).
 source "$(dirname "$0")/lib/daemon.sh"
 
 expect_metrics() { # expect_metrics LABEL PYTHON_EXPR: m(name, **labels) reads a GET /metrics sample
@@ -258,6 +259,39 @@ for id in "${ids[@]}"; do
 done
 tg_eq "$readable" "${#ids[@]}" "every receipt handed out is readable from GET /v1/receipts"
 tg_stop rindex
+
+# ---- --max-connections: at the limit new connections wait in the backlog ----------------
+# Three idle connections fill --max-connections 3; a fourth completes its handshake in the
+# kernel but gets no answer while they are open, and is served once one of them closes.
+
+tg_std_args maxc
+tg_start maxc -- "${TG_STD_ARGS[@]}" --max-connections 3
+tg_check "--max-connections 3: a 4th connection waits until one of the 3 closes" python3 - "${TG_PORTS[maxc]}" <<'PY2'
+import socket, sys, time
+port = int(sys.argv[1])
+held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(3)]
+time.sleep(0.5)
+extra = socket.create_connection(("127.0.0.1", port), timeout=5)
+extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+extra.settimeout(1.5)
+try:
+    early = extra.recv(64)
+    sys.exit("answered (%r) with 3 connections open at --max-connections 3" % early)
+except socket.timeout:
+    pass
+held[0].close()
+extra.settimeout(10)
+reply = b""
+while True:
+    chunk = extra.recv(4096)
+    if not chunk:
+        break
+    reply += chunk
+line = reply.split(b"\r\n", 1)[0]
+if line != b"HTTP/1.1 200 OK":
+    sys.exit("after one closed: %r" % line)
+PY2
+tg_stop maxc
 
 # ---- no signing key: fail closed ---------------------------------------------------------
 

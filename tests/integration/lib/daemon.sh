@@ -211,9 +211,20 @@ tg_stop() {
     wait "$pid"
     local rc=$?
     unset "TG_PIDS[$name]"
-    tg_eq "$rc" "$want" "daemon $name exit status after SIGTERM"
+    tg_expect_exit "$name" "$rc" "$want" "daemon $name exit status after SIGTERM"
     tg_check_sanitizers "$name"
     return 0
+}
+
+# tg_expect_exit NAME RC WANT LABEL: a daemon's exit status; when it is wrong, the failure
+# carries the last lines of its log other than access-log lines (an abort says why there).
+tg_expect_exit() {
+    if [ "$2" == "$3" ]; then
+        tg_pass "$4"
+    else
+        tg_fail "$4: got '$2', want '$3'; last lines of its log:
+$(grep -v '"event":"request"' "${TG_LOGS[$1]}" | tail -15 | sed 's/^/    | /')"
+    fi
 }
 
 tg_cleanup() {
