@@ -112,6 +112,14 @@ typedef struct tg_http_opts {
     size_t max_header_bytes;  /* request header bytes; 0 = no check of our own */
     const char *tls_cert_pem; /* both NULL = plain HTTP */
     const char *tls_key_pem;
+    /* Optional. Called on the event thread once the headers of a request that asks
+     * `Expect: 100-continue` for a body are in and passed the transport checks, before the
+     * 100 is sent. If it answers (sets ex->status, with all the accounting the handler
+     * would do), that response is sent instead, the body is never read, the connection
+     * closes after the response, and the handler is not called. It must not defer. Only
+     * such requests: without the Expect, the body is already on its way, and reading it
+     * keeps the connection (and requests pipelined behind it) usable. */
+    tg_http_handler_fn early;
 } tg_http_opts_t;
 
 typedef struct tg_http_server tg_http_server_t;

@@ -36,6 +36,12 @@ tg_err_t tg_pipeline_check(char *summary, size_t cap, const tg_config_t *cfg,
 /* The HTTP handler (tg_http_handler_fn); ud is the pipeline. Thread-safe. */
 void tg_pipeline_handle(void *ud, tg_exchange_t *ex);
 
+/* The early hook (tg_http_opts_t.early): on the routes that take a bearer token, a request
+ * that asks `Expect: 100-continue` without a valid token is answered 401 (by
+ * tg_pipeline_handle, so with the same body, metrics and access-log line) instead of the
+ * 100; anything else is left alone. Thread-safe. */
+void tg_pipeline_early(void *ud, tg_exchange_t *ex);
+
 /* Re-reads the policy file and swaps it in atomically; on any error the old policy
  * keeps serving and the error is returned. Requests in flight finish on the policy
  * they started with. Not reentrant (call from one control thread). */

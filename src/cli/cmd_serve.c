@@ -153,6 +153,7 @@ int tg_cmd_serve(int argc, char **argv) {
         .max_header_bytes = (size_t)cfg.max_header_bytes,
         .tls_cert_pem = tls_cert,
         .tls_key_pem = tls_key,
+        .early = tg_pipeline_early,
     };
     tg_http_server_t *main_srv = NULL, *decide_srv = NULL;
     /* Request lines go out in batches from here on (see log.h); without the thread they

@@ -22,6 +22,7 @@
 struct tg_http_server {
     struct MHD_Daemon *mhd;
     tg_http_handler_fn handler;
+    tg_http_handler_fn early; /* optional: see tg_http_opts_t */
     void *ud;
     int listener;
     size_t max_body;
@@ -48,7 +49,8 @@ typedef struct {
     tg_http_server_t *srv;
     struct MHD_Connection *conn;
     tg_buf_t body;
-    size_t drained; /* body bytes read past --max-body */
+    size_t drained;      /* body bytes read past --max-body */
+    bool wants_continue; /* Expect: 100-continue, with a body announced */
     _Atomic int state;
 } req_ctx_t;
 
@@ -292,13 +294,18 @@ static req_ctx_t *ctx_create(tg_http_server_t *srv, struct MHD_Connection *conn,
         }
     }
     const char *cl = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    bool announces_body = hs.transfer_encoding > 0;
     if (cl != NULL) {
         char *end = NULL;
         unsigned long long n = strtoull(cl, &end, 10);
         if (end != cl && n > srv->max_body) {
             ex->body_too_large = true;
         }
+        announces_body = announces_body || end == cl || n > 0;
     }
+    const char *expect = header(conn, MHD_HTTP_HEADER_EXPECT);
+    ctx->wants_continue =
+        announces_body && expect != NULL && strcasecmp(expect, "100-continue") == 0;
     atomic_store(&ctx->state, REQ_READING);
     atomic_fetch_add(&srv->in_flight, 1);
     return ctx;
@@ -321,6 +328,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             /* Refuse before reading a byte of the body. */
             srv->handler(srv->ud, &ctx->ex);
             return queue_exchange(ctx);
+        }
+        if (srv->early != NULL && ctx->wants_continue) {
+            srv->early(srv->ud, &ctx->ex);
+            if (ctx->ex.status != 0) {
+                return queue_exchange(ctx);
+            }
         }
         return MHD_YES;
     }
@@ -556,6 +569,7 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
         return TG_ERR_NOMEM;
     }
     s->handler = handler;
+    s->early = opts->early;
     s->ud = ud;
     s->listener = opts->listener;
     s->max_body = opts->max_body;

@@ -413,3 +413,31 @@ static void r_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
         tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
     }
 }
+
+/* Why: a `100 Continue` invites the caller to send up to --max-body bytes, which a caller
+ * without a valid token should not be invited to (RFC 9110 §10.1.1 lets a final status
+ * replace the 100). The order of the handler is kept: the transport checks (the HTTP
+ * layer) come first, and a valid token is checked again with the rest of admission once
+ * the body is in. */
+void tg_pipeline_early(void *ud, tg_exchange_t *ex) {
+    tg_pipeline_t *p = ud;
+    if (strcmp(ex->method, "POST") != 0) {
+        return;
+    }
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        const char *rest;
+        if (routes[i].method != M_POST || !path_matches(&routes[i], ex->path, &rest)) {
+            continue;
+        }
+        tg_route_t id = routes[i].id;
+        bool takes_token =
+            id == TG_ROUTE_EVALUATE || id == TG_ROUTE_EXECUTE || id == TG_ROUTE_DECIDE;
+        int tenant = TG_GUARD_NO_TENANT;
+        const char *auth = ex->authorization;
+        if (takes_token && (ex->listener != 1 || id == TG_ROUTE_DECIDE) &&
+            tg_auth_check(p->tenants, auth, auth ? strlen(auth) : 0, &tenant) != TG_OK) {
+            tg_pipeline_handle(p, ex); /* the 401, exactly as after the body */
+        }
+        return;
+    }
+}

@@ -394,6 +394,36 @@ tg_expect_py "s == 200 and j['receipt']['tenantId'] == 'beta'" "tenant beta's to
 tg_req POST /v1/evaluate --json-body '{"surface":'
 tg_expect_error 401 unauthorized "unauthenticated broken JSON"
 
+# Expect: 100-continue without a valid token: the 401 comes instead of the 100 (the body
+# is never asked for); with a valid token, the 100 comes and the body is read as usual.
+tg_check "Expect: 100-continue without a valid token: 401, not 100 Continue" python3 - "${TG_PORTS[main]}" "$(tg_req_json permit)" <<'PY2'
+import socket, sys
+port, body = int(sys.argv[1]), sys.argv[2].encode()
+def exchange(headers, send_body_after_100=False):
+    s = socket.create_connection(("127.0.0.1", port), timeout=3)
+    s.sendall(b"POST /v1/evaluate HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+              + headers + b"\r\n")
+    got = s.recv(65536)  # a timeout here means the daemon waited for the body
+    if send_body_after_100 and got.startswith(b"HTTP/1.1 100"):
+        s.sendall(body)
+        while b"\r\n\r\n" not in got.split(b"\r\n\r\n", 1)[1]:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    s.close()
+    return got
+for name, auth in (("no token", b""), ("wrong token", b"Authorization: Bearer tok-wrong\r\n")):
+    got = exchange(auth + b"Expect: 100-continue\r\nContent-Length: %d\r\n" % len(body))
+    head = got.split(b"\r\n\r\n", 1)[0]
+    assert head.startswith(b"HTTP/1.1 401 "), (name, got[:200])
+    assert b"WWW-Authenticate: Bearer" in head, (name, head)
+    assert b'"error":"unauthorized"' in got, (name, got[:300])
+got = exchange(b"Authorization: Bearer tok-acme\r\nExpect: 100-continue\r\nContent-Length: %d\r\n"
+               % len(body), send_body_after_100=True)
+assert got.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"), got[:300]
+PY2
+
 # ---- 404, 405 --------------------------------------------------------------------------
 
 tg_req GET /v2/evaluate
