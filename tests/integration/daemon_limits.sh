@@ -293,6 +293,34 @@ if line != b"HTTP/1.1 200 OK":
 PY2
 tg_stop maxc
 
+# Out of descriptors: accept() fails with EMFILE; the daemon says so once, waits, and serves
+# again as soon as descriptors free up (connections wait in the backlog meanwhile).
+tg_std_args fds
+tg_start fds -- "${TG_STD_ARGS[@]}"
+prlimit --pid "$(tg_pid fds)" --nofile=64:64
+tg_check "out of descriptors: accept_failed logged, served again once they free up" python3 - "${TG_PORTS[fds]}" <<'PY2'
+import socket, sys, time
+port = int(sys.argv[1])
+held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(90)]
+time.sleep(0.5)
+for s in held:
+    s.close()
+deadline = time.time() + 10
+while True:
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        if s.recv(64).startswith(b"HTTP/1.1 200 "):
+            break
+    except OSError:
+        pass
+    if time.time() > deadline:
+        sys.exit("no 200 within 10 s of the descriptors freeing up")
+    time.sleep(0.1)
+PY2
+tg_check "out of descriptors: accept_failed is logged" grep -q '"event":"accept_failed"' "$(tg_logfile fds)"
+tg_stop fds
+
 # ---- no signing key: fail closed ---------------------------------------------------------
 
 tg_start nokey -- --policy "$TG_POLICY" --ledger "$TG_TMP/ledger-nokey" --threads 2
