@@ -29,6 +29,8 @@
 /* A chunked body over max_body is read on (and refused with 413 at its end) for up to this
  * many times max_body plus 64 KiB; past that the connection is closed without an answer. */
 #define TG_HTTP_DRAIN_FACTOR 4
+/* tg_http_stop: how long no request must be in flight before the drain counts as done. */
+#define TG_HTTP_SETTLE_MS 200
 
 typedef struct tg_exchange tg_exchange_t;
 
@@ -51,6 +53,8 @@ struct tg_exchange {
                                together, or a transfer coding other than chunked: 400 */
     const char *bad_header; /* NULL, or why the headers are refused (static text): a
                                header read as one value appeared twice: respond 400 */
+    bool shutting_down;     /* the request began after tg_http_stop's drain: respond 503 at
+                               once; the handler must not defer it */
     size_t url_bytes;       /* path + query bytes as measured for --max-url */
     size_t header_bytes;    /* sum of "name: value\r\n" bytes as measured for the limit */
     int64_t start_ns;       /* monotonic time of the first byte of headers */
@@ -146,8 +150,13 @@ unsigned tg_http_in_flight(const tg_http_server_t *s);
  * requests in flight continue. Not thread-safe with other calls on s. */
 void tg_http_quiesce(tg_http_server_t *s);
 
-/* Waits up to timeout_ms for in-flight requests to finish, then stops the threads
- * and frees the server. NULL-safe. Not thread-safe with other calls on s. */
+/* Drains, then stops the threads and frees the server: stops accepting; marks every
+ * response from then on `Connection: close`; waits until no request has been in flight
+ * for TG_HTTP_SETTLE_MS (requests already received get parsed and answered meanwhile);
+ * then answers any request that still begins with shutting_down set, lets those answers
+ * go, and stops. The waits together last at most timeout_ms: requests still in flight
+ * then have their connections closed (logged as drain_timeout). NULL-safe. Not
+ * thread-safe with other calls on s. */
 void tg_http_stop(tg_http_server_t *s, int64_t timeout_ms);
 
 /* True when a request's Content-Type value is one media type, application/json (any

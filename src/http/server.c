@@ -37,6 +37,8 @@ struct tg_http_server {
     unsigned max_conns;    /* --max-connections, enforced by the acceptor */
     atomic_uint conns;     /* handed to libmicrohttpd and not yet closed */
     atomic_bool quiescing; /* the acceptor's accept() failed because we stopped it */
+    atomic_bool draining;  /* tg_http_stop began: responses carry Connection: close */
+    atomic_bool stopping;  /* the drain is over: new requests get shutting_down */
     atomic_bool starting;  /* MHD_start_daemon running: keep its last message for diag */
     char start_err[160];
 };
@@ -122,6 +124,10 @@ static enum MHD_Result queue_exchange(req_ctx_t *ctx) {
     }
     add_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                ex->content_type_out ? ex->content_type_out : "application/json");
+    if (atomic_load(&ctx->srv->draining)) {
+        /* A keep-alive client would go on sending on this connection: end it here. */
+        add_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    }
     add_header(resp, "X-Request-Id", ex->request_id);
     if (ex->retry_after_s > 0) {
         char v[24];
@@ -323,6 +329,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return MHD_NO;
         }
         *con_cls = ctx;
+        /* ctx_create counted this request in in_flight before this load, and tg_http_stop
+         * sets stopping before its last look at in_flight (both sequentially consistent):
+         * so either the stop waits for this request, or the request sees stopping and is
+         * answered without the handler deferring it (a suspended connection would make
+         * MHD_stop_daemon panic). */
+        if (atomic_load(&srv->stopping)) {
+            ctx->ex.shutting_down = true;
+            srv->handler(srv->ud, &ctx->ex);
+            return queue_exchange(ctx);
+        }
         if (ctx->ex.body_too_large || ctx->ex.url_too_long || ctx->ex.headers_too_large ||
             ctx->ex.bad_framing || ctx->ex.bad_header != NULL) {
             /* Refuse before reading a byte of the body. */
@@ -652,15 +668,46 @@ void tg_http_quiesce(tg_http_server_t *s) {
     s->listen_fd = -1;
 }
 
+/* Returns once no request has been in flight for settle_ns (checked every 5 ms), or at the
+ * deadline. A single look at zero is not enough: a connection accepted just before the
+ * listener closed, or a keep-alive one, can hold a whole request that a pool thread has
+ * not parsed yet. */
+static void wait_settled(tg_http_server_t *s, int64_t settle_ns, int64_t deadline) {
+    int64_t quiet_since = -1;
+    for (;;) {
+        int64_t now = mono_ns();
+        if (atomic_load(&s->in_flight) > 0) {
+            quiet_since = -1;
+        } else if (quiet_since < 0) {
+            quiet_since = now;
+        } else if (now - quiet_since >= settle_ns) {
+            return;
+        }
+        if (now >= deadline) {
+            return;
+        }
+        struct timespec ts = {0, 5L * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 void tg_http_stop(tg_http_server_t *s, int64_t timeout_ms) {
     if (s == NULL) {
         return;
     }
     tg_http_quiesce(s);
+    atomic_store(&s->draining, true);
     int64_t deadline = mono_ns() + timeout_ms * INT64_C(1000000);
-    while (atomic_load(&s->in_flight) > 0 && mono_ns() < deadline) {
-        struct timespec ts = {0, 5L * 1000000L};
-        nanosleep(&ts, NULL);
+    wait_settled(s, TG_HTTP_SETTLE_MS * INT64_C(1000000), deadline);
+    atomic_store(&s->stopping, true);
+    /* What began meanwhile is answered at once (shutting_down): let those answers go. */
+    wait_settled(s, TG_HTTP_SETTLE_MS * INT64_C(1000000) / 4, deadline);
+    unsigned left = atomic_load(&s->in_flight);
+    if (left > 0) {
+        TG_LOG(TG_LOG_ERROR, "drain_timeout",
+               "listener %d: %u requests still in flight after %lld ms; closing their "
+               "connections",
+               s->listener, left, (long long)timeout_ms);
     }
     MHD_stop_daemon(s->mhd);
     free(s);

@@ -249,6 +249,14 @@ static bool path_matches(const route_t *r, const char *path, const char **rest) 
 
 void tg_pipeline_handle(void *ud, tg_exchange_t *ex) {
     tg_pipeline_t *p = ud;
+    if (ex->shutting_down) {
+        /* SPEC's word for "not now, retry shortly" (with Retry-After); never deferred. */
+        tg_reply_error_code(ex, 503, "overloaded",
+                            "the server is shutting down; retry shortly (another instance, "
+                            "or this one once restarted)");
+        finish_simple(p, ex, TG_ROUTE_OTHER);
+        return;
+    }
     /* Transport limits first, on every route (the HTTP layer measured them). */
     if (ex->url_too_long || ex->headers_too_large || ex->bad_framing || ex->bad_header) {
         if (ex->bad_header != NULL) {
