@@ -494,6 +494,8 @@ static tg_err_t open_listener(const tg_http_opts_t *opts, int *fd_out, uint16_t 
     return TG_OK;
 }
 
+#define TG_HTTP_WARN_EVERY_S 10
+
 /* Counts connections out (every connection libmicrohttpd started, it reports closed). */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code) {
@@ -514,7 +516,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
  * way (tg_http_start). Ends when tg_http_quiesce shuts the socket down. */
 static void *acceptor_main(void *arg) {
     tg_http_server_t *s = arg;
-    bool warned = false;
+    int64_t warned_at = -1;     /* accept_failed at most every TG_HTTP_WARN_EVERY_S */
+    unsigned long failures = 0; /* since the last accept_failed line */
     (void)prctl(PR_SET_NAME, "tg-accept", 0, 0, 0); /* top -H, ps -L */
     for (;;) {
         while (atomic_load(&s->conns) >= s->max_conns && !atomic_load(&s->quiescing)) {
@@ -525,7 +528,6 @@ static void *acceptor_main(void *arg) {
         socklen_t sl = sizeof ss;
         int fd = accept4(s->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
-            warned = false;
             /* Counted before the hand-over: the connection can close before the call
              * returns. A refused one (closed by libmicrohttpd) was never started. Queued
              * ones that libmicrohttpd then fails to start (no memory for their pool) are
@@ -544,11 +546,17 @@ static void *acceptor_main(void *arg) {
             continue; /* this connection is gone, or nothing to do: the next one */
         }
         /* Out of descriptors or memory (or unexpected): the connection waits in the
-         * backlog; retry shortly rather than spin, and say so once per episode. */
-        if (!warned) {
-            TG_LOG(TG_LOG_WARN, "accept_failed", "listener %d: %s; retrying every 10 ms",
-                   s->listener, strerror(e));
-            warned = true;
+         * backlog; retry shortly rather than spin. Clients that come and go would turn one
+         * line per failure into a flood: one line at most every few seconds, with a count. */
+        failures++;
+        int64_t now = mono_ns();
+        if (warned_at < 0 || now - warned_at >= TG_HTTP_WARN_EVERY_S * INT64_C(1000000000)) {
+            TG_LOG(TG_LOG_WARN, "accept_failed",
+                   "listener %d: %s (%lu failures since the last such line); retrying every "
+                   "10 ms",
+                   s->listener, strerror(e), failures);
+            warned_at = now;
+            failures = 0;
         }
         struct timespec ts = {0, 10L * 1000000L};
         nanosleep(&ts, NULL);
