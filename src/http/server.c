@@ -578,7 +578,11 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
                                "without TLS support (MHD_FEATURE_TLS); install a build with "
                                "GnuTLS or terminate TLS in front of trigguard");
         }
-        flags |= MHD_USE_TLS;
+        /* Not with TLS: in turbo mode libmicrohttpd 0.9.75 leaves a new TLS connection
+         * out of its epoll set until it has read from it, so one that never sends a byte
+         * (or half a ClientHello) escapes --connection-timeout and holds its slot forever
+         * (hostile8 F3). Without turbo it is registered at once and times out. */
+        flags = (flags | MHD_USE_TLS) & ~(unsigned int)MHD_USE_TURBO;
     }
     MHD_set_panic_func(on_mhd_panic, NULL);
     int lfd = -1;

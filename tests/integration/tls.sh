@@ -3,7 +3,8 @@
 # made here with openssl, the daemon started with --tls-cert/--tls-key, curl --cacert gets a
 # PERMIT with a verifiable receipt; plain HTTP to the TLS port fails fast without an HTTP
 # answer; a client that does not trust the certificate is refused; bad TLS material stops
-# the start with a clear message.
+# the start with a clear message; silent TLS connections are closed after the connection
+# timeout.
 source "$(dirname "$0")/lib/daemon.sh"
 
 command -v openssl >/dev/null || tg_die "openssl is needed to make the test certificate"
@@ -92,6 +93,42 @@ PY
 tg_req GET /healthz --cacert "$CERT"
 tg_expect_status 200 "HTTPS still served after plain-text clients"
 tg_stop tls
+
+# ---- silent TLS connections are timed out ---------------------------------------------------
+# In libmicrohttpd 0.9.75's turbo mode a TLS connection that never sends a byte escapes
+# --connection-timeout, so TLS servers run without it. With --max-connections 2, two silent
+# connections (one sends nothing, one half a ClientHello) would otherwise lock the listener.
+tg_std_args tlsidle
+tls_start tlsidle "${TG_STD_ARGS[@]}" --tls-cert "$CERT" --tls-key "$TKEY" \
+    --connection-timeout 2 --max-connections 2
+python3 - "${TG_PORTS[tlsidle]}" >"$TG_TMP/tlsidle.out" 2>&1 <<'PY' &
+import socket, sys, time
+port = int(sys.argv[1])
+silent = socket.create_connection(("127.0.0.1", port))
+half = socket.create_connection(("127.0.0.1", port))
+half.sendall(bytes([0x16, 0x03, 0x01, 0x00, 0xC8, 0x01]))  # a ClientHello's first bytes
+t0 = time.time()
+for s in (silent, half):
+    s.settimeout(12)
+    try:
+        while s.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
+    except socket.timeout:
+        sys.exit("a silent TLS connection was still open after 12 s")
+print("both closed after %.1f s" % (time.time() - t0))
+PY
+SILENT_PID=$!
+sleep 0.5
+start=$(date +%s%N)
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 15 --cacert "$CERT" \
+    "https://127.0.0.1:${TG_PORTS[tlsidle]}/healthz")
+ms=$((($(date +%s%N) - start) / 1000000))
+tg_eq "$code" 200 "with both slots held by silent TLS connections, a real client is served once they are cut ($ms ms)"
+wait $SILENT_PID
+tg_eq "$?" 0 "silent TLS connections are closed after --connection-timeout: $(cat "$TG_TMP/tlsidle.out")"
+tg_stop tlsidle
 
 # ---- bad TLS material stops the start -------------------------------------------------------
 TG_URL=""
