@@ -186,11 +186,15 @@ int tg_cmd_serve(int argc, char **argv) {
         TG_LOG(TG_LOG_WARN, "port_file", "cannot write %s: %s", cfg.port_file, strerror(errno));
     }
     tg_pipeline_set_serving(p, true);
-    TG_LOG(TG_LOG_INFO, "listening", "trigguard %s on %s:%u%s (%u threads); %s", TG_VERSION,
-           cfg.listen, port, cfg.tls_cert[0] ? " (TLS)" : "", ho.threads, summary);
+    /* An IPv6 literal goes in brackets before ":port" (RFC 3986), so the line can be
+     * pasted into a URL. */
+    bool v6 = strchr(cfg.listen, ':') != NULL;
+    TG_LOG(TG_LOG_INFO, "listening", "trigguard %s on %s%s%s:%u%s (%u threads); %s", TG_VERSION,
+           v6 ? "[" : "", cfg.listen, v6 ? "]" : "", port, cfg.tls_cert[0] ? " (TLS)" : "",
+           ho.threads, summary);
     if (decide_srv) {
-        TG_LOG(TG_LOG_INFO, "listening_decide", "/decide-only listener on %s:%u", cfg.listen,
-               (unsigned)tg_http_port(decide_srv));
+        TG_LOG(TG_LOG_INFO, "listening_decide", "/decide-only listener on %s%s%s:%u", v6 ? "[" : "",
+               cfg.listen, v6 ? "]" : "", (unsigned)tg_http_port(decide_srv));
     }
 
     int exit_code = TG_EXIT_OK;

@@ -195,6 +195,8 @@ if python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1",
     tg_start bypass6 TRIGGUARD_API_KEYS= TRIGGUARD_UNSAFE_LOCAL_AUTH_BYPASS=true -- "${TG_STD_ARGS[@]}" --listen ::1
     tg_req POST /v1/evaluate --json-body "$(tg_req_json example)"
     tg_expect_py "s == 200 and j['receipt']['tenantId'] == 'local'" "bypass on ::1 answers without a token"
+    tg_check "the listening line puts the IPv6 address in brackets" \
+        grep -q '"event":"listening".* on \[::1\]:[0-9]' "$(tg_logfile bypass6)"
     tg_stop bypass6
 fi
 
