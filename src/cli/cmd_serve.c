@@ -9,6 +9,7 @@
 #include <unistd.h>
 #ifdef __GLIBC__
 #include <malloc.h>
+#include <sys/prctl.h>
 #endif
 
 #include <sodium.h>
@@ -88,6 +89,10 @@ int tg_cmd_serve(int argc, char **argv) {
         return TG_EXIT_USAGE;
     }
     tg_log_setup(level, format, STDERR_FILENO);
+    /* The signing key, token digests and TLS key live in this process's memory: no core
+     * dump (an abort, a crash) may write them to disk, and other processes of the same
+     * user may not ptrace it or read its /proc memory. Before any secret is loaded. */
+    (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     tune_allocator();
     tg_json_alloc_install(); /* request-scoped arenas for jansson: see canon.h */
 

@@ -259,4 +259,30 @@ tg_stop text
 tg_check "--log-format text: a plain-text access line with the request id" \
     bash -c "grep 'text-log-1' '$(tg_logfile text)' | grep -qv '^{'"
 
+# ---- no core dumps, no same-user ptrace ------------------------------------------------------
+# serve makes itself non-dumpable before loading any secret: a crash writes no core file with
+# the signing key in it, and processes of its own user cannot read its memory. Linux shows it
+# by giving the process's /proc files to root; so the daemon runs as nobody here, and
+# /proc/PID/mem must be root's (nobody's for a dumpable process). Needs root to switch users.
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
+    ND=$TG_TMP/nobody
+    mkdir -p "$ND" && chmod 755 "$TG_TMP" "$ND"
+    cp "$TG_KEY" "$ND/key.pem" && cp "$TG_POLICY" "$ND/policy.json"
+    chown -R nobody "$ND"
+    setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
+        env TRIGGUARD_API_KEYS="$TG_API_KEYS" "$TG_BIN" serve --policy "$ND/policy.json" \
+        --key "$ND/key.pem" --ledger "$ND/ledger" --port 0 --port-file "$ND/port" \
+        >"$ND/log" 2>&1 &
+    NPID=$!
+    for _ in $(seq 1 100); do [ -s "$ND/port" ] && break; sleep 0.1; done
+    tg_eq "$(stat -c %U "/proc/$NPID/mem" 2>/dev/null)" root \
+        "serve run as nobody is not dumpable (its /proc/PID/mem belongs to root)"
+    tg_eq "$(stat -c %U "/proc/$NPID" 2>/dev/null)" nobody "and it does run as nobody"
+    kill -TERM "$NPID"
+    wait "$NPID"
+    tg_eq "$?" 0 "the nobody daemon stops cleanly"
+else
+    tg_log "not root (or no setpriv/nobody): the non-dumpable check is skipped"
+fi
+
 tg_done
