@@ -31,15 +31,18 @@ struct tg_http_server {
     int64_t body_deadline_ns; /* a body must be in within this long of its headers */
     uint16_t port;
     atomic_uint in_flight;
-    int listen_fd;         /* ours, not libmicrohttpd's; -1 once closed */
-    pthread_t acceptor;    /* accept() loop handing sockets to MHD_add_connection */
-    bool acceptor_running; /* joined by tg_http_quiesce */
-    unsigned max_conns;    /* --max-connections, enforced by the acceptor */
-    atomic_uint conns;     /* handed to libmicrohttpd and not yet closed */
-    atomic_bool quiescing; /* the acceptor's accept() failed because we stopped it */
-    atomic_bool draining;  /* tg_http_stop began: responses carry Connection: close */
-    atomic_bool stopping;  /* the drain is over: new requests get shutting_down */
-    atomic_bool starting;  /* MHD_start_daemon running: keep its last message for diag */
+    int listen_fd;           /* ours, not libmicrohttpd's; -1 once closed */
+    pthread_t acceptor;      /* accept() loop handing sockets to MHD_add_connection */
+    bool acceptor_running;   /* joined by tg_http_quiesce */
+    unsigned max_conns;      /* --max-connections, enforced by the acceptor */
+    atomic_uint conns;       /* handed to libmicrohttpd and not yet closed */
+    pthread_mutex_t full_mu; /* with full_cv: the acceptor waits at max_conns */
+    pthread_cond_t full_cv;  /* signalled by a close while full_wait is set */
+    atomic_bool full_wait;   /* the acceptor is (about to be) waiting on full_cv */
+    atomic_bool quiescing;   /* the acceptor's accept() failed because we stopped it */
+    atomic_bool draining;    /* tg_http_stop began: responses carry Connection: close */
+    atomic_bool stopping;    /* the drain is over: new requests get shutting_down */
+    atomic_bool starting;    /* MHD_start_daemon running: keep its last message for diag */
     char start_err[160];
 };
 
@@ -502,7 +505,16 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     (void)conn;
     (void)socket_ctx;
     if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-        atomic_fetch_sub(&((tg_http_server_t *)cls)->conns, 1);
+        tg_http_server_t *s = cls;
+        atomic_fetch_sub(&s->conns, 1);
+        /* The acceptor sets full_wait before its last look at conns, and this reads it
+         * after the decrement (both sequentially consistent): no wake-up is lost, and a
+         * close costs nothing extra unless the acceptor waits. */
+        if (atomic_load(&s->full_wait)) {
+            pthread_mutex_lock(&s->full_mu);
+            pthread_cond_signal(&s->full_cv);
+            pthread_mutex_unlock(&s->full_mu);
+        }
     }
 }
 
@@ -520,9 +532,14 @@ static void *acceptor_main(void *arg) {
     unsigned long failures = 0; /* since the last accept_failed line */
     (void)prctl(PR_SET_NAME, "tg-accept", 0, 0, 0); /* top -H, ps -L */
     for (;;) {
-        while (atomic_load(&s->conns) >= s->max_conns && !atomic_load(&s->quiescing)) {
-            struct timespec ts = {0, 1000000L};
-            nanosleep(&ts, NULL);
+        if (atomic_load(&s->conns) >= s->max_conns) {
+            pthread_mutex_lock(&s->full_mu);
+            atomic_store(&s->full_wait, true);
+            while (atomic_load(&s->conns) >= s->max_conns && !atomic_load(&s->quiescing)) {
+                (void)pthread_cond_wait(&s->full_cv, &s->full_mu);
+            }
+            atomic_store(&s->full_wait, false);
+            pthread_mutex_unlock(&s->full_mu);
         }
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
@@ -562,6 +579,13 @@ static void *acceptor_main(void *arg) {
         nanosleep(&ts, NULL);
     }
     return NULL;
+}
+
+/* Frees a server whose threads are gone (or never started). */
+static void server_free(tg_http_server_t *s) {
+    pthread_cond_destroy(&s->full_cv);
+    pthread_mutex_destroy(&s->full_mu);
+    free(s);
 }
 
 tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
@@ -608,6 +632,18 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
     s->port = port;
     s->max_conns = opts->max_connections ? opts->max_connections : 1;
     atomic_init(&s->conns, 0);
+    atomic_init(&s->full_wait, false);
+    if (pthread_mutex_init(&s->full_mu, NULL) != 0) {
+        (void)close(lfd);
+        free(s);
+        return TG_ERR_NOMEM;
+    }
+    if (pthread_cond_init(&s->full_cv, NULL) != 0) {
+        pthread_mutex_destroy(&s->full_mu);
+        (void)close(lfd);
+        free(s);
+        return TG_ERR_NOMEM;
+    }
     atomic_init(&s->quiescing, false);
     atomic_init(&s->starting, true);
     unsigned threads = opts->threads ? opts->threads : 1;
@@ -639,14 +675,14 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
                          : opts->tls_cert_pem != NULL ? "TLS material invalid"
                                                       : "libmicrohttpd did not start");
         (void)close(lfd);
-        free(s);
+        server_free(s);
         return rc;
     }
     atomic_store(&s->starting, false);
     if (pthread_create(&s->acceptor, NULL, acceptor_main, s) != 0) {
         MHD_stop_daemon(s->mhd);
         (void)close(lfd);
-        free(s);
+        server_free(s);
         return tg_diag_set(diag, TG_ERR_INTERNAL, "cannot start the accept thread for %s port %u",
                            opts->listen, (unsigned)port);
     }
@@ -673,6 +709,9 @@ void tg_http_quiesce(tg_http_server_t *s) {
         return;
     }
     atomic_store(&s->quiescing, true);
+    pthread_mutex_lock(&s->full_mu); /* an acceptor waiting at max_conns sees quiescing */
+    pthread_cond_signal(&s->full_cv);
+    pthread_mutex_unlock(&s->full_mu);
     (void)shutdown(s->listen_fd, SHUT_RDWR);
     (void)pthread_join(s->acceptor, NULL);
     s->acceptor_running = false;
@@ -722,5 +761,5 @@ void tg_http_stop(tg_http_server_t *s, int64_t timeout_ms) {
                s->listener, left, (long long)timeout_ms);
     }
     MHD_stop_daemon(s->mhd);
-    free(s);
+    server_free(s);
 }
