@@ -9,8 +9,8 @@
 #include <unistd.h>
 #ifdef __GLIBC__
 #include <malloc.h>
-#include <sys/prctl.h>
 #endif
+#include <sys/prctl.h>
 
 #include <sodium.h>
 

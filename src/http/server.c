@@ -337,13 +337,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
          * so either the stop waits for this request, or the request sees stopping and is
          * answered without the handler deferring it (a suspended connection would make
          * MHD_stop_daemon panic). */
-        if (atomic_load(&srv->stopping)) {
-            ctx->ex.shutting_down = true;
-            srv->handler(srv->ud, &ctx->ex);
-            return queue_exchange(ctx);
-        }
-        if (ctx->ex.body_too_large || ctx->ex.url_too_long || ctx->ex.headers_too_large ||
-            ctx->ex.bad_framing || ctx->ex.bad_header != NULL) {
+        ctx->ex.shutting_down = atomic_load(&srv->stopping);
+        if (ctx->ex.shutting_down || ctx->ex.body_too_large || ctx->ex.url_too_long ||
+            ctx->ex.headers_too_large || ctx->ex.bad_framing || ctx->ex.bad_header != NULL) {
             /* Refuse before reading a byte of the body. */
             srv->handler(srv->ud, &ctx->ex);
             return queue_exchange(ctx);
@@ -616,7 +612,14 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
         return rc;
     }
     tg_http_server_t *s = calloc(1, sizeof *s);
-    if (s == NULL) {
+    if (s == NULL || pthread_mutex_init(&s->full_mu, NULL) != 0) {
+        free(s);
+        (void)close(lfd);
+        return TG_ERR_NOMEM;
+    }
+    if (pthread_cond_init(&s->full_cv, NULL) != 0) {
+        pthread_mutex_destroy(&s->full_mu);
+        free(s);
         (void)close(lfd);
         return TG_ERR_NOMEM;
     }
@@ -633,17 +636,6 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
     s->max_conns = opts->max_connections ? opts->max_connections : 1;
     atomic_init(&s->conns, 0);
     atomic_init(&s->full_wait, false);
-    if (pthread_mutex_init(&s->full_mu, NULL) != 0) {
-        (void)close(lfd);
-        free(s);
-        return TG_ERR_NOMEM;
-    }
-    if (pthread_cond_init(&s->full_cv, NULL) != 0) {
-        pthread_mutex_destroy(&s->full_mu);
-        (void)close(lfd);
-        free(s);
-        return TG_ERR_NOMEM;
-    }
     atomic_init(&s->quiescing, false);
     atomic_init(&s->starting, true);
     unsigned threads = opts->threads ? opts->threads : 1;
@@ -674,21 +666,22 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
                          s->start_err[0]              ? s->start_err
                          : opts->tls_cert_pem != NULL ? "TLS material invalid"
                                                       : "libmicrohttpd did not start");
-        (void)close(lfd);
-        server_free(s);
-        return rc;
+        goto fail;
     }
     atomic_store(&s->starting, false);
     if (pthread_create(&s->acceptor, NULL, acceptor_main, s) != 0) {
         MHD_stop_daemon(s->mhd);
-        (void)close(lfd);
-        server_free(s);
-        return tg_diag_set(diag, TG_ERR_INTERNAL, "cannot start the accept thread for %s port %u",
-                           opts->listen, (unsigned)port);
+        rc = tg_diag_set(diag, TG_ERR_INTERNAL, "cannot start the accept thread for %s port %u",
+                         opts->listen, (unsigned)port);
+        goto fail;
     }
     s->acceptor_running = true;
     *out = s;
     return TG_OK;
+fail:
+    (void)close(lfd);
+    server_free(s);
+    return rc;
 }
 
 uint16_t tg_http_port(const tg_http_server_t *s) { return s->port; }

@@ -247,6 +247,44 @@ static bool path_matches(const route_t *r, const char *path, const char **rest) 
     return strcmp(path, r->path) == 0;
 }
 
+/* What a request's method and path select on its listener. */
+typedef struct {
+    const route_t *hit;  /* NULL: 404, or 405 when allow is set */
+    const char *rest;    /* the path after a prefix route's prefix */
+    tg_route_t known_id; /* the route a 405 is counted under, else TG_ROUTE_OTHER */
+    const char *allow;   /* the Allow header of a 405 */
+} route_match_t;
+
+static route_match_t match_route(const tg_exchange_t *ex) {
+    route_match_t m = {NULL, "", TG_ROUTE_OTHER, NULL};
+    bool is_get = strcmp(ex->method, "GET") == 0 || strcmp(ex->method, "HEAD") == 0;
+    bool is_post = strcmp(ex->method, "POST") == 0;
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        const char *rr;
+        if (!path_matches(&routes[i], ex->path, &rr)) {
+            continue;
+        }
+        /* The /decide-only listener serves nothing else (SPEC §10 TG_DECIDE_PORT). */
+        if (ex->listener == 1 && routes[i].id != TG_ROUTE_DECIDE) {
+            continue;
+        }
+        m.known_id = routes[i].id;
+        if ((routes[i].method == M_GET && is_get) || (routes[i].method == M_POST && is_post)) {
+            m.hit = &routes[i];
+            m.rest = rr;
+            m.allow = NULL;
+            return m;
+        }
+        m.allow = routes[i].method == M_GET ? "GET, HEAD" : "POST";
+    }
+    return m;
+}
+
+/* The routes that take a bearer token and run the decision pipeline. */
+static bool is_decision_route(tg_route_t id) {
+    return id == TG_ROUTE_EVALUATE || id == TG_ROUTE_EXECUTE || id == TG_ROUTE_DECIDE;
+}
+
 void tg_pipeline_handle(void *ud, tg_exchange_t *ex) {
     tg_pipeline_t *p = ud;
     if (ex->shutting_down) {
@@ -279,43 +317,21 @@ void tg_pipeline_handle(void *ud, tg_exchange_t *ex) {
         finish_simple(p, ex, TG_ROUTE_OTHER);
         return;
     }
-    bool is_get = strcmp(ex->method, "GET") == 0 || strcmp(ex->method, "HEAD") == 0;
-    bool is_post = strcmp(ex->method, "POST") == 0;
-    const route_t *hit = NULL;
-    const char *rest = "";
-    bool path_known = false;
-    tg_route_t known_id = TG_ROUTE_OTHER; /* a 405 is counted under the route it missed */
-    for (size_t i = 0; i < N_ROUTES; i++) {
-        const char *rr;
-        if (!path_matches(&routes[i], ex->path, &rr)) {
-            continue;
-        }
-        /* The /decide-only listener serves nothing else (SPEC §10 TG_DECIDE_PORT). */
-        if (ex->listener == 1 && routes[i].id != TG_ROUTE_DECIDE) {
-            continue;
-        }
-        path_known = true;
-        known_id = routes[i].id;
-        if ((routes[i].method == M_GET && is_get) || (routes[i].method == M_POST && is_post)) {
-            hit = &routes[i];
-            rest = rr;
-            break;
-        }
-        ex->allow = routes[i].method == M_GET ? "GET, HEAD" : "POST";
-    }
-    if (hit == NULL) {
-        if (path_known) {
+    route_match_t m = match_route(ex);
+    if (m.hit == NULL) {
+        if (m.allow != NULL) {
+            ex->allow = m.allow;
             tg_reply_error_code(ex, 405, "method_not_allowed", "method not allowed here");
         } else {
             tg_reply_error_code(ex, 404, "not_found", "no such endpoint");
         }
-        finish_simple(p, ex, known_id);
+        finish_simple(p, ex, m.known_id);
         return;
     }
-    hit->fn(p, ex, rest);
+    m.hit->fn(p, ex, m.rest);
     /* The decision routes do their own accounting (they may finish later). */
-    if (hit->id != TG_ROUTE_EVALUATE && hit->id != TG_ROUTE_EXECUTE && hit->id != TG_ROUTE_DECIDE) {
-        finish_simple(p, ex, hit->id);
+    if (!is_decision_route(m.hit->id)) {
+        finish_simple(p, ex, m.hit->id);
     }
 }
 
@@ -429,23 +445,11 @@ static void r_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
  * the body is in. */
 void tg_pipeline_early(void *ud, tg_exchange_t *ex) {
     tg_pipeline_t *p = ud;
-    if (strcmp(ex->method, "POST") != 0) {
-        return;
-    }
-    for (size_t i = 0; i < N_ROUTES; i++) {
-        const char *rest;
-        if (routes[i].method != M_POST || !path_matches(&routes[i], ex->path, &rest)) {
-            continue;
-        }
-        tg_route_t id = routes[i].id;
-        bool takes_token =
-            id == TG_ROUTE_EVALUATE || id == TG_ROUTE_EXECUTE || id == TG_ROUTE_DECIDE;
-        int tenant = TG_GUARD_NO_TENANT;
-        const char *auth = ex->authorization;
-        if (takes_token && (ex->listener != 1 || id == TG_ROUTE_DECIDE) &&
-            tg_auth_check(p->tenants, auth, auth ? strlen(auth) : 0, &tenant) != TG_OK) {
-            tg_pipeline_handle(p, ex); /* the 401, exactly as after the body */
-        }
-        return;
+    route_match_t m = match_route(ex);
+    int tenant = TG_GUARD_NO_TENANT;
+    const char *auth = ex->authorization;
+    if (m.hit != NULL && is_decision_route(m.hit->id) &&
+        tg_auth_check(p->tenants, auth, auth ? strlen(auth) : 0, &tenant) != TG_OK) {
+        tg_pipeline_handle(p, ex); /* the 401, exactly as after the body */
     }
 }
