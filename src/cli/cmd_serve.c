@@ -105,6 +105,10 @@ int tg_cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* A ledger write past a file-size limit (RLIMIT_FSIZE) must fail like a full disk,
+     * with EFBIG, so the ledger turns unhealthy and requests get 503; by default the
+     * signal would kill the daemon instead. */
+    signal(SIGXFSZ, SIG_IGN);
 
     char *tls_cert = NULL, *tls_key = NULL;
     if (cfg.tls_cert[0]) {

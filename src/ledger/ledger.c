@@ -15,6 +15,7 @@
 
 #include "ledger_int.h"
 #include "trigguard/io.h"
+#include "trigguard/log.h"
 
 #define HSZ TG_LEDGER_HASH_SIZE
 #define DEFAULT_BATCH_INTERVAL_MS 10u
@@ -75,6 +76,14 @@ struct tg_ledger {
     char recover_msg[TG_DIAG_MAX];
     pthread_t thread;
     bool thread_started;
+
+    /* Health reporting (report_health): fail_msg under wmu, the rest writer thread only. */
+    char fail_msg[256];     /* what made the ledger unhealthy last, with the system's reason */
+    uint64_t failures_seen; /* st_failures when the writer last reported */
+    bool down_logged;       /* an unhealthy line was written and no recovered line yet */
+    int64_t down_since_ns;  /* when that was */
+    uint64_t attempts;      /* failed recovery attempts since then */
+    int64_t attempt_log_ns; /* last line about them */
 
     /* Finished entries wait here for the completion thread, which runs their callbacks in
      * order while the writer is already writing and syncing the next batch: the callbacks
@@ -171,8 +180,9 @@ static int do_fdatasync(tg_ledger_t *l, int fd) {
     return 0;
 }
 
-/* pwrite all of buf at off; a short write is a failure (regular files only write short when
- * the disk is full or a size limit is hit). */
+/* pwrite all of buf at off. Regular files write short when the disk is full or a size
+ * limit is hit; the rest is written again, and that attempt fails with the reason (ENOSPC,
+ * EFBIG, EDQUOT), which is what the log should say, not a made-up EIO. */
 static int write_at(int fd, const uint8_t *buf, size_t len, uint64_t off) {
     while (len > 0) {
         ssize_t k = pwrite(fd, buf, len, (off_t)off);
@@ -182,11 +192,13 @@ static int write_at(int fd, const uint8_t *buf, size_t len, uint64_t off) {
         if (k < 0) {
             return -1;
         }
-        if ((size_t)k != len) {
-            errno = EIO;
+        if (k == 0) {
+            errno = EIO; /* no progress and no reason: never spin */
             return -1;
         }
+        buf += k;
         len -= (size_t)k;
+        off += (uint64_t)k;
     }
     return 0;
 }
@@ -223,9 +235,69 @@ static void background_flush(tg_ledger_t *l) {
     pthread_mutex_unlock(&l->wmu);
 }
 
-static void mark_unhealthy(tg_ledger_t *l) {
+/* Caller holds wmu. `why` says what failed and the system's reason, for the log. */
+static void mark_unhealthy(tg_ledger_t *l, const char *why) {
+    snprintf(l->fail_msg, sizeof l->fail_msg, "%s", why);
     atomic_store(&l->healthy, false);
     atomic_fetch_add_explicit(&l->st_failures, 1, memory_order_relaxed);
+}
+
+/* Caller holds wmu; errno is the failed fdatasync's. `when` qualifies it ("" or " at close"). */
+static void mark_sync_failed(tg_ledger_t *l, const char *when) {
+    char why[sizeof l->fail_msg];
+    snprintf(why, sizeof why, "fdatasync of segment %u%s: %s", l->seg, when, strerror(errno));
+    mark_unhealthy(l, why);
+}
+
+/* How often a recovery that keeps failing is logged again (the first failure always is). */
+#define STILL_DOWN_LOG_NS ((int64_t)60 * 1000000000)
+
+/* Writer thread, no lock held. An operator must learn from the log, not only from /readyz
+ * and the metrics, that the ledger refuses records and why: one error line when it becomes
+ * unhealthy (with the cause), a line a minute at most while recovery keeps failing, and one
+ * when it accepts records again. `attempt` is the message of a recovery attempt that just
+ * ran ("" when it succeeded), or NULL. Costs one atomic load when nothing changed. */
+static void report_health(tg_ledger_t *l, const char *attempt) {
+    uint64_t failures = atomic_load_explicit(&l->st_failures, memory_order_relaxed);
+    if (failures != l->failures_seen && !l->down_logged) {
+        char why[sizeof l->fail_msg];
+        pthread_mutex_lock(&l->wmu);
+        memcpy(why, l->fail_msg, sizeof why);
+        pthread_mutex_unlock(&l->wmu);
+        char retry[48] = "only on request (no automatic retry)";
+        if (l->retry_ms != TG_LEDGER_RETRY_NEVER) {
+            snprintf(retry, sizeof retry, "retried every %u ms", l->retry_ms);
+        }
+        TG_LOG(TG_LOG_ERROR, "ledger_unhealthy",
+               "%s: %s. Records are refused (503 ledger_unavailable, /readyz 503) until "
+               "recovery succeeds, %s",
+               l->dir, why, retry);
+        l->down_logged = true;
+        l->down_since_ns = l->attempt_log_ns = mono_ns();
+        l->attempts = 0;
+    }
+    l->failures_seen = failures;
+    if (!l->down_logged) {
+        return;
+    }
+    int64_t now = mono_ns();
+    if (atomic_load(&l->healthy)) {
+        TG_LOG(TG_LOG_WARN, "ledger_recovered",
+               "%s: records accepted again after %.1f s unhealthy (%llu failed recovery "
+               "attempts)",
+               l->dir, (double)(now - l->down_since_ns) / 1e9, (unsigned long long)l->attempts);
+        l->down_logged = false;
+        return;
+    }
+    if (attempt != NULL && attempt[0] != '\0') {
+        l->attempts++;
+        if (now - l->attempt_log_ns >= STILL_DOWN_LOG_NS) {
+            TG_LOG(TG_LOG_ERROR, "ledger_still_unhealthy",
+                   "%s: recovery attempt failed: %s (%llu attempts in %.0f s)", l->dir, attempt,
+                   (unsigned long long)l->attempts, (double)(now - l->down_since_ns) / 1e9);
+            l->attempt_log_ns = now;
+        }
+    }
 }
 
 static int open_segment(tg_ledger_t *l, uint32_t seg, int flags) {
@@ -277,6 +349,24 @@ static tg_err_t recover(tg_ledger_t *l, char *msg, size_t msg_len) {
         return TG_ERR_LEDGER_UNHEALTHY;
     }
     l->synced_end = l->acked_end;
+    /* The probe meets what failed: the segment itself, where the next record goes. A small
+     * file elsewhere fits under a file-size limit or a quota that the segment no longer
+     * does, and the ledger would turn healthy only to fail again at the next record. Zeros,
+     * so that a crash before the truncation leaves a tail recovery cuts as torn. */
+    uint8_t zeros[PROBE_SIZE];
+    memset(zeros, 0, sizeof zeros);
+    int perr = 0;
+    if (write_at(l->fd, zeros, sizeof zeros, l->acked_end) != 0 || fdatasync(l->fd) != 0) {
+        perr = errno;
+    }
+    if (ftruncate(l->fd, (off_t)l->acked_end) != 0 && perr == 0) {
+        perr = errno;
+    }
+    if (perr != 0) {
+        snprintf(msg, msg_len, "probe write at the end of segment %u failed: %s", l->seg,
+                 strerror(perr));
+        return TG_ERR_LEDGER_UNHEALTHY;
+    }
     int pfd = openat(l->dirfd, TG_LG_PROBE_NAME, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (pfd < 0) {
         snprintf(msg, msg_len, "creating probe file failed: %s", strerror(errno));
@@ -338,6 +428,7 @@ static bool grow_batch(tg_ledger_t *l, size_t need) {
 static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
     size_t first = 0; /* first entry not yet acknowledged */
     bool failed = false;
+    char why[sizeof l->fail_msg] = "out of memory encoding records";
     while (first < n && !failed) {
         /* Encode as many entries as fit in the active segment (at least one). */
         uint64_t seq = l->next_seq;
@@ -373,11 +464,14 @@ static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
         }
         if (i > first) {
             if (write_at(l->fd, l->batch, blen, off) != 0) {
+                snprintf(why, sizeof why, "writing %zu bytes at offset %llu of segment %u: %s",
+                         blen, (unsigned long long)off, l->seg, strerror(errno));
                 failed = true;
                 break;
             }
             bool sync_now = l->durability == TG_DURABILITY_FSYNC || rotate_after;
             if (sync_now && do_fdatasync(l, l->fd) != 0) {
+                mark_sync_failed(l, "");
                 failed = true;
                 break;
             }
@@ -397,11 +491,13 @@ static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
         }
         if (rotate_after) {
             if (l->synced_end != l->acked_end && do_fdatasync(l, l->fd) != 0) {
+                mark_sync_failed(l, " before rotation");
                 failed = true;
                 break;
             }
             l->synced_end = l->acked_end;
             if (rotate(l) != 0) {
+                snprintf(why, sizeof why, "starting segment %u: %s", l->seg + 1, strerror(errno));
                 failed = true;
                 break;
             }
@@ -410,7 +506,9 @@ static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
         }
     }
     if (failed) {
-        mark_unhealthy(l);
+        if (atomic_load(&l->healthy)) {
+            mark_unhealthy(l, why); /* a failed sync has said so already */
+        }
         /* Only in FSYNC mode may unacknowledged bytes sit between acked_end and the end of the
          * file; in the other modes acked_end is where the failed write started. Either way
          * nothing past acked_end was acknowledged. Best effort now; recovery retries it. */
@@ -507,6 +605,7 @@ static void *writer_main(void *arg) {
             pthread_mutex_lock(&l->wmu);
             tg_err_t rc = atomic_load(&l->healthy) ? TG_OK : recover(l, msg, sizeof msg);
             pthread_mutex_unlock(&l->wmu);
+            report_health(l, msg);
             pthread_mutex_lock(&l->mu);
             l->recover_rc = rc;
             snprintf(l->recover_msg, sizeof l->recover_msg, "%s", msg);
@@ -538,6 +637,7 @@ static void *writer_main(void *arg) {
             pthread_mutex_lock(&l->wmu);
             (void)recover(l, msg, sizeof msg);
             pthread_mutex_unlock(&l->wmu);
+            report_health(l, msg);
             pthread_mutex_lock(&l->mu);
             next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
             continue;
@@ -606,7 +706,7 @@ static void *writer_main(void *arg) {
                 l->synced_end != l->acked_end &&
                 mono_ns() - l->last_sync_ns >= (int64_t)l->batch_interval_ms * 1000000) {
                 if (do_fdatasync(l, l->fd) != 0) {
-                    mark_unhealthy(l);
+                    mark_sync_failed(l, "");
                 } else {
                     l->synced_end = l->acked_end;
                 }
@@ -615,6 +715,7 @@ static void *writer_main(void *arg) {
             if (!atomic_load(&l->healthy)) {
                 next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
             }
+            report_health(l, NULL);
             pthread_mutex_lock(&l->mu);
             continue;
         }
@@ -635,12 +736,13 @@ static void *writer_main(void *arg) {
             pthread_mutex_unlock(&l->mu);
             pthread_mutex_lock(&l->wmu);
             if (do_fdatasync(l, l->fd) != 0) {
-                mark_unhealthy(l);
+                mark_sync_failed(l, "");
                 next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
             } else {
                 l->synced_end = l->acked_end;
             }
             pthread_mutex_unlock(&l->wmu);
+            report_health(l, NULL);
             pthread_mutex_lock(&l->mu);
             continue;
         }
@@ -661,11 +763,12 @@ static void *writer_main(void *arg) {
     pthread_mutex_lock(&l->wmu);
     if (atomic_load(&l->healthy) && l->synced_end != l->acked_end) {
         if (do_fdatasync(l, l->fd) != 0) {
-            mark_unhealthy(l);
+            mark_sync_failed(l, " at close");
         }
     }
     l->wclosed = true;
     pthread_mutex_unlock(&l->wmu);
+    report_health(l, NULL);
     return NULL;
 }
 

@@ -27,8 +27,10 @@
 typedef struct fault {
     atomic_int count;   /* calls left to fail; 0 = off; -1 = forever */
     int err;            /* errno to report */
-    atomic_bool short_; /* pwrite/write only: write half, report the short count */
-    atomic_int calls;   /* every call seen (armed or not) */
+    atomic_bool short_; /* pwrite/write only: the first failing call writes half and reports
+                         * the short count; the later ones fail with err (a full disk) */
+    atomic_bool short_done;
+    atomic_int calls; /* every call seen (armed or not) */
 } fault_t;
 
 static fault_t f_pwrite, f_fdatasync, f_fsync, f_write, f_malloc, f_thread;
@@ -66,6 +68,7 @@ static bool take(fault_t *f) {
 static void arm(fault_t *f, int count, int err, bool short_write) {
     f->err = err;
     atomic_store(&f->short_, short_write);
+    atomic_store(&f->short_done, false);
     atomic_store(&f->count, count);
 }
 
@@ -80,7 +83,8 @@ static void disarm_all(void) {
 
 ssize_t __wrap_pwrite(int fd, const void *buf, size_t n, off_t off) {
     if (take(&f_pwrite)) {
-        if (atomic_load(&f_pwrite.short_) && n > 1) {
+        if (atomic_load(&f_pwrite.short_) && n > 1 &&
+            !atomic_exchange(&f_pwrite.short_done, true)) {
             return __real_pwrite(fd, buf, n / 2, off);
         }
         errno = f_pwrite.err;
@@ -112,7 +116,7 @@ int __wrap_fsync(int fd) {
 
 ssize_t __wrap_write(int fd, const void *buf, size_t n) {
     if (take(&f_write)) {
-        if (atomic_load(&f_write.short_) && n > 1) {
+        if (atomic_load(&f_write.short_) && n > 1 && !atomic_exchange(&f_write.short_done, true)) {
             return __real_write(fd, buf, n / 2);
         }
         errno = f_write.err;
@@ -1303,7 +1307,7 @@ static void one_fault(fault_t *f, int err, bool short_write, tg_durability_t mod
     char path[128];
     seg_path(path, sizeof path, &d, 1);
     off_t before = fsize(path);
-    arm(f, 1, err, short_write);
+    arm(f, short_write ? 2 : 1, err, short_write); /* short: half written, then err */
     char p[128];
     size_t pl = make_payload(p, sizeof p, 4);
     tg_ledger_pos_t pos;
@@ -1339,11 +1343,30 @@ static void test_fault_pwrite_enospc(void **state) {
     one_fault(&f_pwrite, ENOSPC, false, TG_DURABILITY_FSYNC);
 }
 
+/* A short write is written again; the second attempt reports why (here a full disk or a
+ * file-size limit), and the ledger fails as for any write error. */
 static void test_fault_short_write(void **state) {
     (void)state;
-    one_fault(&f_pwrite, 0, true, TG_DURABILITY_FSYNC);
-    one_fault(&f_pwrite, 0, true, TG_DURABILITY_BATCH);
-    one_fault(&f_pwrite, 0, true, TG_DURABILITY_NONE);
+    one_fault(&f_pwrite, ENOSPC, true, TG_DURABILITY_FSYNC);
+    one_fault(&f_pwrite, EFBIG, true, TG_DURABILITY_BATCH);
+    one_fault(&f_pwrite, ENOSPC, true, TG_DURABILITY_NONE);
+}
+
+/* A short write that the retry completes is no failure: the record is whole. */
+static void test_short_write_completed(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_t *l = open_fault(&d, TG_DURABILITY_FSYNC);
+    append_n(l, 1, 2);
+    arm(&f_pwrite, 1, EIO, true); /* one call writes half; the retry is not armed */
+    append_n(l, 3, 1);
+    assert_true(tg_ledger_healthy(l));
+    assert_int_equal(atomic_load(&f_pwrite.count), 0);
+    disarm_all();
+    tg_ledger_close(l);
+    reopen_check(&d, 3);
+    tdir_remove(&d);
 }
 
 /* tg_ledger_append_now (durability none): records written on the caller's thread chain
@@ -1435,7 +1458,19 @@ static void test_fault_batch_in_flight(void **state) {
     assert_int_equal(tg_ledger_try_recover(l, &diag), TG_ERR_LEDGER_UNHEALTHY);
     assert_non_null(strstr(diag.msg, "fdatasync"));
     disarm_all();
-    arm(&f_write, 1, ENOSPC, false); /* the probe write fails */
+    /* the probe at the end of the segment fails (a file-size limit, a quota): still down,
+     * and nothing of the probe stays in the segment */
+    char path[128];
+    seg_path(path, sizeof path, &d, 1);
+    off_t acked = fsize(path);
+    arm(&f_pwrite, 2, EFBIG, true);
+    assert_int_equal(tg_ledger_try_recover(l, &diag), TG_ERR_LEDGER_UNHEALTHY);
+    assert_non_null(strstr(diag.msg, "end of segment"));
+    assert_non_null(strstr(diag.msg, strerror(EFBIG)));
+    assert_int_equal(fsize(path), acked);
+    assert_false(tg_ledger_healthy(l));
+    disarm_all();
+    arm(&f_write, 1, ENOSPC, false); /* the probe file's write fails */
     assert_int_equal(tg_ledger_try_recover(l, &diag), TG_ERR_LEDGER_UNHEALTHY);
     assert_non_null(strstr(diag.msg, "probe"));
     disarm_all();
@@ -1724,6 +1759,7 @@ int main(void) {
         cmocka_unit_test_setup(test_fault_pwrite_eio, setup),
         cmocka_unit_test_setup(test_fault_pwrite_enospc, setup),
         cmocka_unit_test_setup(test_fault_short_write, setup),
+        cmocka_unit_test_setup(test_short_write_completed, setup),
         cmocka_unit_test_setup(test_fault_fdatasync, setup),
         cmocka_unit_test_setup(test_fault_batch_in_flight, setup),
         cmocka_unit_test_setup(test_fault_auto_retry, setup),
