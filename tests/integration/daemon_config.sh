@@ -259,6 +259,27 @@ tg_stop text
 tg_check "--log-format text: a plain-text access line with the request id" \
     bash -c "grep 'text-log-1' '$(tg_logfile text)' | grep -qv '^{'"
 
+# ---- a port already taken ------------------------------------------------------------------
+# The commonest start failure in operations: another process holds the port. The daemon must
+# refuse to start (exit 2, nothing listening, no port file) and say which address and why.
+tg_std_args holder
+tg_start holder -- "${TG_STD_ARGS[@]}"
+taken=${TG_PORTS[holder]}
+run_serve "--port already in use" 2 -- "${POLICY_ARGS[@]}" --key "$TG_KEY" \
+    --ledger "$TG_TMP/ledger-taken" --port "$taken" --port-file "$TG_TMP/port-taken"
+tg_check "port in use: names the address and the reason: $OUT" \
+    grep -q "cannot listen on 127.0.0.1 port $taken: Address already in use" <<<"$OUT"
+tg_check "port in use: logged as startup_failed" grep -q "startup_failed" <<<"$OUT"
+tg_check "port in use: no port file" test ! -e "$TG_TMP/port-taken"
+run_serve "--decide-port already in use" 2 -- "${POLICY_ARGS[@]}" --key "$TG_KEY" \
+    --ledger "$TG_TMP/ledger-taken" --port 0 --decide-port "$taken" --port-file "$TG_TMP/port-taken"
+tg_check "decide port in use: names the address and the reason: $OUT" \
+    grep -q "cannot listen on 127.0.0.1 port $taken: Address already in use" <<<"$OUT"
+tg_check "decide port in use: no port file" test ! -e "$TG_TMP/port-taken"
+tg_req GET /readyz
+tg_expect_status 200 "the daemon holding the port is unaffected"
+tg_stop holder
+
 # ---- no core dumps, no same-user ptrace ------------------------------------------------------
 # serve makes itself non-dumpable before loading any secret: a crash writes no core file with
 # the signing key in it, and processes of its own user cannot read its memory. Linux shows it
