@@ -58,6 +58,34 @@ tg_req GET /healthz
 tg_expect_status 200 "still serving after oversized uploads"
 tg_stop body
 
+# ---- receipt text fields: 4096 bytes at most, a 400 naming the limit beyond ---------------
+# action and actor are copied into the signed receipt; a longer one (allowed by a raised
+# --max-string) is the caller's error, refused before anything is decided or stored.
+tg_std_args rtext
+tg_start rtext -- "${TG_STD_ARGS[@]}" --max-string 8192
+long_req() { # long_req FIELD N: the example surface with FIELD of N bytes
+    python3 -c '
+import json, sys
+r = {"surface": "example", "action": "noop", "actor": "someone"}
+r[sys.argv[1]] = "a" * int(sys.argv[2])
+sys.stdout.write(json.dumps(r))' "$1" "$2"
+}
+tg_post /v1/evaluate "$(long_req action 4096)"
+tg_expect_py "s == 200 and j['decision'] == 'PERMIT' and len(j['receipt']['action']) == 4096" \
+    "an action of exactly 4096 bytes is signed into the receipt"
+for field in action actor; do
+    for route in /v1/evaluate /execute; do
+        tg_post "$route" "$(long_req "$field" 4097)"
+        tg_expect_error 400 invalid_request "$route: $field of 4097 bytes"
+        tg_expect_py "j.get('limit') == 'max_receipt_text' and j.get('max') == 4096 and '$field' in j['message']" \
+            "$route: the 400 names the limit and the field ($field)"
+    done
+done
+tg_req GET /metrics
+tg_check "no decision was counted for the refused requests" \
+    grep -q 'trigguard_decisions_total{decision="PERMIT",surface="example"} 1$' "$TG_BODY_FILE"
+tg_stop rtext
+
 # ---- rate limits --------------------------------------------------------------------
 
 tg_std_args rate
