@@ -1,0 +1,210 @@
+/* test_metrics.c — the /metrics counters (src/pipeline/metrics.h): surface interning and its
+ * cap, label escaping, status and route folding, histograms, and interning from many threads. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../../src/pipeline/metrics.h"
+
+/* The metrics object is ~100 KB: on the heap, not on a test's stack. */
+static tg_metrics_t *new_metrics(void) {
+    tg_metrics_t *m = malloc(sizeof *m);
+    assert_non_null(m);
+    tg_metrics_init(m);
+    return m;
+}
+
+static char *render(tg_metrics_t *m, tg_buf_t *b) {
+    tg_buf_init(b, 0);
+    assert_int_equal(tg_metrics_render(b, m), TG_OK);
+    return b->data;
+}
+
+/* The value of the sample whose text (name and labels) is exactly `series`, or -1. */
+static long long sample(const char *text, const char *series) {
+    size_t n = strlen(series);
+    for (const char *p = text; p != NULL && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, series, n) == 0 && p[n] == ' ') {
+            return atoll(p + n + 1);
+        }
+    }
+    return -1;
+}
+
+static int count_lines_with(const char *text, const char *needle) {
+    int c = 0;
+    for (const char *p = strstr(text, needle); p != NULL; p = strstr(p + 1, needle)) {
+        c++;
+    }
+    return c;
+}
+
+static void test_surfaces_interned_and_capped(void **state) {
+    (void)state;
+    tg_metrics_t *m = new_metrics();
+    char name[32];
+    /* More surfaces than the table holds: the first TG_METRICS_SURFACES get a label each,
+     * the rest are counted under surface="other" (a policy cannot grow the exposition). */
+    int extra = 40;
+    for (int i = 0; i < TG_METRICS_SURFACES + extra; i++) {
+        int n = snprintf(name, sizeof name, "surface.%03d", i);
+        tg_metrics_decision(m, name, (size_t)n, 0);
+        tg_metrics_decision(m, name, (size_t)n, 0); /* seen again: the same slot */
+    }
+    tg_buf_t b;
+    char *t = render(m, &b);
+    assert_int_equal(
+        count_lines_with(t, "trigguard_decisions_total{decision=\"PERMIT\",surface=\"surface."),
+        TG_METRICS_SURFACES);
+    assert_int_equal(
+        sample(t, "trigguard_decisions_total{decision=\"PERMIT\",surface=\"surface.000\"}"), 2);
+    assert_int_equal(sample(t, "trigguard_decisions_total{decision=\"PERMIT\",surface=\"other\"}"),
+                     2 * extra);
+    assert_int_equal(sample(t, "trigguard_decisions_total{decision=\"DENY\",surface=\"other\"}"),
+                     -1);
+    tg_buf_free(&b);
+    free(m);
+}
+
+static void test_surface_names_out_of_bounds(void **state) {
+    (void)state;
+    tg_metrics_t *m = new_metrics();
+    char longname[TG_METRICS_SURFACE_NAME_MAX + 2];
+    memset(longname, 'x', sizeof longname);
+    tg_metrics_decision(m, longname, TG_METRICS_SURFACE_NAME_MAX + 1, 1); /* too long: other */
+    tg_metrics_decision(m, longname, TG_METRICS_SURFACE_NAME_MAX, 1);     /* at the limit: kept */
+    tg_metrics_decision(m, "", 0, 2);                                     /* empty: other */
+    tg_metrics_decision(m, NULL, 3, 2);                                   /* none: other */
+    tg_metrics_decision(m, "s", 1, 3);                                    /* no such outcome */
+    tg_metrics_decision(m, "s", 1, -1);
+    tg_buf_t b;
+    char *t = render(m, &b);
+    assert_int_equal(sample(t, "trigguard_decisions_total{decision=\"DENY\",surface=\"other\"}"),
+                     1);
+    assert_int_equal(sample(t, "trigguard_decisions_total{decision=\"SILENCE\",surface=\"other\"}"),
+                     2);
+    char series[256];
+    snprintf(series, sizeof series, "trigguard_decisions_total{decision=\"DENY\",surface=\"%.*s\"}",
+             TG_METRICS_SURFACE_NAME_MAX, longname);
+    assert_int_equal(sample(t, series), 1);
+    assert_null(strstr(t, "surface=\"s\"")); /* the bad outcomes counted nothing */
+    tg_buf_free(&b);
+    free(m);
+}
+
+/* Surface names come from the policy: quotes, backslashes and newlines must not break the
+ * exposition format (they are escaped as it prescribes). */
+static void test_label_escaping(void **state) {
+    (void)state;
+    tg_metrics_t *m = new_metrics();
+    const char *odd = "a\"b\\c\nd";
+    tg_metrics_decision(m, odd, strlen(odd), 0);
+    tg_buf_t b;
+    char *t = render(m, &b);
+    assert_int_equal(
+        sample(t, "trigguard_decisions_total{decision=\"PERMIT\",surface=\"a\\\"b\\\\c\\nd\"}"), 1);
+    assert_null(strstr(t, "c\nd")); /* no raw newline inside a label */
+    tg_buf_free(&b);
+    free(m);
+}
+
+static void test_requests_statuses_and_routes(void **state) {
+    (void)state;
+    tg_metrics_t *m = new_metrics();
+    tg_metrics_request(m, TG_ROUTE_EVALUATE, 200, 30);      /* bucket le=5e-05 */
+    tg_metrics_request(m, TG_ROUTE_EVALUATE, 503, 7000000); /* beyond the last bound: +Inf */
+    tg_metrics_request(m, TG_ROUTE_EVALUATE, 299, -5);      /* unlisted status; negative time */
+    tg_metrics_request(m, (tg_route_t)(TG_ROUTE__COUNT + 3), 404, 10); /* no such route */
+    tg_metrics_request(m, (tg_route_t)-1, 404, 10);
+    assert_string_equal(tg_route_name(TG_ROUTE_DECIDE), "/decide");
+    assert_string_equal(tg_route_name((tg_route_t)(TG_ROUTE__COUNT + 3)), "other");
+    tg_buf_t b;
+    char *t = render(m, &b);
+    assert_int_equal(
+        sample(t, "trigguard_http_requests_total{route=\"/v1/evaluate\",status=\"200\"}"), 1);
+    assert_int_equal(
+        sample(t, "trigguard_http_requests_total{route=\"/v1/evaluate\",status=\"503\"}"), 1);
+    assert_int_equal(
+        sample(t, "trigguard_http_requests_total{route=\"/v1/evaluate\",status=\"other\"}"), 1);
+    assert_int_equal(sample(t, "trigguard_http_requests_total{route=\"other\",status=\"404\"}"), 2);
+    /* cumulative buckets: 25 µs holds the negative time (a clock step counts as 0), 50 µs
+     * also the 30 µs one, 5 s still those two, +Inf all three */
+    assert_int_equal(sample(t, "trigguard_http_request_duration_seconds_bucket{route=\"/v1/"
+                               "evaluate\",le=\"2.5e-05\"}"),
+                     1);
+    assert_int_equal(sample(t, "trigguard_http_request_duration_seconds_bucket{route=\"/v1/"
+                               "evaluate\",le=\"5e-05\"}"),
+                     2);
+    assert_int_equal(sample(t, "trigguard_http_request_duration_seconds_bucket{route=\"/v1/"
+                               "evaluate\",le=\"5\"}"),
+                     2);
+    assert_int_equal(sample(t, "trigguard_http_request_duration_seconds_bucket{route=\"/v1/"
+                               "evaluate\",le=\"+Inf\"}"),
+                     3);
+    assert_int_equal(
+        sample(t, "trigguard_http_request_duration_seconds_count{route=\"/v1/evaluate\"}"), 3);
+    tg_buf_free(&b);
+    free(m);
+}
+
+/* ---- interning from many threads: every name gets one slot, every count lands -------- */
+
+#define N_THREADS 4
+#define N_NAMES 200
+#define N_ROUNDS 50
+
+static void *intern_worker(void *arg) {
+    tg_metrics_t *m = arg;
+    char name[32];
+    for (int r = 0; r < N_ROUNDS; r++) {
+        for (int i = 0; i < N_NAMES; i++) {
+            int n = snprintf(name, sizeof name, "t.%d", i);
+            tg_metrics_decision(m, name, (size_t)n, i % 3);
+        }
+    }
+    return NULL;
+}
+
+static void test_interning_concurrent(void **state) {
+    (void)state;
+    tg_metrics_t *m = new_metrics();
+    pthread_t th[N_THREADS];
+    for (int i = 0; i < N_THREADS; i++) {
+        assert_int_equal(pthread_create(&th[i], NULL, intern_worker, m), 0);
+    }
+    for (int i = 0; i < N_THREADS; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    }
+    tg_buf_t b;
+    char *t = render(m, &b);
+    static const char *const outcomes[3] = {"PERMIT", "DENY", "SILENCE"};
+    char series[128];
+    for (int i = 0; i < N_NAMES; i++) {
+        snprintf(series, sizeof series,
+                 "trigguard_decisions_total{decision=\"%s\",surface=\"t.%d\"}", outcomes[i % 3], i);
+        assert_int_equal(sample(t, series), N_THREADS * N_ROUNDS);
+    }
+    /* one label per name: no name was interned twice by racing threads */
+    assert_int_equal(count_lines_with(t, "surface=\"t."), N_NAMES);
+    assert_null(strstr(t, "surface=\"other\""));
+    tg_buf_free(&b);
+    free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_surfaces_interned_and_capped),
+        cmocka_unit_test(test_surface_names_out_of_bounds),
+        cmocka_unit_test(test_label_escaping),
+        cmocka_unit_test(test_requests_statuses_and_routes),
+        cmocka_unit_test(test_interning_concurrent),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
