@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ledger_cli.sh — `trigguard ledger verify|dump|append` on real signed receipts: a good ledger
-# verifies (exit 0), tampering, truncation and missing segments are found (exit 1, naming the
+# verifies (exit 0), tampering, damaged headers, truncation and missing segments are found (exit 1, naming the
 # segment, seq and offset), unusable input is exit 2, and an independent reader written from
 # docs/LEDGER.md alone agrees with the CLI (and re-chained tampering is caught by signatures).
 set -u
@@ -104,6 +104,45 @@ contains "tampered" "valid prefix: 3 records"
 run "tampered (dump stops)" 1 "$BIN" ledger dump T
 run "append refuses a corrupt ledger" 1 "$BIN" ledger append T r4.json
 contains "append corrupt" "seq 4 at offset $OFF4"
+
+# --- a damaged header whose header_check was recomputed: each field is still checked ---
+# (the check catches a random flip; these are headers written wrong, or forged with care)
+hdr_edit() { # hdr_edit DIR FIELD VALUE [keep-check]: rewrite record 4's header in DIR
+    python3 - "$1/ledger-000001.tgl" "$OFF4" "$2" "$3" "${4:-}" <<'PY'
+import hashlib, struct, sys
+path, off, field, value, keep = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+b = bytearray(open(path, "rb").read())
+at = {"magic": (0, "4s"), "version": (4, "<B"), "type": (5, "<B"), "flags": (6, "<H"),
+      "seq": (8, "<Q"), "meta_len": (48, "<I"), "payload_len": (52, "<I")}[field]
+v = value.encode() if at[1] == "4s" else int(value)
+struct.pack_into(at[1], b, off + at[0], v)
+if not keep:
+    b[off + 56:off + 60] = hashlib.sha256(bytes(b[off:off + 56])).digest()[:4]
+open(path, "wb").write(b)
+PY
+}
+hdr_case() { # hdr_case LABEL FIELD VALUE EXPECTED_REASON [keep-check]
+    rm -rf H && cp -r L H
+    hdr_edit H "$2" "$3" "${5:-}"
+    run "header: $1" 1 "$BIN" ledger verify H
+    contains "header: $1" "seq:    4"
+    contains "header: $1" "offset: $OFF4"
+    contains "header: $1" "$4"
+    contains "header: $1" "valid prefix: 3 records"
+}
+hdr_case "unknown type" type 9 "unknown record type 9"
+hdr_case "reserved flags" flags 1 "reserved flags are not zero"
+hdr_case "meta too long" meta_len 1025 "meta length 1025 exceeds 1024"
+hdr_case "payload too long" payload_len 65537 "payload length 65537 exceeds 65536"
+hdr_case "sequence 0" seq 0 "sequence number 0"
+hdr_case "future version" version 3 "unsupported record format version 3"
+hdr_case "bad magic" magic XXXX "bad magic"
+hdr_case "changed seq, check not updated" seq 5 "header check mismatch" keep
+hdr_case "skipped seq" seq 5 "sequence number 5 where 4 was expected"
+rm -rf H && cp -r L H
+hdr_edit H type 9
+run "a damaged header is not cut as a torn tail on open" 1 "$BIN" ledger append H r4.json
+contains "damaged header, append" "unknown record type 9"
 
 # --- torn tail: cut the last record short ---
 cp -r L C
