@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ledger_cli.sh — `trigguard ledger verify|dump|append` on real signed receipts: a good ledger
-# verifies (exit 0), tampering, damaged headers, truncation and missing segments are found (exit 1, naming the
-# segment, seq and offset), unusable input is exit 2, and an independent reader written from
-# docs/LEDGER.md alone agrees with the CLI (and re-chained tampering is caught by signatures).
+# verifies (exit 0), tampering, damaged headers, truncation and missing segments are found
+# (exit 1, naming the segment, seq and offset), unusable input is exit 2, and an independent
+# reader written from docs/LEDGER.md alone agrees with the CLI (and re-chained tampering is
+# caught by signatures).
 set -u
 BIN=${TG_BIN:?TG_BIN must point at the trigguard binary}
 WORK=$(mktemp -d /tmp/tg_ledger_cli.XXXXXX)
