@@ -255,6 +255,13 @@ run "append refuses a symlinked lock file" 2 "$BIN" ledger append S --silence s1
 contains "symlinked lock" "ledger.lock"
 [ ! -e "$WORK/lock-victim" ] || fail "the lock symlink's target was created"
 rm S/ledger.lock
+mkfifo S/ledger.lock
+run "append refuses a FIFO as the lock file" 2 "$BIN" ledger append S --silence s1.json
+contains "FIFO lock" "ledger.lock: lock file is not a regular file"
+rm S/ledger.lock
+printf 'x' >not-a-dir
+run "append to a ledger path that is a file" 2 "$BIN" ledger append not-a-dir --silence s1.json
+contains "ledger path is a file" "not-a-dir: cannot open ledger directory: Not a directory"
 mkdir -p elsewhere
 mv S/ledger-000001.tgl elsewhere/
 ln -s "$WORK/elsewhere/ledger-000001.tgl" S/ledger-000001.tgl
