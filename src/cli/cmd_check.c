@@ -56,8 +56,10 @@ static int parse_args(check_args_t *a, int argc, char **argv) {
                 continue;
             }
             char *end = NULL;
-            a->ttl_s = strtol(argv[++i], &end, 10);
-            if (end == argv[i] || *end != '\0' || a->ttl_s < 1 || a->ttl_s > 31536000) {
+            const char *tv = argv[++i];
+            /* digits only, as serve's integers: strtol alone takes " 5" and "+5" */
+            a->ttl_s = tv[0] >= '0' && tv[0] <= '9' ? strtol(tv, &end, 10) : 0;
+            if (end == NULL || *end != '\0' || a->ttl_s < 1 || a->ttl_s > 31536000) {
                 fprintf(stderr, "trigguard check: --receipt-ttl must be 1..31536000 seconds\n");
                 return 0;
             }

@@ -42,9 +42,14 @@ int tg_cmd_keys(int argc, char **argv) {
                 goto done;
             }
             authority = argv[++i];
+            if (authority[0] == '\0') {
+                /* every receipt carries a non-empty authorityId; so must its key document */
+                fprintf(stderr, "trigguard keys: --authority must not be empty\n");
+                goto done;
+            }
             continue;
         }
-        if (argv[i][0] == '-' && argv[i][1] == '-') {
+        if (argv[i][0] == '-') {
             fprintf(stderr, "trigguard keys: unknown option '%s'\n\n", argv[i]);
             keys_usage(stderr);
             goto done;

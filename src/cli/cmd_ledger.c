@@ -315,6 +315,12 @@ done:
     return status;
 }
 
+/* Files per `ledger append` call: each is read (up to 64 KiB) before anything is appended. */
+#define APPEND_MAX_FILES 1024
+
+static int append_texts(const char *dir, tg_ledger_opts_t *opts, uint8_t type, const char *meta,
+                        char **names, char **texts, const size_t *lens, int n);
+
 static int ledger_append(int argc, char **argv) {
     const char *dir = NULL;
     const char *meta = "";
@@ -332,8 +338,10 @@ static int ledger_append(int argc, char **argv) {
             meta = argv[++i];
         } else if (strcmp(a, "--segment-bytes") == 0 && i + 1 < argc) {
             char *end = NULL;
-            unsigned long long v = strtoull(argv[++i], &end, 10);
-            if (end == argv[i] || *end != '\0' || v == 0) {
+            const char *sv = argv[++i];
+            /* digits only: strtoull alone takes "-1" as 2^64-1 and skips blanks */
+            unsigned long long v = sv[0] >= '0' && sv[0] <= '9' ? strtoull(sv, &end, 10) : 0;
+            if (end == NULL || *end != '\0' || v == 0) {
                 fprintf(stderr, "trigguard ledger append: --segment-bytes wants a number\n");
                 return TG_EXIT_USAGE;
             }
@@ -363,11 +371,59 @@ static int ledger_append(int argc, char **argv) {
                 TG_LEDGER_META_MAX);
         return TG_EXIT_USAGE;
     }
-    opts.dir = dir;
+    int nfiles = argc - first_file;
+    if (nfiles > APPEND_MAX_FILES) {
+        fprintf(stderr, "trigguard ledger append: more than %d files in one call\n",
+                APPEND_MAX_FILES);
+        return TG_EXIT_USAGE;
+    }
+    /* Every argument is checked and every file read before the ledger is opened: a usage
+     * error (exit 2) must mean that nothing was appended. */
+    for (int i = first_file; i < argc; i++) {
+        if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            fprintf(stderr,
+                    "trigguard ledger append: unexpected argument '%s' (options go before "
+                    "the files)\n\n",
+                    argv[i]);
+            ledger_usage(stderr);
+            return TG_EXIT_USAGE;
+        }
+    }
+    char **texts = calloc((size_t)nfiles, sizeof *texts);
+    size_t *lens = calloc((size_t)nfiles, sizeof *lens);
+    int status = TG_EXIT_USAGE;
+    if (texts == NULL || lens == NULL) {
+        fprintf(stderr, "trigguard ledger append: out of memory\n");
+        goto done;
+    }
+    for (int k = 0; k < nfiles; k++) {
+        texts[k] = tg_cli_read_file(argv[first_file + k], TG_LEDGER_PAYLOAD_MAX, &lens[k]);
+        if (texts[k] == NULL) {
+            goto done;
+        }
+        /* one trailing newline (as `receipt sign` prints) is not part of the record */
+        if (lens[k] > 0 && texts[k][lens[k] - 1] == '\n') {
+            lens[k]--;
+        }
+    }
+    status = append_texts(dir, &opts, type, meta, argv + first_file, texts, lens, nfiles);
+done:
+    for (int k = 0; texts != NULL && k < nfiles; k++) {
+        free(texts[k]);
+    }
+    free(texts);
+    free(lens);
+    return status;
+}
+
+/* Opens the ledger in dir and appends texts[0..n) (read from names[0..n)) in order. */
+static int append_texts(const char *dir, tg_ledger_opts_t *opts, uint8_t type, const char *meta,
+                        char **names, char **texts, const size_t *lens, int n) {
+    opts->dir = dir;
     tg_ledger_t *l = NULL;
     tg_ledger_recovery_t rep;
     tg_diag_t diag = {{0}};
-    tg_err_t rc = tg_ledger_open(&l, &opts, NULL, NULL, &rep, &diag);
+    tg_err_t rc = tg_ledger_open(&l, opts, NULL, NULL, &rep, &diag);
     if (rc) {
         fprintf(stderr, "trigguard ledger append: %s: %s\n", tg_strerror(rc), diag.msg);
         return rc == TG_ERR_LEDGER_CORRUPT ? TG_EXIT_FAIL : TG_EXIT_USAGE;
@@ -376,22 +432,11 @@ static int ledger_append(int argc, char **argv) {
         fprintf(stderr, "trigguard ledger append: %s\n", rep.message);
     }
     int status = TG_EXIT_OK;
-    for (int i = first_file; i < argc && status == TG_EXIT_OK; i++) {
-        size_t len = 0;
-        char *text = tg_cli_read_file(argv[i], TG_LEDGER_PAYLOAD_MAX, &len);
-        if (text == NULL) {
-            status = TG_EXIT_USAGE;
-            break;
-        }
-        /* one trailing newline (as `receipt sign` prints) is not part of the record */
-        if (len > 0 && text[len - 1] == '\n') {
-            len--;
-        }
+    for (int i = 0; i < n; i++) {
         tg_ledger_pos_t pos;
-        rc = tg_ledger_append_sync(l, type, meta, strlen(meta), text, len, &pos);
-        free(text);
+        rc = tg_ledger_append_sync(l, type, meta, strlen(meta), texts[i], lens[i], &pos);
         if (rc) {
-            fprintf(stderr, "trigguard ledger append: %s: %s\n", argv[i], tg_strerror(rc));
+            fprintf(stderr, "trigguard ledger append: %s: %s\n", names[i], tg_strerror(rc));
             status = TG_EXIT_FAIL;
             break;
         }
@@ -399,9 +444,6 @@ static int ledger_append(int argc, char **argv) {
                pos.segment, (unsigned long long)pos.offset, pos.length);
     }
     tg_ledger_close(l);
-    if (fflush(stdout) != 0) {
-        status = TG_EXIT_USAGE;
-    }
     return status;
 }
 

@@ -19,15 +19,26 @@ static void policy_usage(FILE *out) {
 }
 
 int tg_cmd_policy(int argc, char **argv) {
-    bool help = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
-    /* `policy check --help` too: otherwise "--help" would be read as a file name */
-    help = help || (argc == 3 && strcmp(argv[1], "check") == 0 &&
-                    (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0));
+    /* --help anywhere, as every other command takes it (not read as a file name) */
+    bool help = argc >= 2 && strcmp(argv[1], "help") == 0;
+    for (int i = 1; i < argc; i++) {
+        help = help || strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+    }
     if (help) {
         policy_usage(stdout);
         return TG_EXIT_OK;
     }
-    if (argc != 3 || strcmp(argv[1], "check") != 0) {
+    if (argc >= 2 && strcmp(argv[1], "check") != 0) {
+        fprintf(stderr, "trigguard policy: unknown subcommand '%s'\n\n", argv[1]);
+        policy_usage(stderr);
+        return TG_EXIT_USAGE;
+    }
+    if (argc == 3 && argv[2][0] == '-' && argv[2][1] != '\0') {
+        fprintf(stderr, "trigguard policy check: unknown option '%s'\n\n", argv[2]);
+        policy_usage(stderr);
+        return TG_EXIT_USAGE;
+    }
+    if (argc != 3) {
         policy_usage(stderr);
         return TG_EXIT_USAGE;
     }

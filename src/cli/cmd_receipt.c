@@ -93,9 +93,13 @@ int tg_cmd_receipt(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "sign") == 0) {
         return receipt_sign(argc - 1, argv + 1);
     }
-    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+                      strcmp(argv[1], "help") == 0)) {
         receipt_usage(stdout);
         return TG_EXIT_OK;
+    }
+    if (argc >= 2) {
+        fprintf(stderr, "trigguard receipt: unknown subcommand '%s'\n\n", argv[1]);
     }
     receipt_usage(stderr);
     return TG_EXIT_USAGE;

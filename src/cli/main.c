@@ -138,7 +138,20 @@ bool tg_cli_add_keys(tg_keyring_t *ring, const char *path, bool is_json, const c
     return true;
 }
 
-int main(int argc, char **argv) {
+/* Every command's answer ends here. One that did not reach stdout (a full disk, a closed
+ * file) is a failure with a message, never a silent exit 0: for `check`, 0 means PERMIT. */
+static int finish(const char *cmd, int status) {
+    errno = 0;
+    int flush_err = fflush(stdout) != 0 ? errno : 0;
+    if (!ferror(stdout)) {
+        return status;
+    }
+    fprintf(stderr, "trigguard%s%s: error writing standard output%s%s\n", cmd ? " " : "",
+            cmd ? cmd : "", flush_err ? ": " : "", flush_err ? strerror(flush_err) : "");
+    return TG_EXIT_USAGE;
+}
+
+static int run(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return TG_EXIT_USAGE;
@@ -161,4 +174,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "trigguard: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return TG_EXIT_USAGE;
+}
+
+int main(int argc, char **argv) {
+    int status = run(argc, argv);
+    return finish(argc >= 2 ? argv[1] : NULL, status);
 }

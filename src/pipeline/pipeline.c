@@ -227,6 +227,27 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     return TG_OK;
 }
 
+/* Every receipt carries --authority-id as authorityId: non-empty UTF-8 of at most
+ * TG_RECEIPT_TEXT_MAX bytes (SPEC §5). Refused at start, not at the first signature. */
+static tg_err_t check_authority_id(const char *id, tg_diag_t *diag) {
+    size_t n = strlen(id);
+    if (n == 0 || n > TG_RECEIPT_TEXT_MAX) {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "--authority-id must be 1 to %d bytes (it is every receipt's "
+                           "authorityId)",
+                           TG_RECEIPT_TEXT_MAX);
+    }
+    tg_buf_t b;
+    tg_buf_init(&b, 0);
+    tg_err_t rc = tg_canon_string(&b, id, n);
+    tg_buf_free(&b);
+    if (rc == TG_ERR_NOMEM) {
+        return rc;
+    }
+    return rc == TG_OK ? TG_OK
+                       : tg_diag_set(diag, TG_ERR_CONFIG, "--authority-id is not valid UTF-8");
+}
+
 /* with_state false: everything but the idempotency tables and the ledger (--check-config). */
 static tg_err_t create(tg_pipeline_t **out, const tg_config_t *cfg, bool with_state,
                        tg_diag_t *diag) {
@@ -245,7 +266,10 @@ static tg_err_t create(tg_pipeline_t **out, const tg_config_t *cfg, bool with_st
     tg_metrics_init(&p->metrics);
     atomic_init(&p->serving, false);
     tg_policy_ref_t *ref = NULL;
-    tg_err_t rc = policy_ref_load(&ref, cfg->policy, diag);
+    tg_err_t rc = check_authority_id(cfg->authority_id, diag);
+    if (rc == TG_OK) {
+        rc = policy_ref_load(&ref, cfg->policy, diag);
+    }
     atomic_init(&p->policy, ref);
     if (rc == TG_OK) {
         rc = load_keys(p, diag);
