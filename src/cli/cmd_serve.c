@@ -103,6 +103,11 @@ int tg_cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGHUP);
+    /* SIGUSR1/2 mean nothing here, but log tools send them ("reopen your logs"), and by
+     * default they would end the daemon: an authorization service must not die of a
+     * stray signal. Taken and logged instead. */
+    sigaddset(&sigs, SIGUSR1);
+    sigaddset(&sigs, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     /* A ledger write past a file-size limit (RLIMIT_FSIZE) must fail like a full disk,
@@ -212,6 +217,13 @@ int tg_cmd_serve(int argc, char **argv) {
         int sig = sigtimedwait(&sigs, NULL, &tick);
         if (sig < 0) {
             tg_pipeline_tick(p);
+            continue;
+        }
+        if (sig == SIGUSR1 || sig == SIGUSR2) {
+            TG_LOG(TG_LOG_WARN, "signal_ignored",
+                   "signal %d has no meaning for trigguard serve; still serving (logs go to "
+                   "stderr, there is nothing to reopen)",
+                   sig);
             continue;
         }
         if (sig == SIGHUP) {

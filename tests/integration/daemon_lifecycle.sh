@@ -62,6 +62,15 @@ tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"hup-k1"')"
 tg_expect_py "s == 200 and j['decision'] == 'PERMIT' and j['receipt']['policyVersion'] == 'itest-1'" "itest-1 permits 2500"
 tg_save hupk1
 
+# SIGUSR1/SIGUSR2 (sent by log tools) are logged and ignored: by default they would end it.
+for sig in USR1 USR2; do
+    kill -"$sig" "$HUP_PID"
+    wait_for 5 "SIG$sig is logged as signal_ignored" grep -q "\"signal_ignored\".*signal $(kill -l "$sig")" "$(tg_logfile hup)"
+    tg_check "the daemon survives SIG$sig" kill -0 "$HUP_PID"
+    tg_req GET /readyz
+    tg_expect_status 200 "still ready after SIG$sig"
+done
+
 write_policy itest-2 1000
 kill -HUP "$HUP_PID"
 wait_for 15 "SIGHUP with a good bundle: /version reports itest-2" version_is itest-2
