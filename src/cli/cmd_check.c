@@ -23,7 +23,8 @@ static void check_usage(FILE *out) {
             "stdin) against the policy bundle FILE with the kernel FSM and prints the decision\n"
             "JSON of SPEC section 3.2 with its trace. With --key (an Ed25519 PKCS#8 PEM, mode\n"
             "0600) PERMIT and DENY carry a signed receipt. --tenant defaults to \"local\",\n"
-            "--authority-id to the policy's authority, --receipt-ttl to 600.\n"
+            "--authority-id to the policy's authority, --receipt-ttl to 600; those two and\n"
+            "--key-id shape the receipt, so they need --key.\n"
             "\n"
             "exit status: 0 PERMIT, 3 DENY, 4 SILENCE, 2 bad input (unreadable or invalid\n"
             "policy, request or key; unknown surface)\n");
@@ -38,6 +39,7 @@ static int parse_args(check_args_t *a, int argc, char **argv) {
     memset(a, 0, sizeof *a);
     a->tenant = "local";
     a->ttl_s = 600;
+    bool ttl_given = false;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         const char **dst = strcmp(arg, "--policy") == 0         ? &a->policy
@@ -57,6 +59,7 @@ static int parse_args(check_args_t *a, int argc, char **argv) {
             }
             char *end = NULL;
             const char *tv = argv[++i];
+            ttl_given = true;
             /* digits only, as serve's integers: strtol alone takes " 5" and "+5" */
             a->ttl_s = tv[0] >= '0' && tv[0] <= '9' ? strtol(tv, &end, 10) : 0;
             if (end == NULL || *end != '\0' || a->ttl_s < 1 || a->ttl_s > 31536000) {
@@ -79,6 +82,12 @@ static int parse_args(check_args_t *a, int argc, char **argv) {
     }
     if (a->tenant[0] == '\0') {
         fprintf(stderr, "trigguard check: --tenant must not be empty\n");
+        return 0;
+    }
+    if (a->key == NULL && (a->key_id != NULL || a->authority != NULL || ttl_given)) {
+        /* they only shape the signed receipt: without --key they would be ignored silently */
+        fprintf(stderr, "trigguard check: --key-id, --authority-id and --receipt-ttl need --key "
+                        "(they shape the signed receipt)\n");
         return 0;
     }
     return 1;

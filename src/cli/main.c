@@ -158,6 +158,10 @@ static int run(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        if (argc > 2) {
+            fprintf(stderr, "trigguard: %s takes no arguments\n", cmd);
+            return TG_EXIT_USAGE;
+        }
         printf("trigguard %s (protocol %s, commit %s)\n", TG_VERSION, TG_PROTOCOL_VERSION,
                TG_GIT_COMMIT);
         return TG_EXIT_OK;

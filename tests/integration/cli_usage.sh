@@ -122,6 +122,8 @@ cp out version.out
 out_ok 0 "version" "(protocol trigguard/v1, commit " version
 checks=$((checks + 1))
 cmp -s out version.out || fail "version and --version differ: $(show)"
+err_ok 2 "version with an argument" "trigguard: version takes no arguments" version extra
+err_ok 2 "--version with an argument" "trigguard: --version takes no arguments" --version extra
 err_ok 2 "unknown command" "trigguard: unknown command 'frobnicate'" frobnicate
 err_ok 2 "empty command" "unknown command ''" ""
 checks=$((checks + 1))
@@ -178,6 +180,13 @@ err_ok 2 "check invalid --key-id" "invalid key id" \
     check --policy "$policy" --key k.pem --key-id "bad id" req.json
 err_ok 2 "check empty --authority-id" "authorityId is empty" \
     check --policy "$policy" --key k.pem --authority-id "" req.json
+# the receipt's options without --key (there is no receipt): refused, not silently ignored
+noreceipt="trigguard check: --key-id, --authority-id and --receipt-ttl need --key"
+err_ok 2 "check --key-id without --key" "$noreceipt" check --policy "$policy" --key-id k-1 req.json
+err_ok 2 "check --authority-id without --key" "$noreceipt" \
+    check --policy "$policy" --authority-id a req.json
+err_ok 2 "check --receipt-ttl without --key" "$noreceipt" \
+    check --policy "$policy" --receipt-ttl 5 req.json
 
 # ---- keygen ----
 help_ok "keygen --help wins" "usage: trigguard keygen" keygen --out new.pem --help
