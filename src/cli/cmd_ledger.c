@@ -306,9 +306,6 @@ static int ledger_verify(int argc, char **argv, bool dump) {
         }
     }
     status = rc == TG_OK ? TG_EXIT_OK : TG_EXIT_FAIL;
-    if (fflush(stdout) != 0) {
-        status = TG_EXIT_USAGE;
-    }
 done:
     tg_buf_free(&c.line);
     tg_keyring_wipe(&ring);

@@ -90,9 +90,6 @@ int tg_cmd_verify(int argc, char **argv) {
                 diag.msg[0] ? diag.msg : tg_strerror(rc));
         status = TG_EXIT_USAGE;
     }
-    if (fflush(stdout) != 0) {
-        status = TG_EXIT_USAGE;
-    }
 done:
     free(text);
     tg_keyring_wipe(&ring);

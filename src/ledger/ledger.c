@@ -242,10 +242,15 @@ static void mark_unhealthy(tg_ledger_t *l, const char *why) {
     atomic_fetch_add_explicit(&l->st_failures, 1, memory_order_relaxed);
 }
 
-/* Caller holds wmu; errno is the failed fdatasync's. `when` qualifies it ("" or " at close"). */
+/* errno is the failed fdatasync's; `when` qualifies it ("" or " at close"). */
+static void sync_failure(char *why, size_t n, uint32_t seg, const char *when) {
+    snprintf(why, n, "fdatasync of segment %u%s: %s", seg, when, strerror(errno));
+}
+
+/* Caller holds wmu, right after a failed fdatasync of the active segment. */
 static void mark_sync_failed(tg_ledger_t *l, const char *when) {
     char why[sizeof l->fail_msg];
-    snprintf(why, sizeof why, "fdatasync of segment %u%s: %s", l->seg, when, strerror(errno));
+    sync_failure(why, sizeof why, l->seg, when);
     mark_unhealthy(l, why);
 }
 
@@ -471,7 +476,7 @@ static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
             }
             bool sync_now = l->durability == TG_DURABILITY_FSYNC || rotate_after;
             if (sync_now && do_fdatasync(l, l->fd) != 0) {
-                mark_sync_failed(l, "");
+                sync_failure(why, sizeof why, l->seg, "");
                 failed = true;
                 break;
             }
@@ -491,7 +496,7 @@ static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
         }
         if (rotate_after) {
             if (l->synced_end != l->acked_end && do_fdatasync(l, l->fd) != 0) {
-                mark_sync_failed(l, " before rotation");
+                sync_failure(why, sizeof why, l->seg, " before rotation");
                 failed = true;
                 break;
             }
@@ -506,9 +511,7 @@ static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
         }
     }
     if (failed) {
-        if (atomic_load(&l->healthy)) {
-            mark_unhealthy(l, why); /* a failed sync has said so already */
-        }
+        mark_unhealthy(l, why);
         /* Only in FSYNC mode may unacknowledged bytes sit between acked_end and the end of the
          * file; in the other modes acked_end is where the failed write started. Either way
          * nothing past acked_end was acknowledged. Best effort now; recovery retries it. */

@@ -42,43 +42,34 @@ show() {
     printf 'exit %s; stdout: %s; stderr: %s' "$rc" "${o//$'\n'/|}" "${e//$'\n'/|}"
 }
 
+# expect WHERE HOW WANT NAME TEXT ARGS... — one case: exit WANT; stdout or stderr (WHERE:
+# out or err) starts with (HOW: prefix) or contains (HOW: in) TEXT, a fixed string; the
+# other stream is empty.
+expect() {
+    local where=$1 how=$2 want=$3 name=$4 text=$5 why="" got other
+    shift 5
+    checks=$((checks + 1))
+    invoke "$@"
+    if [ "$where" = out ]; then got=$out other=$err; else got=$err other=$out; fi
+    [ "$rc" -eq "$want" ] || why+="exit $rc, want $want; "
+    if [ "$how" = prefix ]; then
+        [[ $got == "$text"* ]] || why+="std$where does not start with '$text'; "
+    else
+        [[ $got == *"$text"* ]] || why+="std$where lacks '$text'; "
+    fi
+    [ -z "$other" ] || why+="the other stream is not empty; "
+    [ -z "$why" ] || fail "$name: $why$(show)"
+}
+
 # help_ok NAME USAGE ARGS... — exit 0, stdout starts with USAGE, stderr empty.
-help_ok() {
-    local name=$1 usage=$2 why=""
-    shift 2
-    checks=$((checks + 1))
-    invoke "$@"
-    [ "$rc" -eq 0 ] || why+="exit $rc, want 0; "
-    [[ $out == "$usage"* ]] || why+="stdout does not start with '$usage'; "
-    [ -z "$err" ] || why+="stderr not empty; "
-    [ -z "$why" ] || fail "$name: $why$(show)"
-}
+help_ok() { expect out prefix 0 "$1" "$2" "${@:3}"; }
 
-# err_ok WANT NAME MESSAGE ARGS... — exit WANT, nothing on stdout, MESSAGE (a fixed string)
+# err_ok WANT NAME MESSAGE ARGS... — exit WANT, nothing on stdout, MESSAGE on stderr.
+err_ok() { expect err in "$1" "$2" "$3" "${@:4}"; }
+
+# out_ok WANT NAME TEXT ARGS... — a result, not an error: exit WANT, TEXT on stdout, nothing
 # on stderr.
-err_ok() {
-    local want=$1 name=$2 msg=$3 why=""
-    shift 3
-    checks=$((checks + 1))
-    invoke "$@"
-    [ "$rc" -eq "$want" ] || why+="exit $rc, want $want; "
-    [ -z "$out" ] || why+="stdout not empty; "
-    [[ $err == *"$msg"* ]] || why+="stderr lacks '$msg'; "
-    [ -z "$why" ] || fail "$name: $why$(show)"
-}
-
-# out_ok WANT NAME TEXT ARGS... — a result, not an error: exit WANT, TEXT (a fixed string) on
-# stdout, nothing on stderr.
-out_ok() {
-    local want=$1 name=$2 text=$3 why=""
-    shift 3
-    checks=$((checks + 1))
-    invoke "$@"
-    [ "$rc" -eq "$want" ] || why+="exit $rc, want $want; "
-    [[ $out == *"$text"* ]] || why+="stdout lacks '$text'; "
-    [ -z "$err" ] || why+="stderr not empty; "
-    [ -z "$why" ] || fail "$name: $why$(show)"
-}
+out_ok() { expect out in "$1" "$2" "$3" "${@:4}"; }
 
 # absent NAME PATH — a refused command left nothing behind.
 absent() {
