@@ -608,30 +608,19 @@ static tg_err_t write_document(tg_buf_t *b, const opts_t *o, const server_t *s,
                                long reconnects) {
     int decide = strcmp(o->endpoint, "/decide") == 0;
     long nerr = r->measured - r->ok;
-    tg_err_t rc = tg_buf_puts(b, "{\"schema\":\"trigguard-bench/1\",\"benchmark\":");
-    rc = rc ? rc
-            : tg_bench_put_str(b, decide ? "http_decide_sequential" : "http_evaluate_sequential");
-    rc = rc ? rc : tg_buf_puts(b, ",");
-    rc = rc ? rc
-            : put_kv(b, "what",
-                     decide ? "POST /decide (decision core only: validate, kernel, reply) over "
-                              "one keep-alive connection, one request at a time, client-side "
-                              "latency per request"
-                            : "POST /v1/evaluate (full pipeline: parse, hash, idempotency, "
-                              "decide, sign, durable ledger append) over one keep-alive "
-                              "connection, one request at a time, client-side latency per "
-                              "request");
-    rc = rc ? rc : tg_buf_puts(b, ",\"harness\":\"bench/http_latency_bench.c\",");
-    rc = rc ? rc
-            : put_kv(b, "method",
-                     "clock_gettime(CLOCK_MONOTONIC) before writing each request and after "
-                     "reading the last byte of its response; raw samples kept; nearest-rank "
-                     "percentiles; failed requests excluded from the samples and counted");
-    rc = rc ? rc : tg_buf_puts(b, ",");
-    rc = rc ? rc
-            : put_kv(b, "not_measured",
-                     "concurrency, TLS, connection setup, DNS, the client's response "
-                     "verification; the server shares the machine's cores with this client");
+    tg_err_t rc = tg_bench_put_header(
+        b, decide ? "http_decide_sequential" : "http_evaluate_sequential",
+        "bench/http_latency_bench.c",
+        decide ? "POST /decide (decision core only: validate, kernel, reply) over one keep-alive "
+                 "connection, one request at a time, client-side latency per request"
+               : "POST /v1/evaluate (full pipeline: parse, hash, idempotency, decide, sign, "
+                 "durable ledger append) over one keep-alive connection, one request at a time, "
+                 "client-side latency per request",
+        "clock_gettime(CLOCK_MONOTONIC) before writing each request and after reading the last "
+        "byte of its response; raw samples kept; nearest-rank percentiles; failed requests "
+        "excluded from the samples and counted",
+        "concurrency, TLS, connection setup, DNS, the client's response verification; the server "
+        "shares the machine's cores with this client");
     rc = rc ? rc : tg_buf_puts(b, ",\"parameters\":{");
     rc = rc ? rc : put_kv(b, "base_url", o->base_url);
     rc = rc ? rc : tg_buf_puts(b, ",");

@@ -436,23 +436,16 @@ int main(int argc, char **argv) {
 
     tg_buf_t b;
     tg_buf_init(&b, 0);
-    tg_err_t e = tg_buf_puts(&b, "{\"schema\":\"trigguard-bench/1\",\"benchmark\":"
-                                 "\"kernel_fsm_latency\",\"harness\":"
-                                 "\"bench/kernel_latency_bench.c\",\"what\":");
-    e = e ? e
-          : put_json_str(&b, "tg_kernel_decide in process, one thread, on a pre-built frame of "
-                             "each variant: per-call latency and batched throughput");
-    e = e ? e : tg_buf_puts(&b, ",\"method\":");
-    e = e ? e
-          : put_json_str(&b, "clock_gettime(CLOCK_MONOTONIC) around each call after a warm-up; "
-                             "raw samples kept; nearest-rank percentiles; throughput from "
-                             "batches of calls between two clock reads (median batch)");
-    e = e ? e : tg_buf_puts(&b, ",\"not_measured\":");
-    e = e ? e
-          : put_json_str(&b, "JSON parsing, canonicalization and request hashing, "
-                             "idempotency/nonce lookups, receipt signing, ledger writes, "
-                             "HTTP; multi-thread contention; cold caches. per_call samples "
-                             "include one clock_gettime read (see clock.overhead_ns_p50).");
+    tg_err_t e = tg_bench_put_header(
+        &b, "kernel_fsm_latency", "bench/kernel_latency_bench.c",
+        "tg_kernel_decide in process, one thread, on a pre-built frame of each variant: "
+        "per-call latency and batched throughput",
+        "clock_gettime(CLOCK_MONOTONIC) around each call after a warm-up; raw samples kept; "
+        "nearest-rank percentiles; throughput from batches of calls between two clock reads "
+        "(median batch)",
+        "JSON parsing, canonicalization and request hashing, idempotency/nonce lookups, receipt "
+        "signing, ledger writes, HTTP; multi-thread contention; cold caches. per_call samples "
+        "include one clock_gettime read (see clock.overhead_ns_p50).");
     e = e ? e
           : tg_buf_printf(&b,
                           ",\"parameters\":{\"count\":%ld,\"warmup\":%ld,\"batch\":%ld,"

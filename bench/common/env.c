@@ -239,3 +239,15 @@ tg_err_t tg_bench_put_environment(tg_buf_t *b, const char *durability, const cha
     rc = rc ? rc : put_member(b, "loadavg", load);
     return rc ? rc : tg_buf_putc(b, '}');
 }
+
+tg_err_t tg_bench_put_header(tg_buf_t *b, const char *benchmark, const char *harness,
+                             const char *what, const char *method, const char *not_measured) {
+    const char *keys[] = {"benchmark", "harness", "what", "method", "not_measured"};
+    const char *vals[] = {benchmark, harness, what, method, not_measured};
+    tg_err_t rc = tg_buf_puts(b, "{\"schema\":\"trigguard-bench/1\"");
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0] && rc == TG_OK; i++) {
+        rc = tg_buf_printf(b, ",\"%s\":", keys[i]);
+        rc = rc ? rc : tg_bench_put_str(b, vals[i]);
+    }
+    return rc;
+}

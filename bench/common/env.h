@@ -30,6 +30,14 @@ void tg_bench_read_field(char *out, size_t n, const char *path, const char *key)
  * (<build>/bench/<exe>); "unknown" when it cannot be found. out gets n bytes. */
 void tg_bench_compile_command(char *out, size_t n, const char *suffix);
 
+/* Opens a benchmark document: {"schema":"trigguard-bench/1","benchmark":...,"harness":...,
+ * "what":...,"method":...,"not_measured":...  (the object stays open for the caller's next
+ * member, which starts with a comma). The six leading members every harness writes, in one
+ * place. Errors: those of the buffer. */
+tg_err_t tg_bench_put_header(tg_buf_t *b, const char *benchmark, const char *harness,
+                             const char *what, const char *method,
+                             const char *not_measured) TG_MUST_USE;
+
 /* Appends the member "environment":{cpu_model, cpu_cores, memory_total_mib, kernel, os,
  * compiler, build_type, c_flags, optimized, sanitizers, libraries{libmicrohttpd, jansson,
  * libsodium: {package, runtime}}, git_commit, durability, date, loadavg}.

@@ -23,6 +23,7 @@ DIGEST_PCTS = [float(p) for p in range(100)] + [99.5, 99.9, 99.95, 99.99, 100.0]
 
 BENCHMARKS = (
     "kernel_fsm_latency",
+    "handler_latency",
     "http_decide_sequential",
     "http_evaluate_sequential",
     "http_evaluate_load",
@@ -33,6 +34,13 @@ LATENCY_KEYS = ("min", "p50", "p90", "p95", "p99", "p99_9", "max")  # must be no
 ENV_STR_KEYS = ("cpu_model", "kernel", "os", "compiler", "build_type", "c_flags",
                 "git_commit", "durability", "date", "loadavg")
 LIBRARIES = ("libmicrohttpd", "jansson", "libsodium")
+# In-process harnesses: no daemon, so no server block (bench/kernel_latency_bench.c,
+# bench/handler_latency_bench.c).
+IN_PROCESS = ("kernel_fsm_latency", "handler_latency")
+HANDLER_RUNS = ("evaluate_handler", "decide_handler", "sign_receipt_hash", "sha256_request",
+                "sha256_receipt", "sha256_token")
+FLOOR_NS_KEYS = ("mandatory_crypto_p50_ns", "evaluate_handler_p50_ns", "decide_handler_p50_ns",
+                 "evaluate_minus_decide_p50_ns")
 
 
 # ---- environment ----------------------------------------------------------------------
@@ -296,6 +304,31 @@ def validate_run(run, where):
     _req(abs(d[-1] - lat["max"]) <= 1e-6 + 1e-9 * lat["max"], where, "digest p100 != max")
 
 
+def validate_floor(doc, where):
+    """handler_latency's "floor": the four figures are p50s of its own runs (latency_ms has
+    ns resolution), so they must agree with them, not only be well-typed."""
+    fl = doc.get("floor")
+    _req(isinstance(fl, dict), where, "floor must be an object")
+    _req(_nonempty_str(fl.get("what")), where, "floor.what must be a non-empty string")
+    for k in FLOOR_NS_KEYS:
+        _req(_is_int(fl.get(k)) and fl[k] >= 0, where, f"floor.{k} must be an integer >= 0")
+    p50 = {}
+    for name in HANDLER_RUNS:
+        r = next((r for r in doc["runs"] if r["name"] == name), None)
+        _req(r is not None, where, f"runs must include {name}")
+        p50[name] = round(r["latency_ms"]["p50"] * 1e6)
+    crypto = sum(p50[n] for n in HANDLER_RUNS[2:])
+    _req(abs(fl["mandatory_crypto_p50_ns"] - crypto) <= 4, where,
+         "floor.mandatory_crypto_p50_ns must be the sum of the four crypto runs' p50")
+    _req(abs(fl["evaluate_handler_p50_ns"] - p50["evaluate_handler"]) <= 1, where,
+         "floor.evaluate_handler_p50_ns must be evaluate_handler's p50")
+    _req(abs(fl["decide_handler_p50_ns"] - p50["decide_handler"]) <= 1, where,
+         "floor.decide_handler_p50_ns must be decide_handler's p50")
+    _req(fl["evaluate_minus_decide_p50_ns"]
+         == fl["evaluate_handler_p50_ns"] - fl["decide_handler_p50_ns"], where,
+         "floor.evaluate_minus_decide_p50_ns must be the difference of the two")
+
+
 def validate_artifact(doc, where="artifact"):
     """Raises SchemaError unless doc is a benchmark document of docs/BENCHMARKS.md."""
     _req(isinstance(doc, dict), where, "must be a JSON object")
@@ -309,9 +342,12 @@ def validate_artifact(doc, where="artifact"):
     _req(isinstance(runs, list) and runs, where, "runs must be a non-empty array")
     for i, run in enumerate(runs):
         validate_run(run, f"{where}.runs[{i}]")
-    if doc["benchmark"] in ("http_decide_sequential", "http_evaluate_sequential"):
+    if doc["benchmark"] in ("http_decide_sequential", "http_evaluate_sequential",
+                            "handler_latency"):
         _req(all(r["concurrency"] == 1 for r in runs), where, "sequential runs have concurrency 1")
-    if doc["benchmark"] != "kernel_fsm_latency":
+    if doc["benchmark"] == "handler_latency":
+        validate_floor(doc, where)
+    if doc["benchmark"] not in IN_PROCESS:
         _req(_nonempty_str(doc.get("server", {}).get("durability")), where,
              "server.durability must say the daemon's durability mode")
 

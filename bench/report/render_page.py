@@ -234,6 +234,14 @@ def harness_section(h, idx):
         extra.append(f"clock: {esc(h['clock'].get('source'))}, one read costs about "
                      f"{esc(h['clock'].get('overhead_ns_p50'))} ns (p50), included in every "
                      "per-call sample")
+    fl = h.get("floor")
+    if fl:
+        us = {k: f"{fl[k] / 1e3:,.1f} µs" if isinstance(fl.get(k), (int, float)) else "n/a"
+              for k in benchlib.FLOOR_NS_KEYS}
+        extra.append(f"floor: {esc(fl.get('what', ''))}: {us['mandatory_crypto_p50_ns']}; "
+                     f"evaluate handler p50 {us['evaluate_handler_p50_ns']}, decide handler "
+                     f"p50 {us['decide_handler_p50_ns']}, difference "
+                     f"{us['evaluate_minus_decide_p50_ns']}")
     if extra:
         parts.append('<p class="note">' + "; ".join(extra) + ".</p>")
     series = [(r["name"], r["digest"]["percentiles"],

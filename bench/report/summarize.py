@@ -26,6 +26,7 @@ import benchlib  # noqa: E402
 
 TITLES = {
     "kernel_fsm_latency": "Kernel FSM, in process",
+    "handler_latency": "Request handler, in process",
     "http_decide_sequential": "Decision core over HTTP: POST /decide, sequential",
     "http_evaluate_sequential": "End to end, sequential: POST /v1/evaluate",
     "http_evaluate_load": "Concurrent load: POST /v1/evaluate with wrk",
@@ -71,7 +72,9 @@ def build_summary(a):
         artifacts.append({"file": name, "benchmark": doc["benchmark"], "sha256": sha256(path),
                           "raw_samples": os.path.relpath(raw, out_dir)
                           if os.path.exists(raw) else None})
-        durability = doc.get("server", {}).get("durability", "not applicable")
+        # In-process harnesses have no daemon: the mode their environment block names.
+        durability = (doc.get("server", {}).get("durability")
+                      or doc["environment"].get("durability", "not applicable"))
         title = TITLES[doc["benchmark"]]
         if doc["benchmark"] in ("http_evaluate_sequential", "http_evaluate_load"):
             title += f" (durability {durability})"
@@ -82,6 +85,8 @@ def build_summary(a):
              "environment": doc["environment"], "runs": doc["runs"]}
         if doc["benchmark"] == "kernel_fsm_latency":
             h["clock"] = doc.get("clock")
+        if doc["benchmark"] == "handler_latency":
+            h["floor"] = doc.get("floor")
         harnesses.append(h)
 
     def find(bench, durability=None):
@@ -117,6 +122,22 @@ def build_summary(a):
             compare(f"Kernel throughput, {label}", r.get("per_call_throughput_per_s"),
                     fig.get(f"kernel_{variant}_throughput_per_s"), "/s", "higher",
                     "ours: the per-call loop (each call timed), the conservative figure")
+    for h in find("handler_latency"):
+        for key, variant, label, detail in (
+                ("evaluate", "evaluate_handler", "Evaluate handler p50, no HTTP",
+                 "POST /v1/evaluate, durability none: parse to ledger and reply"),
+                ("decide", "decide_handler", "Decide handler p50, no HTTP",
+                 "POST /decide, same body, no receipt")):
+            r = run_by_name(h, variant)
+            if r is not None:
+                item(f"handler_{key}_p50_ms", label, r["latency_ms"]["p50"], "ms",
+                     f"{r['iterations']:,} calls, one thread; {detail}")
+        fl = h.get("floor") or {}
+        if "mandatory_crypto_p50_ns" in fl:
+            item("handler_crypto_floor_p50_ms", "Mandatory crypto floor p50",
+                 fl["mandatory_crypto_p50_ns"] / 1e6, "ms",
+                 "sign(32 B) + SHA-256 of canonical request, canonical receipt and token: "
+                 "the least a signed receipt costs")
     for h in find("http_decide_sequential"):
         r = h["runs"][0]
         item("decide_p99_ms", "/decide sequential p99", r["latency_ms"]["p99"], "ms",
@@ -160,6 +181,8 @@ def build_summary(a):
                                git_facts()["commit"])
     kernel = find("kernel_fsm_latency")
     clock = kernel[0].get("clock") if kernel else None
+    handler = find("handler_latency")
+    floor = (handler[0].get("floor") or {}) if handler else {}
     cores = env["cpu_cores"]
     load1 = None
     try:
@@ -192,6 +215,18 @@ def build_summary(a):
         f"The original figures come from {pub['hardware']}: ratios compare different "
         "machines, not only different software.",
     ]
+    if handler:
+        methodology.insert(2, (  # after the kernel's sentence
+            "Request handler: tg_pipeline_handle in process on one thread, without HTTP: POST "
+            "/v1/evaluate with a fresh idempotency key per call and durability none (the ledger "
+            "record reaches the page cache, not the disk), and POST /decide with the same body. "
+            "Beside them, timed alone, the cryptography SPEC 3.3 and 6 require of every signed "
+            "receipt: one Ed25519 signature over the 32-byte receiptHash and SHA-256 over the "
+            "canonical request, the canonical receipt and the bearer token; the sum of their "
+            "medians"
+            + (f" ({floor['mandatory_crypto_p50_ns'] / 1e3:.1f} us here)"
+               if "mandatory_crypto_p50_ns" in floor else "")
+            + " is a floor under any /v1/evaluate handler on this machine."))
     if load1 is not None:
         busy = ("other processes were competing for the CPU during this run, which inflates "
                 "tails and lowers throughput" if load1 > 0.5 * cores
@@ -207,6 +242,7 @@ def build_summary(a):
     p_eval = first.get("parameters", {})
     load = (find("http_evaluate_load") or [{"parameters": {}}])[0]["parameters"]
     k_it = kernel[0]["parameters"].get("count", 100000) if kernel else 100000
+    h_it = handler[0]["parameters"].get("count", 20000) if handler else 20000
     conns = " ".join(str(c) for c in load.get("connections", [10, 50, 100]))
     reproduce = [
         {"what": f"this {a.mode} run, end to end (build, daemon, every harness, summary, page)",
@@ -218,6 +254,9 @@ def build_summary(a):
         {"what": "kernel harness alone",
          "command": f"{bdir}/bench/kernel_latency_bench --count {k_it} "
                     "--output kernel_fsm_latency.json"},
+        {"what": "request handler harness alone (in process, no daemon needed)",
+         "command": f"{bdir}/bench/handler_latency_bench --count {h_it} "
+                    "--output handler_latency.json"},
         {"what": "a daemon to measure (another shell)",
          "command": f"{bdir}/src/cli/trigguard keygen --out /tmp/tg-key.pem && "
                     "TRIGGUARD_API_KEYS=bench:$TOKEN "
@@ -273,7 +312,7 @@ def print_summary(path):
     for h in s["harnesses"]:
         for r in h["runs"]:
             lat = r["latency_ms"]
-            print(f"  {h['benchmark']:<26} {h['durability'][:14]:<14} {r['name']:<10} "
+            print(f"  {h['benchmark']:<26} {h['durability'][:14]:<14} {r['name']:<17} "
                   f"p50 {lat['p50']:9.4f} ms  p99 {lat['p99']:9.4f} ms  "
                   f"p99.9 {lat['p99_9']:9.4f} ms  {r['throughput_per_s']:>12,.0f}/s  "
                   f"errors {r['errors']['count']}")

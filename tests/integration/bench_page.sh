@@ -52,6 +52,16 @@ k = doc("kernel_fsm_latency",
         [dict(run("default", 1, [v / 100 for v in lin], 1e7), per_call_throughput_per_s=170686.0),
          dict(run("spend", 1, [v / 50 for v in lin], 5e6), per_call_throughput_per_s=139716.0)],
         "not applicable", {"clock": {"source": "CLOCK_MONOTONIC", "overhead_ns_p50": 30}})
+# Handler runs whose p50s (sample 500 of 1000) are 34000, 5500, 14000, 850, 2000, 190 ns.
+hr = [run(name, 1, [v * 2 * ns / 1e6 for v in lin], 1e5) for name, ns in (
+    ("evaluate_handler", 34000), ("decide_handler", 5500), ("sign_receipt_hash", 14000),
+    ("sha256_request", 850), ("sha256_receipt", 2000), ("sha256_token", 190))]
+hd = doc("handler_latency", hr, "none", {"floor": {
+    "what": "sign + three SHA-256 <synthetic>", "mandatory_crypto_p50_ns": 17040,
+    "evaluate_handler_p50_ns": 34000, "decide_handler_p50_ns": 5500,
+    "evaluate_minus_decide_p50_ns": 28500}})
+del hd["server"]  # in process: no daemon
+hd["environment"] = dict(env, durability="none")
 dec = doc("http_decide_sequential", [run("sequential", 1, [v * 0.2 for v in lin], 9000.0)],
           "fsync")
 ev = doc("http_evaluate_sequential", [run("sequential", 1, [v * 2.558 for v in lin], 934.0)],
@@ -59,15 +69,15 @@ ev = doc("http_evaluate_sequential", [run("sequential", 1, [v * 2.558 for v in l
 ld = doc("http_evaluate_load", [run("c10", 10, [v * 5 for v in lin], 3000.0),
                                 run("c50", 50, [v * 10 for v in lin], 8312.0, errors=3),
                                 run("c100", 100, [v * 20 for v in lin], 8000.0)], "fsync")
-for name, d in (("k", k), ("d", dec), ("e", ev), ("l", ld)):
+for name, d in (("k", k), ("h", hd), ("d", dec), ("e", ev), ("l", ld)):
     benchlib.validate_artifact(d, name)
     json.dump(d, open(f"{out}/{name}.json", "w"))
 PY
 
 check "summarize.py aggregates them" "$py" "$TG_SRC/bench/report/summarize.py" --mode custom \
     --command "test command" --loadavg-before "0.10 0.20 0.30" --note "A <note> & more." \
-    --output "$tmp/summary.json" "$tmp/bench/k.json" "$tmp/bench/d.json" "$tmp/bench/e.json" \
-    "$tmp/bench/l.json"
+    --output "$tmp/summary.json" "$tmp/bench/k.json" "$tmp/bench/h.json" "$tmp/bench/d.json" \
+    "$tmp/bench/e.json" "$tmp/bench/l.json"
 check "render_page.py writes the page" "$py" "$TG_SRC/bench/report/render_page.py" \
     --output "$tmp/index.html" "$tmp/summary.json"
 check "the page is self-contained with every section" \
@@ -92,13 +102,45 @@ for k, v in want.items():
     assert abs(adv[k] - v) < 0.002, (k, adv.get(k), v)
 assert any("A <note> & more." == m for m in s["methodology"])
 assert any("0.10 0.20 0.30" in m and "mostly idle" in m for m in s["methodology"])
+head = {i["key"]: i["value"] for i in s["headline"]["items"]}
+assert abs(head["handler_evaluate_p50_ms"] - 0.034) < 1e-9, head
+assert abs(head["handler_decide_p50_ms"] - 0.0055) < 1e-9, head
+assert abs(head["handler_crypto_floor_p50_ms"] - 0.01704) < 1e-12, head
+h = next(x for x in s["harnesses"] if x["benchmark"] == "handler_latency")
+assert h["floor"]["mandatory_crypto_p50_ns"] == 17040 and h["durability"] == "none"
+assert any("(17.0 us here)" in m for m in s["methodology"])
+PY
+check "a handler floor that disagrees with its runs is refused" "$py" - "$TG_SRC/bench/report" \
+    "$tmp/bench/h.json" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import benchlib
+d = json.load(open(sys.argv[2]))
+benchlib.validate_artifact(d)
+for key, bad in (("mandatory_crypto_p50_ns", 17999), ("decide_handler_p50_ns", -1),
+                 ("what", ""), ("evaluate_minus_decide_p50_ns", 28499)):
+    b = json.loads(json.dumps(d))
+    b["floor"][key] = bad
+    try:
+        benchlib.validate_artifact(b)
+    except benchlib.SchemaError:
+        continue
+    raise AssertionError(f"floor.{key} = {bad!r} accepted")
+b = json.loads(json.dumps(d))
+del b["floor"]
+try:
+    benchlib.validate_artifact(b)
+    raise AssertionError("a handler document without floor accepted")
+except benchlib.SchemaError:
+    pass
 PY
 page=$tmp/index.html
-check "one chart per harness" test "$(grep -c '<svg' "$page")" = 4
+check "one chart per harness" test "$(grep -c '<svg' "$page")" = 5
 for text in '×1.82 better' '×2.00 better' '×1.98 worse' '8,312' '0.009900 ms (9,900 ns)' \
     '2.53 ms' 'A &lt;note&gt; &amp; more.' 'synthetic &amp; co' 'Apple M4 Pro' \
     'k6 run --env BASE_URL=http://127.0.0.1:8080 --env VUS=50' 'test command' \
-    '>3<' '0.300%'; do
+    '>3<' '0.300%' 'Request handler, in process' 'Mandatory crypto floor p50' \
+    'sign + three SHA-256 &lt;synthetic&gt;: 17.0 µs' 'difference 28.5 µs' 'sha256_token'; do
     check "page shows: $text" grep -qF -- "$text" "$page"
 done
 check "no unescaped markup from the data" bash -c "! grep -qF '<note>' '$page'"

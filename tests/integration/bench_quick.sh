@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench_quick.sh — scripts/bench end to end against a live daemon, with tiny counts.
 #
-# Runs the evidence pipeline on the binaries of this build (--no-build: kernel harness,
-# daemon on 127.0.0.1 per durability mode, /decide and /v1/evaluate sequential, wrk load,
+# Runs the evidence pipeline on the binaries of this build (--no-build: kernel and handler
+# harnesses, daemon on 127.0.0.1 per durability mode, /decide and /v1/evaluate sequential, wrk load,
 # summary, page) into a temporary directory, then checks every JSON document against the
 # schema of docs/BENCHMARKS.md (bench/report/validate.py: schema, sha256, percentiles
 # recomputed from the raw samples, zero errors), that the validator rejects a corrupted
@@ -27,6 +27,7 @@ command -v wrk >/dev/null || { echo "[bench_quick] wrk is not installed (scripts
 out=$tmp/out
 rc=0
 KERNEL_ITERATIONS=${BENCH_KERNEL_ITERATIONS:-2000} DECIDE_ITERATIONS=${BENCH_DECIDE_ITERATIONS:-200} \
+    HANDLER_ITERATIONS=${BENCH_HANDLER_ITERATIONS:-500} \
     EVALUATE_ITERATIONS=${BENCH_EVALUATE_ITERATIONS:-50} HTTP_WARMUP=${BENCH_HTTP_WARMUP:-20} \
     LOAD_CONNS=${BENCH_LOAD_CONNS:-2 8} LOAD_DURATION=${BENCH_LOAD_DURATION:-1} LOAD_WARMUP=0 \
     WRK_THREADS=1 BUILD_DIR=$TG_BUILD TG_BIN=$TG_BIN OUT_DIR=$out PAGE=$tmp/index.html \
@@ -39,7 +40,7 @@ else
     ok
 fi
 
-for f in kernel_fsm_latency http_decide_sequential http_evaluate_sequential_fsync \
+for f in kernel_fsm_latency handler_latency http_decide_sequential http_evaluate_sequential_fsync \
     http_evaluate_sequential_none http_evaluate_load_fsync http_evaluate_load_none \
     benchmark_summary; do
     check "artifact $f.json written" test -s "$out/$f.json"
@@ -55,10 +56,11 @@ else
 fi
 
 # The requested counts reached the documents (no silent defaults).
-check "counts as requested" "$py" - "$out" <<'PY'
+check "counts as requested" "$py" - "$out" "${BENCH_HANDLER_ITERATIONS:-500}" <<'PY'
 import json, sys
 d = sys.argv[1]
 k = json.load(open(f"{d}/kernel_fsm_latency.json"))
+h = json.load(open(f"{d}/handler_latency.json"))
 dec = json.load(open(f"{d}/http_decide_sequential.json"))
 ev = json.load(open(f"{d}/http_evaluate_sequential_none.json"))
 ld = json.load(open(f"{d}/http_evaluate_load_fsync.json"))
@@ -68,7 +70,22 @@ assert dec["runs"][0]["requests"] == dec["runs"][0]["ok"] == 200
 assert ev["runs"][0]["requests"] == 50 and ev["server"]["durability"] == "none"
 assert [r["concurrency"] for r in ld["runs"]] == [2, 8] and ld["server"]["durability"] == "fsync"
 assert all(r["requests"] > 0 and r["errors"]["count"] == 0 for r in ld["runs"])
-assert s["mode"] == "quick" and len(s["harnesses"]) == 6 and s["comparison"]
+assert s["mode"] == "quick" and len(s["harnesses"]) == 7 and s["comparison"]
+# The handler harness: every call of each run answered as expected, and its floor is there.
+n = int(sys.argv[2])
+assert [r["iterations"] for r in h["runs"]] == [n] * 6, h["runs"]
+ev_h = next(r for r in h["runs"] if r["name"] == "evaluate_handler")
+assert ev_h["ok"] == ev_h["iterations"] == n, ev_h
+fl = h["floor"]
+for key in ("mandatory_crypto_p50_ns", "evaluate_handler_p50_ns", "decide_handler_p50_ns",
+            "evaluate_minus_decide_p50_ns"):
+    assert isinstance(fl[key], int) and fl[key] > 0, (key, fl)
+assert fl["what"].strip()
+sh = next(x for x in s["harnesses"] if x["benchmark"] == "handler_latency")
+assert sh["floor"] == fl and sh["durability"] == "none", sh["durability"]
+keys = {i["key"] for i in s["headline"]["items"]}
+assert {"handler_evaluate_p50_ms", "handler_decide_p50_ms",
+        "handler_crypto_floor_p50_ms"} <= keys, keys
 PY
 
 # The validator must be able to fail: p99 above max, and a stale sha256.
@@ -85,6 +102,17 @@ if "$py" "$TG_SRC/bench/report/validate.py" "$tmp/bad/http_decide_sequential.jso
 else ok; fi
 if "$py" "$TG_SRC/bench/report/validate.py" "$tmp/bad/benchmark_summary.json" >/dev/null 2>&1; then
     fail "validate.py accepted an artifact whose sha256 differs from the summary"
+else ok; fi
+# ... and a handler floor that is not the sum of its own runs' p50s.
+"$py" - "$tmp/bad/handler_latency.json" <<'PY'
+import json, sys
+p = sys.argv[1]
+d = json.load(open(p))
+d["floor"]["mandatory_crypto_p50_ns"] += 1000
+json.dump(d, open(p, "w"))
+PY
+if "$py" "$TG_SRC/bench/report/validate.py" "$tmp/bad/handler_latency.json" >/dev/null 2>&1; then
+    fail "validate.py accepted a handler floor that disagrees with the runs"
 else ok; fi
 
 check "page is self-contained with every section" \
