@@ -330,11 +330,19 @@ typedef struct tg_ledger_verify_report {
     uint64_t fault_offset; /* byte offset inside fault_file */
     char fault_what[TG_DIAG_MAX];
     uint64_t torn_bytes; /* fault == TG_ERR_LEDGER_TORN: bytes a restart would drop */
+    /* A directory's ledger.head (the durable head the daemon records, docs/LEDGER.md): found,
+     * the seq it says was on disk, and when it was written (ms since the epoch, UTC). */
+    bool head_found;
+    uint64_t head_seq;
+    int64_t head_at_ms;
 } tg_ledger_verify_report_t;
 
 /* Verifies a ledger directory (all segments, strictly: numbering from 1, chain from seq 1) or
  * one segment file (its internal chain; its first prev_hash is taken as given when its first
  * seq is not 1). Checks every record as tg_ledger_open does, then opts->check per record.
+ * For a directory with a ledger.head, also as tg_ledger_open does: the valid records must
+ * reach the seq it records, with the record_hash it records (TG_ERR_LEDGER_CORRUPT when not,
+ * or when the file is damaged; a torn tail past that seq stays TG_ERR_LEDGER_TORN).
  * Returns TG_OK; TG_ERR_LEDGER_CORRUPT; TG_ERR_LEDGER_TORN (the structure is sound but the
  * last segment ends in a torn tail that a restart would drop); the check's error; or, for
  * unusable input, TG_ERR_NOT_FOUND (no such path / no segment in the directory), TG_ERR_IO,

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "trigguard/canon.h"
@@ -158,6 +159,15 @@ static void print_fault(const tg_ledger_verify_report_t *rep) {
     printf("  what:   %s\n", rep->fault_what);
 }
 
+/* ledger.head's record time as UTC text. */
+static void head_time(char *out, size_t n, const tg_ledger_verify_report_t *rep) {
+    time_t t = (time_t)(rep->head_at_ms / 1000);
+    struct tm tmv;
+    if (gmtime_r(&t, &tmv) == NULL || strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tmv) == 0) {
+        snprintf(out, n, "unknown");
+    }
+}
+
 static void print_json_summary(const tg_ledger_verify_report_t *rep, const char *path,
                                const check_ctx_t *c, bool ok, const char *head_hex) {
     tg_buf_t b;
@@ -177,6 +187,14 @@ static void print_json_summary(const tg_ledger_verify_report_t *rep, const char 
                             (unsigned long long)rep->last_seq, head_hex, rep->segments,
                             (unsigned long long)rep->bytes, c->ring ? "true" : "false",
                             (unsigned long long)c->signatures);
+    if (rep->head_found && rc == TG_OK) {
+        char when[32];
+        head_time(when, sizeof when, rep);
+        rc = tg_buf_printf(&b, ",\"durable_head\":{\"seq\":%llu,\"written\":\"%s\"}",
+                           (unsigned long long)rep->head_seq, when);
+    } else if (rc == TG_OK) {
+        rc = tg_buf_puts(&b, ",\"durable_head\":null");
+    }
     if (!ok && rc == TG_OK) {
         rc = tg_buf_printf(&b, ",\"fault\":{\"error\":\"%s\",\"file\":", tg_err_name(rep->fault));
         rc = rc ? rc : tg_canon_string(&b, rep->fault_file, strlen(rep->fault_file));
@@ -294,6 +312,12 @@ static int ledger_verify(int argc, char **argv, bool dump) {
                                                 : "");
             printf("  head hash:  %s\n", head_hex);
             printf("  bytes:      %llu\n", (unsigned long long)rep.bytes);
+            if (rep.head_found) {
+                char when[32];
+                head_time(when, sizeof when, &rep);
+                printf("  durable:    seq %llu recorded in ledger.head at %s (reached)\n",
+                       (unsigned long long)rep.head_seq, when);
+            }
             if (c.ring != NULL) {
                 printf("  signatures: %llu verified\n", (unsigned long long)c.signatures);
             } else {

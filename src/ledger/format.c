@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ledger_int.h"
@@ -546,10 +547,17 @@ tg_err_t tg_durability_parse(tg_durability_t *out, const char *s) {
 typedef struct verify_ctx {
     const tg_ledger_verify_opts_t *opts;
     tg_ledger_verify_report_t *rep;
+    uint64_t want_seq; /* ledger.head's record (0: none) */
+    bool got;          /* ... seen, with this record_hash: */
+    uint8_t got_hash[HSZ];
 } verify_ctx_t;
 
 static tg_err_t verify_rec(void *ud, const tg_ledger_record_t *rec, tg_diag_t *diag) {
     verify_ctx_t *v = ud;
+    if (rec->seq == v->want_seq) {
+        v->got = true;
+        memcpy(v->got_hash, rec->hash, HSZ);
+    }
     if (v->opts != NULL && v->opts->check != NULL) {
         tg_err_t rc = v->opts->check(v->opts->check_ud, rec, diag);
         if (rc) {
@@ -624,6 +632,55 @@ static tg_err_t verify_file(tg_ledger_verify_report_t *rep, verify_ctx_t *ctx, t
     return TG_OK;
 }
 
+tg_err_t tg_lg_head_check(const tg_lg_head_t *h, uint64_t last_seq, bool got,
+                          const uint8_t got_hash[TG_LEDGER_HASH_SIZE], uint64_t *fault_seq,
+                          char *what, size_t what_len) {
+    bool lost = last_seq < h->seq;
+    if (h->seq == 0 || (!lost && got && sodium_memcmp(got_hash, h->hash, HSZ) == 0)) {
+        return TG_OK;
+    }
+    char when[32];
+    time_t t = (time_t)(h->at_ms / 1000);
+    struct tm tmv;
+    if (gmtime_r(&t, &tmv) == NULL ||
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tmv) == 0) {
+        snprintf(when, sizeof when, "an unknown time");
+    }
+    if (lost) {
+        *fault_seq = last_seq + 1;
+        snprintf(what, what_len,
+                 "seq %llu was on disk at %s, but the ledger ends at seq %llu: %llu durable "
+                 "records lost",
+                 (unsigned long long)h->seq, when, (unsigned long long)last_seq,
+                 (unsigned long long)(h->seq - last_seq));
+    } else {
+        *fault_seq = h->seq;
+        snprintf(what, what_len,
+                 "seq %llu is not the record %s recorded at %s (its hash differs): the ledger "
+                 "was rewritten or replaced",
+                 (unsigned long long)h->seq, TG_LG_HEAD_NAME, when);
+    }
+    return TG_ERR_LEDGER_CORRUPT;
+}
+
+/* The durable-head check of tg_ledger_open, for verify: after the scan (TG_OK or torn). */
+static tg_err_t verify_head(tg_ledger_verify_report_t *rep, const verify_ctx_t *ctx,
+                            const tg_lg_head_t *head, const char *hpath, tg_diag_t *diag) {
+    uint64_t seq = 0;
+    char what[sizeof rep->fault_what];
+    if (tg_lg_head_check(head, rep->last_seq, ctx->got, ctx->got_hash, &seq, what, sizeof what) ==
+        TG_OK) {
+        return rep->fault; /* TG_OK, or the torn tail past the head */
+    }
+    rep->fault = TG_ERR_LEDGER_CORRUPT;
+    rep->torn_bytes = 0;
+    snprintf(rep->fault_file, sizeof rep->fault_file, "%s", hpath);
+    rep->fault_seq = seq;
+    rep->fault_offset = 0;
+    snprintf(rep->fault_what, sizeof rep->fault_what, "%s", what);
+    return tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT, "%s: %s", hpath, what);
+}
+
 tg_err_t tg_ledger_verify_path(tg_ledger_verify_report_t *rep, const char *path,
                                const tg_ledger_verify_opts_t *opts, tg_diag_t *diag) {
     if (rep == NULL) {
@@ -636,7 +693,9 @@ tg_err_t tg_ledger_verify_path(tg_ledger_verify_report_t *rep, const char *path,
     if (sodium_init() < 0) {
         return rep->fault = tg_diag_set(diag, TG_ERR_INTERNAL, "libsodium failed to start");
     }
-    verify_ctx_t ctx = {opts, rep};
+    verify_ctx_t ctx = {.opts = opts, .rep = rep};
+    tg_lg_head_t head;
+    char hpath[sizeof rep->fault_file];
     tg_lg_chain_t chain;
     memset(&chain, 0, sizeof chain);
     tg_err_t rc = TG_OK;
@@ -676,6 +735,20 @@ tg_err_t tg_ledger_verify_path(tg_ledger_verify_report_t *rep, const char *path,
         rc = tg_diag_set(diag, TG_ERR_IO, "%s: %s", path, strerror(errno));
         goto done;
     }
+    snprintf(hpath, sizeof hpath, "%s/%s", path, TG_LG_HEAD_NAME);
+    rc = tg_lg_head_read(&head, &rep->head_found, dfd, path, diag);
+    if (rc) {
+        if (rc == TG_ERR_LEDGER_CORRUPT) {
+            snprintf(rep->fault_file, sizeof rep->fault_file, "%s", hpath);
+            snprintf(rep->fault_what, sizeof rep->fault_what, "%s", diag ? diag->msg : "");
+        }
+        goto done;
+    }
+    if (rep->head_found) {
+        rep->head_seq = head.seq;
+        rep->head_at_ms = head.at_ms;
+        ctx.want_seq = head.seq;
+    }
     rc = tg_lg_list_segments(&segs, &nseg, dfd, path, diag);
     if (rc) {
         if (rc == TG_ERR_LEDGER_CORRUPT) {
@@ -685,7 +758,7 @@ tg_err_t tg_ledger_verify_path(tg_ledger_verify_report_t *rep, const char *path,
         }
         goto done;
     }
-    if (nseg == 0) {
+    if (nseg == 0 && !(rep->head_found && head.seq > 0)) {
         rc =
             tg_diag_set(diag, TG_ERR_NOT_FOUND, "%s: no ledger segment files (ledger-*.tgl)", path);
         goto done;
@@ -705,8 +778,11 @@ tg_err_t tg_ledger_verify_path(tg_ledger_verify_report_t *rep, const char *path,
         rc = verify_file(rep, &ctx, &chain, fd, full, segs[i], i + 1 == nseg, diag);
         close(fd);
         if (rc) {
-            goto done;
+            break;
         }
+    }
+    if ((rc == TG_OK || rc == TG_ERR_LEDGER_TORN) && rep->head_found && head.seq > 0) {
+        rc = verify_head(rep, &ctx, &head, hpath, diag);
     }
 done:
     if (dfd >= 0) {
@@ -715,4 +791,76 @@ done:
     free(segs);
     rep->fault = rc;
     return rc;
+}
+
+/* ---- ledger.head --------------------------------------------------------------------- */
+
+#define HEAD_MAGIC "TGLHEAD1"
+#define HEAD_BODY 80 /* bytes covered by the slot's SHA-256 */
+
+void tg_lg_head_encode(uint8_t slot[TG_LG_HEAD_SLOT], const tg_lg_head_t *h) {
+    memset(slot, 0, TG_LG_HEAD_SLOT);
+    memcpy(slot, HEAD_MAGIC, 8);
+    tg_lg_put_u64(slot + 8, h->gen);
+    tg_lg_put_u64(slot + 16, h->seq);
+    tg_lg_put_u64(slot + 24, h->segment); /* the u32 and its zero pad, little-endian */
+    tg_lg_put_u64(slot + 32, h->end);
+    memcpy(slot + 40, h->hash, TG_LEDGER_HASH_SIZE);
+    tg_lg_put_u64(slot + 72, (uint64_t)h->at_ms);
+    crypto_hash_sha256(slot + HEAD_BODY, slot, HEAD_BODY);
+}
+
+static bool head_decode(tg_lg_head_t *h, const uint8_t *slot) {
+    uint8_t check[TG_LEDGER_HASH_SIZE];
+    crypto_hash_sha256(check, slot, HEAD_BODY);
+    if (memcmp(slot, HEAD_MAGIC, 8) != 0 ||
+        sodium_memcmp(check, slot + HEAD_BODY, sizeof check) != 0) {
+        return false;
+    }
+    uint64_t seg = tg_lg_get_u64(slot + 24);
+    if (seg > UINT32_MAX) {
+        return false;
+    }
+    h->gen = tg_lg_get_u64(slot + 8);
+    h->seq = tg_lg_get_u64(slot + 16);
+    h->segment = (uint32_t)seg;
+    h->end = tg_lg_get_u64(slot + 32);
+    memcpy(h->hash, slot + 40, TG_LEDGER_HASH_SIZE);
+    h->at_ms = (int64_t)tg_lg_get_u64(slot + 72);
+    return true;
+}
+
+tg_err_t tg_lg_head_read(tg_lg_head_t *out, bool *found, int dirfd, const char *dir,
+                         tg_diag_t *diag) {
+    *found = false;
+    memset(out, 0, sizeof *out);
+    int fd = openat(dirfd, TG_LG_HEAD_NAME, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno == ENOENT) {
+            return TG_OK;
+        }
+        return tg_diag_set(diag, TG_ERR_IO, "%s/%s: %s", dir, TG_LG_HEAD_NAME, strerror(errno));
+    }
+    struct stat st;
+    uint8_t buf[TG_LG_HEAD_SIZE];
+    tg_err_t rc = TG_OK;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != TG_LG_HEAD_SIZE) {
+        rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT, "%s/%s: not a regular file of %d bytes", dir,
+                         TG_LG_HEAD_NAME, TG_LG_HEAD_SIZE);
+    } else if (pread(fd, buf, sizeof buf, 0) != (ssize_t)sizeof buf) {
+        rc = tg_diag_set(diag, TG_ERR_IO, "%s/%s: cannot read it", dir, TG_LG_HEAD_NAME);
+    }
+    close(fd);
+    if (rc) {
+        return rc;
+    }
+    tg_lg_head_t a, b;
+    bool va = head_decode(&a, buf), vb = head_decode(&b, buf + TG_LG_HEAD_SLOT);
+    if (!va && !vb) {
+        return tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT, "%s/%s: neither slot is valid (damaged)",
+                           dir, TG_LG_HEAD_NAME);
+    }
+    *out = va && (!vb || a.gen >= b.gen) ? a : b;
+    *found = true;
+    return TG_OK;
 }

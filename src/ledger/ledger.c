@@ -111,7 +111,15 @@ struct tg_ledger {
     int64_t last_sync_ns; /* monotonic time of the last fdatasync */
     uint8_t *batch;       /* encode buffer */
     size_t batch_cap;
-    entry_t **ents; /* entries of the batch being written */
+    entry_t **ents;       /* entries of the batch being written */
+    tg_lg_head_t durable; /* the last record an fdatasync covered (seq 0: none yet) */
+
+    /* ledger.head (checkpoint): the writer thread's, and open's and close's around it. */
+    int headfd;
+    uint64_t head_gen; /* generation of the slot written last */
+    uint64_t head_seq; /* the durable.seq that slot recorded */
+    int64_t head_ns;   /* monotonic time of the last attempt */
+    bool head_warned;  /* a failed write was logged and none has succeeded since */
 
     /* published for other threads */
     atomic_bool healthy;
@@ -180,6 +188,17 @@ static int do_fdatasync(tg_ledger_t *l, int fd) {
     return 0;
 }
 
+/* Caller holds wmu, right after an fdatasync that covered every acknowledged record. */
+static void note_synced(tg_ledger_t *l) {
+    l->synced_end = l->acked_end;
+    l->durable.seq = l->next_seq - 1;
+    memcpy(l->durable.hash, l->head, HSZ);
+    if (l->acked_end > 0) { /* else the record is in the segment before a fresh one */
+        l->durable.segment = l->seg;
+        l->durable.end = l->acked_end;
+    }
+}
+
 /* pwrite all of buf at off. Regular files write short when the disk is full or a size
  * limit is hit; the rest is written again, and that attempt fails with the reason (ENOSPC,
  * EFBIG, EDQUOT), which is what the log should say, not a made-up EIO. */
@@ -219,6 +238,8 @@ static void background_flush(tg_ledger_t *l) {
     int fd = dup(l->fd);
     uint32_t seg = l->seg;
     uint64_t end = l->acked_end;
+    tg_lg_head_t covered = {.seq = l->next_seq - 1, .segment = seg, .end = end};
+    memcpy(covered.hash, l->head, HSZ);
     pthread_mutex_unlock(&l->wmu);
     if (fd < 0) {
         return;
@@ -231,8 +252,68 @@ static void background_flush(tg_ledger_t *l) {
     pthread_mutex_lock(&l->wmu);
     if (l->seg == seg && end > l->synced_end && end <= l->acked_end) {
         l->synced_end = end;
+        l->durable = covered;
     }
     pthread_mutex_unlock(&l->wmu);
+}
+
+/* ledger.head. At most every HEAD_INTERVAL_MS, and at open and close, the writer records
+ * the last durable record (seq, segment, end, record_hash) in the next of the file's two
+ * slots and syncs it. A start that finds the ledger no longer reaching that record is
+ * looking at data lost after it was on disk (a truncation, a zeroed block), which no torn
+ * write explains, so it refuses instead of cutting the loss away as a torn tail
+ * (docs/LEDGER.md). The interval keeps the cost at one small write and sync a second;
+ * records acknowledged since the last one are covered by the torn-tail rules only. A
+ * failed write is logged once and retried; appends go on, their records are durable. */
+#define HEAD_INTERVAL_MS 1000
+static int checkpoint(tg_ledger_t *l, bool force) {
+    if (l->headfd < 0) {
+        return 0;
+    }
+    int64_t now = mono_ns();
+    if (!force && now - l->head_ns < (int64_t)HEAD_INTERVAL_MS * 1000000) {
+        return 0;
+    }
+    pthread_mutex_lock(&l->wmu);
+    tg_lg_head_t h = l->durable;
+    pthread_mutex_unlock(&l->wmu);
+    if (h.seq == l->head_seq && l->head_gen > 0) {
+        return 0; /* nothing new since the last slot */
+    }
+    l->head_ns = now;
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    h.gen = l->head_gen + 1;
+    h.at_ms = (int64_t)wall.tv_sec * 1000 + wall.tv_nsec / 1000000;
+    uint8_t slot[TG_LG_HEAD_SLOT];
+    tg_lg_head_encode(slot, &h);
+    if (write_at(l->headfd, slot, sizeof slot, (h.gen % 2) * TG_LG_HEAD_SLOT) != 0 ||
+        fdatasync(l->headfd) != 0) {
+        int err = errno;
+        if (!l->head_warned) {
+            l->head_warned = true;
+            TG_LOG(TG_LOG_WARN, "ledger_head_failed",
+                   "%s/%s: cannot record the durable head: %s. Appends go on; a loss of "
+                   "durable records would not be detected at the next start until this "
+                   "succeeds (retried every %d ms)",
+                   l->dir, TG_LG_HEAD_NAME, strerror(err), HEAD_INTERVAL_MS);
+        }
+        errno = err;
+        return -1;
+    }
+    l->head_gen = h.gen;
+    l->head_seq = h.seq;
+    l->head_warned = false;
+    return 0;
+}
+
+/* Caller holds mu (lock order: mu, then wmu). True when durable records are not yet in
+ * ledger.head. */
+static bool head_pending(tg_ledger_t *l) {
+    pthread_mutex_lock(&l->wmu);
+    bool pending = l->headfd >= 0 && l->durable.seq != l->head_seq;
+    pthread_mutex_unlock(&l->wmu);
+    return pending;
 }
 
 /* Caller holds wmu. `why` says what failed and the system's reason, for the log. */
@@ -353,7 +434,7 @@ static tg_err_t recover(tg_ledger_t *l, char *msg, size_t msg_len) {
         snprintf(msg, msg_len, "fdatasync of segment %u failed: %s", l->seg, strerror(errno));
         return TG_ERR_LEDGER_UNHEALTHY;
     }
-    l->synced_end = l->acked_end;
+    note_synced(l);
     /* The probe meets what failed: the segment itself, where the next record goes. A small
      * file elsewhere fits under a file-size limit or a quota that the segment no longer
      * does, and the ledger would turn healthy only to fail again at the next record. Zeros,
@@ -487,11 +568,11 @@ static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
                 atomic_fetch_add_explicit(&l->st_bytes, ents[k]->pos.length, memory_order_relaxed);
             }
             l->acked_end = off + blen;
-            if (sync_now) {
-                l->synced_end = l->acked_end;
-            }
             l->next_seq = seq;
             memcpy(l->head, prev, HSZ);
+            if (sync_now) {
+                note_synced(l);
+            }
             first = i;
         }
         if (rotate_after) {
@@ -500,7 +581,7 @@ static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
                 failed = true;
                 break;
             }
-            l->synced_end = l->acked_end;
+            note_synced(l);
             if (rotate(l) != 0) {
                 snprintf(why, sizeof why, "starting segment %u: %s", l->seg + 1, strerror(errno));
                 failed = true;
@@ -711,7 +792,7 @@ static void *writer_main(void *arg) {
                 if (do_fdatasync(l, l->fd) != 0) {
                     mark_sync_failed(l, "");
                 } else {
-                    l->synced_end = l->acked_end;
+                    note_synced(l);
                 }
             }
             pthread_mutex_unlock(&l->wmu);
@@ -719,6 +800,7 @@ static void *writer_main(void *arg) {
                 next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
             }
             report_health(l, NULL);
+            (void)checkpoint(l, false);
             pthread_mutex_lock(&l->mu);
             continue;
         }
@@ -742,7 +824,7 @@ static void *writer_main(void *arg) {
                 mark_sync_failed(l, "");
                 next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
             } else {
-                l->synced_end = l->acked_end;
+                note_synced(l);
             }
             pthread_mutex_unlock(&l->wmu);
             report_health(l, NULL);
@@ -757,7 +839,26 @@ static void *writer_main(void *arg) {
             }
             pthread_mutex_unlock(&l->mu);
             background_flush(l);
+            (void)checkpoint(l, false);
             pthread_mutex_lock(&l->mu);
+            continue;
+        }
+        if (head_pending(l)) { /* idle with records not yet in ledger.head */
+            int64_t head_due = l->head_ns + (int64_t)HEAD_INTERVAL_MS * 1000000;
+            if (mono_ns() < head_due) {
+                struct timespec ts;
+                abs_deadline(&ts, head_due);
+                pthread_cond_timedwait(&l->work_cv, &l->mu, &ts);
+                continue;
+            }
+            pthread_mutex_unlock(&l->mu);
+            (void)checkpoint(l, false);
+            pthread_mutex_lock(&l->mu);
+            if (head_pending(l)) { /* the write failed: wait for the next attempt */
+                struct timespec ts;
+                abs_deadline(&ts, mono_ns() + (int64_t)HEAD_INTERVAL_MS * 1000000);
+                pthread_cond_timedwait(&l->work_cv, &l->mu, &ts);
+            }
             continue;
         }
         pthread_cond_wait(&l->work_cv, &l->mu);
@@ -767,11 +868,14 @@ static void *writer_main(void *arg) {
     if (atomic_load(&l->healthy) && l->synced_end != l->acked_end) {
         if (do_fdatasync(l, l->fd) != 0) {
             mark_sync_failed(l, " at close");
+        } else {
+            note_synced(l);
         }
     }
     l->wclosed = true;
     pthread_mutex_unlock(&l->wmu);
     report_health(l, NULL);
+    (void)checkpoint(l, true); /* a clean stop leaves every record in ledger.head */
     return NULL;
 }
 
@@ -780,10 +884,19 @@ static void *writer_main(void *arg) {
 typedef struct replay_ctx {
     tg_ledger_replay_fn fn;
     void *ud;
+    uint64_t want_seq;        /* ledger.head's record (0: none): its hash is kept */
+    bool got;                 /* ... seen */
+    uint8_t got_hash[HSZ];    /* ... its record_hash */
+    tg_ledger_pos_t last_pos; /* position of the last valid record */
 } replay_ctx_t;
 
 static tg_err_t replay_rec(void *ud, const tg_ledger_record_t *rec, tg_diag_t *diag) {
     replay_ctx_t *c = ud;
+    if (rec->seq == c->want_seq) {
+        c->got = true;
+        memcpy(c->got_hash, rec->hash, HSZ);
+    }
+    c->last_pos = rec->pos;
     if (c->fn == NULL) {
         return TG_OK;
     }
@@ -812,6 +925,9 @@ static void ledger_free(tg_ledger_t *l) {
     }
     if (l->fd >= 0) {
         close(l->fd);
+    }
+    if (l->headfd >= 0) {
+        close(l->headfd);
     }
     if (l->lockfd >= 0) {
         close(l->lockfd); /* releases the flock */
@@ -887,9 +1003,28 @@ static tg_err_t open_dir(tg_ledger_t *l, tg_diag_t *diag) {
     return TG_OK;
 }
 
-/* Scans every segment, replays, truncates a torn tail and leaves the active segment open. */
-static tg_err_t scan_all(tg_ledger_t *l, replay_ctx_t *rctx, tg_ledger_recovery_t *rep,
-                         tg_diag_t *diag) {
+/* Before anything is cut: the scanned ledger must still reach, unchanged, the record
+ * ledger.head says was durable (h NULL: no ledger.head). Otherwise the storage lost or
+ * replaced records after they were on disk; the start is refused and nothing is touched. */
+static tg_err_t check_head(const tg_ledger_t *l, const tg_lg_head_t *h, const replay_ctx_t *c,
+                           uint64_t last_seq, tg_diag_t *diag) {
+    if (h == NULL) {
+        return TG_OK;
+    }
+    uint64_t seq;
+    char what[TG_DIAG_MAX];
+    if (tg_lg_head_check(h, last_seq, c->got, c->got_hash, &seq, what, sizeof what) == TG_OK) {
+        return TG_OK;
+    }
+    return tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                       "%s: %s. Nothing was changed; to accept it, move %s away", l->dir, what,
+                       TG_LG_HEAD_NAME);
+}
+
+/* Scans every segment, replays, checks ledger.head (head: NULL if there is none), truncates
+ * a torn tail and leaves the active segment open. */
+static tg_err_t scan_all(tg_ledger_t *l, replay_ctx_t *rctx, const tg_lg_head_t *head,
+                         tg_ledger_recovery_t *rep, tg_diag_t *diag) {
     uint32_t *segs = NULL;
     size_t nseg = 0;
     tg_lg_chain_t chain;
@@ -943,6 +1078,11 @@ static tg_err_t scan_all(tg_ledger_t *l, replay_ctx_t *rctx, tg_ledger_recovery_
             close(fd);
             continue;
         }
+        rc = check_head(l, head, rctx, chain.next_seq - 1, diag);
+        if (rc) {
+            close(fd);
+            goto done;
+        }
         if (res.torn) {
             if (ftruncate(fd, (off_t)res.good_end) != 0 || fdatasync(fd) != 0) {
                 rc = tg_diag_set(diag, TG_ERR_IO, "%s/%s: cannot truncate torn tail: %s", l->dir,
@@ -966,6 +1106,10 @@ static tg_err_t scan_all(tg_ledger_t *l, replay_ctx_t *rctx, tg_ledger_recovery_
     }
     rep->segments = (uint32_t)nseg;
     if (nseg == 0) {
+        rc = check_head(l, head, rctx, 0, diag);
+        if (rc) {
+            goto done;
+        }
         l->fd = open_segment(l, 1, O_RDWR | O_CREAT | O_EXCL);
         if (l->fd < 0 || fsync(l->dirfd) != 0) {
             rc = tg_diag_set(diag, TG_ERR_IO, "%s: cannot create the first segment: %s", l->dir,
@@ -984,6 +1128,40 @@ static tg_err_t scan_all(tg_ledger_t *l, replay_ctx_t *rctx, tg_ledger_recovery_
 done:
     free(segs);
     return rc;
+}
+
+/* After the scan: what it read is made durable (a process crash leaves written but unsynced
+ * records readable), becomes the durable head, and is recorded in ledger.head, created if
+ * missing. */
+static tg_err_t open_head(tg_ledger_t *l, const tg_lg_head_t *found, const replay_ctx_t *c,
+                          tg_diag_t *diag) {
+    if (fdatasync(l->fd) != 0) {
+        return tg_diag_set(diag, TG_ERR_IO, "%s: fdatasync of segment %u failed: %s", l->dir,
+                           l->seg, strerror(errno));
+    }
+    l->durable.seq = l->next_seq - 1;
+    memcpy(l->durable.hash, l->head, HSZ);
+    l->durable.segment = c->last_pos.segment;
+    l->durable.end = c->last_pos.offset + c->last_pos.length;
+    l->headfd = openat(l->dirfd, TG_LG_HEAD_NAME, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    struct stat st;
+    if (l->headfd < 0 || fstat(l->headfd, &st) != 0) {
+        return tg_diag_set(diag, TG_ERR_IO, "%s/%s: %s", l->dir, TG_LG_HEAD_NAME, strerror(errno));
+    }
+    if (found == NULL) { /* created just now: both slots (zero, so invalid), then its name */
+        if (ftruncate(l->headfd, TG_LG_HEAD_SIZE) != 0 || fsync(l->dirfd) != 0) {
+            return tg_diag_set(diag, TG_ERR_IO, "%s/%s: cannot create it: %s", l->dir,
+                               TG_LG_HEAD_NAME, strerror(errno));
+        }
+    } else {
+        l->head_gen = found->gen;
+        l->head_seq = found->seq;
+    }
+    if (checkpoint(l, true) != 0 && l->head_seq != l->durable.seq) {
+        return tg_diag_set(diag, TG_ERR_IO, "%s/%s: cannot write it: %s", l->dir, TG_LG_HEAD_NAME,
+                           strerror(errno));
+    }
+    return TG_OK;
 }
 
 tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledger_replay_fn replay,
@@ -1010,7 +1188,7 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
     if (l == NULL) {
         return tg_diag_set(diag, TG_ERR_NOMEM, "ledger open: out of memory");
     }
-    l->fd = l->dirfd = l->lockfd = -1;
+    l->fd = l->dirfd = l->lockfd = l->headfd = -1;
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->stat_mu, NULL);
     pthread_mutex_init(&l->wmu, NULL);
@@ -1044,8 +1222,22 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
     if (rc) {
         goto done;
     }
-    replay_ctx_t rctx = {replay, ud};
-    rc = scan_all(l, &rctx, rep, diag);
+    tg_lg_head_t head;
+    bool have_head = false;
+    rc = tg_lg_head_read(&head, &have_head, l->dirfd, l->dir, diag);
+    if (rc) {
+        char why[TG_DIAG_MAX];
+        snprintf(why, sizeof why, "%s", diag != NULL ? diag->msg : tg_strerror(rc));
+        rc =
+            tg_diag_set(diag, rc, "%s; to start without the durable-head check, move it away", why);
+        goto done;
+    }
+    replay_ctx_t rctx = {.fn = replay, .ud = ud, .want_seq = have_head ? head.seq : 0};
+    rc = scan_all(l, &rctx, have_head ? &head : NULL, rep, diag);
+    if (rc) {
+        goto done;
+    }
+    rc = open_head(l, have_head ? &head : NULL, &rctx, diag);
     if (rc) {
         goto done;
     }

@@ -16,6 +16,11 @@
  * In both modes each ledger is verified as a directory (and, for one segment, as a file),
  * then opened (replay, torn-tail truncation), given one more record when the open succeeds,
  * closed, and verified again: whatever open accepted must verify afterwards.
+ *
+ * ledger.head (the durable head): raw mode with byte 0 bit 1 set also writes the next 1024
+ * input bytes as ledger.head (its parser; such a file is damaged unless the input carries
+ * a valid slot), and built mode with byte 0 bit 0 set keeps the head the writer left, so
+ * open must then refuse every edit that loses one of the records it recorded.
  */
 #include <dirent.h>
 #include <stdbool.h>
@@ -139,7 +144,9 @@ static tg_err_t check_dir(bool single_segment) {
     memset(&g_verified, 0, sizeof g_verified);
     tg_err_t vrc = tg_ledger_verify_path(&rep, g_dir, &vo, NULL);
     uint64_t verified = rep.records;
-    if (single_segment) {
+    /* the head check is the directory's: the segment file alone knows nothing of it */
+    bool head_verdict = rep.head_found || strstr(rep.fault_file, "ledger.head") != NULL;
+    if (single_segment && !head_verdict) {
         char file[128];
         snprintf(file, sizeof file, "%s/ledger-000001.tgl", g_dir);
         if (tg_ledger_verify_path(&rep, file, NULL, NULL) != vrc) {
@@ -366,7 +373,17 @@ static void built_mode(const uint8_t *data, size_t size) {
     for (; p + 4 <= end && edits < 8; p += 4, edits++) {
         edit(p);
     }
+    bool keep_head = data[0] & 1;
+    size_t head_len = 0;
+    uint8_t *head = keep_head ? get_file("ledger.head", &head_len) : NULL;
+    if (keep_head && (head == NULL || head_len != 1024)) {
+        abort(); /* close leaves a two-slot ledger.head */
+    }
     clear_dir();
+    if (keep_head) {
+        put_file("ledger.head", head, head_len);
+        free(head);
+    }
     for (uint32_t s = 0; s < MAX_SEGMENTS; s++) {
         if (!g_segs[s].present) {
             continue;
@@ -392,8 +409,8 @@ static void built_mode(const uint8_t *data, size_t size) {
     if (orc == TG_OK) {
         /* accepted: exactly a prefix of the original records */
         size_t k = g_seen.n;
-        if (k > n) {
-            abort();
+        if (k > n || (keep_head && k != n)) {
+            abort(); /* with the head kept, a lost record is never accepted */
         }
         for (size_t i = 0; i < k; i++) {
             if (memcmp(g_seen.hash[i], g_orig.hash[i], TG_LEDGER_HASH_SIZE) != 0) {
@@ -420,6 +437,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size >= 1 && (data[0] & 0xf0) == 0xb0) {
         built_mode(data, size);
         return 0;
+    }
+    if (size >= 1 && (data[0] & 2)) {
+        size_t hl = size - 1 < 1024 ? size - 1 : 1024;
+        uint8_t head[1024] = {0};
+        memcpy(head, data + 1, hl);
+        put_file("ledger.head", head, sizeof head);
     }
     bool split = size >= 3 && (data[0] & 1);
     if (split) {

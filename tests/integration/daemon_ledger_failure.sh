@@ -108,4 +108,26 @@ out=$("$TG_BIN" ledger verify "$TG_TMP/ledger-lf" --keys "$TG_TMP/keys-lf.json" 
 tg_eq "$?" 0 "ledger verify after two outages and recoveries: $out"
 tg_check "the ledger holds exactly the $acked acknowledged records" \
     grep -q "records: *$acked " <<<"$out"
+
+# Storage that loses acknowledged records while the daemon is stopped (the last record cut
+# short): ledger.head recorded them, so the start is refused, not repaired as a torn tail.
+seg=$(ls "$TG_TMP"/ledger-lf/ledger-*.tgl | tail -1)
+size=$(stat -c %s "$seg")
+truncate -s $((size - 1)) "$seg"
+out=$(TRIGGUARD_API_KEYS="$TG_API_KEYS" timeout 20 "$TG_BIN" serve --port 0 \
+    --port-file "$TG_TMP/port-refused" "${TG_STD_ARGS[@]}" 2>&1)
+rc=$?
+tg_eq "$rc" 2 "a start on a ledger that lost a durable record is refused (exit 2)"
+tg_check "the refusal says what was lost: $out" grep -q "1 durable records lost" <<<"$out"
+tg_check "the refusal says how to accept it" grep -q "move ledger.head away" <<<"$out"
+tg_check "the refused start wrote no port file" test ! -e "$TG_TMP/port-refused"
+tg_eq "$(stat -c %s "$seg")" "$((size - 1))" "the refused start left the segment as it was"
+# The operator accepts the loss by moving ledger.head away: the cut record is then a torn
+# tail, dropped, and the daemon serves again.
+mv "$TG_TMP/ledger-lf/ledger.head" "$TG_TMP/ledger.head.lf"
+tg_start lf2 -- "${TG_STD_ARGS[@]}"
+tg_check "the start reports the dropped record" grep -q '"event":"ledger_torn_tail"' "$(tg_logfile lf2)"
+post_ok "a signed decision after accepting the loss"
+tg_check "a new ledger.head is written" test -s "$TG_TMP/ledger-lf/ledger.head"
+tg_stop lf2
 tg_done

@@ -145,10 +145,27 @@ hdr_edit H type 9
 run "a damaged header is not cut as a torn tail on open" 1 "$BIN" ledger append H r4.json
 contains "damaged header, append" "unknown record type 9"
 
-# --- torn tail: cut the last record short ---
+# --- a cut last record: durable (ledger.head records it) or torn (it does not) ---
 cp -r L C
 SIZE=$(stat -c %s C/ledger-000001.tgl)
 truncate -s $((SIZE - 7)) C/ledger-000001.tgl
+# seq 4 was acknowledged and ledger.head records it: losing it is not a torn write
+run "a cut durable record" 1 "$BIN" ledger verify C
+contains "durable loss" "file:   C/ledger.head"
+contains "durable loss" "seq:    4"
+contains "durable loss" "but the ledger ends at seq 3: 1 durable records lost"
+run "--allow-torn does not cover a durable loss" 1 "$BIN" ledger verify C --allow-torn
+run "a cut durable record, json" 1 "$BIN" ledger verify C --json
+contains "durable loss, json" '"durable_head":{"seq":4,'
+contains "durable loss, json" '"error":"TG_ERR_LEDGER_CORRUPT"'
+run "a cut durable record is refused on open" 1 "$BIN" ledger append C r4.json
+contains "durable head" "seq 4 was on disk"
+contains "durable head" "1 durable records lost"
+contains "durable head" "move ledger.head away"
+[ "$(stat -c %s C/ledger-000001.tgl)" = $((SIZE - 7)) ] && ok "refusal left the segment as it was" ||
+    fail "the refusal changed the segment"
+# as after a crash before ledger.head recorded seq 4: the torn-tail rules alone
+mv C/ledger.head C/ledger.head.moved
 run "torn tail" 1 "$BIN" ledger verify C
 contains "torn" "torn final record"
 contains "torn" "seq:    4"
@@ -158,6 +175,13 @@ contains "torn allowed" "records:    3"
 run "open truncates the torn tail" 0 "$BIN" ledger append C r4.json
 contains "reopen" "seq 4 segment 1 offset $OFF4"
 run "after recovery" 0 "$BIN" ledger verify C --keys keys.json
+contains "after recovery" "durable:    seq 4 recorded in ledger.head at "
+# a damaged ledger.head is a fault of its own, named as such
+printf 'x%.0s' $(seq 1 1024) >C/ledger.head
+run "damaged ledger.head" 1 "$BIN" ledger verify C
+contains "damaged head" "neither slot is valid"
+run "damaged ledger.head, open" 1 "$BIN" ledger append C r5.json
+contains "damaged head, open" "move it away"
 
 # --- rotation and a missing middle segment ---
 run "rotating appends" 0 "$BIN" ledger append R --segment-bytes 1500 r1.json r2.json r3.json \
@@ -238,6 +262,12 @@ PY
     PYHEAD=$(python3 reader.py L/ledger-000001.tgl X/ledger-000001.tgl) || fail "reader.py"
     if [ "$PYHEAD" = "$HEAD" ]; then ok "independent reader: same head hash"; else
         fail "independent reader head $PYHEAD != $HEAD"; fi
+    # ledger.head still holds the old seq 4 record_hash: the rewrite shows at once
+    run "re-chained tamper differs from ledger.head" 1 "$BIN" ledger verify X
+    contains "rechain, head" "seq 4 is not the record ledger.head recorded"
+    # one who also rewrites or removes ledger.head (it is not keyed) passes the structure
+    # check; the signatures, or a head kept elsewhere (--head), still tell
+    rm X/ledger.head
     run "re-chained tamper passes the structure check" 0 "$BIN" ledger verify X
     run "re-chained tamper fails the signature check" 1 "$BIN" ledger verify X --keys keys.json
     contains "rechain" "seq:    2"

@@ -239,6 +239,17 @@ static void append_n(tg_ledger_t *l, uint64_t from, uint64_t n) {
     }
 }
 
+/* A new directory holding a closed ledger of records 1..n (append_n's), and its options. */
+static tg_ledger_opts_t ledger_of(tdir_t *d, uint64_t n) {
+    tdir_make(d);
+    tg_ledger_opts_t o = opts_for(d);
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 1, n);
+    tg_ledger_close(l);
+    return o;
+}
+
 /* Replay collector. */
 typedef struct collect {
     uint64_t n;
@@ -549,12 +560,8 @@ static void test_args(void **state) {
 static void test_replay_error(void **state) {
     (void)state;
     tdir_t d;
-    tdir_make(&d);
-    tg_ledger_opts_t o = opts_for(&d);
+    tg_ledger_opts_t o = ledger_of(&d, 5);
     tg_ledger_t *l = NULL;
-    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
-    append_n(l, 1, 5);
-    tg_ledger_close(l);
     collect_t c;
     memset(&c, 0, sizeof c);
     c.fail_at_seq = 3;
@@ -570,7 +577,8 @@ static void test_replay_error(void **state) {
 }
 
 /* Truncate the last record at every byte offset: earlier records survive, the torn one is
- * reported and dropped, and the next append continues the chain. */
+ * reported and dropped, and the next append continues the chain. As after a crash, the
+ * torn record is one ledger.head does not cover yet (it records seq 2). */
 static void test_torn_every_offset(void **state) {
     (void)state;
     tdir_t d;
@@ -579,7 +587,14 @@ static void test_torn_every_offset(void **state) {
     o.durability = TG_DURABILITY_NONE; /* speed; the file contents are what matter here */
     tg_ledger_t *l = NULL;
     assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
-    append_n(l, 1, 3);
+    append_n(l, 1, 2);
+    tg_ledger_close(l);
+    char hpath[128];
+    snprintf(hpath, sizeof hpath, "%s/ledger.head", d.path);
+    size_t hlen;
+    uint8_t *head2 = slurp(hpath, &hlen); /* records seq 2 */
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 3, 1);
     tg_ledger_close(l);
     char path[128];
     seg_path(path, sizeof path, &d, 1);
@@ -593,6 +608,7 @@ static void test_torn_every_offset(void **state) {
     assert_int_equal(last_off + c0.pos[2].length, full);
     for (size_t cut = last_off; cut < full; cut++) {
         spit(path, orig, cut);
+        spit(hpath, head2, hlen);
         tg_ledger_verify_report_t vr;
         tg_err_t vrc = tg_ledger_verify_path(&vr, d.path, NULL, NULL);
         assert_int_equal(vrc, cut == last_off ? TG_OK : TG_ERR_LEDGER_TORN);
@@ -630,7 +646,118 @@ static void test_torn_every_offset(void **state) {
         free(now);
     }
     free(orig);
+    free(head2);
     reopen_check(&d, 3);
+    tdir_remove(&d);
+}
+
+/* ledger.head (hostile6 F6): a start that finds fewer records than the head says were on
+ * disk, or another record under its seq, is refused and changes nothing; without the file
+ * the same ledger opens (the torn-tail rules alone); a damaged file is refused too. */
+static void test_durable_head(void **state) {
+    (void)state;
+    tdir_t d;
+    tg_ledger_opts_t o = ledger_of(&d, 5);
+    tg_ledger_t *l = NULL;
+    char path[128], hpath[128], moved[160];
+    seg_path(path, sizeof path, &d, 1);
+    snprintf(hpath, sizeof hpath, "%s/ledger.head", d.path);
+    snprintf(moved, sizeof moved, "%s/head.moved", d.path);
+    assert_int_equal(fsize(hpath), 1024);
+    size_t full, hlen;
+    uint8_t *orig = slurp(path, &full);
+    uint8_t *head = slurp(hpath, &hlen);
+    collect_t c0;
+    memset(&c0, 0, sizeof c0);
+    assert_int_equal(tg_ledger_open(&l, &o, collect_fn, &c0, NULL, NULL), TG_OK);
+    tg_ledger_close(l);
+    size_t last_off = (size_t)c0.pos[4].offset;
+    tg_diag_t diag;
+    tg_ledger_recovery_t rep;
+    /* 1. cut at a record boundary (record 5 gone): refused, file untouched */
+    spit(path, orig, last_off);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(diag.msg, "seq 5 was on disk"));
+    assert_non_null(strstr(diag.msg, "ends at seq 4"));
+    assert_non_null(strstr(diag.msg, "1 durable records lost"));
+    assert_non_null(strstr(diag.msg, "move ledger.head away"));
+    assert_int_equal(fsize(path), (off_t)last_off);
+    tg_ledger_verify_report_t vr; /* the offline check says the same */
+    assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, NULL), TG_ERR_LEDGER_CORRUPT);
+    assert_true(vr.head_found);
+    assert_int_equal(vr.head_seq, 5);
+    assert_int_equal(vr.fault_seq, 5);
+    assert_int_equal(vr.records, 4);
+    assert_non_null(strstr(vr.fault_file, "ledger.head"));
+    assert_non_null(strstr(vr.fault_what, "1 durable records lost"));
+    /* 2. the last two records zeroed in place (the F6 reproduction): refused, untouched */
+    uint8_t *z = malloc(full);
+    assert_non_null(z);
+    memcpy(z, orig, full);
+    memset(z + c0.pos[3].offset, 0, full - c0.pos[3].offset);
+    spit(path, z, full);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(diag.msg, "2 durable records lost"));
+    assert_int_equal(fsize(path), (off_t)full);
+    /* 3. without ledger.head the zero tail is cut as torn, as before, and a new head is made */
+    assert_int_equal(rename(hpath, moved), 0);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, &diag), TG_OK);
+    assert_true(rep.torn);
+    assert_int_equal(rep.records, 3);
+    tg_ledger_close(l);
+    assert_int_equal(fsize(hpath), 1024);
+    /* 4. another ledger of the same length under the old head: seq 5's hash differs */
+    spit(hpath, head, hlen);
+    tdir_t d2;
+    tdir_make(&d2);
+    tg_ledger_opts_t o2 = opts_for(&d2);
+    assert_int_equal(tg_ledger_open(&l, &o2, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 1, 4);
+    tg_ledger_pos_t p5; /* seq 5 with other bytes than append_n's */
+    assert_int_equal(tg_ledger_append_sync(l, TG_LEDGER_TYPE_RECEIPT, "m", 1, "{}", 2, &p5), TG_OK);
+    assert_int_equal(p5.seq, 5);
+    tg_ledger_close(l);
+    char path2[128];
+    seg_path(path2, sizeof path2, &d2, 1);
+    size_t olen;
+    uint8_t *o5 = slurp(path2, &olen);
+    spit(path, o5, olen);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(diag.msg, "seq 5 is not the record"));
+    assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, NULL), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(vr.fault_what, "its hash differs"));
+    free(o5);
+    tdir_remove(&d2);
+    /* 5. a damaged head: refused with the way out in the message; a wrong size too */
+    spit(path, orig, full);
+    uint8_t bad[1024];
+    memcpy(bad, head, sizeof bad);
+    bad[20] ^= 1;
+    bad[512 + 20] ^= 1;
+    spit(hpath, bad, sizeof bad);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(diag.msg, "neither slot is valid"));
+    assert_non_null(strstr(diag.msg, "move it away"));
+    spit(hpath, head, 100);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(diag.msg, "not a regular file of 1024 bytes"));
+    /* 6. one damaged slot: the other still counts */
+    for (size_t slot = 0; slot < 2; slot++) {
+        memcpy(bad, head, sizeof bad);
+        bad[slot * 512 + 20] ^= 1;
+        spit(hpath, bad, sizeof bad);
+        assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, &diag), TG_OK);
+        tg_ledger_close(l);
+    }
+    /* 7. the segments gone, the head kept: refused */
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(diag.msg, "ends at seq 0"));
+    spit(path, orig, full);
+    free(z);
+    free(head);
+    free(orig);
+    reopen_check(&d, 5);
     tdir_remove(&d);
 }
 
@@ -1585,7 +1712,7 @@ static void test_modes(void **state) {
             assert_int_equal(st.max_batch, 1);
         } else {
             assert_int_equal(during, 0); /* acknowledged after write(), before any sync */
-            assert_int_equal(after, 1);  /* close makes it durable */
+            assert_int_equal(after, 2);  /* close makes it durable, then ledger.head says so */
         }
         reopen_check(&d, 20);
         tdir_remove(&d);
@@ -1746,6 +1873,7 @@ int main(void) {
         cmocka_unit_test_setup(test_args, setup),
         cmocka_unit_test_setup(test_replay_error, setup),
         cmocka_unit_test_setup(test_torn_every_offset, setup),
+        cmocka_unit_test_setup(test_durable_head, setup),
         cmocka_unit_test_setup(test_tails, setup),
         cmocka_unit_test_setup(test_bitflips, setup),
         cmocka_unit_test_setup(test_rotation, setup),
