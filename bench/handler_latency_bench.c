@@ -382,8 +382,8 @@ int main(int argc, char **argv) {
         "tg_pipeline_handle, POST /decide, same body",
         "tg_key_sign over 32 bytes (receiptHash), Ed25519, libsodium",
         "SHA-256 over the canonical text of the request body",
-        "SHA-256 over the canonical receipt without receiptHash, authoritySignature, "
-        "authorityKeyId",
+        ("SHA-256 over the canonical receipt without receiptHash, authoritySignature, "
+         "authorityKeyId"),
         "SHA-256 over the bearer token"};
     run_t runs[NRUNS];
     memset(runs, 0, sizeof runs);

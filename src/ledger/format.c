@@ -842,7 +842,7 @@ tg_err_t tg_lg_head_read(tg_lg_head_t *out, bool *found, int dirfd, const char *
         return tg_diag_set(diag, TG_ERR_IO, "%s/%s: %s", dir, TG_LG_HEAD_NAME, strerror(errno));
     }
     struct stat st;
-    uint8_t buf[TG_LG_HEAD_SIZE];
+    uint8_t buf[TG_LG_HEAD_SIZE] = {0};
     tg_err_t rc = TG_OK;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != TG_LG_HEAD_SIZE) {
         rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT, "%s/%s: not a regular file of %d bytes", dir,

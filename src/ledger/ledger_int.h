@@ -98,7 +98,7 @@ void tg_lg_seg_name(char out[TG_LG_NAME_MAX], uint32_t segment);
  * seq 0 means nothing was durable yet (hash all zero). */
 #define TG_LG_HEAD_NAME "ledger.head"
 #define TG_LG_HEAD_SLOT 512
-#define TG_LG_HEAD_SIZE (2 * TG_LG_HEAD_SLOT)
+#define TG_LG_HEAD_SIZE (TG_LG_HEAD_SLOT + TG_LG_HEAD_SLOT)
 typedef struct tg_lg_head {
     uint64_t gen;
     uint64_t seq;
