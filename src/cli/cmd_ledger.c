@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "trigguard/canon.h"
+#include "trigguard/clock.h"
 #include "trigguard/keys.h"
 #include "trigguard/ledger.h"
 #include "trigguard/receipt.h"
@@ -159,12 +159,10 @@ static void print_fault(const tg_ledger_verify_report_t *rep) {
     printf("  what:   %s\n", rep->fault_what);
 }
 
-/* ledger.head's record time as UTC text. */
-static void head_time(char *out, size_t n, const tg_ledger_verify_report_t *rep) {
-    time_t t = (time_t)(rep->head_at_ms / 1000);
-    struct tm tmv;
-    if (gmtime_r(&t, &tmv) == NULL || strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tmv) == 0) {
-        snprintf(out, n, "unknown");
+/* ledger.head's write time as UTC text, or "unknown". */
+static void head_time(char out[TG_TIME_ISO_LEN + 1], const tg_ledger_verify_report_t *rep) {
+    if (tg_time_format_ms(out, rep->head_at_ms) != TG_OK) {
+        snprintf(out, TG_TIME_ISO_LEN + 1, "unknown");
     }
 }
 
@@ -188,8 +186,8 @@ static void print_json_summary(const tg_ledger_verify_report_t *rep, const char 
                             (unsigned long long)rep->bytes, c->ring ? "true" : "false",
                             (unsigned long long)c->signatures);
     if (rep->head_found && rc == TG_OK) {
-        char when[32];
-        head_time(when, sizeof when, rep);
+        char when[TG_TIME_ISO_LEN + 1];
+        head_time(when, rep);
         rc = tg_buf_printf(&b, ",\"durable_head\":{\"seq\":%llu,\"written\":\"%s\"}",
                            (unsigned long long)rep->head_seq, when);
     } else if (rc == TG_OK) {
@@ -313,8 +311,8 @@ static int ledger_verify(int argc, char **argv, bool dump) {
             printf("  head hash:  %s\n", head_hex);
             printf("  bytes:      %llu\n", (unsigned long long)rep.bytes);
             if (rep.head_found) {
-                char when[32];
-                head_time(when, sizeof when, &rep);
+                char when[TG_TIME_ISO_LEN + 1];
+                head_time(when, &rep);
                 printf("  durable:    seq %llu recorded in ledger.head at %s (reached)\n",
                        (unsigned long long)rep.head_seq, when);
             }

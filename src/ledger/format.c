@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ledger_int.h"
+#include "trigguard/clock.h"
 
 #define HDR TG_LEDGER_HEADER_SIZE
 #define HSZ TG_LEDGER_HASH_SIZE
@@ -547,17 +547,12 @@ tg_err_t tg_durability_parse(tg_durability_t *out, const char *s) {
 typedef struct verify_ctx {
     const tg_ledger_verify_opts_t *opts;
     tg_ledger_verify_report_t *rep;
-    uint64_t want_seq; /* ledger.head's record (0: none) */
-    bool got;          /* ... seen, with this record_hash: */
-    uint8_t got_hash[HSZ];
+    tg_lg_head_probe_t probe; /* ledger.head's record */
 } verify_ctx_t;
 
 static tg_err_t verify_rec(void *ud, const tg_ledger_record_t *rec, tg_diag_t *diag) {
     verify_ctx_t *v = ud;
-    if (rec->seq == v->want_seq) {
-        v->got = true;
-        memcpy(v->got_hash, rec->hash, HSZ);
-    }
+    tg_lg_head_probe_see(&v->probe, rec);
     if (v->opts != NULL && v->opts->check != NULL) {
         tg_err_t rc = v->opts->check(v->opts->check_ud, rec, diag);
         if (rc) {
@@ -632,18 +627,21 @@ static tg_err_t verify_file(tg_ledger_verify_report_t *rep, verify_ctx_t *ctx, t
     return TG_OK;
 }
 
-tg_err_t tg_lg_head_check(const tg_lg_head_t *h, uint64_t last_seq, bool got,
-                          const uint8_t got_hash[TG_LEDGER_HASH_SIZE], uint64_t *fault_seq,
-                          char *what, size_t what_len) {
+void tg_lg_head_probe_see(tg_lg_head_probe_t *p, const tg_ledger_record_t *rec) {
+    if (rec->seq == p->want_seq) {
+        p->got = true;
+        memcpy(p->hash, rec->hash, HSZ);
+    }
+}
+
+tg_err_t tg_lg_head_check(const tg_lg_head_t *h, uint64_t last_seq, const tg_lg_head_probe_t *p,
+                          uint64_t *fault_seq, char *what, size_t what_len) {
     bool lost = last_seq < h->seq;
-    if (h->seq == 0 || (!lost && got && sodium_memcmp(got_hash, h->hash, HSZ) == 0)) {
+    if (h->seq == 0 || (!lost && p->got && sodium_memcmp(p->hash, h->hash, HSZ) == 0)) {
         return TG_OK;
     }
-    char when[32];
-    time_t t = (time_t)(h->at_ms / 1000);
-    struct tm tmv;
-    if (gmtime_r(&t, &tmv) == NULL ||
-        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tmv) == 0) {
+    char when[TG_TIME_ISO_LEN + 1];
+    if (tg_time_format_ms(when, h->at_ms) != TG_OK) {
         snprintf(when, sizeof when, "an unknown time");
     }
     if (lost) {
@@ -668,8 +666,7 @@ static tg_err_t verify_head(tg_ledger_verify_report_t *rep, const verify_ctx_t *
                             const tg_lg_head_t *head, const char *hpath, tg_diag_t *diag) {
     uint64_t seq = 0;
     char what[sizeof rep->fault_what];
-    if (tg_lg_head_check(head, rep->last_seq, ctx->got, ctx->got_hash, &seq, what, sizeof what) ==
-        TG_OK) {
+    if (tg_lg_head_check(head, rep->last_seq, &ctx->probe, &seq, what, sizeof what) == TG_OK) {
         return rep->fault; /* TG_OK, or the torn tail past the head */
     }
     rep->fault = TG_ERR_LEDGER_CORRUPT;
@@ -747,7 +744,7 @@ tg_err_t tg_ledger_verify_path(tg_ledger_verify_report_t *rep, const char *path,
     if (rep->head_found) {
         rep->head_seq = head.seq;
         rep->head_at_ms = head.at_ms;
-        ctx.want_seq = head.seq;
+        ctx.probe.want_seq = head.seq;
     }
     rc = tg_lg_list_segments(&segs, &nseg, dfd, path, diag);
     if (rc) {
@@ -796,17 +793,15 @@ done:
 /* ---- ledger.head --------------------------------------------------------------------- */
 
 #define HEAD_MAGIC "TGLHEAD1"
-#define HEAD_BODY 80 /* bytes covered by the slot's SHA-256 */
+#define HEAD_BODY 64 /* bytes covered by the slot's SHA-256 */
 
 void tg_lg_head_encode(uint8_t slot[TG_LG_HEAD_SLOT], const tg_lg_head_t *h) {
     memset(slot, 0, TG_LG_HEAD_SLOT);
     memcpy(slot, HEAD_MAGIC, 8);
     tg_lg_put_u64(slot + 8, h->gen);
     tg_lg_put_u64(slot + 16, h->seq);
-    tg_lg_put_u64(slot + 24, h->segment); /* the u32 and its zero pad, little-endian */
-    tg_lg_put_u64(slot + 32, h->end);
-    memcpy(slot + 40, h->hash, TG_LEDGER_HASH_SIZE);
-    tg_lg_put_u64(slot + 72, (uint64_t)h->at_ms);
+    memcpy(slot + 24, h->hash, TG_LEDGER_HASH_SIZE);
+    tg_lg_put_u64(slot + 56, (uint64_t)h->at_ms);
     crypto_hash_sha256(slot + HEAD_BODY, slot, HEAD_BODY);
 }
 
@@ -817,16 +812,10 @@ static bool head_decode(tg_lg_head_t *h, const uint8_t *slot) {
         sodium_memcmp(check, slot + HEAD_BODY, sizeof check) != 0) {
         return false;
     }
-    uint64_t seg = tg_lg_get_u64(slot + 24);
-    if (seg > UINT32_MAX) {
-        return false;
-    }
     h->gen = tg_lg_get_u64(slot + 8);
     h->seq = tg_lg_get_u64(slot + 16);
-    h->segment = (uint32_t)seg;
-    h->end = tg_lg_get_u64(slot + 32);
-    memcpy(h->hash, slot + 40, TG_LEDGER_HASH_SIZE);
-    h->at_ms = (int64_t)tg_lg_get_u64(slot + 72);
+    memcpy(h->hash, slot + 24, TG_LEDGER_HASH_SIZE);
+    h->at_ms = (int64_t)tg_lg_get_u64(slot + 56);
     return true;
 }
 

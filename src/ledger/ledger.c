@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ledger_int.h"
+#include "trigguard/clock.h"
 #include "trigguard/io.h"
 #include "trigguard/log.h"
 
@@ -193,10 +194,6 @@ static void note_synced(tg_ledger_t *l) {
     l->synced_end = l->acked_end;
     l->durable.seq = l->next_seq - 1;
     memcpy(l->durable.hash, l->head, HSZ);
-    if (l->acked_end > 0) { /* else the record is in the segment before a fresh one */
-        l->durable.segment = l->seg;
-        l->durable.end = l->acked_end;
-    }
 }
 
 /* pwrite all of buf at off. Regular files write short when the disk is full or a size
@@ -238,7 +235,7 @@ static void background_flush(tg_ledger_t *l) {
     int fd = dup(l->fd);
     uint32_t seg = l->seg;
     uint64_t end = l->acked_end;
-    tg_lg_head_t covered = {.seq = l->next_seq - 1, .segment = seg, .end = end};
+    tg_lg_head_t covered = {.seq = l->next_seq - 1};
     memcpy(covered.hash, l->head, HSZ);
     pthread_mutex_unlock(&l->wmu);
     if (fd < 0) {
@@ -280,11 +277,9 @@ static int checkpoint(tg_ledger_t *l, bool force) {
     if (h.seq == l->head_seq && l->head_gen > 0) {
         return 0; /* nothing new since the last slot */
     }
-    l->head_ns = now;
-    struct timespec wall;
-    clock_gettime(CLOCK_REALTIME, &wall);
+    l->head_ns = now; /* a failed attempt waits the interval too */
     h.gen = l->head_gen + 1;
-    h.at_ms = (int64_t)wall.tv_sec * 1000 + wall.tv_nsec / 1000000;
+    h.at_ms = tg_clock_now_ms();
     uint8_t slot[TG_LG_HEAD_SLOT];
     tg_lg_head_encode(slot, &h);
     if (write_at(l->headfd, slot, sizeof slot, (h.gen % 2) * TG_LG_HEAD_SLOT) != 0 ||
@@ -852,13 +847,8 @@ static void *writer_main(void *arg) {
                 continue;
             }
             pthread_mutex_unlock(&l->mu);
-            (void)checkpoint(l, false);
+            (void)checkpoint(l, false); /* failed: head_ns puts the retry an interval on */
             pthread_mutex_lock(&l->mu);
-            if (head_pending(l)) { /* the write failed: wait for the next attempt */
-                struct timespec ts;
-                abs_deadline(&ts, mono_ns() + (int64_t)HEAD_INTERVAL_MS * 1000000);
-                pthread_cond_timedwait(&l->work_cv, &l->mu, &ts);
-            }
             continue;
         }
         pthread_cond_wait(&l->work_cv, &l->mu);
@@ -884,19 +874,12 @@ static void *writer_main(void *arg) {
 typedef struct replay_ctx {
     tg_ledger_replay_fn fn;
     void *ud;
-    uint64_t want_seq;        /* ledger.head's record (0: none): its hash is kept */
-    bool got;                 /* ... seen */
-    uint8_t got_hash[HSZ];    /* ... its record_hash */
-    tg_ledger_pos_t last_pos; /* position of the last valid record */
+    tg_lg_head_probe_t probe; /* ledger.head's record */
 } replay_ctx_t;
 
 static tg_err_t replay_rec(void *ud, const tg_ledger_record_t *rec, tg_diag_t *diag) {
     replay_ctx_t *c = ud;
-    if (rec->seq == c->want_seq) {
-        c->got = true;
-        memcpy(c->got_hash, rec->hash, HSZ);
-    }
-    c->last_pos = rec->pos;
+    tg_lg_head_probe_see(&c->probe, rec);
     if (c->fn == NULL) {
         return TG_OK;
     }
@@ -1013,7 +996,7 @@ static tg_err_t check_head(const tg_ledger_t *l, const tg_lg_head_t *h, const re
     }
     uint64_t seq;
     char what[TG_DIAG_MAX];
-    if (tg_lg_head_check(h, last_seq, c->got, c->got_hash, &seq, what, sizeof what) == TG_OK) {
+    if (tg_lg_head_check(h, last_seq, &c->probe, &seq, what, sizeof what) == TG_OK) {
         return TG_OK;
     }
     return tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
@@ -1133,19 +1116,14 @@ done:
 /* After the scan: what it read is made durable (a process crash leaves written but unsynced
  * records readable), becomes the durable head, and is recorded in ledger.head, created if
  * missing. */
-static tg_err_t open_head(tg_ledger_t *l, const tg_lg_head_t *found, const replay_ctx_t *c,
-                          tg_diag_t *diag) {
+static tg_err_t open_head(tg_ledger_t *l, const tg_lg_head_t *found, tg_diag_t *diag) {
     if (fdatasync(l->fd) != 0) {
         return tg_diag_set(diag, TG_ERR_IO, "%s: fdatasync of segment %u failed: %s", l->dir,
                            l->seg, strerror(errno));
     }
-    l->durable.seq = l->next_seq - 1;
-    memcpy(l->durable.hash, l->head, HSZ);
-    l->durable.segment = c->last_pos.segment;
-    l->durable.end = c->last_pos.offset + c->last_pos.length;
+    note_synced(l);
     l->headfd = openat(l->dirfd, TG_LG_HEAD_NAME, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    struct stat st;
-    if (l->headfd < 0 || fstat(l->headfd, &st) != 0) {
+    if (l->headfd < 0) {
         return tg_diag_set(diag, TG_ERR_IO, "%s/%s: %s", l->dir, TG_LG_HEAD_NAME, strerror(errno));
     }
     if (found == NULL) { /* created just now: both slots (zero, so invalid), then its name */
@@ -1157,7 +1135,7 @@ static tg_err_t open_head(tg_ledger_t *l, const tg_lg_head_t *found, const repla
         l->head_gen = found->gen;
         l->head_seq = found->seq;
     }
-    if (checkpoint(l, true) != 0 && l->head_seq != l->durable.seq) {
+    if (checkpoint(l, true) != 0) {
         return tg_diag_set(diag, TG_ERR_IO, "%s/%s: cannot write it: %s", l->dir, TG_LG_HEAD_NAME,
                            strerror(errno));
     }
@@ -1232,12 +1210,12 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
             tg_diag_set(diag, rc, "%s; to start without the durable-head check, move it away", why);
         goto done;
     }
-    replay_ctx_t rctx = {.fn = replay, .ud = ud, .want_seq = have_head ? head.seq : 0};
+    replay_ctx_t rctx = {.fn = replay, .ud = ud, .probe.want_seq = have_head ? head.seq : 0};
     rc = scan_all(l, &rctx, have_head ? &head : NULL, rep, diag);
     if (rc) {
         goto done;
     }
-    rc = open_head(l, have_head ? &head : NULL, &rctx, diag);
+    rc = open_head(l, have_head ? &head : NULL, diag);
     if (rc) {
         goto done;
     }

@@ -91,10 +91,9 @@ void tg_lg_seg_name(char out[TG_LG_NAME_MAX], uint32_t segment);
 /* ledger.head: the durable head, so that a start can tell records the storage lost from a
  * torn write. Two 512-byte slots (one sector each, so a torn write of one leaves the other
  * whole); the writer overwrites them in turn and the valid slot with the higher generation
- * counts. A slot:
- *   0 "TGLHEAD1" | 8 generation u64 | 16 seq u64 | 24 segment u32 | 28 zero u32 |
- *   32 end u64 (offset after record seq in that segment) | 40 record_hash of seq (32) |
- *   72 wall-clock ms when written, i64 | 80 SHA-256 of bytes 0..80 (32) | 112.. zero
+ * counts. A slot (little-endian):
+ *   0 "TGLHEAD1" | 8 generation u64 | 16 seq u64 | 24 record_hash of seq (32) |
+ *   56 wall-clock ms when written, i64 | 64 SHA-256 of bytes 0..64 (32) | 96.. zero
  * seq 0 means nothing was durable yet (hash all zero). */
 #define TG_LG_HEAD_NAME "ledger.head"
 #define TG_LG_HEAD_SLOT 512
@@ -102,19 +101,25 @@ void tg_lg_seg_name(char out[TG_LG_NAME_MAX], uint32_t segment);
 typedef struct tg_lg_head {
     uint64_t gen;
     uint64_t seq;
-    uint32_t segment;
-    uint64_t end;
     uint8_t hash[TG_LEDGER_HASH_SIZE];
     int64_t at_ms;
 } tg_lg_head_t;
 
-/* The start's check against ledger.head h: the valid records end at last_seq, and got /
- * got_hash say whether seq h->seq was among them and its record_hash. TG_OK, or
- * TG_ERR_LEDGER_CORRUPT with the first bad seq in *fault_seq and a sentence in what (records
- * lost, or the record at h->seq is another one). */
-tg_err_t tg_lg_head_check(const tg_lg_head_t *h, uint64_t last_seq, bool got,
-                          const uint8_t got_hash[TG_LEDGER_HASH_SIZE], uint64_t *fault_seq,
-                          char *what, size_t what_len);
+/* What a scan saw of ledger.head's record: set want_seq (0: no head), pass every valid
+ * record to tg_lg_head_probe_see, then tg_lg_head_check. Open and verify share both. */
+typedef struct tg_lg_head_probe {
+    uint64_t want_seq;
+    bool got;
+    uint8_t hash[TG_LEDGER_HASH_SIZE];
+} tg_lg_head_probe_t;
+void tg_lg_head_probe_see(tg_lg_head_probe_t *p, const tg_ledger_record_t *rec);
+
+/* The start's check against ledger.head h: the valid records end at last_seq, and p says
+ * whether seq h->seq was among them and its record_hash. TG_OK, or TG_ERR_LEDGER_CORRUPT
+ * with the first bad seq in *fault_seq and a sentence in what (records lost, or the record
+ * at h->seq is another one). */
+tg_err_t tg_lg_head_check(const tg_lg_head_t *h, uint64_t last_seq, const tg_lg_head_probe_t *p,
+                          uint64_t *fault_seq, char *what, size_t what_len);
 
 /* Writes h into one slot (TG_LG_HEAD_SLOT bytes). */
 void tg_lg_head_encode(uint8_t slot[TG_LG_HEAD_SLOT], const tg_lg_head_t *h);
