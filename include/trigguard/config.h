@@ -47,6 +47,8 @@ typedef struct tg_config {
     tg_config_durability_t durability; /* derived from durability_name */
     int64_t batch_ms;
     int64_t commit_delay_us;
+    int64_t ledger_stall_timeout_ms;
+    int64_t drain_timeout_s;
     int64_t segment_bytes;
     int64_t retention_s;
     int64_t store_max_entries;

@@ -31,6 +31,8 @@
 #define TG_HTTP_DRAIN_FACTOR 4
 /* tg_http_stop: how long no request must be in flight before the drain counts as done. */
 #define TG_HTTP_SETTLE_MS 200
+/* tg_http_stop: how long the abandon hook's answers may take to be sent. */
+#define TG_HTTP_ABANDON_MS 2000
 
 typedef struct tg_exchange tg_exchange_t;
 
@@ -124,6 +126,12 @@ typedef struct tg_http_opts {
      * such requests: without the Expect, the body is already on its way, and reading it
      * keeps the connection (and requests pipelined behind it) usable. */
     tg_http_handler_fn early;
+    /* Optional. Called by tg_http_stop when its drain ran out while exchanges are still
+     * deferred (suspended): it must make every deferred exchange complete promptly, from
+     * any thread (answer it without waiting for its asynchronous step), and make later
+     * defers impossible. Without it, or if it does not, tg_http_stop leaves libmicrohttpd
+     * running rather than stop it with connections suspended (which aborts the process). */
+    void (*abandon)(void *ud);
 } tg_http_opts_t;
 
 typedef struct tg_http_server tg_http_server_t;
@@ -153,9 +161,14 @@ void tg_http_quiesce(tg_http_server_t *s);
 /* Drains, then stops the threads and frees the server: stops accepting; marks every
  * response from then on `Connection: close`; waits until no request has been in flight
  * for TG_HTTP_SETTLE_MS (requests already received get parsed and answered meanwhile);
- * then answers any request that still begins with shutting_down set, lets those answers
- * go, and stops. The waits together last at most timeout_ms: requests still in flight
- * then have their connections closed (logged as drain_timeout). NULL-safe. Not
+ * then answers every request whose handler would run from then on with shutting_down set
+ * (also one whose headers came earlier but whose body completes now), lets those answers
+ * go, and stops. The waits together last at most timeout_ms. Exchanges still deferred then
+ * are handed to opts.abandon, which answers them (up to TG_HTTP_ABANDON_MS more); requests
+ * still in flight after that have their connections closed (logged as drain_timeout).
+ * libmicrohttpd aborts the process when stopped with a suspended connection, so if any
+ * remains (no abandon hook, or it did not answer), the server is left running and a
+ * drain_stuck line is logged instead: the process can still exit. NULL-safe. Not
  * thread-safe with other calls on s. */
 void tg_http_stop(tg_http_server_t *s, int64_t timeout_ms);
 

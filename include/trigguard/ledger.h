@@ -251,8 +251,25 @@ tg_err_t tg_ledger_append_now(tg_ledger_t *l, uint8_t type, const void *meta, si
 void tg_ledger_announce(tg_ledger_t *l);
 void tg_ledger_announce_end(tg_ledger_t *l);
 
-/* true while appends can be made durable (for /readyz). Lock-free. Thread-safe. */
+/* true while appends can be made durable (for /readyz): not failed (see Failure above) and
+ * not stalled (tg_ledger_watch). Lock-free. Thread-safe. */
 bool tg_ledger_healthy(const tg_ledger_t *l);
+
+/* The stall watch. A disk can stop answering without failing (a frozen filesystem, a hung
+ * device, a storage path that fails over): a write or fdatasync then blocks the writer for
+ * as long as the device likes, records pile up behind it, and nothing turns unhealthy. Call
+ * this periodically (serve: every 100 ms) with the bound (--ledger-stall-timeout); 0 turns
+ * the watch off. When the writer's file work in progress, or an inline append's write
+ * (tg_ledger_append_now), began more than stall_ms ago, the ledger is *stalled*:
+ * tg_ledger_healthy is false, every queued record not yet taken by the writer is failed
+ * (done(TG_ERR_LEDGER_UNHEALTHY): never written), new appends fail fast with
+ * TG_ERR_LEDGER_UNHEALTHY, and one ledger_stalled line is logged. Records already in the
+ * stalled write stay there: their done() comes when (if ever) the write returns, as usual;
+ * a caller that cannot wait that long answers its client itself (the pipeline's
+ * --ledger-stall-timeout). The stall ends, and records are accepted again, as soon as that
+ * work returns (logged, ledger_stall_ended). Returns whether the ledger is stalled now.
+ * Thread-safe, but meant for one watching thread. */
+bool tg_ledger_watch(tg_ledger_t *l, uint32_t stall_ms);
 
 /* Asks the writer to recover now (truncate to the last acknowledged record, fdatasync, probe
  * write) and waits for the attempt. TG_OK if the ledger is (now) healthy,
@@ -282,11 +299,13 @@ typedef struct tg_ledger_stats {
     uint64_t fsyncs;       /* successful fdatasync calls */
     uint64_t fsync_sum_us; /* their total latency */
     uint64_t failures;     /* write/sync failures (each one made the ledger unhealthy) */
+    uint64_t stalls;       /* stalls declared by tg_ledger_watch */
+    bool stalled;          /* stalled now (healthy is then false too) */
     uint64_t rejected;     /* appends refused (overloaded or unhealthy) */
     uint64_t queued;       /* records waiting for the writer right now */
     uint64_t fsync_hist[TG_LEDGER_FSYNC_BUCKETS];
     uint64_t batch_hist[TG_LEDGER_BATCH_BUCKETS];
-    bool healthy;
+    bool healthy; /* tg_ledger_healthy */
     tg_durability_t durability;
     uint32_t segment;       /* active segment number */
     uint64_t segment_bytes; /* its length */

@@ -47,7 +47,16 @@ void tg_pipeline_early(void *ud, tg_exchange_t *ex);
  * they started with. Not reentrant (call from one control thread). */
 tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) TG_MUST_USE;
 
-/* Housekeeping: expires idempotency/nonce entries. Call often (serve: every 100 ms), so that
+/* The HTTP layer's abandon hook (tg_http_opts_t.abandon); ud is the pipeline. Answers 503
+ * to every request still waiting for its ledger record and refuses new waits from then on:
+ * the server is stopping and the drain ran out. The claims of those requests stay with the
+ * ledger's answer (a record that becomes durable later is replayed to a retry after a
+ * restart). Thread-safe; idempotent. */
+void tg_pipeline_abandon(void *ud);
+
+/* Housekeeping: expires idempotency/nonce entries; declares a stalled ledger
+ * (tg_ledger_watch) and answers 503 to requests that have waited for their record longer
+ * than --ledger-stall-timeout. Call often (serve: every 100 ms), so that
  * each call frees a small batch rather than a second's worth at once. */
 void tg_pipeline_tick(tg_pipeline_t *p);
 

@@ -16,13 +16,13 @@
 
 #include "cli.h"
 #include "trigguard/canon.h"
+#include "trigguard/clock.h"
 #include "trigguard/config.h"
 #include "trigguard/http.h"
 #include "trigguard/log.h"
 #include "trigguard/pipeline.h"
 #include "trigguard/version.h"
 
-#define TG_SERVE_DRAIN_MS 10000 /* longest wait for in-flight requests at shutdown */
 /* Housekeeping cadence. Each tick sweeps the expired idempotency, nonce and receipt-index
  * entries; at a steady 20k requests/s that is ~2k frees a tick instead of ~20k once a
  * second, a burst that competed with requests for the CPU and for malloc's arena locks and
@@ -48,6 +48,40 @@ static void tune_allocator(void) {
     (void)mallopt(M_TOP_PAD, 16 * 1024 * 1024);
     (void)mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
 #endif
+}
+
+/* The stop's watchdog. Every acknowledged record is durable before its response leaves,
+ * so a stop that cannot finish (the ledger's final sync does not return, a libmicrohttpd
+ * thread does not end) loses nothing by exiting without it; hanging would keep a
+ * supervisor from restarting the service. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    int64_t limit_ms;
+} stop_watch_t;
+
+static void *stop_watch_main(void *arg) {
+    stop_watch_t *w = arg;
+    (void)prctl(PR_SET_NAME, "tg-stop-watch", 0, 0, 0);
+    struct timespec until;
+    (void)clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)(w->limit_ms / 1000);
+    pthread_mutex_lock(&w->mu);
+    int r = 0;
+    while (!w->done && r != ETIMEDOUT) {
+        r = pthread_cond_timedwait(&w->cv, &w->mu, &until);
+    }
+    bool done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    if (!done) {
+        TG_LOG(TG_LOG_ERROR, "shutdown_stuck",
+               "the stop did not finish within %lld ms (a ledger write or sync has not "
+               "returned); exiting without it: every acknowledged record is already durable",
+               (long long)w->limit_ms);
+        _exit(TG_EXIT_FAIL);
+    }
+    return NULL;
 }
 
 static int write_port_file(const char *path, unsigned port) {
@@ -168,6 +202,7 @@ int tg_cmd_serve(int argc, char **argv) {
         .tls_cert_pem = tls_cert,
         .tls_key_pem = tls_key,
         .early = tg_pipeline_early,
+        .abandon = tg_pipeline_abandon,
     };
     tg_http_server_t *main_srv = NULL, *decide_srv = NULL;
     /* Request lines go out in batches from here on (see log.h); without the thread they
@@ -242,13 +277,33 @@ int tg_cmd_serve(int argc, char **argv) {
         break;
     }
     tg_pipeline_set_serving(p, false);
+    /* --drain-timeout for the requests in flight, as long again for closing the ledger
+     * (its writer's last write and sync): a disk that stopped answering would hold that
+     * forever, so past it the stop gives up (shutdown_stuck, exit 1). */
+    int64_t drain_ms = cfg.drain_timeout_s * 1000;
+    stop_watch_t watch = {.limit_ms = 2 * drain_ms};
+    pthread_t watcher;
+    (void)pthread_mutex_init(&watch.mu, NULL);
+    (void)pthread_cond_init(&watch.cv, NULL);
+    bool watching = pthread_create(&watcher, NULL, stop_watch_main, &watch) == 0;
     /* Stop accepting, let every accepted request finish (the ledger keeps completing
-     * deferred ones), then close the ledger and wipe keys. */
+     * deferred ones; those it cannot complete by the deadline get 503 through the abandon
+     * hook), then close the ledger and wipe keys. */
     tg_http_quiesce(main_srv);
     tg_http_quiesce(decide_srv);
-    tg_http_stop(decide_srv, TG_SERVE_DRAIN_MS);
-    tg_http_stop(main_srv, TG_SERVE_DRAIN_MS);
+    /* One drain for both listeners: what the /decide one took, the main one has less. */
+    int64_t drain_start = tg_clock_mono_ns();
+    tg_http_stop(decide_srv, drain_ms);
+    int64_t spent_ms = (tg_clock_mono_ns() - drain_start) / 1000000;
+    tg_http_stop(main_srv, spent_ms < drain_ms ? drain_ms - spent_ms : 0);
     tg_pipeline_destroy(p);
+    if (watching) {
+        pthread_mutex_lock(&watch.mu);
+        watch.done = true;
+        pthread_cond_signal(&watch.cv);
+        pthread_mutex_unlock(&watch.mu);
+        (void)pthread_join(watcher, NULL);
+    }
     tg_log_async_stop();
     TG_LOG(TG_LOG_INFO, "stopped", "clean shutdown");
     return exit_code;

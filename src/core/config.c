@@ -64,6 +64,10 @@ static const opt_t options[] = {
     {"commit-delay-us", "TRIGGUARD_COMMIT_DELAY_US", OPT_INT, F(commit_delay_us), "200", 0, 100000,
      NULL, 0,
      "--durability=fsync: longest wait for requests being signed before a fdatasync (0 = none)"},
+    {"ledger-stall-timeout", "TRIGGUARD_LEDGER_STALL_TIMEOUT", OPT_INT, F(ledger_stall_timeout_ms),
+     "5000", 100, 3600000, NULL, 0,
+     "ms a decision may wait for its ledger write or sync before it gets 503 and the ledger "
+     "counts as stalled (/readyz 503) until the write returns"},
     {"segment-bytes", "TRIGGUARD_SEGMENT_BYTES", OPT_INT, F(segment_bytes), "268435456", 65536,
      I64MAX, NULL, 0, "start a new ledger segment past this size"},
     {"retention", "TRIGGUARD_RETENTION", OPT_INT, F(retention_s), "86400", 1, 31536000, NULL, 0,
@@ -96,6 +100,10 @@ static const opt_t options[] = {
      0, 65536, NULL, 0, "simultaneous connections from one IP address; 0 = no per-address limit"},
     {"connection-timeout", "TRIGGUARD_CONNECTION_TIMEOUT", OPT_INT, F(connection_timeout_s), "30",
      1, 3600, NULL, 0, "idle connection timeout in seconds; also the most a request body may take"},
+    {"drain-timeout", "TRIGGUARD_DRAIN_TIMEOUT", OPT_INT, F(drain_timeout_s), "10", 1, 3600, NULL,
+     0,
+     "seconds a stop waits for requests in flight (then 503 to those still waiting for the "
+     "ledger); the ledger's close gets as long again before the stop gives up (exit 1)"},
     {"connection-memory", "TRIGGUARD_CONNECTION_MEMORY", OPT_INT, F(connection_memory), "32768",
      4096, 1048576, NULL, 0, "libmicrohttpd per-connection memory (headers) in bytes"},
     {"max-body", "TRIGGUARD_MAX_BODY", OPT_INT, F(max_body), "65536", 256, 16777216, NULL, 0,

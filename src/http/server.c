@@ -23,6 +23,7 @@ struct tg_http_server {
     struct MHD_Daemon *mhd;
     tg_http_handler_fn handler;
     tg_http_handler_fn early; /* optional: see tg_http_opts_t */
+    void (*abandon)(void *ud);
     void *ud;
     int listener;
     size_t max_body;
@@ -31,6 +32,7 @@ struct tg_http_server {
     int64_t body_deadline_ns; /* a body must be in within this long of its headers */
     uint16_t port;
     atomic_uint in_flight;
+    atomic_uint suspended;   /* deferred exchanges whose connection is suspended */
     int listen_fd;           /* ours, not libmicrohttpd's; -1 once closed */
     pthread_t acceptor;      /* accept() loop handing sockets to MHD_add_connection */
     bool acceptor_running;   /* joined by tg_http_quiesce */
@@ -56,6 +58,7 @@ typedef struct {
     tg_buf_t body;
     size_t drained;      /* body bytes read past --max-body */
     bool wants_continue; /* Expect: 100-continue, with a body announced */
+    bool in_suspended;   /* counted in srv->suspended (event thread only) */
     _Atomic int state;
 } req_ctx_t;
 
@@ -163,6 +166,8 @@ static enum MHD_Result queue_exchange(req_ctx_t *ctx) {
 
 void tg_exchange_defer(tg_exchange_t *ex) {
     req_ctx_t *ctx = ex->http_ctx;
+    atomic_fetch_add(&ctx->srv->suspended, 1);
+    ctx->in_suspended = true;
     atomic_store(&ctx->state, REQ_DEFERRED);
     MHD_suspend_connection(ctx->conn);
 }
@@ -320,6 +325,15 @@ static req_ctx_t *ctx_create(tg_http_server_t *srv, struct MHD_Connection *conn,
     return ctx;
 }
 
+/* A deferred exchange leaves the suspended count once libmicrohttpd processes its
+ * connection again: resumed (on_request) or, if the client left meanwhile, ended. */
+static void uncount_suspended(req_ctx_t *ctx) {
+    if (ctx->in_suspended) {
+        ctx->in_suspended = false;
+        atomic_fetch_sub(&ctx->srv->suspended, 1);
+    }
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
@@ -381,6 +395,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     int state = atomic_load(&ctx->state);
     if (state == REQ_READY) {
+        /* Resumed: libmicrohttpd processes the connection again, so it no longer counts
+         * against MHD_stop_daemon (see tg_http_stop). */
+        uncount_suspended(ctx);
         run_resume_hook(ctx);
         return queue_exchange(ctx);
     }
@@ -389,6 +406,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     ctx->ex.body = ctx->body.data ? ctx->body.data : "";
     ctx->ex.body_len = ctx->body.len;
+    /* A request whose headers came before the drain ended but whose body completes after
+     * it is refused like one that begins now: it must not defer once the stop is near. */
+    if (atomic_load(&srv->stopping)) {
+        ctx->ex.shutting_down = true;
+    }
     srv->handler(srv->ud, &ctx->ex);
     if (atomic_load(&ctx->state) == REQ_READING) {
         return queue_exchange(ctx);
@@ -411,6 +433,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     /* A deferred exchange whose connection closed before its response was queued: the
      * handler still gets its hook (to release what it holds). A connection that is still
      * suspended never gets here: libmicrohttpd only ends connections it is processing. */
+    uncount_suspended(ctx);
     run_resume_hook(ctx);
     tg_buf_free(&ctx->body);
     tg_buf_free(&ctx->ex.out);
@@ -441,9 +464,12 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
  * the event says where, then aborts as the default does. */
 static void on_mhd_panic(void *cls, const char *file, unsigned int line, const char *reason) {
     (void)cls;
-    TG_LOG(TG_LOG_ERROR, "libmicrohttpd_panic", "%s:%u: %s", file != NULL ? file : "?", line,
-           reason != NULL ? reason : "(no reason)");
-    abort();
+    TG_LOG(TG_LOG_ERROR, "libmicrohttpd_panic", "%s:%u: %s; exiting", file != NULL ? file : "?",
+           line, reason != NULL ? reason : "(no reason)");
+    /* Not abort(): the state is inconsistent, so no cleanup runs (exit handlers could touch
+     * it), but the exit is a logged status, not a signal. Nothing acknowledged is lost:
+     * every response that left had its record durable first. */
+    _exit(70); /* EX_SOFTWARE */
 }
 
 /* The listening socket is ours, not libmicrohttpd's (see tg_http_quiesce for why): bound
@@ -625,12 +651,14 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
     }
     s->handler = handler;
     s->early = opts->early;
+    s->abandon = opts->abandon;
     s->ud = ud;
     s->listener = opts->listener;
     s->max_body = opts->max_body;
     s->max_url = opts->max_url;
     s->max_header_bytes = opts->max_header_bytes;
     atomic_init(&s->in_flight, 0);
+    atomic_init(&s->suspended, 0);
     s->listen_fd = lfd;
     s->port = port;
     s->max_conns = opts->max_connections ? opts->max_connections : 1;
@@ -746,12 +774,36 @@ void tg_http_stop(tg_http_server_t *s, int64_t timeout_ms) {
     atomic_store(&s->stopping, true);
     /* What began meanwhile is answered at once (shutting_down): let those answers go. */
     wait_settled(s, TG_HTTP_SETTLE_MS * INT64_C(1000000) / 4, deadline);
+    unsigned waiting = atomic_load(&s->suspended);
+    if (waiting > 0 && s->abandon != NULL) {
+        /* The drain ran out with requests still waiting for their asynchronous step (a
+         * ledger sync that does not return): they get their answer now, not a reset. */
+        TG_LOG(TG_LOG_ERROR, "drain_abandon",
+               "listener %d: %u requests still waiting after %lld ms; answering them 503",
+               s->listener, waiting, (long long)timeout_ms);
+        s->abandon(s->ud);
+        int64_t until = mono_ns() + TG_HTTP_ABANDON_MS * INT64_C(1000000);
+        while (atomic_load(&s->suspended) > 0 && mono_ns() < until) {
+            struct timespec ts = {0, 5L * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        wait_settled(s, TG_HTTP_SETTLE_MS * INT64_C(1000000) / 4, until);
+    }
     unsigned left = atomic_load(&s->in_flight);
     if (left > 0) {
         TG_LOG(TG_LOG_ERROR, "drain_timeout",
                "listener %d: %u requests still in flight after %lld ms; closing their "
                "connections",
                s->listener, left, (long long)timeout_ms);
+    }
+    waiting = atomic_load(&s->suspended);
+    if (waiting > 0) {
+        /* MHD_stop_daemon with a suspended connection panics (aborts). Leave the server
+         * running instead; its threads end with the process. */
+        TG_LOG(TG_LOG_ERROR, "drain_stuck",
+               "listener %d: %u connections still suspended; not stopping libmicrohttpd",
+               s->listener, waiting);
+        return;
     }
     MHD_stop_daemon(s->mhd);
     server_free(s);

@@ -122,6 +122,16 @@ struct tg_ledger {
     int64_t head_ns;   /* monotonic time of the last attempt */
     bool head_warned;  /* a failed write was logged and none has succeeded since */
 
+    /* Stall watch (tg_ledger_watch). When the file work in progress began, monotonic ns, 0
+     * when none: io_writer_ns for the writer thread, io_inline_ns for an inline append
+     * (durability none, under wmu). `stalled` is set by the watch when either is older than
+     * its bound and cleared when that work returns. */
+    _Atomic int64_t io_writer_ns;
+    _Atomic int64_t io_inline_ns;
+    atomic_bool stalled;
+    _Atomic int64_t stalled_since_ns;
+    _Atomic uint32_t stall_ms; /* the watch's bound, 0 until it first runs */
+
     /* published for other threads */
     atomic_bool healthy;
     pthread_mutex_t stat_mu; /* head_seq, head_hash, segment, segment_bytes */
@@ -130,7 +140,7 @@ struct tg_ledger {
     uint32_t pub_seg;
     uint64_t pub_seg_bytes;
     _Atomic uint64_t st_records, st_bytes, st_batches, st_last_batch, st_max_batch;
-    _Atomic uint64_t st_fsyncs, st_fsync_sum_us, st_failures, st_rejected;
+    _Atomic uint64_t st_fsyncs, st_fsync_sum_us, st_failures, st_rejected, st_stalls;
     _Atomic uint64_t st_fsync_hist[TG_LEDGER_FSYNC_BUCKETS];
     _Atomic uint64_t st_batch_hist[TG_LEDGER_BATCH_BUCKETS];
 };
@@ -144,6 +154,20 @@ static int64_t mono_ns(void) {
 static void abs_deadline(struct timespec *ts, int64_t at_ns) {
     ts->tv_sec = (time_t)(at_ns / 1000000000);
     ts->tv_nsec = (long)(at_ns % 1000000000);
+}
+
+/* Brackets file work (writes, syncs, rotation, ledger.head, recovery) for the stall watch.
+ * The end also ends a stall the watch declared: the disk answered again. */
+static void io_begin(_Atomic int64_t *slot) { atomic_store(slot, mono_ns()); }
+
+static void io_end(tg_ledger_t *l, _Atomic int64_t *slot) {
+    atomic_store(slot, 0);
+    if (atomic_load(&l->stalled) && atomic_load(&l->io_writer_ns) == 0 &&
+        atomic_load(&l->io_inline_ns) == 0 && atomic_exchange(&l->stalled, false)) {
+        TG_LOG(TG_LOG_WARN, "ledger_stall_ended",
+               "%s: the stalled write or sync returned after %.1f s; records accepted again",
+               l->dir, (double)(mono_ns() - atomic_load(&l->stalled_since_ns)) / 1e9);
+    }
 }
 
 static size_t bucket(const uint64_t *bounds, size_t nb, uint64_t v) {
@@ -681,10 +705,12 @@ static void *writer_main(void *arg) {
             l->recover_req = false;
             char msg[TG_DIAG_MAX] = "";
             pthread_mutex_unlock(&l->mu);
+            io_begin(&l->io_writer_ns);
             pthread_mutex_lock(&l->wmu);
             tg_err_t rc = atomic_load(&l->healthy) ? TG_OK : recover(l, msg, sizeof msg);
             pthread_mutex_unlock(&l->wmu);
             report_health(l, msg);
+            io_end(l, &l->io_writer_ns);
             pthread_mutex_lock(&l->mu);
             l->recover_rc = rc;
             snprintf(l->recover_msg, sizeof l->recover_msg, "%s", msg);
@@ -713,10 +739,12 @@ static void *writer_main(void *arg) {
             }
             char msg[TG_DIAG_MAX];
             pthread_mutex_unlock(&l->mu);
+            io_begin(&l->io_writer_ns);
             pthread_mutex_lock(&l->wmu);
             (void)recover(l, msg, sizeof msg);
             pthread_mutex_unlock(&l->wmu);
             report_health(l, msg);
+            io_end(l, &l->io_writer_ns);
             pthread_mutex_lock(&l->mu);
             next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
             continue;
@@ -766,6 +794,7 @@ static void *writer_main(void *arg) {
             }
             l->prev_batch = (uint32_t)n;
             pthread_mutex_unlock(&l->mu);
+            io_begin(&l->io_writer_ns);
             pthread_mutex_lock(&l->wmu);
             write_batch(l, l->ents, n);
             pthread_mutex_unlock(&l->wmu);
@@ -796,6 +825,7 @@ static void *writer_main(void *arg) {
             }
             report_health(l, NULL);
             (void)checkpoint(l, false);
+            io_end(l, &l->io_writer_ns);
             pthread_mutex_lock(&l->mu);
             continue;
         }
@@ -814,6 +844,7 @@ static void *writer_main(void *arg) {
                 continue;
             }
             pthread_mutex_unlock(&l->mu);
+            io_begin(&l->io_writer_ns);
             pthread_mutex_lock(&l->wmu);
             if (do_fdatasync(l, l->fd) != 0) {
                 mark_sync_failed(l, "");
@@ -823,6 +854,7 @@ static void *writer_main(void *arg) {
             }
             pthread_mutex_unlock(&l->wmu);
             report_health(l, NULL);
+            io_end(l, &l->io_writer_ns);
             pthread_mutex_lock(&l->mu);
             continue;
         }
@@ -833,8 +865,10 @@ static void *writer_main(void *arg) {
                 continue; /* woken for work, recovery or close: the top of the loop decides */
             }
             pthread_mutex_unlock(&l->mu);
+            io_begin(&l->io_writer_ns);
             background_flush(l);
             (void)checkpoint(l, false);
+            io_end(l, &l->io_writer_ns);
             pthread_mutex_lock(&l->mu);
             continue;
         }
@@ -847,13 +881,16 @@ static void *writer_main(void *arg) {
                 continue;
             }
             pthread_mutex_unlock(&l->mu);
+            io_begin(&l->io_writer_ns);
             (void)checkpoint(l, false); /* failed: head_ns puts the retry an interval on */
+            io_end(l, &l->io_writer_ns);
             pthread_mutex_lock(&l->mu);
             continue;
         }
         pthread_cond_wait(&l->work_cv, &l->mu);
     }
     pthread_mutex_unlock(&l->mu);
+    io_begin(&l->io_writer_ns);
     pthread_mutex_lock(&l->wmu);
     if (atomic_load(&l->healthy) && l->synced_end != l->acked_end) {
         if (do_fdatasync(l, l->fd) != 0) {
@@ -866,6 +903,7 @@ static void *writer_main(void *arg) {
     pthread_mutex_unlock(&l->wmu);
     report_health(l, NULL);
     (void)checkpoint(l, true); /* a clean stop leaves every record in ledger.head */
+    io_end(l, &l->io_writer_ns);
     return NULL;
 }
 
@@ -1252,7 +1290,7 @@ static tg_err_t entry_check(tg_ledger_t *l, uint8_t type, const void *meta, size
     if (meta_len > TG_LEDGER_META_MAX || len > TG_LEDGER_PAYLOAD_MAX) {
         return TG_ERR_LIMIT;
     }
-    if (!atomic_load(&l->healthy)) {
+    if (!tg_ledger_healthy(l)) {
         atomic_fetch_add_explicit(&l->st_rejected, 1, memory_order_relaxed);
         return TG_ERR_LEDGER_UNHEALTHY;
     }
@@ -1304,7 +1342,7 @@ tg_err_t tg_ledger_append(tg_ledger_t *l, uint8_t type, const void *meta, size_t
     e->ud = ud;
     tg_err_t rc = TG_OK;
     pthread_mutex_lock(&l->mu);
-    if (l->closing || !atomic_load(&l->healthy)) {
+    if (l->closing || !tg_ledger_healthy(l)) {
         rc = TG_ERR_LEDGER_UNHEALTHY;
     } else if (l->qcount >= l->queue_max) {
         rc = TG_ERR_OVERLOADED;
@@ -1398,10 +1436,31 @@ tg_err_t tg_ledger_append_now(tg_ledger_t *l, uint8_t type, const void *meta, si
     entry_t *e = &ent;
     /* The bulk of the record hash, before the lock: only the chained part runs under it. */
     tg_lg_body_digest(ent.body, meta, ent.meta_len, payload, ent.payload_len);
-    pthread_mutex_lock(&l->wmu);
-    bool ok = !l->wclosed && atomic_load(&l->healthy);
+    /* The lock's holder may be stuck in a write the disk does not answer; this runs on an
+     * HTTP event thread, which must not wait for it longer than the stall bound (every
+     * connection of the thread would wait with it). */
+    uint32_t bound = atomic_load(&l->stall_ms);
+    if (bound == 0) {
+        pthread_mutex_lock(&l->wmu);
+    } else {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        int64_t ns = (int64_t)until.tv_nsec + (int64_t)(bound % 1000) * 1000000;
+        until.tv_sec += (time_t)(bound / 1000 + ns / 1000000000);
+        until.tv_nsec = (long)(ns % 1000000000);
+        if (pthread_mutex_timedlock(&l->wmu, &until) != 0) {
+            atomic_fetch_add_explicit(&l->st_rejected, 1, memory_order_relaxed);
+            return TG_ERR_LEDGER_UNHEALTHY;
+        }
+    }
+    /* Re-checked under the lock: a stall declared while this thread waited for it (the
+     * holder's write did not return) fails this record at once instead of queueing it
+     * behind that write. */
+    bool ok = !l->wclosed && tg_ledger_healthy(l);
     if (ok) {
+        io_begin(&l->io_inline_ns);
         write_batch(l, &e, 1);
+        io_end(l, &l->io_inline_ns);
     }
     pthread_mutex_unlock(&l->wmu);
     tg_err_t rc = ok ? ent.status : TG_ERR_LEDGER_UNHEALTHY;
@@ -1443,7 +1502,45 @@ void tg_ledger_announce_end(tg_ledger_t *l) {
 }
 
 bool tg_ledger_healthy(const tg_ledger_t *l) {
-    return l != NULL && atomic_load(&((tg_ledger_t *)l)->healthy);
+    tg_ledger_t *m = (tg_ledger_t *)l;
+    return l != NULL && atomic_load(&m->healthy) && !atomic_load(&m->stalled);
+}
+
+bool tg_ledger_watch(tg_ledger_t *l, uint32_t stall_ms) {
+    if (l == NULL || stall_ms == 0) {
+        return false;
+    }
+    atomic_store(&l->stall_ms, stall_ms);
+    int64_t now = mono_ns();
+    int64_t bound = (int64_t)stall_ms * 1000000;
+    int64_t w = atomic_load(&l->io_writer_ns);
+    int64_t i = atomic_load(&l->io_inline_ns);
+    int64_t since = w != 0 && (i == 0 || w < i) ? w : i;
+    bool stalled = since != 0 && now - since > bound;
+    if (!stalled) {
+        /* Nothing old in progress; a stall that io_end did not see end (it raced this
+         * watch setting the flag) ends here, a tick later. */
+        if (atomic_exchange(&l->stalled, false)) {
+            TG_LOG(TG_LOG_WARN, "ledger_stall_ended", "%s: no write or sync is stalled any more",
+                   l->dir);
+        }
+        return false;
+    }
+    if (!atomic_exchange(&l->stalled, true)) {
+        atomic_store(&l->stalled_since_ns, since);
+        atomic_fetch_add_explicit(&l->st_stalls, 1, memory_order_relaxed);
+        TG_LOG(TG_LOG_ERROR, "ledger_stalled",
+               "%s: a %s has not returned for %lld ms (bound %u ms, --ledger-stall-timeout); "
+               "records are refused (503 ledger_unavailable, /readyz 503) until it does",
+               l->dir, since == w ? "write or sync of the writer thread" : "record write",
+               (long long)((now - since) / 1000000), stall_ms);
+        /* Queued records would only wait behind the stalled one: fail them now (never
+         * written, so their requests' claims are released and a retry can run). */
+        pthread_mutex_lock(&l->mu);
+        fail_queue_locked(l);
+        pthread_mutex_unlock(&l->mu);
+    }
+    return true;
 }
 
 tg_err_t tg_ledger_try_recover(tg_ledger_t *l, tg_diag_t *diag) {
@@ -1559,6 +1656,8 @@ void tg_ledger_stats(const tg_ledger_t *cl, tg_ledger_stats_t *out) {
     out->fsyncs = atomic_load_explicit(&l->st_fsyncs, memory_order_relaxed);
     out->fsync_sum_us = atomic_load_explicit(&l->st_fsync_sum_us, memory_order_relaxed);
     out->failures = atomic_load_explicit(&l->st_failures, memory_order_relaxed);
+    out->stalls = atomic_load_explicit(&l->st_stalls, memory_order_relaxed);
+    out->stalled = atomic_load(&l->stalled);
     out->rejected = atomic_load_explicit(&l->st_rejected, memory_order_relaxed);
     for (size_t i = 0; i < TG_LEDGER_FSYNC_BUCKETS; i++) {
         out->fsync_hist[i] = atomic_load_explicit(&l->st_fsync_hist[i], memory_order_relaxed);
@@ -1566,7 +1665,7 @@ void tg_ledger_stats(const tg_ledger_t *cl, tg_ledger_stats_t *out) {
     for (size_t i = 0; i < TG_LEDGER_BATCH_BUCKETS; i++) {
         out->batch_hist[i] = atomic_load_explicit(&l->st_batch_hist[i], memory_order_relaxed);
     }
-    out->healthy = atomic_load(&l->healthy);
+    out->healthy = tg_ledger_healthy(l);
     out->durability = l->durability;
     pthread_mutex_lock(&l->mu);
     out->queued = l->qcount;

@@ -37,6 +37,16 @@ typedef struct eval_req {
     bool nonce_used;
     bool bulkhead_held;
     bool announced; /* tg_ledger_announce made, its end not yet */
+    bool enlisted;  /* in the pipeline's list of requests waiting for the ledger */
+    /* Waiting for the ledger (the deferred path): who answers the client first, the ledger
+     * (WAIT_DONE) or the stall bound or the shutdown (WAIT_ABANDONED), is decided once by a
+     * compare-and-swap from WAIT_LEDGER; see "waiting for the ledger" below. */
+    _Atomic int wait_state;
+    _Atomic int refs;     /* the exchange's and the ledger's; the last one frees */
+    tg_err_t abandon_err; /* why an abandoned request got its 503 */
+    int status;           /* the decision's HTTP status (200 or 403) */
+    int64_t deferred_ns;  /* monotonic time the request began to wait */
+    struct eval_req *wprev, *wnext;
     tg_verdict_t verdict;
     const char *reason;     /* static or policy-owned; copied below for the deferred path */
     tg_err_t ledger_status; /* what the ledger said, for the deferred path */
@@ -49,6 +59,8 @@ typedef struct eval_req {
     char exec_id[TG_RECEIPT_EXEC_ID_LEN + 1];
     char surface[TG_POLICY_MAX_NAME + 1];
     char reason_copy[TG_POLICY_MAX_REASON + 1];
+    /* The request id, for log lines written after the exchange may be gone. */
+    char rid[TG_HTTP_REQUEST_ID_MAX + 1];
 } eval_req_t;
 
 static eval_req_t *eval_req_new(void) {
@@ -56,7 +68,7 @@ static eval_req_t *eval_req_new(void) {
     if (r != NULL) {
         memset(r, 0, offsetof(eval_req_t, tenant_name));
         r->tenant_name[0] = r->idem[0] = r->nonce[0] = r->exec_id[0] = r->surface[0] =
-            r->reason_copy[0] = '\0';
+            r->reason_copy[0] = r->rid[0] = '\0';
     }
     return r;
 }
@@ -269,78 +281,211 @@ static tg_err_t append_trace(tg_buf_t *out, const tg_decision_t *d, const tg_pol
 
 /* ---- ledger completion ---------------------------------------------------------------- */
 
-/* Step 9's aftermath, once the ledger has answered for the record: on success the
- * response becomes the stored idempotent response and the receipt is indexed; on failure
- * the request's reservations are released and it gets an error. */
-static void settle(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *pos) {
-    tg_exchange_t *ex = r->ex;
+/* Step 9's aftermath in the tables, once the ledger has answered for the record: on
+ * success the idempotency entry points at the record and the receipt is indexed; on
+ * failure the request's reservations are released. Touches no exchange, so it also runs
+ * for a request whose client was already answered (abandoned below). */
+static void settle_store(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *pos) {
     tg_pipeline_t *p = r->p;
-    if (status == TG_ERR_OVERLOADED) {
-        fail(r, status, "the receipt ledger queue is full; retry shortly");
-    } else if (status == TG_ERR_LIMIT) {
-        fail(r, TG_ERR_REQUEST_INVALID, "the receipt would exceed the ledger's record limit");
-    } else if (status != TG_OK) {
-        fail(r, TG_ERR_LEDGER_UNHEALTHY, "the receipt ledger cannot make records durable");
-    } else {
-        int64_t now = tg_clock_now_ms();
-        if (r->idem_reserved) {
-            /* The entry keeps where the record is, not the response: a replay rebuilds the
-             * response from the record (replay_response), the same way after a restart, so
-             * an entry costs ~150 bytes instead of a copy of a ~1.4 KB response. */
-            tg_err_t rc = tg_store_idem_complete(p->store, r->tenant_name, r->tenant_len, r->idem,
-                                                 r->idem_len, ex->status, (const char *)pos,
-                                                 sizeof *pos, now);
-            if (rc != TG_OK) {
-                /* The record is durable and the response goes out, but the table could not
-                 * keep it (full). Dropping the reservation would let a retry execute the
-                 * request a second time, so it stays held: retries get 409 in flight until
-                 * a restart rebuilds the entry from the ledger. Fail closed, say so. */
-                TG_LOG(TG_LOG_ERROR, "idempotency_store_full",
-                       "request %s: response not stored (%s); retries of its key get 409",
-                       ex->request_id, tg_strerror(rc));
-            }
-            r->idem_reserved = false;
-        }
-        r->nonce_used = false; /* durable now: never release */
-        /* Index signed receipts for GET /v1/receipts (SILENCE has none). The index had
-         * room before signing (run); if a concurrent request took it since, the receipt
-         * is durable and goes out, and only that route will not find it: say so. */
+    if (status != TG_OK) {
+        release_reservations(r);
+        return;
+    }
+    int64_t now = tg_clock_now_ms();
+    if (r->idem_reserved) {
+        /* The entry keeps where the record is, not the response: a replay rebuilds the
+         * response from the record (replay_response), the same way after a restart, so
+         * an entry costs ~150 bytes instead of a copy of a ~1.4 KB response. */
         tg_err_t rc =
-            r->verdict == TG_SILENCE
-                ? TG_OK
-                : tg_store_idem_restore(p->receipts, r->tenant_name, r->tenant_len, r->exec_id,
-                                        strlen(r->exec_id), (const uint8_t[32]){0}, 200,
-                                        (const char *)pos, sizeof *pos, now, now);
+            tg_store_idem_complete(p->store, r->tenant_name, r->tenant_len, r->idem, r->idem_len,
+                                   r->status, (const char *)pos, sizeof *pos, now);
         if (rc != TG_OK) {
-            TG_LOG(TG_LOG_WARN, "receipt_index_full",
-                   "request %s: receipt %s is in the ledger but not in the index (%s); "
-                   "GET /v1/receipts will not find it",
-                   ex->request_id, r->exec_id, tg_strerror(rc));
+            /* The record is durable and the response goes out, but the table could not
+             * keep it (full). Dropping the reservation would let a retry execute the
+             * request a second time, so it stays held: retries get 409 in flight until
+             * a restart rebuilds the entry from the ledger. Fail closed, say so. */
+            TG_LOG(TG_LOG_ERROR, "idempotency_store_full",
+                   "request %s: response not stored (%s); retries of its key get 409", r->rid,
+                   tg_strerror(rc));
         }
+        r->idem_reserved = false;
+    }
+    r->nonce_used = false; /* durable now: never release */
+    /* Index signed receipts for GET /v1/receipts (SILENCE has none). The index had
+     * room before signing (run); if a concurrent request took it since, the receipt
+     * is durable and goes out, and only that route will not find it: say so. */
+    tg_err_t rc =
+        r->verdict == TG_SILENCE
+            ? TG_OK
+            : tg_store_idem_restore(p->receipts, r->tenant_name, r->tenant_len, r->exec_id,
+                                    strlen(r->exec_id), (const uint8_t[32]){0}, 200,
+                                    (const char *)pos, sizeof *pos, now, now);
+    if (rc != TG_OK) {
+        TG_LOG(TG_LOG_WARN, "receipt_index_full",
+               "request %s: receipt %s is in the ledger but not in the index (%s); "
+               "GET /v1/receipts will not find it",
+               r->rid, r->exec_id, tg_strerror(rc));
     }
 }
 
-/* Runs on an event thread after on_durable, or when the connection went away. */
+/* settle_store, and the error response when the record is not durable (on success the
+ * response is already in the exchange). */
+static void settle(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *pos) {
+    settle_store(r, status, pos);
+    if (status == TG_ERR_OVERLOADED) {
+        tg_reply_error(r->ex, status, "the receipt ledger queue is full; retry shortly");
+    } else if (status == TG_ERR_LIMIT) {
+        tg_reply_error(r->ex, TG_ERR_REQUEST_INVALID,
+                       "the receipt would exceed the ledger's record limit");
+    } else if (status != TG_OK) {
+        tg_reply_error(r->ex, TG_ERR_LEDGER_UNHEALTHY,
+                       "the receipt ledger cannot make records durable");
+    }
+}
+
+/* ---- waiting for the ledger ----------------------------------------------------------- */
+
+/* A deferred request is answered by whichever comes first: the ledger's done callback
+ * (on_durable), or the pipeline giving up on it (tg_pipeline_abandon_waits: the record
+ * was not durable within --ledger-stall-timeout, or the server is stopping and the drain
+ * ran out). The first to move wait_state away from WAIT_LEDGER answers the client; a
+ * request that was given up on keeps its claims until the ledger's word arrives, which
+ * then settles the tables as usual (settle_store), so that a record that became durable
+ * after its 503 is replayed to a retry and one that did not frees its key. Both sides hold
+ * a reference; the last one frees the request. */
+enum { WAIT_NONE = 0, WAIT_LEDGER, WAIT_DONE, WAIT_ABANDONED };
+
+static void eval_req_put(eval_req_t *r) {
+    if (atomic_fetch_sub(&r->refs, 1) == 1) {
+        eval_req_free(r);
+    }
+}
+
+/* Adds r at the tail of the pipeline's list of waiting requests (oldest first). False
+ * when the list is closed (the server is stopping): r must not wait then. */
+static bool wait_enlist(eval_req_t *r) {
+    tg_pipeline_t *p = r->p;
+    r->deferred_ns = tg_clock_mono_ns();
+    atomic_store(&r->wait_state, WAIT_LEDGER);
+    atomic_store(&r->refs, 2);
+    pthread_mutex_lock(&p->wait_mu);
+    bool open = !p->waits_closed;
+    if (open) {
+        r->wnext = NULL;
+        r->wprev = p->wait_tail;
+        if (p->wait_tail != NULL) {
+            p->wait_tail->wnext = r;
+        } else {
+            p->wait_head = r;
+        }
+        p->wait_tail = r;
+        r->enlisted = true;
+        p->waiting++;
+    }
+    pthread_mutex_unlock(&p->wait_mu);
+    return open;
+}
+
+/* wait_mu held. */
+static void wait_unlink(tg_pipeline_t *p, eval_req_t *r) {
+    if (!r->enlisted) {
+        return;
+    }
+    if (r->wprev != NULL) {
+        r->wprev->wnext = r->wnext;
+    } else {
+        p->wait_head = r->wnext;
+    }
+    if (r->wnext != NULL) {
+        r->wnext->wprev = r->wprev;
+    } else {
+        p->wait_tail = r->wprev;
+    }
+    r->wprev = r->wnext = NULL;
+    r->enlisted = false;
+    p->waiting--;
+}
+
+size_t tg_pipeline_abandon_waits(tg_pipeline_t *p, int64_t older_than_ns, bool closing) {
+    eval_req_t *taken = NULL;
+    size_t n = 0;
+    int64_t now = tg_clock_mono_ns();
+    pthread_mutex_lock(&p->wait_mu);
+    if (closing) {
+        p->waits_closed = true;
+    }
+    eval_req_t *r = p->wait_head;
+    /* Oldest first: the walk stops at the first request young enough to keep waiting. */
+    while (r != NULL && (closing || now - r->deferred_ns > older_than_ns)) {
+        eval_req_t *next = r->wnext;
+        int expect = WAIT_LEDGER;
+        if (atomic_compare_exchange_strong(&r->wait_state, &expect, WAIT_ABANDONED)) {
+            wait_unlink(p, r);
+            r->abandon_err = closing ? TG_ERR_OVERLOADED : TG_ERR_LEDGER_UNHEALTHY;
+            r->wnext = taken;
+            taken = r;
+            n++;
+        }
+        r = next;
+    }
+    pthread_mutex_unlock(&p->wait_mu);
+    while (taken != NULL) {
+        eval_req_t *next = taken->wnext;
+        taken->wnext = NULL;
+        TG_LOG(TG_LOG_ERROR, closing ? "ledger_wait_abandoned_at_stop" : "ledger_wait_timeout",
+               "request %s: its record was not durable after %lld ms; answered 503 (the record "
+               "may still become durable: a retry with its idempotency key then replays it)",
+               taken->rid, (long long)((now - taken->deferred_ns) / 1000000));
+        tg_metrics_ledger_wait_timeout(&p->metrics);
+        tg_exchange_complete(taken->ex); /* the exchange's reference keeps it alive */
+        taken = next;
+    }
+    return n;
+}
+
+/* Runs on an event thread after the ledger answered or the request was given up on. */
 static void on_resume(tg_exchange_t *ex, void *ud) {
-    (void)ex;
     eval_req_t *r = ud;
-    settle(r, r->ledger_status, &r->pos);
+    if (atomic_load(&r->wait_state) == WAIT_ABANDONED) {
+        if (r->abandon_err == TG_ERR_OVERLOADED) {
+            tg_reply_error_code(ex, 503, "overloaded",
+                                "the server is stopping and the receipt ledger did not make "
+                                "the record durable in time; retry shortly");
+        } else {
+            tg_reply_error(ex, TG_ERR_LEDGER_UNHEALTHY,
+                           "the receipt ledger did not make the record durable within "
+                           "--ledger-stall-timeout; retry with the same idempotency key");
+        }
+    } else {
+        settle(r, r->ledger_status, &r->pos);
+    }
     finish(r);
-    eval_req_free(r);
+    eval_req_put(r);
 }
 
 /* Runs on the ledger's completion thread once the record is durable (or failed). It only
  * notes the outcome and wakes the connection: what follows runs in on_resume, on the event
  * thread, so the request's memory is freed by the thread that allocated it (glibc's
  * per-thread caches lose that memory to the other thread otherwise) and this thread is
- * free for the next batch at once. */
+ * free for the next batch at once. A request already answered (abandoned) only settles
+ * its claims here. */
 static void on_durable(void *ud, tg_err_t status, const tg_ledger_pos_t *pos) {
     eval_req_t *r = ud;
     r->ledger_status = status;
     if (pos != NULL) {
         r->pos = *pos;
     }
-    tg_exchange_complete(r->ex);
+    int expect = WAIT_LEDGER;
+    if (atomic_compare_exchange_strong(&r->wait_state, &expect, WAIT_DONE)) {
+        pthread_mutex_lock(&r->p->wait_mu);
+        wait_unlink(r->p, r);
+        pthread_mutex_unlock(&r->p->wait_mu);
+        atomic_fetch_sub(&r->refs, 1); /* the exchange's reference remains: never the last */
+        tg_exchange_complete(r->ex);
+        return;
+    }
+    settle_store(r, status, pos != NULL && status == TG_OK ? pos : &r->pos);
+    eval_req_put(r);
 }
 
 /* ---- the pipeline ------------------------------------------------------------------- */
@@ -775,6 +920,7 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
         goto done;
     }
     ex->status = status;
+    r->status = status; /* what the stored idempotent entry replays (settle_store) */
 
     /* step 9: durable before the response leaves. With --durability none there is no
      * fdatasync to share, so the record is written on this thread and the response goes
@@ -789,9 +935,16 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
     /* Until on_durable says otherwise, the record is not durable: a hook that ran first
      * (the connection ended before the ledger answered) releases, never stores. */
     r->ledger_status = TG_ERR_LEDGER_UNHEALTHY;
+    announce_end(r); /* before the append: the writer must not wait for this very record */
+    if (!wait_enlist(r)) {
+        /* The server is stopping and gave up on every waiting request: this one must not
+         * start waiting now (its connection would outlive the HTTP server). */
+        release_reservations(r);
+        tg_reply_error_code(ex, 503, "overloaded", "the server is shutting down; retry shortly");
+        goto done;
+    }
     ex->on_resume = on_resume;
     ex->on_resume_ud = r;
-    announce_end(r); /* before the append: the writer must not wait for this very record */
     tg_exchange_defer(ex);
     rc = tg_ledger_append(p->ledger, type, meta_buf.data, meta_buf.len, record.data, record.len,
                           on_durable, r);
@@ -814,6 +967,7 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
     }
     r->p = p;
     r->ex = ex;
+    memcpy(r->rid, ex->request_id, sizeof r->rid);
     r->mode = mode;
     r->tenant = TG_GUARD_NO_TENANT;
     tg_policy_ref_t *ref = NULL;

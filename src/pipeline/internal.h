@@ -2,6 +2,7 @@
 #ifndef TG_PIPELINE_INTERNAL_H
 #define TG_PIPELINE_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -48,7 +49,19 @@ struct tg_pipeline {
     tg_metrics_t metrics;
     atomic_bool serving;
     uint64_t replayed_records;
+
+    /* Requests deferred for the ledger, oldest first (evaluate.c, "waiting for the
+     * ledger"): the stall bound and the stop answer them when the ledger does not. */
+    pthread_mutex_t wait_mu;
+    struct eval_req *wait_head, *wait_tail;
+    size_t waiting;
+    bool waits_closed; /* the stop gave up on every waiting request: no new ones */
 };
+
+/* Answers 503 to every request that has waited for its record longer than older_than_ns
+ * (all of them when closing, which also refuses later waits), leaving its claims to the
+ * ledger's answer. Returns how many. Thread-safe. */
+size_t tg_pipeline_abandon_waits(tg_pipeline_t *p, int64_t older_than_ns, bool closing);
 
 tg_policy_ref_t *tg_pipeline_policy_acquire(tg_pipeline_t *p);
 void tg_pipeline_policy_release(tg_policy_ref_t *ref);

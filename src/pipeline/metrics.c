@@ -108,6 +108,10 @@ void tg_metrics_decision(tg_metrics_t *m, const char *surface, size_t len, int o
     atomic_fetch_add_explicit(&m->surfaces_overflow[outcome], 1, memory_order_relaxed);
 }
 
+void tg_metrics_ledger_wait_timeout(tg_metrics_t *m) {
+    atomic_fetch_add_explicit(&m->ledger_wait_timeouts, 1, memory_order_relaxed);
+}
+
 static uint64_t ld(atomic_uint_fast64_t *a) {
     return (uint64_t)atomic_load_explicit(a, memory_order_relaxed);
 }
@@ -219,8 +223,14 @@ tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) {
                            "# HELP trigguard_idempotent_replays_total Responses replayed for a "
                            "repeated idempotency key.\n"
                            "# TYPE trigguard_idempotent_replays_total counter\n"
-                           "trigguard_idempotent_replays_total %llu\n",
-                           (unsigned long long)ld(&m->idem_replays));
+                           "trigguard_idempotent_replays_total %llu\n"
+                           "# HELP trigguard_ledger_wait_timeouts_total Requests answered 503 "
+                           "because their record was not durable in time (--ledger-stall-timeout, "
+                           "or the drain at a stop ran out).\n"
+                           "# TYPE trigguard_ledger_wait_timeouts_total counter\n"
+                           "trigguard_ledger_wait_timeouts_total %llu\n",
+                           (unsigned long long)ld(&m->idem_replays),
+                           (unsigned long long)ld(&m->ledger_wait_timeouts));
     }
     return rc;
 }

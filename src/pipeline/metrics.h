@@ -50,6 +50,7 @@ typedef struct tg_metrics {
     tg_metrics_surface_t surfaces[TG_METRICS_SURFACES];
     atomic_uint_fast64_t surfaces_overflow[3];
     atomic_uint_fast64_t idem_replays;
+    atomic_uint_fast64_t ledger_wait_timeouts; /* deferred requests answered 503 unsettled */
 } tg_metrics_t;
 
 void tg_metrics_init(tg_metrics_t *m);
@@ -60,6 +61,10 @@ void tg_metrics_request(tg_metrics_t *m, tg_route_t route, int status, int64_t l
 
 /* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE) for a surface. Thread-safe. */
 void tg_metrics_decision(tg_metrics_t *m, const char *surface, size_t len, int outcome);
+
+/* Counts one request answered 503 while its record was still not durable (stall bound or
+ * stop). Thread-safe. */
+void tg_metrics_ledger_wait_timeout(tg_metrics_t *m);
 
 /* Appends the Prometheus text exposition of these counters. */
 tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) TG_MUST_USE;

@@ -265,6 +265,10 @@ static tg_err_t create(tg_pipeline_t **out, const tg_config_t *cfg, bool with_st
     p->receipt_ttl_ms = cfg->receipt_ttl_s * 1000;
     tg_metrics_init(&p->metrics);
     atomic_init(&p->serving, false);
+    if (pthread_mutex_init(&p->wait_mu, NULL) != 0) {
+        free(p);
+        return TG_ERR_NOMEM;
+    }
     tg_policy_ref_t *ref = NULL;
     tg_err_t rc = check_authority_id(cfg->authority_id, diag);
     if (rc == TG_OK) {
@@ -354,7 +358,16 @@ void tg_pipeline_tick(tg_pipeline_t *p) {
     int64_t now = tg_clock_now_ms();
     (void)tg_store_sweep(p->store, now);
     (void)tg_store_sweep(p->receipts, now);
+    if (p->ledger != NULL) {
+        /* A disk that stops answering fails nothing by itself: declare the stall (new
+         * records fail fast, /readyz 503), then answer whoever waited past the bound. */
+        (void)tg_ledger_watch(p->ledger, (uint32_t)p->cfg.ledger_stall_timeout_ms);
+        (void)tg_pipeline_abandon_waits(p, p->cfg.ledger_stall_timeout_ms * INT64_C(1000000),
+                                        false);
+    }
 }
+
+void tg_pipeline_abandon(void *ud) { (void)tg_pipeline_abandon_waits(ud, 0, true); }
 
 void tg_pipeline_set_serving(tg_pipeline_t *p, bool serving) { atomic_store(&p->serving, serving); }
 
@@ -384,6 +397,7 @@ void tg_pipeline_destroy(tg_pipeline_t *p) {
     tg_keyring_wipe(&p->ring);
     tg_buf_free(&p->keys_json);
     policy_ref_free(atomic_load(&p->policy));
+    pthread_mutex_destroy(&p->wait_mu);
     sodium_memzero(p->cfg.signing_key, sizeof p->cfg.signing_key);
     sodium_memzero(p->cfg.api_keys, sizeof p->cfg.api_keys);
     free(p);

@@ -355,10 +355,18 @@ static void r_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
                            "# HELP trigguard_ledger_healthy 1 when records can be made "
                            "durable.\n# TYPE trigguard_ledger_healthy gauge\n"
                            "trigguard_ledger_healthy %d\n"
+                           "# HELP trigguard_ledger_stalled 1 while a ledger write or sync has "
+                           "not returned within --ledger-stall-timeout.\n"
+                           "# TYPE trigguard_ledger_stalled gauge\n"
+                           "trigguard_ledger_stalled %d\n"
+                           "# HELP trigguard_ledger_stalls_total Stalls declared.\n"
+                           "# TYPE trigguard_ledger_stalls_total counter\n"
+                           "trigguard_ledger_stalls_total %llu\n"
                            "# HELP trigguard_ledger_fsync_seconds fdatasync latency.\n"
                            "# TYPE trigguard_ledger_fsync_seconds histogram\n",
                            (unsigned long long)ls.records, (unsigned long long)ls.batches,
-                           (unsigned long long)ls.failures, ls.healthy ? 1 : 0);
+                           (unsigned long long)ls.failures, ls.healthy ? 1 : 0, ls.stalled ? 1 : 0,
+                           (unsigned long long)ls.stalls);
     }
     uint64_t cum = 0;
     for (int b = 0; b < TG_LEDGER_FSYNC_BUCKETS && rc == TG_OK; b++) {
