@@ -36,6 +36,7 @@ static void usage(FILE *out) {
     }
     fprintf(out, "  %-10s %s\n", "version", "print the version (also --version)");
     fprintf(out, "\n`trigguard <command> --help` describes each command.\n");
+    fprintf(out, "The HTTP API of `serve`: docs/API.md and docs/openapi.yaml in the sources.\n");
 }
 
 char *tg_cli_read_all(FILE *f, size_t max, size_t *len_out, const char *what) {

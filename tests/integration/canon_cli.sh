@@ -3,10 +3,9 @@
 set -euo pipefail
 
 : "${TG_BIN:?TG_BIN must point at the trigguard binary}"
-: "${TG_SHARED:?TG_SHARED must point at the shared directory}"
 : "${TG_SRC:?TG_SRC must point at the repository root}"
 
-jcs="$TG_SHARED/vectors/jcs"
+jcs="$TG_SRC/tests/vectors/jcs" # RFC 8785 vectors kept in the repository (its README)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0

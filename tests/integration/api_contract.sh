@@ -1,0 +1,283 @@
+#!/usr/bin/env bash
+# api_contract.sh — every route of docs/openapi.yaml against the real daemon, in success and
+# error cases: each response's status, headers and body are checked against the document
+# (lib/openapi_check.py, JSON Schema 2020-12 through python3-jsonschema), and the hashes
+# docs/API.md defines (requestHash, receiptHash, executionId for an idempotency key,
+# executionContextHash, protocolFingerprint, the Ed25519 signature) are recomputed here.
+# shellcheck source=lib/daemon.sh
+source "$(dirname "$0")/lib/daemon.sh"
+
+"$TG_PY" -c 'import jsonschema, yaml' 2>/dev/null ||
+    tg_die "python3-jsonschema and python3-yaml are needed (scripts/deps installs them)"
+command -v openssl >/dev/null || tg_die "openssl is needed (scripts/deps installs it)"
+
+AC_DIR=$TG_TMP/contract
+mkdir -p "$AC_DIR"
+AC_N=0
+
+# ac STATUS LABEL METHOD PATH [curl args, --json-body TEXT]: one request to the current
+# daemon, its status asserted, the exchange kept for the schema check at the end.
+ac() {
+    local want=$1 label=$2 method=$3 path=$4 a has_body=0
+    shift 4
+    for a in "$@"; do [ "$a" == "--json-body" ] && has_body=1; done
+    tg_req "$method" "$path" "$@"
+    tg_expect_status "$want" "$label"
+    AC_N=$((AC_N + 1))
+    local p
+    p=$(printf '%s/%03d' "$AC_DIR" "$AC_N")
+    cp "$TG_BODY_FILE" "$p.body"
+    cp "$TG_HDR_FILE" "$p.headers"
+    echo "$TG_STATUS" >"$p.status"
+    local rb=""
+    if [ $has_body -eq 1 ]; then
+        cp "$TG_TMP/req.body" "$p.req"
+        rb=$(basename "$p").req
+    fi
+    jq -n --arg lbl "$label" --arg method "$method" --arg path "$path" --arg rb "$rb" \
+        --arg listener "${AC_LISTENER:-main}" \
+        '{"label": $lbl, "method": $method, "path": $path, "listener": $listener,
+          "request_body": (if $rb == "" then null else $rb end)}' >"$p.meta"
+}
+acp() { # acp STATUS LABEL PATH JSON [curl args]: POST JSON with acme's token
+    local want=$1 label=$2 path=$3 body=$4
+    shift 4
+    ac "$want" "$label" POST "$path" "${TG_AUTH_A[@]}" --json-body "$body" "$@"
+}
+canon_sha() { "$TG_BIN" canon --sha256 | tr -d '\n'; }
+
+PERMIT=$(tg_req_json permit)
+DENY=$(tg_req_json deny)
+SILENCE=$(tg_req_json silence)
+LONG_QUERY="?x=$(head -c 9000 /dev/zero | tr '\0' a)"
+BIG_HEADER="X-Padding: $(head -c 17000 /dev/zero | tr '\0' a)"
+head -c 70000 /dev/zero | tr '\0' ' ' >"$TG_TMP/big.json"
+
+tg_keygen
+tg_std_args main
+DECIDE_PORT=$(tg_free_port)
+tg_start main TG_DECIDE_PORT="$DECIDE_PORT" -- "${TG_STD_ARGS[@]}"
+
+# ---- read-only routes ------------------------------------------------------------------
+
+for path in /healthz /readyz /version /protocol/capabilities /.well-known/trigguard/keys.json /metrics; do
+    ac 200 "GET $path" GET "$path"
+    ac 200 "HEAD $path" HEAD "$path" -I
+    ac 405 "POST $path" POST "$path" --json-body '{}'
+    ac 414 "GET $path with an over-long query" GET "$path$LONG_QUERY"
+    ac 431 "GET $path with over-large headers" GET "$path" -H "$BIG_HEADER"
+    ac 400 "GET $path with two X-Request-Id headers" GET "$path" -H "X-Request-Id: a" -H "X-Request-Id: b"
+done
+ac 404 "an unknown path" GET /no/such/route -H "X-Request-Id: ac-404"
+tg_expect_py 'j["request_id"] == "ac-404"' "404 body carries the caller's request id"
+tg_req GET /.well-known/trigguard/keys.json
+cp "$TG_BODY_FILE" "$TG_TMP/keys.json"
+
+# ---- decisions ------------------------------------------------------------------------
+
+acp 200 "evaluate PERMIT with an idempotency key" /v1/evaluate \
+    "$(tg_req_json permit ',"idempotency_key":"ac-k1"')" -H "X-Request-Id: ac-eval-1"
+tg_expect_header X-Request-Id ac-eval-1 "evaluate echoes X-Request-Id"
+cp "$TG_BODY_FILE" "$TG_TMP/permit.json"
+acp 200 "evaluate PERMIT replayed" /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"ac-k1"')"
+tg_expect_header Idempotent-Replayed true "the replay says so"
+tg_check "the replay is the stored response byte for byte" cmp -s "$TG_BODY_FILE" "$TG_TMP/permit.json"
+acp 200 "evaluate DENY" /v1/evaluate "$(tg_req_json deny ',"idempotency_key":"ac-k2"')"
+tg_expect_py 'j["decision"] == "DENY" and j["enforcement"] == "BLOCKED" and "receipt" in j' "DENY carries a receipt"
+acp 200 "evaluate SILENCE" /v1/evaluate "$SILENCE"
+tg_expect_py 'j["decision"] == "SILENCE" and "receipt" not in j' "SILENCE has no receipt"
+acp 200 "evaluate with ?explain=1" '/v1/evaluate?explain=1' "$PERMIT"
+tg_expect_py '"trace" in j and j["trace"]["decided_by"] == "rule"' "explain adds the trace"
+acp 200 "evaluate with the Idempotency-Key header" /v1/evaluate "$PERMIT" -H "Idempotency-Key: ac-hdr-1"
+acp 200 "evaluate with a nonce" /v1/evaluate "$(tg_req_json example ',"nonce":"ac-n1"')"
+acp 200 "evaluate, tool-call shape" /v1/evaluate \
+    '{"tool":"stripe.charge","args":{"amount":100,"currency":"USD"},"actorId":"agent.billing"}'
+TOOL_HASH=$(jq -r .request_hash "$TG_BODY_FILE")
+acp 200 "evaluate, the same request in the surface shape" /v1/evaluate \
+    '{"surface":"payments.charge","action":"charge","context":{"amount":100,"currency":"USD"},"actor":"agent.billing"}'
+tg_eq "$(jq -r .request_hash "$TG_BODY_FILE")" "$TOOL_HASH" "a tool call and its surface form hash alike"
+
+acp 200 "execute PERMIT" /execute "$PERMIT"
+acp 403 "execute DENY" /execute "$DENY"
+acp 403 "execute SILENCE" /execute "$SILENCE"
+acp 403 "execute replays a DENY first evaluated" /execute "$(tg_req_json deny ',"idempotency_key":"ac-k2"')"
+tg_expect_header Idempotent-Replayed true "execute replay"
+
+acp 200 "decide PERMIT" /decide "$PERMIT"
+acp 200 "decide DENY, with explain" '/decide?explain=1' "$DENY"
+acp 200 "decide ignores a used nonce" /decide "$(tg_req_json example ',"nonce":"ac-n1"')"
+
+for route in /v1/evaluate /execute /decide; do
+    ac 401 "$route without a token" POST "$route" --json-body "$PERMIT"
+    tg_expect_header WWW-Authenticate Bearer "$route 401"
+    ac 401 "$route with a wrong token" POST "$route" -H "Authorization: Bearer nope" --json-body "$PERMIT"
+    acp 400 "$route: not JSON" "$route" '{"surface":'
+    acp 400 "$route: duplicate member" "$route" '{"surface":"example","surface":"example"}'
+    acp 400 "$route: unknown member" "$route" '{"surface":"example","colour":"red"}'
+    acp 400 "$route: nesting beyond --max-depth" "$route" \
+        "{\"surface\":\"example\",\"context\":$(printf '{"a":%.0s' $(seq 40))1$(printf '}%.0s' $(seq 40))}"
+    tg_expect_py 'j.get("limit") == "max_depth" and j.get("max") == 32' "$route: the limit is named"
+    acp 400 "$route: unknown surface" "$route" '{"surface":"nope"}'
+    acp 400 "$route: unmapped tool" "$route" '{"tool":"nope"}'
+    ac 415 "$route: text/plain" POST "$route" "${TG_AUTH_A[@]}" -H "Content-Type: text/plain" --data-binary '{}'
+    ac 413 "$route: body over --max-body" POST "$route" "${TG_AUTH_A[@]}" \
+        -H "Content-Type: application/json" --data-binary @"$TG_TMP/big.json"
+    ac 405 "GET $route" GET "$route"
+    tg_expect_header Allow POST "$route 405"
+    acp 414 "$route: over-long query" "$route$LONG_QUERY" "$PERMIT"
+    acp 431 "$route: over-large headers" "$route" "$PERMIT" -H "$BIG_HEADER"
+    acp 400 "$route: two Content-Type headers" "$route" "$PERMIT" -H "Content-Type: application/json"
+done
+acp 400 "Idempotency-Key header differs from the body's key" /v1/evaluate \
+    "$(tg_req_json example ',"idempotency_key":"a"')" -H "Idempotency-Key: b"
+acp 400 "an empty nonce" /execute "$(tg_req_json example ',"nonce":""')"
+acp 409 "idempotency key reused for another request" /v1/evaluate "$(tg_req_json example ',"idempotency_key":"ac-k1"')"
+tg_expect_py 'j["error"] == "idempotency_conflict"' "409 idempotency_conflict"
+acp 409 "nonce reused" /execute "$(tg_req_json example ',"nonce":"ac-n1"')"
+tg_expect_py 'j["error"] == "replay_detected"' "409 replay_detected"
+
+# ---- receipts: verification and retrieval ----------------------------------------------
+
+jq -jc .receipt "$TG_TMP/permit.json" >"$TG_TMP/receipt.json" # canonical already: same bytes
+EXEC_ID=$(jq -r .execution_id "$TG_TMP/permit.json")
+jq -c '.decision = "DENY"' "$TG_TMP/receipt.json" >"$TG_TMP/tampered.json"
+jq -c '.authorityKeyId = "no-such-key"' "$TG_TMP/receipt.json" >"$TG_TMP/unknown-key.json"
+jq -c '.authoritySignature = ("A" * 86 + "==")' "$TG_TMP/receipt.json" >"$TG_TMP/bad-sig.json"
+jq -c 'del(.receiptHash, .authoritySignature, .authorityKeyId)
+       | .timestamp = "2020-01-01T00:00:00.000Z" | .expiresAt = "2020-01-01T00:10:00.000Z"' \
+    "$TG_TMP/receipt.json" | "$TG_BIN" receipt sign --key "$TG_KEY" >"$TG_TMP/expired.json" ||
+    tg_fail "trigguard receipt sign could not make an expired receipt"
+for route in /v1/verify /verify-receipt /protocol/verify-receipt; do
+    ac 200 "$route: a valid receipt" POST "$route" --json-body "$(cat "$TG_TMP/receipt.json")"
+    tg_expect_py 'j["valid"] is True and j["reason"] == "valid"' "$route valid"
+    ac 200 "$route: the wrapped form" POST "$route" --json-body "{\"receipt\":$(cat "$TG_TMP/receipt.json")}"
+    tg_expect_py 'j["valid"] is True' "$route wrapped"
+    ac 200 "$route: a changed field" POST "$route" --json-body "$(cat "$TG_TMP/tampered.json")"
+    tg_expect_py 'j["valid"] is False and j["reason"] == "hash_mismatch" and j["authentic"] is False' "$route hash_mismatch"
+    ac 200 "$route: an unknown key" POST "$route" --json-body "$(cat "$TG_TMP/unknown-key.json")"
+    tg_expect_py 'j["reason"] == "unknown_key"' "$route unknown_key"
+    ac 200 "$route: a wrong signature" POST "$route" --json-body "$(cat "$TG_TMP/bad-sig.json")"
+    tg_expect_py 'j["reason"] == "bad_signature"' "$route bad_signature"
+    ac 200 "$route: an expired receipt" POST "$route" --json-body "$(cat "$TG_TMP/expired.json")"
+    tg_expect_py 'j["valid"] is False and j["authentic"] is True and j["reason"] == "expired"' "$route expired"
+    ac 200 "$route: not a receipt" POST "$route" --json-body '[1]'
+    tg_expect_py 'j["reason"] == "malformed" and len(j["detail"]) > 0' "$route malformed"
+    ac 400 "$route: not JSON" POST "$route" --json-body '{"receipt":'
+    ac 415 "$route: text/plain" POST "$route" -H "Content-Type: text/plain" --data-binary '{}'
+    ac 413 "$route: body over --max-body" POST "$route" -H "Content-Type: application/json" \
+        --data-binary @"$TG_TMP/big.json"
+    ac 405 "GET $route" GET "$route"
+    ac 414 "$route: over-long query" POST "$route$LONG_QUERY" --json-body '{}'
+    ac 431 "$route: over-large headers" POST "$route" --json-body '{}' -H "$BIG_HEADER"
+done
+
+ac 200 "GET the PERMIT's receipt" GET "/v1/receipts/$EXEC_ID" "${TG_AUTH_A[@]}"
+tg_check "the stored receipt is the one served" cmp -s "$TG_BODY_FILE" "$TG_TMP/receipt.json"
+ac 404 "another tenant's receipt" GET "/v1/receipts/$EXEC_ID" "${TG_AUTH_B[@]}"
+ac 404 "a malformed executionId" GET /v1/receipts/exec_zz "${TG_AUTH_A[@]}"
+ac 404 "an unknown executionId" GET "/v1/receipts/exec_$(printf '0%.0s' $(seq 32))" "${TG_AUTH_A[@]}"
+ac 401 "a receipt without a token" GET "/v1/receipts/$EXEC_ID"
+ac 405 "POST to a receipt" POST "/v1/receipts/$EXEC_ID" "${TG_AUTH_A[@]}" --json-body '{}'
+ac 414 "a receipt with an over-long query" GET "/v1/receipts/$EXEC_ID$LONG_QUERY" "${TG_AUTH_A[@]}"
+ac 431 "a receipt with over-large headers" GET "/v1/receipts/$EXEC_ID" "${TG_AUTH_A[@]}" -H "$BIG_HEADER"
+ac 400 "a receipt with two Authorization headers" GET "/v1/receipts/$EXEC_ID" "${TG_AUTH_A[@]}" "${TG_AUTH_B[@]}"
+
+# ---- the computations docs/API.md defines ----------------------------------------------
+
+R=$TG_TMP/receipt.json
+tg_eq "$(printf '%s' "$PERMIT" | canon_sha)" "$(jq -r .requestHash "$R")" \
+    "requestHash = SHA-256 of the canonical request without idempotency_key"
+tg_eq "$(jq -r .request_hash "$TG_TMP/permit.json")" "$(jq -r .requestHash "$R")" "request_hash = receipt.requestHash"
+tg_eq "$(jq -c 'del(.receiptHash, .authoritySignature, .authorityKeyId)' "$R" | canon_sha)" \
+    "$(jq -r .receiptHash "$R")" "receiptHash = SHA-256 of the canonical receipt without the three signature members"
+tg_eq "$(printf '%s' "$PERMIT" | jq -c .context | canon_sha)" "$(jq -r .executionContextHash "$R")" \
+    "executionContextHash = SHA-256 of the canonical context"
+tg_eq "$(jq -c '{protocolVersion, engineVersion, policyHash}' "$R" | canon_sha)" \
+    "$(jq -r .protocolFingerprint "$R")" "protocolFingerprint = SHA-256 of canonical {protocolVersion, engineVersion, policyHash}"
+WANT_EXEC=$("$TG_PY" -c '
+import hashlib, sys
+t, s, rh, k = sys.argv[1:5]
+print("exec_" + hashlib.sha256(b"\0".join(x.encode() for x in (t, s, rh, k))).hexdigest()[:32])
+' acme payments.charge "$(jq -r .requestHash "$R")" ac-k1)
+tg_eq "$EXEC_ID" "$WANT_EXEC" "executionId for an idempotency key (SPEC §5)"
+tg_eq "$(jq -r .executionId "$R")" "$EXEC_ID" "receipt.executionId = execution_id"
+"$TG_PY" -c '
+import base64, json, sys
+r = json.load(open(sys.argv[1]))
+open(sys.argv[2], "wb").write(bytes.fromhex(r["receiptHash"]))
+open(sys.argv[3], "wb").write(base64.b64decode(r["authoritySignature"], validate=True))
+' "$R" "$TG_TMP/hash.bin" "$TG_TMP/sig.bin" || tg_fail "cannot decode receiptHash and authoritySignature"
+openssl pkey -in "$TG_KEY" -pubout -out "$TG_TMP/pub.pem" 2>"$TG_TMP/openssl.err" ||
+    tg_fail "openssl could not read the key: $(cat "$TG_TMP/openssl.err")"
+tg_check "authoritySignature is Ed25519 over the 32 bytes of receiptHash (openssl)" \
+    openssl pkeyutl -verify -pubin -inkey "$TG_TMP/pub.pem" -rawin -in "$TG_TMP/hash.bin" \
+    -sigfile "$TG_TMP/sig.bin" -out /dev/null
+tg_eq "$(jq -r '.keys[0].publicKeyPem' "$TG_TMP/keys.json")" "$(cat "$TG_TMP/pub.pem")" \
+    "keys.json serves the signing key's public key"
+
+# ---- the /decide-only listener -------------------------------------------------------
+
+TG_URL="http://127.0.0.1:$DECIDE_PORT"
+AC_LISTENER=decide
+acp 200 "decide on --decide-port" /decide "$PERMIT"
+ac 404 "healthz on --decide-port" GET /healthz
+acp 404 "evaluate on --decide-port" /v1/evaluate "$PERMIT"
+AC_LISTENER=main
+tg_use main
+
+# ---- limits: 429 with the rate-limit headers -------------------------------------------
+
+# One request a minute and a burst of one: two pass, the third is refused for a minute, so
+# the outcome does not depend on how fast this machine is. One tenant per decision route
+# (their limits are per tenant); the verify limit is one for all callers and routes.
+tg_start lim TRIGGUARD_API_KEYS="r1:tok-r1,r2:tok-r2,r3:tok-r3" RATE_LIMIT_PER_TENANT=1 \
+    RATE_LIMIT_BURST=1 RATE_LIMIT_VERIFY=1 -- \
+    --policy "$TG_POLICY" --key "$TG_KEY" --ledger "$TG_TMP/ledger-lim" --log-format json --threads 2
+i=0
+for route in /v1/evaluate /execute /decide; do
+    i=$((i + 1))
+    auth=(-H "Authorization: Bearer tok-r$i")
+    ac 200 "$route: within the rate" POST "$route" "${auth[@]}" --json-body "$(tg_req_json example)"
+    tg_check "$route: RateLimit-Policy is sent" tg_has_header RateLimit-Policy
+    ac 200 "$route: within the burst" POST "$route" "${auth[@]}" --json-body "$(tg_req_json example)"
+    ac 429 "$route: over the rate" POST "$route" "${auth[@]}" --json-body "$(tg_req_json example)"
+    tg_expect_header Retry-After 60 "$route 429"
+done
+ac 200 "/v1/verify within the verify rate" POST /v1/verify --json-body '{}'
+ac 200 "/verify-receipt within the verify burst" POST /verify-receipt --json-body '{}'
+for route in /v1/verify /verify-receipt /protocol/verify-receipt; do
+    ac 429 "$route over the verify rate" POST "$route" --json-body '{}'
+done
+tg_stop lim
+
+# ---- no signing key, a tiny idempotency table: 503s -------------------------------------
+
+tg_start nokey -- --policy "$TG_POLICY" --ledger "$TG_TMP/ledger-nokey" --store-max-entries 16 \
+    --log-format json --threads 2
+ac 503 "readyz without a signing key" GET /readyz
+tg_expect_py 'j["ready"] is False and j["signing_key"] is False' "readyz says what is missing"
+ac 503 "keys.json without a key" GET /.well-known/trigguard/keys.json
+acp 503 "evaluate PERMIT without a signing key" /v1/evaluate "$PERMIT"
+tg_expect_py 'j["error"] == "keys_unavailable"' "keys_unavailable"
+acp 503 "execute PERMIT without a signing key" /execute "$PERMIT"
+acp 200 "decide needs no key" /decide "$PERMIT"
+for i in $(seq 1 16); do
+    tg_post /v1/evaluate "$(tg_req_json silence ",\"idempotency_key\":\"fill-$i\"")"
+    [ "$TG_STATUS" == 200 ] || tg_fail "filling the idempotency table: request $i got $TG_STATUS"
+done
+acp 503 "evaluate with the idempotency table full" /v1/evaluate "$(tg_req_json silence ',"idempotency_key":"fill-x"')"
+tg_expect_py 'j["error"] == "overloaded"' "a full table is overloaded"
+tg_check "503 overloaded: Retry-After" tg_has_header Retry-After
+tg_stop nokey
+tg_stop main
+
+# ---- every kept exchange against docs/openapi.yaml ----------------------------------------
+
+if "$TG_PY" "$TG_PYLIB/openapi_check.py" "$TG_SRC/docs/openapi.yaml" "$AC_DIR" >"$TG_TMP/check.out" 2>&1; then
+    tg_pass "every response matches docs/openapi.yaml"
+else
+    tg_fail "responses that do not match docs/openapi.yaml:
+$(cat "$TG_TMP/check.out")"
+fi
+tg_log "$(tail -1 "$TG_TMP/check.out")"
+tg_done
