@@ -913,6 +913,95 @@ static void test_time_format_parse(void **state) {
     assert_true(b >= a && a > 0);
 }
 
+/* `verify --now` takes any RFC 3339 section 5.6 date-time; receipts keep their one form. */
+static void test_time_parse_rfc3339(void **state) {
+    (void)state;
+    static const struct {
+        const char *text;
+        int64_t ms;
+    } good[] = {
+        {"2026-11-30T05:40:10.123Z", TS_MS},
+        {"2026-11-30t05:40:10.123z", TS_MS},
+        {"2026-11-30T05:40:10.123+00:00", TS_MS},
+        {"2026-11-30T05:40:10.123-00:00", TS_MS},
+        {"2026-11-30T07:40:10.123+02:00", TS_MS},
+        {"2026-11-30T00:10:10.123-05:30", TS_MS},
+        {"2026-11-30T05:40:10Z", TS_MS - 123},
+        {"2026-11-30T05:40:10.1Z", TS_MS - 23},
+        {"2026-11-30T05:40:10.12Z", TS_MS - 3},
+        {"2026-11-30T05:40:10.1239Z", TS_MS},            /* truncated, not rounded */
+        {"2026-11-30T05:40:10.123999999999999Z", TS_MS}, /* any number of digits */
+        {"2026-12-01T05:39:10.123+23:59", TS_MS},        /* the largest offset */
+        {"2026-11-29T05:41:10.123-23:59", TS_MS},
+        {"1970-01-01T00:00:00Z", 0},
+        {"1970-01-01T01:00:00+01:00", 0},
+        {"1969-12-31T23:00:00-01:00", 0}, /* UTC is 1970 */
+        {"9999-12-31T23:59:59.999Z", TG_TIME_MAX_MS},
+        {"2000-02-29T00:00:00Z", 951782400000},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        int64_t ms = -7;
+        if (tg_time_parse_rfc3339_ms(&ms, good[i].text, strlen(good[i].text)) != TG_OK) {
+            fail_msg("refused %s", good[i].text);
+        }
+        if (ms != good[i].ms) {
+            fail_msg("%s: got %lld, want %lld", good[i].text, (long long)ms, (long long)good[i].ms);
+        }
+    }
+    static const char *const bad[] = {
+        "",
+        "2026-11-30",                 /* a date alone */
+        "2026-11-30T05:40:10",        /* no offset */
+        "2026-11-30T05:40:10.123",    /* no offset */
+        "2026-11-30 05:40:10Z",       /* space for T: only a note in RFC 3339 */
+        "2026-11-30T05:40Z",          /* no seconds */
+        "2026-11-30T05:40:10.Z",      /* a dot without digits */
+        "2026-11-30T05:40:10,123Z",   /* comma fraction (ISO 8601, not RFC 3339) */
+        "2026-11-30T05:40:10.123ZZ",  /* trailing text */
+        "2026-11-30T05:40:10.123Z ",  /* trailing space */
+        "2026-11-30T05:40:10+0200",   /* offset without colon */
+        "2026-11-30T05:40:10+02",     /* offset without minutes */
+        "2026-11-30T05:40:10+24:00",  /* offset hour out of range */
+        "2026-11-30T05:40:10+02:60",  /* offset minute out of range */
+        "2026-11-30T05:40:10 +02:00", /* space before the offset */
+        "2026-11-30T05:40:10UTC",     /* a zone name */
+        "2026-11-30T05:40:60Z",       /* leap second: no Unix time */
+        "2026-11-30T24:00:00Z",       /* 24:00 */
+        "2026-11-30T05:60:00Z",
+        "2026-02-29T05:40:10Z", /* not a leap year */
+        "2026-13-01T05:40:10Z",
+        "2026-00-01T05:40:10Z",
+        "2026-11-31T05:40:10Z",
+        "2026-11-00T05:40:10Z",
+        "26-11-30T05:40:10Z",            /* two-digit year */
+        "+2026-11-30T05:40:10Z",         /* signed year */
+        "2026-1-30T05:40:10.000Z",       /* one-digit month */
+        "2026-11-30T5:40:10.000Z",       /* one-digit hour */
+        "1969-12-31T23:59:59.999Z",      /* before the Unix epoch */
+        "1970-01-01T00:30:00+01:00",     /* before the epoch once in UTC */
+        "9999-12-31T23:59:59.999-00:01", /* after 9999 once in UTC */
+        "2026-11-30T05:40:10.12a3Z",
+        "２026-11-30T05:40:10Z", /* not ASCII digits */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t ms = 42;
+        if (tg_time_parse_rfc3339_ms(&ms, bad[i], strlen(bad[i])) != TG_ERR_INVALID_ARG) {
+            fail_msg("accepted \"%s\"", bad[i]);
+        }
+        assert_int_equal(ms, 42);
+    }
+    int64_t ms = 42;
+    /* the length is the caller's: a prefix of a good time is not read past n */
+    assert_int_equal(tg_time_parse_rfc3339_ms(&ms, "2026-11-30T05:40:10Z", 19), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_time_parse_rfc3339_ms(&ms, "2026-11-30T05:40:10.5Z", 21),
+                     TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_time_parse_rfc3339_ms(&ms, NULL, 20), TG_ERR_INVALID_ARG);
+    assert_int_equal(ms, 42);
+    /* the strict receipt parser still refuses what --now takes */
+    assert_int_equal(tg_time_parse_ms(&ms, "2026-11-30T07:40:10.123+02:00", 29),
+                     TG_ERR_INVALID_ARG);
+}
+
 int main(void) {
     /* clang-format off */
     const struct CMUnitTest tests[] = {
@@ -931,6 +1020,7 @@ int main(void) {
         cmocka_unit_test(test_protocol_fingerprint),
         cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_time_format_parse),
+        cmocka_unit_test(test_time_parse_rfc3339),
     };
     /* clang-format on */
     return cmocka_run_group_tests(tests, setup, teardown);
