@@ -169,8 +169,11 @@ err_ok 2 "check missing key" "trigguard check: key: cannot open key file nokey.p
 err_ok 2 "check public key" "pub.pem holds a public key" check --policy "$policy" --key pub.pem req.json
 err_ok 2 "check invalid --key-id" "invalid key id" \
     check --policy "$policy" --key k.pem --key-id "bad id" req.json
-err_ok 2 "check empty --authority-id" "authorityId is empty" \
+# an empty --authority-id means "not given", as for serve: the policy's authority
+out_ok 3 "check empty --authority-id" '"authorityId":"trigguard-local"' \
     check --policy "$policy" --key k.pem --authority-id "" req.json
+err_ok 2 "check --authority-id not UTF-8" "authorityId is not valid UTF-8" \
+    check --policy "$policy" --key k.pem --authority-id $'\xff' req.json
 # the receipt's options without --key (there is no receipt): refused, not silently ignored
 noreceipt="trigguard check: --key-id, --authority-id and --receipt-ttl need --key"
 err_ok 2 "check --key-id without --key" "$noreceipt" check --policy "$policy" --key-id k-1 req.json
@@ -395,9 +398,13 @@ invoke serve --check-config --policy "$policy" --key k.pem --ledger led --port 0
 { [ "$rc" -eq 0 ] && grep -q "^configuration OK: .*signing key cli-usage-1" out; } ||
     fail "serve --check-config valid: $(show)"
 absent "serve --check-config" led
-# an empty --authority-id is refused at start: it is every receipt's authorityId
-err_ok 2 "serve --check-config empty --authority-id" "--authority-id must be 1 to 4096 bytes" \
-    serve --check-config --policy "$policy" --key k.pem --ledger led --authority-id=
+# an empty --authority-id means the policy's authority (docs/POLICY.md); one that is not
+# UTF-8 is refused at start, since it is every receipt's authorityId
+checks=$((checks + 1))
+invoke serve --check-config --policy "$policy" --key k.pem --ledger led --authority-id=
+[ "$rc" -eq 0 ] || fail "serve --check-config empty --authority-id: $(show)"
+err_ok 2 "serve --check-config --authority-id not UTF-8" "--authority-id is not valid UTF-8" \
+    serve --check-config --policy "$policy" --key k.pem --ledger led --authority-id=$'\xff'
 
 # ---- output that cannot be written: exit 2 ("nothing usable was produced") with a message,
 # never exit 0 (for check that would read as PERMIT) ----
