@@ -16,7 +16,9 @@
  *
  * Key ids: 1..TG_KEY_ID_MAX characters of [A-Za-z0-9._:-]. Precedence: an explicit id
  * argument, else the key-id line of the PEM, else "tg-" + first 16 hex of
- * SHA-256(raw 32-byte public key).
+ * SHA-256(raw 32-byte public key). openssl keeps no id line (`openssl pkey -pubout` of a
+ * keygen file drops it), so such a file gets the derived id: the same for the private and
+ * the public half, but not the id a daemon was given with --key-id.
  *
  * Secrets: tg_key_t holds the private key in libsodium form (seed || pk). Every
  * temporary that held secret bytes is wiped with sodium_memzero; call tg_key_wipe (or
@@ -130,6 +132,10 @@ typedef enum tg_key_status {
 typedef struct tg_keyring_entry {
     tg_key_t key;
     tg_key_status_t status;
+    /* A trust anchor: a key the user named explicitly (`verify --key FILE`). Verifiers
+     * accept a signature by it whatever key id the receipt states, since that id is a hint
+     * (not signed) and a PEM exported without its id line gets a derived one. */
+    bool anchor;
 } tg_keyring_entry_t;
 
 /* Caller-allocated (a few KiB; fine on the stack or inside a config object). */
@@ -147,6 +153,10 @@ void tg_keyring_init(tg_keyring_t *ring);
  * public key already present), TG_ERR_INVALID_ARG (a second active key, bad status). */
 tg_err_t tg_keyring_add(tg_keyring_t *ring, const tg_key_t *key,
                         tg_key_status_t status) TG_MUST_USE;
+
+/* Adds `key` verify-only (as tg_keyring_add) and marks it a trust anchor (see above).
+ * Same errors as tg_keyring_add. */
+tg_err_t tg_keyring_add_anchor(tg_keyring_t *ring, const tg_key_t *key) TG_MUST_USE;
 
 /* The key with this id (n bytes), or NULL. Constant per ring; thread-safe read. */
 const tg_key_t *tg_keyring_find(const tg_keyring_t *ring, const char *key_id, size_t n);

@@ -104,6 +104,12 @@ size_t tg_policy_rule_count(const tg_policy_t *p); /* over all surfaces */
 size_t tg_policy_signal_count(const tg_policy_t *p);
 size_t tg_policy_tool_count(const tg_policy_t *p);
 
+/* The authorityId a receipt decided under p carries, one rule for `serve` and `check`
+ * (docs/POLICY.md): the operator's --authority-id when `configured` is non-NULL and
+ * non-empty, else the bundle's `authority` (itself "trigguard-local" when the bundle has
+ * none). Returns one of the two strings (p's lives as long as p). Thread-safe. */
+const char *tg_policy_authority_id(const tg_policy_t *p, const char *configured);
+
 /* Index of surface `name` (len bytes) in O(1) expected time. TG_ERR_UNKNOWN_SURFACE when
  * the policy has no such surface. */
 tg_err_t tg_policy_surface_find(uint32_t *index, const tg_policy_t *p, const char *name,

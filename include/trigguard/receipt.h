@@ -33,11 +33,11 @@
  * authoritySignature = base64(Ed25519(the 32 raw bytes of receiptHash)).
  * The signed receipt is emitted in canonical form too (all 22 names sorted as above).
  *
- * Verification order (SPEC §5): shape -> known key id -> signature over the stated hash
- * -> recomputed hash equals the stated one -> expiresAt not passed. The first failure
- * wins. TG_ERR_RECEIPT_EXPIRED is only returned for a receipt that passed every other
- * check: it is authentic but no longer authorizes (callers verifying history, e.g. the
- * ledger, may treat it as authentic).
+ * Verification order (SPEC §5): shape -> known key id (or a trust anchor whose signature
+ * holds) -> signature over the stated hash -> recomputed hash equals the stated one ->
+ * expiresAt not passed. The first failure wins. TG_ERR_RECEIPT_EXPIRED is only returned for a
+ * receipt that passed every other check: it is authentic but no longer authorizes (callers
+ * verifying history, e.g. the ledger, may treat it as authentic).
  *
  * Thread safety: every function is reentrant; a shared read-only key ring and key may be
  * used from any number of threads at once. libsodium must be initialised (sodium_init).
@@ -46,11 +46,13 @@
 #define TRIGGUARD_RECEIPT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "trigguard/buf.h"
+#include "trigguard/clock.h"
 #include "trigguard/err.h"
 #include "trigguard/keys.h"
 
@@ -125,25 +127,55 @@ tg_err_t tg_receipt_write_unsigned(tg_buf_t *out, const tg_receipt_fields_t *fie
 tg_err_t tg_receipt_sign_json(tg_buf_t *out, tg_receipt_signed_t *info, const tg_key_t *key,
                               const json_t *body, tg_diag_t *diag) TG_MUST_USE;
 
-/* Verifies a parsed receipt against the ring at wall-clock time now_ms, in the order
- * above. Returns TG_OK, TG_ERR_RECEIPT_SHAPE, TG_ERR_KEY_UNKNOWN,
- * TG_ERR_RECEIPT_SIGNATURE, TG_ERR_RECEIPT_HASH or TG_ERR_RECEIPT_EXPIRED, with the
+/* What a verification found besides its verdict, for the caller's message. */
+typedef struct tg_receipt_verdict {
+    /* The ring key whose signature holds (set from the signature step on, so also for
+     * hash_mismatch and expired); NULL when no key's did. */
+    const tg_key_t *key;
+    /* key is a trust anchor whose id is not the receipt's authorityKeyId: it was found by
+     * its signature, not by the id (keys.h, tg_keyring_entry_t.anchor). */
+    bool by_anchor;
+    /* The receipt's authorityKeyId and expiresAt once its shape is good, else "". */
+    char key_id[TG_KEY_ID_MAX + 1];
+    char expires_at[TG_TIME_ISO_LEN + 1];
+} tg_receipt_verdict_t;
+
+/* Verifies a parsed receipt object against the ring at wall-clock time now_ms, in the
+ * order above. The key is the ring's key named by authorityKeyId; when that is absent or
+ * its signature does not hold, each trust anchor of the ring (other than that one) is
+ * tried by signature. Returns TG_OK, TG_ERR_RECEIPT_SHAPE, TG_ERR_KEY_UNKNOWN (no key of
+ * that id and no anchor's signature), TG_ERR_RECEIPT_SIGNATURE (the named key's signature
+ * does not hold, nor an anchor's), TG_ERR_RECEIPT_HASH or TG_ERR_RECEIPT_EXPIRED, with the
  * reason in words in diag; TG_ERR_NOMEM / canon errors only on internal failure.
- * Expired means now_ms >= expiresAt. receipt is only read. */
+ * Expired means now_ms >= expiresAt. receipt is only read; it is not unwrapped. */
 tg_err_t tg_receipt_verify(const tg_keyring_t *ring, const json_t *receipt, int64_t now_ms,
                            tg_diag_t *diag) TG_MUST_USE;
 
-/* SPEC §3 lets a verifier be given the receipt or {"receipt": {...}}: returns the inner
- * object when doc is an object whose only member is an object named "receipt", else doc.
- * One rule for every verifier (server, CLI, library), so they give the same verdict. */
-const json_t *tg_receipt_unwrap(const json_t *doc);
+/* The one rule for what a verifier is given (server, CLI, library: same verdicts). doc is
+ *  - a receipt;
+ *  - {"receipt": {...}}, as SPEC §3 lets /v1/verify take it;
+ *  - a whole /v1/evaluate or /execute response (SPEC §3.2): "receipt" with the members
+ *    decision, enforcement, reason_code, execution_id, request_hash and policy_version
+ *    (strings), and optionally trace (?explain=1, an object) and the SPEC §11 members
+ *    execution_mode, would_decision, would_reason_code, approval_id (strings) and approval
+ *    (an object). Its execution_id, request_hash and policy_version must be the receipt's
+ *    executionId, requestHash and policyVersion, and, without execution_mode, decision and
+ *    reason_code its decision and reasonCode: a response around someone else's receipt
+ *    is refused, not vouched for.
+ * Anything else beside "receipt", a response member missing or of the wrong type, a
+ * "receipt" that is not an object, and an evaluate response without a receipt (SILENCE
+ * has none) are TG_ERR_RECEIPT_SHAPE with a message saying which. Then as
+ * tg_receipt_verify on the receipt. verdict may be NULL; it is filled as far as the
+ * verification got (zeroed first). */
+tg_err_t tg_receipt_verify_doc(const tg_keyring_t *ring, const json_t *doc, int64_t now_ms,
+                               tg_receipt_verdict_t *verdict, tg_diag_t *diag) TG_MUST_USE;
 
-/* Same for receipt text, unwrapped by tg_receipt_unwrap (at most TG_RECEIPT_MAX_BYTES,
- * strict parse: duplicates, bad UTF-8 etc. rejected). A text that is not JSON returns the
- * TG_ERR_JSON_* / TG_ERR_LIMIT of the parser (callers treat it as "malformed" or as unusable
- * input). */
+/* Same for a document's text (at most TG_RECEIPT_MAX_BYTES, strict parse: duplicates, bad
+ * UTF-8 etc. rejected). A text that is not JSON returns the TG_ERR_JSON_* / TG_ERR_LIMIT of
+ * the parser (callers treat it as "malformed" or as unusable input). verdict may be NULL. */
 tg_err_t tg_receipt_verify_text(const tg_keyring_t *ring, const char *text, size_t len,
-                                int64_t now_ms, tg_diag_t *diag) TG_MUST_USE;
+                                int64_t now_ms, tg_receipt_verdict_t *verdict,
+                                tg_diag_t *diag) TG_MUST_USE;
 
 /* Short snake_case reason for HTTP/CLI: "valid", "malformed" (shape and JSON errors),
  * "unknown_key", "bad_signature", "hash_mismatch", "expired", else "error". Static text. */

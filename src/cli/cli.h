@@ -2,7 +2,8 @@
  *
  * Each tg_cmd_<name>(argc, argv) receives argv with argv[0] = the subcommand name
  * and returns the process exit status. Shared exit codes below; a subcommand may
- * define more (check: 3 DENY, 4 SILENCE) and documents them in its usage text.
+ * define more (check: 3 DENY, 4 SILENCE; verify: 6 EXPIRED) and documents them in its
+ * usage text.
  */
 #ifndef TRIGGUARD_CLI_H
 #define TRIGGUARD_CLI_H
@@ -14,10 +15,12 @@
 
 enum {
     TG_EXIT_OK = 0,
-    TG_EXIT_FAIL = 1,   /* a definite "no": INVALID receipt, failed check */
-    TG_EXIT_USAGE = 2,  /* bad input or usage: nothing usable was produced */
-    TG_EXIT_DENY = 3,   /* check: DENY */
-    TG_EXIT_SILENCE = 4 /* check: SILENCE */
+    TG_EXIT_FAIL = 1,    /* a definite "no": INVALID receipt, failed check */
+    TG_EXIT_USAGE = 2,   /* bad input or usage: nothing usable was produced */
+    TG_EXIT_DENY = 3,    /* check: DENY */
+    TG_EXIT_SILENCE = 4, /* check: SILENCE */
+    /* 5 is check's ESCALATE (SPEC §11.2). */
+    TG_EXIT_EXPIRED = 6 /* verify: authentic but expired, not to be confused with a forgery */
 };
 
 typedef int (*tg_cmd_fn)(int argc, char **argv);
@@ -29,8 +32,10 @@ char *tg_cli_read_all(FILE *f, size_t max, size_t *len_out, const char *what);
 /* Same for a path; "-" means stdin. */
 char *tg_cli_read_file(const char *path, size_t max, size_t *len_out);
 
-/* Adds the keys of one keys.json file (is_json) or one PEM key file (verify-only) to
- * ring; on failure prints "trigguard CMD: PATH: why" and returns false. */
+/* Adds the keys of one keys.json file (is_json: matched by key id) or one PEM key file
+ * (verify-only, a trust anchor: matched by its signature whatever the receipt's key id;
+ * it is then the ring's last entry) to ring; on failure prints "trigguard CMD: PATH: why"
+ * and returns false. */
 bool tg_cli_add_keys(tg_keyring_t *ring, const char *path, bool is_json, const char *cmd);
 
 int tg_cmd_canon(int argc, char **argv);

@@ -23,8 +23,9 @@ static void check_usage(FILE *out) {
             "stdin) against the policy bundle FILE with the kernel FSM and prints the decision\n"
             "JSON of SPEC section 3.2 with its trace. With --key (an Ed25519 PKCS#8 PEM, mode\n"
             "0600) PERMIT and DENY carry a signed receipt. --tenant defaults to \"local\",\n"
-            "--authority-id to the policy's authority, --receipt-ttl to 600; those two and\n"
-            "--key-id shape the receipt, so they need --key.\n"
+            "--authority-id to the policy's authority (as serve's does; an empty value too),\n"
+            "--receipt-ttl to 600; those two and --key-id shape the receipt, so they need\n"
+            "--key.\n"
             "\n"
             "exit status: 0 PERMIT, 3 DENY, 4 SILENCE, 2 bad input (unreadable or invalid\n"
             "policy, request or key; unknown surface)\n");
@@ -122,7 +123,7 @@ static tg_err_t sign_receipt(tg_buf_t *out, const tg_key_t *key, const check_arg
     const char *empty = "";
     const char *verdict = tg_verdict_name(d->verdict);
     r.execution_id = TG_RSTR(exec_id);
-    r.authority_id = TG_RSTR(a->authority != NULL ? a->authority : tg_policy_authority(p));
+    r.authority_id = TG_RSTR(tg_policy_authority_id(p, a->authority)); /* serve's rule too */
     r.tenant_id = TG_RSTR(a->tenant);
     r.surface = rstr(f->surface_name);
     r.action = f->action.ptr != NULL ? rstr(f->action) : TG_RSTR(empty);

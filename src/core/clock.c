@@ -1,6 +1,7 @@
 /* clock.c — clocks and the receipt timestamp format (UTC, ms, 24 chars). */
 #include "trigguard/clock.h"
 
+#include <stdbool.h>
 #include <time.h>
 
 #define MS_PER_DAY INT64_C(86400000)
@@ -115,5 +116,64 @@ tg_err_t tg_time_parse_ms(int64_t *out, const char *s, size_t n) {
         return TG_ERR_INVALID_ARG;
     }
     *out = days_from_civil(y, mo, d) * MS_PER_DAY + ((h * 60 + mi) * 60 + sec) * 1000 + ms;
+    return TG_OK;
+}
+
+/* The offset of an RFC 3339 time (what follows the seconds and fraction), in ms east of
+ * UTC; false when p[0..n) is not "Z", "z" or ("+"/"-") HH:MM with HH <= 23, MM <= 59. */
+static bool parse_offset(int64_t *east_ms, const char *p, size_t n) {
+    if (n == 1 && (p[0] == 'Z' || p[0] == 'z')) {
+        *east_ms = 0;
+        return true;
+    }
+    if (n != 6 || (p[0] != '+' && p[0] != '-') || p[3] != ':') {
+        return false;
+    }
+    int64_t h = get_digits(p + 1, 2), m = get_digits(p + 4, 2);
+    if (h < 0 || h > 23 || m < 0 || m > 59) {
+        return false;
+    }
+    *east_ms = (p[0] == '-' ? -1 : 1) * (h * 60 + m) * 60000;
+    return true;
+}
+
+tg_err_t tg_time_parse_rfc3339_ms(int64_t *out, const char *s, size_t n) {
+    /* The shortest form is "YYYY-MM-DDTHH:MM:SSZ" (20 characters). */
+    if (s == NULL || n < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') ||
+        s[13] != ':' || s[16] != ':') {
+        return TG_ERR_INVALID_ARG;
+    }
+    int64_t y = get_digits(s, 4), mo = get_digits(s + 5, 2), d = get_digits(s + 8, 2);
+    int64_t h = get_digits(s + 11, 2), mi = get_digits(s + 14, 2), sec = get_digits(s + 17, 2);
+    if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h < 0 || h > 23 ||
+        mi < 0 || mi > 59 || sec < 0 || sec > 59) {
+        return TG_ERR_INVALID_ARG;
+    }
+    size_t i = 19;
+    int64_t ms = 0;
+    if (s[i] == '.') {
+        size_t first = ++i;
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+            if (i - first < 3) {
+                ms = ms * 10 + (s[i] - '0');
+            }
+        }
+        if (i == first) {
+            return TG_ERR_INVALID_ARG; /* "." needs at least one digit */
+        }
+        for (size_t k = i - first; k < 3; k++) {
+            ms *= 10; /* ".5" is 500 ms */
+        }
+    }
+    int64_t east_ms = 0;
+    if (!parse_offset(&east_ms, s + i, n - i)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    int64_t t =
+        days_from_civil(y, mo, d) * MS_PER_DAY + ((h * 60 + mi) * 60 + sec) * 1000 + ms - east_ms;
+    if (t < 0 || t > TG_TIME_MAX_MS) {
+        return TG_ERR_INVALID_ARG;
+    }
+    *out = t;
     return TG_OK;
 }

@@ -581,11 +581,20 @@ tg_err_t tg_keyring_add(tg_keyring_t *ring, const tg_key_t *key, tg_key_status_t
     }
     ring->entries[at].key = *key;
     ring->entries[at].status = status;
+    ring->entries[at].anchor = false;
     if (status == TG_KEY_VERIFY_ONLY) {
         tg_key_drop_secret(&ring->entries[at].key);
     }
     ring->count++;
     return TG_OK;
+}
+
+tg_err_t tg_keyring_add_anchor(tg_keyring_t *ring, const tg_key_t *key) {
+    tg_err_t rc = tg_keyring_add(ring, key, TG_KEY_VERIFY_ONLY);
+    if (rc == TG_OK) {
+        ring->entries[ring->count - 1].anchor = true; /* verify-only entries are appended */
+    }
+    return rc;
 }
 
 const tg_key_t *tg_keyring_find(const tg_keyring_t *ring, const char *key_id, size_t n) {

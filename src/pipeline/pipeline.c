@@ -227,7 +227,7 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     return TG_OK;
 }
 
-/* Every receipt carries --authority-id as authorityId: non-empty UTF-8 of at most
+/* Every receipt carries the authority id as authorityId: non-empty UTF-8 of at most
  * TG_RECEIPT_TEXT_MAX bytes (SPEC §5). Refused at start, not at the first signature. */
 static tg_err_t check_authority_id(const char *id, tg_diag_t *diag) {
     size_t n = strlen(id);
@@ -270,9 +270,11 @@ static tg_err_t create(tg_pipeline_t **out, const tg_config_t *cfg, bool with_st
         return TG_ERR_NOMEM;
     }
     tg_policy_ref_t *ref = NULL;
-    tg_err_t rc = check_authority_id(cfg->authority_id, diag);
-    if (rc == TG_OK) {
-        rc = policy_ref_load(&ref, cfg->policy, diag);
+    tg_err_t rc = policy_ref_load(&ref, cfg->policy, diag);
+    if (rc == TG_OK) { /* check's rule; resolved once, a reload keeps it (docs/POLICY.md) */
+        (void)snprintf(p->cfg.authority_id, sizeof p->cfg.authority_id, "%s",
+                       tg_policy_authority_id(ref->policy, cfg->authority_id));
+        rc = check_authority_id(p->cfg.authority_id, diag);
     }
     atomic_init(&p->policy, ref);
     if (rc == TG_OK) {

@@ -169,9 +169,8 @@ static void verify_common(tg_pipeline_t *p, tg_exchange_t *ex, bool protocol) {
         tg_reply_json_error(ex, &p->limits, rc, diag.msg);
         return;
     }
-    const json_t *receipt = tg_receipt_unwrap(doc); /* the receipt or {"receipt": {...}} */
     diag.msg[0] = '\0';
-    rc = tg_receipt_verify(&p->ring, receipt, tg_clock_now_ms(), &diag);
+    rc = tg_receipt_verify_doc(&p->ring, doc, tg_clock_now_ms(), NULL, &diag); /* the CLI's rule */
     json_decref(doc);
     bool internal = rc == TG_ERR_NOMEM || rc == TG_ERR_INTERNAL;
     if (internal) {

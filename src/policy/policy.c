@@ -1696,6 +1696,11 @@ const char *tg_policy_version(const tg_policy_t *p) { return p->version; }
 
 const char *tg_policy_authority(const tg_policy_t *p) { return p->authority; }
 
+const char *tg_policy_authority_id(const tg_policy_t *p, const char *configured) {
+    /* empty = not given: an unset variable and an empty one mean the same (OPERATIONS.md) */
+    return configured != NULL && configured[0] != '\0' ? configured : p->authority;
+}
+
 const char *tg_policy_hash_hex(const tg_policy_t *p) { return p->hash_hex; }
 
 const uint8_t *tg_policy_hash(const tg_policy_t *p) { return p->hash; }

@@ -70,9 +70,14 @@ static const member_t MEMBERS[] = {
 enum {
     M_AUTHORITY_KEY_ID = 3,
     M_AUTHORITY_SIGNATURE = 4,
+    M_DECISION = 5,
     M_ENGINE_VERSION = 6,
+    M_EXECUTION_ID = 8,
     M_EXPIRES_AT = 9,
+    M_POLICY_VERSION = 11,
+    M_REASON_CODE = 15,
     M_RECEIPT_HASH = 16,
+    M_REQUEST_HASH = 17,
     M_TIMESTAMP = 21
 };
 
@@ -478,28 +483,173 @@ done:
 
 /* ---- verifier ------------------------------------------------------------------------ */
 
-tg_err_t tg_receipt_verify(const tg_keyring_t *ring, const json_t *receipt, int64_t now_ms,
-                           tg_diag_t *diag) {
+/* The key whose signature over sh->hash holds: the one authorityKeyId names, else a trust
+ * anchor (tried by signature, since the id is an unsigned hint). */
+static tg_err_t find_signer(const tg_key_t **out, bool *by_anchor, const tg_keyring_t *ring,
+                            const shape_t *sh, tg_diag_t *diag) {
+    const char *kid = sh->val[M_AUTHORITY_KEY_ID];
+    const tg_key_t *named = tg_keyring_find(ring, kid, sh->len[M_AUTHORITY_KEY_ID]);
+    bool anchors = false;
+    *out = NULL;
+    *by_anchor = false;
+    if (named != NULL && tg_key_verify(named, sh->sig, sh->hash, sizeof sh->hash) == TG_OK) {
+        *out = named;
+        return TG_OK;
+    }
+    for (size_t i = 0; i < ring->count; i++) {
+        const tg_keyring_entry_t *e = &ring->entries[i];
+        if (!e->anchor || &e->key == named) {
+            continue;
+        }
+        anchors = true;
+        if (tg_key_verify(&e->key, sh->sig, sh->hash, sizeof sh->hash) == TG_OK) {
+            *out = &e->key;
+            *by_anchor = true;
+            return TG_OK;
+        }
+    }
+    if (named == NULL) {
+        return tg_diag_set(diag, TG_ERR_KEY_UNKNOWN, "authorityKeyId \"%s\" is not a known key%s",
+                           kid,
+                           anchors ? ", and no trust-anchor key (--key) made the signature" : "");
+    }
+    return tg_diag_set(diag, TG_ERR_RECEIPT_SIGNATURE,
+                       "authoritySignature is not a valid Ed25519 signature of receiptHash by key "
+                       "%s%s",
+                       named->key_id, anchors ? " nor by any trust-anchor key (--key)" : "");
+}
+
+/* Response members beside "receipt" (SPEC §3.2, §11): name, JSON type, required. */
+typedef struct {
+    const char *name;
+    json_type type;
+    bool required;
+    int receipt_member; /* the MEMBERS index it must equal, or -1 */
+    bool enforce_only;  /* compared only without execution_mode (observe reports otherwise) */
+} resp_member_t;
+
+static const resp_member_t RESPONSE_MEMBERS[] = {
+    {"decision", JSON_STRING, true, M_DECISION, true},
+    {"enforcement", JSON_STRING, true, -1, false},
+    {"reason_code", JSON_STRING, true, M_REASON_CODE, true},
+    {"execution_id", JSON_STRING, true, M_EXECUTION_ID, false},
+    {"request_hash", JSON_STRING, true, M_REQUEST_HASH, false},
+    {"policy_version", JSON_STRING, true, M_POLICY_VERSION, false},
+    {"trace", JSON_OBJECT, false, -1, false},
+    {"execution_mode", JSON_STRING, false, -1, false},
+    {"would_decision", JSON_STRING, false, -1, false},
+    {"would_reason_code", JSON_STRING, false, -1, false},
+    {"approval_id", JSON_STRING, false, -1, false},
+    {"approval", JSON_OBJECT, false, -1, false},
+};
+#define N_RESPONSE_MEMBERS (sizeof RESPONSE_MEMBERS / sizeof RESPONSE_MEMBERS[0])
+
+#define DOC_FORMS                                                                                  \
+    "a verifier takes a receipt, {\"receipt\": {...}}, or a whole /v1/evaluate or /execute "       \
+    "response"
+
+/* Picks the receipt out of doc (see tg_receipt_verify_doc); *wrapper = the response whose
+ * members the receipt must agree with, or NULL. */
+static tg_err_t unwrap(const json_t **receipt, const json_t **wrapper, const json_t *doc,
+                       tg_diag_t *diag) {
+    const char *name;
+    json_t *v;
+    char tmp[48];
+    json_t *inner = json_object_get(doc, "receipt");
+    *receipt = doc;
+    *wrapper = NULL;
+    if (inner == NULL) {
+        if (json_is_string(json_object_get(doc, "enforcement")) &&
+            json_is_string(json_object_get(doc, "decision"))) {
+            return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                               "an evaluate response without a receipt (a SILENCE, or /decide): "
+                               "nothing to verify");
+        }
+        return TG_OK; /* a receipt, or not: check_shape says */
+    }
+    if (!json_is_object(inner)) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "member \"receipt\" is not an object");
+    }
+    *receipt = inner;
+    if (json_object_size(doc) == 1) {
+        return TG_OK;
+    }
+    json_object_foreach((json_t *)doc, name, v) {
+        size_t i = 0;
+        while (i < N_RESPONSE_MEMBERS && strcmp(name, RESPONSE_MEMBERS[i].name) != 0) {
+            i++;
+        }
+        if (strcmp(name, "receipt") == 0) {
+            continue;
+        }
+        if (i == N_RESPONSE_MEMBERS) {
+            return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                               "unknown member \"%s\" beside \"receipt\"; " DOC_FORMS,
+                               printable(tmp, sizeof tmp, name));
+        }
+        if (json_typeof(v) != RESPONSE_MEMBERS[i].type) {
+            return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "response member %s must be %s", name,
+                               RESPONSE_MEMBERS[i].type == JSON_STRING ? "a string" : "an object");
+        }
+    }
+    for (size_t i = 0; i < N_RESPONSE_MEMBERS; i++) {
+        if (RESPONSE_MEMBERS[i].required &&
+            json_object_get(doc, RESPONSE_MEMBERS[i].name) == NULL) {
+            return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                               "\"receipt\" comes with evaluate-response members, but %s is "
+                               "missing; " DOC_FORMS,
+                               RESPONSE_MEMBERS[i].name);
+        }
+    }
+    *wrapper = doc;
+    return TG_OK;
+}
+
+/* A response must say what its (well-shaped) receipt says. */
+static tg_err_t check_wrapper(const json_t *wrapper, const shape_t *sh, tg_diag_t *diag) {
+    bool observe = json_object_get(wrapper, "execution_mode") != NULL;
+    for (size_t i = 0; i < N_RESPONSE_MEMBERS; i++) {
+        const resp_member_t *m = &RESPONSE_MEMBERS[i];
+        if (m->receipt_member < 0 || (m->enforce_only && observe)) {
+            continue;
+        }
+        const json_t *v = json_object_get(wrapper, m->name);
+        size_t r = (size_t)m->receipt_member;
+        if (json_string_length(v) != sh->len[r] ||
+            memcmp(json_string_value(v), sh->val[r], sh->len[r]) != 0) {
+            return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                               "the response's %s is not its receipt's %s: the receipt is not "
+                               "this response's",
+                               m->name, MEMBERS[r].name);
+        }
+    }
+    return TG_OK;
+}
+
+static tg_err_t verify_receipt(const tg_keyring_t *ring, const json_t *receipt,
+                               const json_t *wrapper, int64_t now_ms, tg_receipt_verdict_t *vd,
+                               tg_diag_t *diag) {
     shape_t sh;
     uint8_t recomputed[32];
     char tmp[TG_TIME_ISO_LEN + 1];
     json_t *copy = NULL;
+    const tg_key_t *key = NULL;
+    bool by_anchor = false;
     tg_err_t rc = TG_OK;
 
     TRY(check_shape(&sh, receipt, true, diag));
-    const tg_key_t *key =
-        tg_keyring_find(ring, sh.val[M_AUTHORITY_KEY_ID], sh.len[M_AUTHORITY_KEY_ID]);
-    if (key == NULL) {
-        rc = tg_diag_set(diag, TG_ERR_KEY_UNKNOWN, "authorityKeyId \"%s\" is not a known key",
-                         sh.val[M_AUTHORITY_KEY_ID]);
-        goto done;
+    if (wrapper != NULL) {
+        TRY(check_wrapper(wrapper, &sh, diag));
     }
-    if (tg_key_verify(key, sh.sig, sh.hash, sizeof sh.hash) != TG_OK) {
-        rc = tg_diag_set(diag, TG_ERR_RECEIPT_SIGNATURE,
-                         "authoritySignature is not a valid Ed25519 signature of receiptHash "
-                         "by key %s",
-                         key->key_id);
-        goto done;
+    if (vd != NULL) {
+        /* both fit: the shape check bounded the id to 64 and the time to 24 characters */
+        memcpy(vd->key_id, sh.val[M_AUTHORITY_KEY_ID], sh.len[M_AUTHORITY_KEY_ID] + 1);
+        memcpy(vd->expires_at, sh.val[M_EXPIRES_AT], sh.len[M_EXPIRES_AT] + 1);
+    }
+    TRY(find_signer(&key, &by_anchor, ring, &sh, diag));
+    if (vd != NULL) {
+        vd->key = key;
+        vd->by_anchor = by_anchor;
     }
     copy = json_deep_copy(receipt);
     if (copy == NULL) {
@@ -531,26 +681,36 @@ done:
     return rc;
 }
 
+tg_err_t tg_receipt_verify(const tg_keyring_t *ring, const json_t *receipt, int64_t now_ms,
+                           tg_diag_t *diag) {
+    return verify_receipt(ring, receipt, NULL, now_ms, NULL, diag);
+}
+
+tg_err_t tg_receipt_verify_doc(const tg_keyring_t *ring, const json_t *doc, int64_t now_ms,
+                               tg_receipt_verdict_t *verdict, tg_diag_t *diag) {
+    const json_t *receipt, *wrapper;
+    if (verdict != NULL) {
+        memset(verdict, 0, sizeof *verdict);
+    }
+    tg_err_t rc = unwrap(&receipt, &wrapper, doc, diag);
+    return rc ? rc : verify_receipt(ring, receipt, wrapper, now_ms, verdict, diag);
+}
+
 tg_err_t tg_receipt_verify_text(const tg_keyring_t *ring, const char *text, size_t len,
-                                int64_t now_ms, tg_diag_t *diag) {
+                                int64_t now_ms, tg_receipt_verdict_t *verdict, tg_diag_t *diag) {
     json_t *root = NULL;
     tg_json_limits_t lim = TG_JSON_LIMITS_DEFAULT;
     lim.max_bytes = TG_RECEIPT_MAX_BYTES;
+    if (verdict != NULL) {
+        memset(verdict, 0, sizeof *verdict);
+    }
     tg_err_t rc = tg_json_parse(&root, text, len, &lim, diag);
     if (rc) {
         return rc;
     }
-    rc = tg_receipt_verify(ring, tg_receipt_unwrap(root), now_ms, diag);
+    rc = tg_receipt_verify_doc(ring, root, now_ms, verdict, diag);
     json_decref(root);
     return rc;
-}
-
-const json_t *tg_receipt_unwrap(const json_t *doc) {
-    json_t *inner = json_object_get(doc, "receipt");
-    if (json_is_object(inner) && json_object_size(doc) == 1) {
-        return inner;
-    }
-    return doc;
 }
 
 const char *tg_receipt_reason_code(tg_err_t e) {

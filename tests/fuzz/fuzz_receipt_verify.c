@@ -38,20 +38,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         setup();
     }
     /* 2026-11-30T05:45:00.000Z: inside the golden receipts' lifetime */
-    tg_err_t rc =
-        tg_receipt_verify_text(&ring, (const char *)data, size, INT64_C(1796017500000), &diag);
+    tg_err_t rc = tg_receipt_verify_text(&ring, (const char *)data, size, INT64_C(1796017500000),
+                                         NULL, &diag);
     const char *reason = tg_receipt_reason_code(rc);
     if (reason == NULL || (rc == TG_OK) != (strcmp(reason, "valid") == 0)) {
         abort();
     }
     /* verification is a pure function of its inputs */
-    if (tg_receipt_verify_text(&ring, (const char *)data, size, INT64_C(1796017500000), NULL) !=
-        rc) {
+    if (tg_receipt_verify_text(&ring, (const char *)data, size, INT64_C(1796017500000), NULL,
+                               NULL) != rc) {
         abort();
     }
     /* A valid receipt expires: at the end of time it is EXPIRED, nothing else. */
-    if (rc == TG_OK && tg_receipt_verify_text(&ring, (const char *)data, size, INT64_MAX, NULL) !=
-                           TG_ERR_RECEIPT_EXPIRED) {
+    if (rc == TG_OK && tg_receipt_verify_text(&ring, (const char *)data, size, INT64_MAX, NULL,
+                                              NULL) != TG_ERR_RECEIPT_EXPIRED) {
         abort();
     }
     /* Text and tree agree, and the verdict depends on the receipt's content, not on its
@@ -63,12 +63,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (tg_json_parse(&tree, (const char *)data, size, &lim, NULL) == TG_OK) {
         tg_buf_t c;
         tg_buf_init(&c, 0);
-        /* the text form unwraps {"receipt": {...}} (SPEC §3), so the tree must too */
-        if (tg_receipt_verify(&ring, tg_receipt_unwrap(tree), INT64_C(1796017500000), NULL) != rc ||
+        /* the text form takes {"receipt": {...}} and responses (SPEC §3), so the tree must */
+        if (tg_receipt_verify_doc(&ring, tree, INT64_C(1796017500000), NULL, NULL) != rc ||
             tg_canon_write(&c, tree, NULL) != TG_OK) {
             abort();
         }
-        tg_err_t crc = tg_receipt_verify_text(&ring, c.data, c.len, INT64_C(1796017500000), NULL);
+        tg_err_t crc =
+            tg_receipt_verify_text(&ring, c.data, c.len, INT64_C(1796017500000), NULL, NULL);
         /* numbers may grow when written canonically ("1e3" -> "1000"), past the size limit */
         if (crc != rc && !(crc == TG_ERR_LIMIT && c.len > TG_RECEIPT_MAX_BYTES)) {
             abort();

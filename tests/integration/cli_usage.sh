@@ -169,8 +169,11 @@ err_ok 2 "check missing key" "trigguard check: key: cannot open key file nokey.p
 err_ok 2 "check public key" "pub.pem holds a public key" check --policy "$policy" --key pub.pem req.json
 err_ok 2 "check invalid --key-id" "invalid key id" \
     check --policy "$policy" --key k.pem --key-id "bad id" req.json
-err_ok 2 "check empty --authority-id" "authorityId is empty" \
+# an empty --authority-id means "not given", as for serve: the policy's authority
+out_ok 3 "check empty --authority-id" '"authorityId":"trigguard-local"' \
     check --policy "$policy" --key k.pem --authority-id "" req.json
+err_ok 2 "check --authority-id not UTF-8" "authorityId is not valid UTF-8" \
+    check --policy "$policy" --key k.pem --authority-id $'\xff' req.json
 # the receipt's options without --key (there is no receipt): refused, not silently ignored
 noreceipt="trigguard check: --key-id, --authority-id and --receipt-ttl need --key"
 err_ok 2 "check --key-id without --key" "$noreceipt" check --policy "$policy" --key-id k-1 req.json
@@ -239,8 +242,14 @@ err_ok 2 "verify no keys" "$vneed" verify r.json
 err_ok 2 "verify no receipt" "$vneed" verify --keys keys.json
 err_ok 2 "verify --keys without value" "trigguard verify: unexpected argument '--keys'" verify r.json --keys
 err_ok 2 "verify --now without value" "unexpected argument '--now'" verify --keys keys.json r.json --now
-err_ok 2 "verify bad --now" "trigguard verify: --now wants a time like 2026-11-30T05:40:10.123Z" \
+nownot="is not an RFC 3339 time between 1970 and 9999, like 2026-11-30T05:40:10.123Z or 2026-11-30T07:40:10+02:00"
+err_ok 2 "verify bad --now" "trigguard verify: --now 'yesterday' $nownot" \
     verify --keys keys.json --now yesterday r.json
+# RFC 3339 needs the offset, the "T" and the seconds; it has no leap second in Unix time
+for bad in 2021-01-01T00:05:00 "2021-01-01 00:05:00Z" 2021-01-01T00:05Z 2021-01-01T00:05:60Z \
+    2021-01-01T00:05:00+0200 1970-01-01T00:30:00+01:00; do
+    err_ok 2 "verify --now $bad" "--now '$bad' $nownot" verify --keys keys.json --now "$bad" r.json
+done
 err_ok 2 "verify unknown option" "unexpected argument '--frobnicate'" verify --keys keys.json --frobnicate r.json
 err_ok 2 "verify two receipts" "unexpected argument 'r.json'" verify --keys keys.json r.json r.json
 err_ok 2 "verify missing keys.json" "cannot open nokeys.json" verify --keys nokeys.json r.json
@@ -251,8 +260,35 @@ err_ok 2 "verify receipt not JSON" "truncated.json is not a usable receipt docum
     verify --keys keys.json truncated.json
 # a verdict is a result: stdout, exit 0 or 1, nothing on stderr
 out_ok 0 "verify VALID" "VALID" verify --keys keys.json --now "$when" r.json
-out_ok 1 "verify expired" "INVALID: expired" verify --keys keys.json r.json
+checks=$((checks + 1))
+[ "$out" = $'VALID\n' ] || fail "verify VALID by key id printed more than VALID: $(show)"
+# --now: any RFC 3339 time, the same instant however it is written
+for now in 2021-01-01T02:05:00+02:00 2020-12-31T19:05:00.000-05:00 2021-01-01t00:05:00.123456789z \
+    2021-01-01T00:09:59.9999Z; do
+    out_ok 0 "verify --now $now" "VALID" verify --keys keys.json --now "$now" r.json
+done
+# expiry has its own verdict and exit status: authentic, but no longer authorizing
+expired="EXPIRED: since 2021-01-01T00:10:00.000Z (now "
+out_ok 6 "verify expired" "$expired" verify --keys keys.json r.json
+out_ok 6 "verify expired at expiresAt" "${expired}2021-01-01T00:10:00.000Z); the signature and hash hold" \
+    verify --keys keys.json --now 2021-01-01T02:10:00+02:00 r.json
+checks=$((checks + 1))
+[[ $out != *INVALID* ]] || fail "an expired receipt is called INVALID: $(show)"
 out_ok 1 "verify unknown key" "INVALID: unknown_key" verify --key other.pem --now "$when" r.json
+# a key file without its trigguard-key-id line (as openssl writes it) still verifies what
+# it signed, and the output says which file did
+grep -v '^trigguard-key-id:' pub.pem >noid.pem
+out_ok 0 "verify --key without key id" "VALID (signed by --key noid.pem, key id tg-" \
+    verify --key noid.pem --now "$when" r.json
+out_ok 6 "verify --key without key id, expired" "(signed by --key noid.pem, key id tg-" \
+    verify --key noid.pem r.json
+# keys.json still matches by id: the same key listed under another id is unknown_key
+"$TG_BIN" keys noid.pem >noid.keys.json 2>err || fail "keys noid.pem: $(cat err)"
+out_ok 1 "verify --keys matches by key id" "INVALID: unknown_key" \
+    verify --keys noid.keys.json --now "$when" r.json
+help_ok "verify --help" "usage: trigguard verify" verify --help
+checks=$((checks + 1))
+[[ $out == *"6 EXPIRED"* && $out == *"RFC 3339"* ]] || fail "verify --help lacks exit 6 or RFC 3339: $(show)"
 
 # ---- policy ----
 help_ok "policy -h" "usage: trigguard policy check FILE" policy -h
@@ -362,9 +398,13 @@ invoke serve --check-config --policy "$policy" --key k.pem --ledger led --port 0
 { [ "$rc" -eq 0 ] && grep -q "^configuration OK: .*signing key cli-usage-1" out; } ||
     fail "serve --check-config valid: $(show)"
 absent "serve --check-config" led
-# an empty --authority-id is refused at start: it is every receipt's authorityId
-err_ok 2 "serve --check-config empty --authority-id" "--authority-id must be 1 to 4096 bytes" \
-    serve --check-config --policy "$policy" --key k.pem --ledger led --authority-id=
+# an empty --authority-id means the policy's authority (docs/POLICY.md); one that is not
+# UTF-8 is refused at start, since it is every receipt's authorityId
+checks=$((checks + 1))
+invoke serve --check-config --policy "$policy" --key k.pem --ledger led --authority-id=
+[ "$rc" -eq 0 ] || fail "serve --check-config empty --authority-id: $(show)"
+err_ok 2 "serve --check-config --authority-id not UTF-8" "--authority-id is not valid UTF-8" \
+    serve --check-config --policy "$policy" --key k.pem --ledger led --authority-id=$'\xff'
 
 # ---- output that cannot be written: exit 2 ("nothing usable was produced") with a message,
 # never exit 0 (for check that would read as PERMIT) ----

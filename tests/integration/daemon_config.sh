@@ -247,8 +247,8 @@ tg_expect_py "s == 200 and j['valid'] is False and j['reason'] == 'expired' and 
     "an expired receipt: valid false, reason expired, still authentic"
 out=$("$TG_BIN" verify --keys "$TG_TMP/keys-rot.json" "$TG_TMP/receipt-short.json" 2>&1)
 rc=$?
-tg_eq "$rc" 1 "trigguard verify: expired receipt exits 1"
-tg_check "trigguard verify says expired: $out" grep -q "expired" <<<"$out"
+tg_eq "$rc" 6 "trigguard verify: an expired receipt exits 6 (not 1, a forgery's)"
+tg_check "trigguard verify says EXPIRED: $out" grep -q "^EXPIRED: since " <<<"$out"
 tg_stop rot
 
 # --log-format text

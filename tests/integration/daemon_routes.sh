@@ -35,7 +35,7 @@ tg_expect_py "j['protocol'] == 'trigguard/v1' and j['decisions'] == ['PERMIT','D
 tg_req GET /.well-known/trigguard/keys.json
 tg_expect_status 200 "GET keys.json"
 tg_expect_header Cache-Control "public, max-age=300" "keys.json"
-tg_expect_py "j['protocol'] == 'trigguard/v1' and j['authority'] == 'trigguard-local' and len(j['keys']) == 1 and j['keys'][0]['keyId'] == 'itest-key-1' and j['keys'][0]['algorithm'] == 'Ed25519' and j['keys'][0]['status'] == 'active' and j['keys'][0]['publicKeyPem'].startswith('-----BEGIN PUBLIC KEY-----\n') and 'PRIVATE' not in b.decode()" \
+tg_expect_py "j['protocol'] == 'trigguard/v1' and j['authority'] == 'trigguard-itest' and len(j['keys']) == 1 and j['keys'][0]['keyId'] == 'itest-key-1' and j['keys'][0]['algorithm'] == 'Ed25519' and j['keys'][0]['status'] == 'active' and j['keys'][0]['publicKeyPem'].startswith('-----BEGIN PUBLIC KEY-----\n') and 'PRIVATE' not in b.decode()" \
     "keys.json: one active Ed25519 key, public PEM only"
 cp "$TG_BODY_FILE" "$TG_TMP/keys.json"
 # The served key is the one we generated: compare with `trigguard keys KEY.pem`.
@@ -74,7 +74,7 @@ tg_expect_status 200 "evaluate PERMIT"
 tg_expect_header X-Request-Id "itest-eval-1" "evaluate echoes X-Request-Id"
 tg_expect_py "j['decision'] == 'PERMIT' and j['enforcement'] == 'EXECUTED' and j['reason_code'] == 'NO_POLICY_VIOLATION' and is_exec_id(j['execution_id']) and hex64(j['request_hash']) and j['policy_version'] == 'itest-1' and 'trace' not in j and h['content-type'].startswith('application/json')" \
     "evaluate PERMIT body (SPEC §3.2)"
-tg_expect_py "(lambda r: r['protocolVersion'] == 'trigguard/v1' and r['executionId'] == j['execution_id'] and r['tenantId'] == 'acme' and r['surface'] == 'payments.charge' and r['action'] == 'transfer_funds' and r['actorId'] == 'agent.billing' and r['decision'] == 'PERMIT' and r['reasonCode'] == 'NO_POLICY_VIOLATION' and r['requestHash'] == j['request_hash'] and hex64(r['executionContextHash']) and r['policyVersion'] == 'itest-1' and r['policyHash'] == '$POLICY_HASH' and hex64(r['protocolFingerprint']) and r['engineVersion'] == 'trigguard/0.1.0' and r['authorityId'] == 'trigguard-local' and r['authorityKeyId'] == 'itest-key-1' and hex64(r['receiptHash']) and 'subjectDigest' not in r and 'prevReceiptHash' not in r and None not in r.values())(j['receipt'])" \
+tg_expect_py "(lambda r: r['protocolVersion'] == 'trigguard/v1' and r['executionId'] == j['execution_id'] and r['tenantId'] == 'acme' and r['surface'] == 'payments.charge' and r['action'] == 'transfer_funds' and r['actorId'] == 'agent.billing' and r['decision'] == 'PERMIT' and r['reasonCode'] == 'NO_POLICY_VIOLATION' and r['requestHash'] == j['request_hash'] and hex64(r['executionContextHash']) and r['policyVersion'] == 'itest-1' and r['policyHash'] == '$POLICY_HASH' and hex64(r['protocolFingerprint']) and r['engineVersion'] == 'trigguard/0.1.0' and r['authorityId'] == 'trigguard-itest' and r['authorityKeyId'] == 'itest-key-1' and hex64(r['receiptHash']) and 'subjectDigest' not in r and 'prevReceiptHash' not in r and None not in r.values())(j['receipt'])" \
     "PERMIT receipt fields (SPEC §5)"
 tg_expect_py "(lambda r: __import__('datetime').datetime.fromisoformat(r['expiresAt'].replace('Z','+00:00')) - __import__('datetime').datetime.fromisoformat(r['timestamp'].replace('Z','+00:00')) == __import__('datetime').timedelta(seconds=600))(j['receipt'])" \
     "expiresAt = timestamp + 600 s (default --receipt-ttl)"

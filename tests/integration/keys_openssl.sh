@@ -52,6 +52,20 @@ out=$("$TG_BIN" verify --keys keys.json --now "$NOW" r1.json) || fail "verify r1
 [ "$out" = VALID ] || fail "verify r1 printed '$out'"
 kid=$(keys_field keys.json keyId 0)
 grep -q "\"authorityKeyId\":\"$kid\"" r1.json || fail "receipt does not carry key id $kid"
+# A file without a key-id line gets the derived id tg-<16 hex of SHA-256(public key)>, the
+# same for both halves (docs/OPERATIONS.md, Keys).
+derived=tg-$(openssl pkey -pubin -in ossl.pub.pem -outform DER | tail -c 32 | sha256sum | cut -c1-16)
+[ "$kid" = "$derived" ] || fail "derived key id $kid, want $derived"
+# Signed under another id (as a daemon given --key-id does), the openssl public key given
+# with --key still verifies it, by its signature, and says so; keys.json matches by id.
+"$TG_BIN" receipt sign --key ossl.pem --key-id prod-signer-7 <body.json >r1b.json ||
+    fail "receipt sign --key-id: exit $?"
+out=$("$TG_BIN" verify --key ossl.pub.pem --now "$NOW" r1b.json) || fail "verify --key ossl.pub.pem: exit $? ($out)"
+[ "$out" = "VALID (signed by --key ossl.pub.pem, key id $kid; the receipt names key id prod-signer-7)" ] ||
+    fail "verify --key of a receipt under another id printed '$out'"
+rc=0
+out=$("$TG_BIN" verify --keys keys.json --now "$NOW" r1b.json) || rc=$?
+[ "$rc" = 1 ] && [[ $out == "INVALID: unknown_key"* ]] || fail "verify --keys, other id: exit $rc, '$out'"
 
 # 2. A key made by `trigguard keygen` loads in openssl; both derive the same public key.
 "$TG_BIN" keygen --out tg.pem --key-id trig-1 >keygen.out || fail "keygen: exit $?"

@@ -164,14 +164,21 @@ for src in a:tg.keys.json b:py.keys.json; do
     expect_invalid t6.json "$keys" malformed
     "$PY" mutate.py "$f.json" t7.json authorityKeyId -1 ZY
     expect_invalid t7.json "$keys" unknown_key
-    # authentic but expired: reported separately, exit 1
-    expect_invalid "$f.json" "$keys" expired 2026-11-30T05:50:10.123Z
+    # authentic but expired: reported separately, with its own exit status
+    rc=0
+    out=$("$TG_BIN" verify --keys "$keys" --now 2026-11-30T05:50:10.123Z "$f.json" 2>&1) || rc=$?
+    [ "$rc" = 6 ] || fail "$f.json at its expiresAt: exit $rc, want 6 ($out)"
+    case "$out" in
+    "EXPIRED: since 2026-11-30T05:50:10.123Z (now 2026-11-30T05:50:10.123Z); "*) ;;
+    *) fail "$f.json at its expiresAt: printed '$out', want EXPIRED: since ..." ;;
+    esac
 done
 # the wrong ring: a's receipt against python's keys
 expect_invalid a.json py.keys.json unknown_key
 
-# SPEC §3/§5: {"receipt": {...}} is verified as POST /v1/verify verifies it; any other
-# wrapper (a second member, a whole evaluate response) is not a receipt.
+# SPEC §3/§5: {"receipt": {...}} is verified as POST /v1/verify verifies it, and so is a
+# whole evaluate response (tests/integration/verify_documents.sh); a receipt with some
+# other member beside it is not one.
 { printf '{"receipt":'; cat a.json; printf '}'; } >wrapped.json
 out=$("$TG_BIN" verify --keys tg.keys.json --now "$NOW" wrapped.json) || fail "wrapped receipt: $out"
 [ "$out" = VALID ] || fail "wrapped receipt printed '$out'"

@@ -705,6 +705,17 @@ static void test_hash_and_accessors(void **state) {
     assert_int_equal(tg_policy_tool_count(p), 0);
     tg_policy_destroy(p);
 
+    /* receipts' authorityId, serve's and check's one rule: flag, else bundle, else default */
+    p = compile_ok("{'version':'1','authority':'acme-prod','surfaces':{'s':{'tier':3}}}");
+    assert_string_equal(tg_policy_authority_id(p, NULL), "acme-prod");
+    assert_string_equal(tg_policy_authority_id(p, ""), "acme-prod");
+    assert_string_equal(tg_policy_authority_id(p, "ops"), "ops");
+    tg_policy_destroy(p);
+    p = compile_ok("{'version':'1','surfaces':{'s':{'tier':3}}}");
+    assert_string_equal(tg_policy_authority_id(p, NULL), "trigguard-local");
+    assert_string_equal(tg_policy_authority_id(p, "ops"), "ops");
+    tg_policy_destroy(p);
+
     /* The bundled policy: hash = SHA-256 of its canonical bytes. */
     json_t *ex = load_example();
     p = compile_ok_tree(ex);

@@ -234,9 +234,10 @@ static void check_generic(const char *body_path, const char *golden_path) {
     assert_int_equal(info.length, glen);
     assert_string_equal(out.data + 2, g);
     /* the signed golden verifies, is still valid 1 ms before expiry, expired at expiresAt */
-    assert_int_equal(tg_receipt_verify_text(&ring, g, glen, TS_MS, &d), TG_OK);
-    assert_int_equal(tg_receipt_verify_text(&ring, g, glen, EXP_MS - 1, &d), TG_OK);
-    assert_int_equal(tg_receipt_verify_text(&ring, g, glen, EXP_MS, &d), TG_ERR_RECEIPT_EXPIRED);
+    assert_int_equal(tg_receipt_verify_text(&ring, g, glen, TS_MS, NULL, &d), TG_OK);
+    assert_int_equal(tg_receipt_verify_text(&ring, g, glen, EXP_MS - 1, NULL, &d), TG_OK);
+    assert_int_equal(tg_receipt_verify_text(&ring, g, glen, EXP_MS, NULL, &d),
+                     TG_ERR_RECEIPT_EXPIRED);
     assert_non_null(strstr(d.msg, "2026-11-30T05:50:10.123Z"));
     json_decref(body);
     tg_buf_free(&out);
@@ -476,7 +477,7 @@ static void test_sign_json_rejects(void **state) {
 /* ---- verifier ------------------------------------------------------------------------- */
 
 static tg_err_t verify_str(const char *text, int64_t now, tg_diag_t *d) {
-    return tg_receipt_verify_text(&ring, text, strlen(text), now, d);
+    return tg_receipt_verify_text(&ring, text, strlen(text), now, NULL, d);
 }
 
 /* Changes one byte of member `name`'s value at index idx (negative: from the end) to c. */
@@ -693,31 +694,32 @@ static void test_verify_keys_and_text(void **state) {
 
     /* unknown key id: an empty ring, and a ring with a different key under another id */
     tg_keyring_init(&other);
-    assert_int_equal(tg_receipt_verify_text(&other, g, glen, TS_MS, &d), TG_ERR_KEY_UNKNOWN);
+    assert_int_equal(tg_receipt_verify_text(&other, g, glen, TS_MS, NULL, &d), TG_ERR_KEY_UNKNOWN);
     assert_non_null(strstr(d.msg, "trigguard-key-1"));
     assert_string_equal(tg_receipt_reason_code(TG_ERR_KEY_UNKNOWN), "unknown_key");
     uint8_t seed[32];
     memset(seed, 7, sizeof seed);
     assert_int_equal(tg_key_from_seed(&k, seed, "trigguard-key-2"), TG_OK);
     assert_int_equal(tg_keyring_add(&other, &k, TG_KEY_ACTIVE), TG_OK);
-    assert_int_equal(tg_receipt_verify_text(&other, g, glen, TS_MS, &d), TG_ERR_KEY_UNKNOWN);
+    assert_int_equal(tg_receipt_verify_text(&other, g, glen, TS_MS, NULL, &d), TG_ERR_KEY_UNKNOWN);
     /* the right id bound to the wrong public key: bad signature */
     tg_keyring_init(&other);
     assert_int_equal(tg_key_from_seed(&k, seed, "trigguard-key-1"), TG_OK);
     assert_int_equal(tg_keyring_add(&other, &k, TG_KEY_VERIFY_ONLY), TG_OK);
-    assert_int_equal(tg_receipt_verify_text(&other, g, glen, TS_MS, &d), TG_ERR_RECEIPT_SIGNATURE);
+    assert_int_equal(tg_receipt_verify_text(&other, g, glen, TS_MS, NULL, &d),
+                     TG_ERR_RECEIPT_SIGNATURE);
     assert_string_equal(tg_receipt_reason_code(TG_ERR_RECEIPT_SIGNATURE), "bad_signature");
     /* a rotated ring: active new key + the old key verify-only still verifies old receipts */
     tg_keyring_init(&other);
     assert_int_equal(tg_key_from_seed(&k, seed, "trigguard-key-2"), TG_OK);
     assert_int_equal(tg_keyring_add(&other, &k, TG_KEY_ACTIVE), TG_OK);
     assert_int_equal(tg_keyring_add(&other, &signer, TG_KEY_VERIFY_ONLY), TG_OK);
-    assert_int_equal(tg_receipt_verify_text(&other, g, glen, TS_MS, &d), TG_OK);
+    assert_int_equal(tg_receipt_verify_text(&other, g, glen, TS_MS, NULL, &d), TG_OK);
     tg_keyring_wipe(&other);
     tg_key_wipe(&k);
 
     /* expiry is reported last and separately */
-    assert_int_equal(tg_receipt_verify_text(&ring, g, glen, EXP_MS + 1000, &d),
+    assert_int_equal(tg_receipt_verify_text(&ring, g, glen, EXP_MS + 1000, NULL, &d),
                      TG_ERR_RECEIPT_EXPIRED);
     assert_non_null(strstr(d.msg, "authentic"));
     assert_string_equal(tg_receipt_reason_code(TG_ERR_RECEIPT_EXPIRED), "expired");
@@ -742,9 +744,204 @@ static void test_verify_keys_and_text(void **state) {
     big[0] = '{';
     big[big_n - 1] = '}';
     big[big_n] = '\0';
-    assert_int_equal(tg_receipt_verify_text(&ring, big, big_n, TS_MS, &d), TG_ERR_LIMIT);
+    assert_int_equal(tg_receipt_verify_text(&ring, big, big_n, TS_MS, NULL, &d), TG_ERR_LIMIT);
     assert_string_equal(tg_receipt_reason_code(TG_ERR_LIMIT), "malformed");
     free(big);
+    free(g);
+}
+
+/* Verifies `doc` with the golden receipt's text in place of every %s. */
+static tg_err_t verify_wrapped(const char *doc, const char *g, tg_receipt_verdict_t *vd,
+                               tg_diag_t *d) {
+    tg_buf_t b;
+    tg_buf_init(&b, 0);
+    for (const char *p = doc; *p != '\0'; p++) {
+        if (p[0] == '%' && p[1] == 's') {
+            assert_int_equal(tg_buf_puts(&b, g), TG_OK);
+            p++;
+        } else {
+            assert_int_equal(tg_buf_putc(&b, *p), TG_OK);
+        }
+    }
+    tg_err_t rc = tg_receipt_verify_text(&ring, b.data, b.len, TS_MS, vd, d);
+    tg_buf_free(&b);
+    return rc;
+}
+
+/* The members of the golden receipt's evaluate response, before "receipt". */
+#define RESP_HEAD(decision, reason, exec, req, pver)                                               \
+    "{\"decision\":\"" decision "\",\"enforcement\":\"EXECUTED\",\"reason_code\":\"" reason        \
+    "\",\"execution_id\":\"" exec "\",\"request_hash\":\"" req "\",\"policy_version\":\"" pver     \
+    "\""
+#define GOOD_HEAD RESP_HEAD("PERMIT", "NO_POLICY_VIOLATION", EXEC, REQ, "2026-11-30.1")
+
+/* Issue 18: a whole /v1/evaluate or /execute response verifies as its receipt; anything
+ * else beside "receipt" is refused with a message that says what. */
+static void test_verify_documents(void **state) {
+    (void)state;
+    size_t glen;
+    char *g = golden("vectors/receipt/golden.json", &glen);
+    tg_diag_t d;
+    tg_receipt_verdict_t vd;
+
+    assert_int_equal(verify_wrapped("%s", g, &vd, &d), TG_OK);
+    assert_ptr_equal(vd.key, tg_keyring_find(&ring, "trigguard-key-1", 15));
+    assert_false(vd.by_anchor);
+    assert_string_equal(vd.key_id, "trigguard-key-1");
+    assert_string_equal(vd.expires_at, "2026-11-30T05:50:10.123Z");
+    assert_int_equal(verify_wrapped("{\"receipt\":%s}", g, NULL, &d), TG_OK);
+    assert_int_equal(verify_wrapped(GOOD_HEAD ",\"receipt\":%s}", g, &vd, &d), TG_OK);
+    assert_non_null(vd.key);
+    /* member order is free; ?explain=1 adds a trace; SPEC §11 members may come along */
+    assert_int_equal(verify_wrapped("{\"receipt\":%s,\"trace\":{\"states\":[]},"
+                                    "\"decision\":\"PERMIT\",\"enforcement\":\"EXECUTED\","
+                                    "\"reason_code\":\"NO_POLICY_VIOLATION\",\"execution_id\":"
+                                    "\"" EXEC "\",\"request_hash\":\"" REQ "\","
+                                    "\"policy_version\":\"2026-11-30.1\"}",
+                                    g, NULL, &d),
+                     TG_OK);
+    /* observe mode reports the effective decision beside the receipt's (SPEC §11.1) */
+    assert_int_equal(
+        verify_wrapped(
+            RESP_HEAD("DENY", "OTHER_REASON", EXEC, REQ,
+                      "2026-11-30.1") ",\"execution_mode\":\"observe\",\"would_decision\":"
+                                      "\"PERMIT\",\"receipt\":%s}",
+            g, NULL, &d),
+        TG_OK);
+    /* the parts still fail as they do alone */
+    assert_int_equal(verify_wrapped(GOOD_HEAD ",\"receipt\":%s}", g, NULL, &d), TG_OK);
+    char *t = tamper(g, "surface", 0, 'q');
+    assert_int_equal(verify_wrapped(GOOD_HEAD ",\"receipt\":%s}", t, &vd, &d), TG_ERR_RECEIPT_HASH);
+    assert_non_null(vd.key);
+    free(t);
+    tg_keyring_t empty;
+    tg_keyring_init(&empty);
+    char text[4096];
+    (void)snprintf(text, sizeof text, GOOD_HEAD ",\"receipt\":%s}", g);
+    assert_int_equal(tg_receipt_verify_text(&empty, text, strlen(text), TS_MS, &vd, &d),
+                     TG_ERR_KEY_UNKNOWN);
+    assert_null(vd.key);
+    assert_int_equal(tg_receipt_verify_text(&ring, text, strlen(text), EXP_MS, &vd, &d),
+                     TG_ERR_RECEIPT_EXPIRED);
+    assert_string_equal(vd.expires_at, "2026-11-30T05:50:10.123Z");
+
+    static const struct {
+        const char *doc, *msg;
+    } refused[] = {
+        {GOOD_HEAD ",\"foo\":1,\"receipt\":%s}",
+         "unknown member \"foo\" beside \"receipt\"; a verifier takes a receipt, {\"receipt\": "
+         "{...}}, or a whole /v1/evaluate or /execute response"},
+        {"{\"receipt\":%s,\"receipt2\":%s}", "unknown member \"receipt2\" beside \"receipt\""},
+        {"{\"decision\":\"PERMIT\",\"receipt\":%s}",
+         "\"receipt\" comes with evaluate-response members, but enforcement is missing"},
+        {"{\"receipt\":\"x\"}", "member \"receipt\" is not an object"},
+        {"{\"receipt\":[]}", "member \"receipt\" is not an object"},
+        {GOOD_HEAD ",\"trace\":\"x\",\"receipt\":%s}", "response member trace must be an object"},
+        {"{\"decision\":1,\"enforcement\":\"EXECUTED\",\"receipt\":%s}",
+         "response member decision must be a string"},
+        {RESP_HEAD("DENY", "NO_POLICY_VIOLATION", EXEC, REQ, "2026-11-30.1") ",\"receipt\":%s}",
+         "the response's decision is not its receipt's decision: the receipt is not this "
+         "response's"},
+        {RESP_HEAD("PERMIT", "OTHER", EXEC, REQ, "2026-11-30.1") ",\"receipt\":%s}",
+         "the response's reason_code is not its receipt's reasonCode"},
+        {RESP_HEAD("PERMIT", "NO_POLICY_VIOLATION", EXEC2, REQ, "2026-11-30.1") ",\"receipt\":%s}",
+         "the response's execution_id is not its receipt's executionId"},
+        {RESP_HEAD("PERMIT", "NO_POLICY_VIOLATION", EXEC, POL, "2026-11-30.1") ",\"receipt\":%s}",
+         "the response's request_hash is not its receipt's requestHash"},
+        {RESP_HEAD("PERMIT", "NO_POLICY_VIOLATION", EXEC, REQ, "2026-11-30.2") ",\"receipt\":%s}",
+         "the response's policy_version is not its receipt's policyVersion"},
+        /* a SILENCE (or /decide) answer has no receipt at all */
+        {"{\"decision\":\"SILENCE\",\"enforcement\":\"BLOCKED\",\"reason_code\":\"X\"}",
+         "an evaluate response without a receipt (a SILENCE, or /decide): nothing to verify"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        d.msg[0] = '\0';
+        tg_err_t rc = verify_wrapped(refused[i].doc, g, &vd, &d);
+        if (rc != TG_ERR_RECEIPT_SHAPE || strstr(d.msg, refused[i].msg) == NULL) {
+            fail_msg("%s: got %s \"%s\"", refused[i].doc, tg_err_name(rc), d.msg);
+        }
+        assert_null(vd.key);
+    }
+    /* the wrapper's own shape is checked before the receipt's signature */
+    t = tamper(g, "authoritySignature", 0, 'A');
+    (void)snprintf(text, sizeof text, RESP_HEAD("DENY", "X", EXEC, REQ, "v") ",\"receipt\":%s}", t);
+    assert_int_equal(tg_receipt_verify_text(&ring, text, strlen(text), TS_MS, NULL, &d),
+                     TG_ERR_RECEIPT_SHAPE);
+    free(t);
+    free(g);
+}
+
+/* `verify --key FILE`: a key named explicitly verifies by its signature whatever id the
+ * receipt states; a keys.json entry still has to match by id. */
+static void test_verify_trust_anchor(void **state) {
+    (void)state;
+    size_t glen;
+    char *g = golden("vectors/receipt/golden.json", &glen);
+    tg_diag_t d;
+    tg_receipt_verdict_t vd;
+    tg_keyring_t r;
+    tg_key_t pub, wrong;
+    uint8_t seed[32];
+    memset(seed, 7, sizeof seed);
+
+    /* the signer's public key under its derived id, as `openssl pkey -pubout` leaves it */
+    assert_int_equal(tg_key_from_public(&pub, signer.pk, NULL), TG_OK);
+    assert_string_not_equal(pub.key_id, "trigguard-key-1");
+    tg_keyring_init(&r);
+    assert_int_equal(tg_keyring_add(&r, &pub, TG_KEY_VERIFY_ONLY), TG_OK);
+    assert_int_equal(tg_receipt_verify_text(&r, g, glen, TS_MS, &vd, &d), TG_ERR_KEY_UNKNOWN);
+    assert_null(strstr(d.msg, "trust-anchor"));
+    tg_keyring_init(&r);
+    assert_int_equal(tg_keyring_add_anchor(&r, &pub), TG_OK);
+    assert_true(r.entries[0].anchor);
+    assert_int_equal(r.entries[0].status, TG_KEY_VERIFY_ONLY);
+    assert_int_equal(tg_receipt_verify_text(&r, g, glen, TS_MS, &vd, &d), TG_OK);
+    assert_ptr_equal(vd.key, &r.entries[0].key);
+    assert_true(vd.by_anchor);
+    assert_string_equal(vd.key_id, "trigguard-key-1");
+    /* an anchor whose id is the receipt's is just the named key */
+    tg_keyring_t named;
+    tg_keyring_init(&named);
+    assert_int_equal(tg_keyring_add_anchor(&named, &signer), TG_OK);
+    assert_false(named.entries[0].key.has_secret);
+    assert_int_equal(tg_receipt_verify_text(&named, g, glen, TS_MS, &vd, &d), TG_OK);
+    assert_false(vd.by_anchor);
+    tg_keyring_wipe(&named);
+    /* the later checks still apply to a receipt an anchor signed */
+    char *t = tamper(g, "surface", 0, 'q');
+    assert_int_equal(tg_receipt_verify_text(&r, t, strlen(t), TS_MS, &vd, &d), TG_ERR_RECEIPT_HASH);
+    assert_true(vd.by_anchor);
+    free(t);
+    assert_int_equal(tg_receipt_verify_text(&r, g, glen, EXP_MS, &vd, &d), TG_ERR_RECEIPT_EXPIRED);
+    assert_true(vd.by_anchor);
+    /* the receipt's id names a key that did not sign it, and the anchor did: the anchor */
+    assert_int_equal(tg_key_from_seed(&wrong, seed, "trigguard-key-1"), TG_OK);
+    tg_keyring_init(&r);
+    assert_int_equal(tg_keyring_add(&r, &wrong, TG_KEY_ACTIVE), TG_OK);
+    assert_int_equal(tg_keyring_add_anchor(&r, &pub), TG_OK);
+    assert_true(r.entries[1].anchor && !r.entries[0].anchor);
+    assert_int_equal(tg_receipt_verify_text(&r, g, glen, TS_MS, &vd, &d), TG_OK);
+    assert_true(vd.by_anchor);
+    assert_ptr_equal(vd.key, &r.entries[1].key);
+    /* an anchor that did not sign it: unknown key (no such id) or bad signature (the id's
+     * key did not sign it either) */
+    tg_keyring_init(&r);
+    tg_key_t other;
+    memset(seed, 9, sizeof seed);
+    assert_int_equal(tg_key_from_seed(&other, seed, NULL), TG_OK);
+    assert_int_equal(tg_keyring_add_anchor(&r, &other), TG_OK);
+    assert_int_equal(tg_receipt_verify_text(&r, g, glen, TS_MS, &vd, &d), TG_ERR_KEY_UNKNOWN);
+    assert_non_null(strstr(d.msg, "no trust-anchor key"));
+    assert_null(vd.key);
+    assert_int_equal(tg_keyring_add(&r, &wrong, TG_KEY_VERIFY_ONLY), TG_OK);
+    assert_int_equal(tg_receipt_verify_text(&r, g, glen, TS_MS, &vd, &d), TG_ERR_RECEIPT_SIGNATURE);
+    assert_non_null(strstr(d.msg, "nor by any trust-anchor key"));
+    /* the ring's duplicate rules hold for anchors too */
+    assert_int_equal(tg_keyring_add_anchor(&r, &other), TG_ERR_EXISTS);
+    tg_keyring_wipe(&r);
+    tg_key_wipe(&pub);
+    tg_key_wipe(&wrong);
+    tg_key_wipe(&other);
     free(g);
 }
 
@@ -843,7 +1040,7 @@ static void test_out_of_memory(void **state) {
     /* the parser reports some allocation failures as syntax errors (see canon.h/parse.c):
      * a rejection either way */
     allocs_left = 0;
-    tg_err_t rc = tg_receipt_verify_text(&ring, g, glen, TS_MS, &d);
+    tg_err_t rc = tg_receipt_verify_text(&ring, g, glen, TS_MS, NULL, &d);
     assert_true(rc == TG_ERR_NOMEM || rc == TG_ERR_JSON_SYNTAX);
     /* with enough memory everything works again */
     allocs_left = 1 << 20;
@@ -913,6 +1110,95 @@ static void test_time_format_parse(void **state) {
     assert_true(b >= a && a > 0);
 }
 
+/* `verify --now` takes any RFC 3339 section 5.6 date-time; receipts keep their one form. */
+static void test_time_parse_rfc3339(void **state) {
+    (void)state;
+    static const struct {
+        const char *text;
+        int64_t ms;
+    } good[] = {
+        {"2026-11-30T05:40:10.123Z", TS_MS},
+        {"2026-11-30t05:40:10.123z", TS_MS},
+        {"2026-11-30T05:40:10.123+00:00", TS_MS},
+        {"2026-11-30T05:40:10.123-00:00", TS_MS},
+        {"2026-11-30T07:40:10.123+02:00", TS_MS},
+        {"2026-11-30T00:10:10.123-05:30", TS_MS},
+        {"2026-11-30T05:40:10Z", TS_MS - 123},
+        {"2026-11-30T05:40:10.1Z", TS_MS - 23},
+        {"2026-11-30T05:40:10.12Z", TS_MS - 3},
+        {"2026-11-30T05:40:10.1239Z", TS_MS},            /* truncated, not rounded */
+        {"2026-11-30T05:40:10.123999999999999Z", TS_MS}, /* any number of digits */
+        {"2026-12-01T05:39:10.123+23:59", TS_MS},        /* the largest offset */
+        {"2026-11-29T05:41:10.123-23:59", TS_MS},
+        {"1970-01-01T00:00:00Z", 0},
+        {"1970-01-01T01:00:00+01:00", 0},
+        {"1969-12-31T23:00:00-01:00", 0}, /* UTC is 1970 */
+        {"9999-12-31T23:59:59.999Z", TG_TIME_MAX_MS},
+        {"2000-02-29T00:00:00Z", 951782400000},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        int64_t ms = -7;
+        if (tg_time_parse_rfc3339_ms(&ms, good[i].text, strlen(good[i].text)) != TG_OK) {
+            fail_msg("refused %s", good[i].text);
+        }
+        if (ms != good[i].ms) {
+            fail_msg("%s: got %lld, want %lld", good[i].text, (long long)ms, (long long)good[i].ms);
+        }
+    }
+    static const char *const bad[] = {
+        "",
+        "2026-11-30",                 /* a date alone */
+        "2026-11-30T05:40:10",        /* no offset */
+        "2026-11-30T05:40:10.123",    /* no offset */
+        "2026-11-30 05:40:10Z",       /* space for T: only a note in RFC 3339 */
+        "2026-11-30T05:40Z",          /* no seconds */
+        "2026-11-30T05:40:10.Z",      /* a dot without digits */
+        "2026-11-30T05:40:10,123Z",   /* comma fraction (ISO 8601, not RFC 3339) */
+        "2026-11-30T05:40:10.123ZZ",  /* trailing text */
+        "2026-11-30T05:40:10.123Z ",  /* trailing space */
+        "2026-11-30T05:40:10+0200",   /* offset without colon */
+        "2026-11-30T05:40:10+02",     /* offset without minutes */
+        "2026-11-30T05:40:10+24:00",  /* offset hour out of range */
+        "2026-11-30T05:40:10+02:60",  /* offset minute out of range */
+        "2026-11-30T05:40:10 +02:00", /* space before the offset */
+        "2026-11-30T05:40:10UTC",     /* a zone name */
+        "2026-11-30T05:40:60Z",       /* leap second: no Unix time */
+        "2026-11-30T24:00:00Z",       /* 24:00 */
+        "2026-11-30T05:60:00Z",
+        "2026-02-29T05:40:10Z", /* not a leap year */
+        "2026-13-01T05:40:10Z",
+        "2026-00-01T05:40:10Z",
+        "2026-11-31T05:40:10Z",
+        "2026-11-00T05:40:10Z",
+        "26-11-30T05:40:10Z",            /* two-digit year */
+        "+2026-11-30T05:40:10Z",         /* signed year */
+        "2026-1-30T05:40:10.000Z",       /* one-digit month */
+        "2026-11-30T5:40:10.000Z",       /* one-digit hour */
+        "1969-12-31T23:59:59.999Z",      /* before the Unix epoch */
+        "1970-01-01T00:30:00+01:00",     /* before the epoch once in UTC */
+        "9999-12-31T23:59:59.999-00:01", /* after 9999 once in UTC */
+        "2026-11-30T05:40:10.12a3Z",
+        "２026-11-30T05:40:10Z", /* not ASCII digits */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t ms = 42;
+        if (tg_time_parse_rfc3339_ms(&ms, bad[i], strlen(bad[i])) != TG_ERR_INVALID_ARG) {
+            fail_msg("accepted \"%s\"", bad[i]);
+        }
+        assert_int_equal(ms, 42);
+    }
+    int64_t ms = 42;
+    /* the length is the caller's: a prefix of a good time is not read past n */
+    assert_int_equal(tg_time_parse_rfc3339_ms(&ms, "2026-11-30T05:40:10Z", 19), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_time_parse_rfc3339_ms(&ms, "2026-11-30T05:40:10.5Z", 21),
+                     TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_time_parse_rfc3339_ms(&ms, NULL, 20), TG_ERR_INVALID_ARG);
+    assert_int_equal(ms, 42);
+    /* the strict receipt parser still refuses what --now takes */
+    assert_int_equal(tg_time_parse_ms(&ms, "2026-11-30T07:40:10.123+02:00", 29),
+                     TG_ERR_INVALID_ARG);
+}
+
 int main(void) {
     /* clang-format off */
     const struct CMUnitTest tests[] = {
@@ -931,6 +1217,9 @@ int main(void) {
         cmocka_unit_test(test_protocol_fingerprint),
         cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_time_format_parse),
+        cmocka_unit_test(test_time_parse_rfc3339),
+        cmocka_unit_test(test_verify_documents),
+        cmocka_unit_test(test_verify_trust_anchor),
     };
     /* clang-format on */
     return cmocka_run_group_tests(tests, setup, teardown);
