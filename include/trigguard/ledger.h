@@ -199,6 +199,10 @@ typedef struct tg_ledger tg_ledger_t;
 /* Opens (creating if needed) the ledger in opts->dir, takes its lock, verifies every segment,
  * calls replay(ud, rec) for each record (replay may be NULL), truncates a torn tail of the
  * last segment (reported in *report, which may be NULL), and starts the writer thread.
+ * A directory without a segment file gets segment 1 (report->created), unless it holds
+ * ledger.head or ledger.probe: those are only ever written beside a segment, so the
+ * ledger's segments were deleted, moved or replaced, and the start is refused
+ * (TG_ERR_LEDGER_CORRUPT; moving ledger.head away accepts a new ledger).
  * On success *out owns the ledger (release with tg_ledger_close).
  * Errors: TG_ERR_INVALID_ARG (NULL out/opts/dir, unknown durability),
  * TG_ERR_LEDGER_CORRUPT (diag: "<dir>/<file>: seq N at offset O: what"), TG_ERR_IO (cannot
@@ -342,7 +346,9 @@ typedef struct tg_ledger_verify_report {
  * seq is not 1). Checks every record as tg_ledger_open does, then opts->check per record.
  * For a directory with a ledger.head, also as tg_ledger_open does: the valid records must
  * reach the seq it records, with the record_hash it records (TG_ERR_LEDGER_CORRUPT when not,
- * or when the file is damaged; a torn tail past that seq stays TG_ERR_LEDGER_TORN).
+ * or when the file is damaged; a torn tail past that seq stays TG_ERR_LEDGER_TORN). A
+ * directory with ledger.head or ledger.probe but no segment file is TG_ERR_LEDGER_CORRUPT too
+ * (the fault names that file), as tg_ledger_open refuses it.
  * Returns TG_OK; TG_ERR_LEDGER_CORRUPT; TG_ERR_LEDGER_TORN (the structure is sound but the
  * last segment ends in a torn tail that a restart would drop); the check's error; or, for
  * unusable input, TG_ERR_NOT_FOUND (no such path / no segment in the directory), TG_ERR_IO,

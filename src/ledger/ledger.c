@@ -1089,8 +1089,13 @@ static tg_err_t scan_all(tg_ledger_t *l, replay_ctx_t *rctx, const tg_lg_head_t 
     }
     rep->segments = (uint32_t)nseg;
     if (nseg == 0) {
-        rc = check_head(l, head, rctx, 0, diag);
-        if (rc) {
+        const char *file = NULL;
+        char what[TG_DIAG_MAX];
+        if (tg_lg_orphan_check(l->dirfd, head, &file, what, sizeof what) != TG_OK) {
+            rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                             "%s: %s. Nothing was changed; restore the segments, or move %s "
+                             "away to begin a new ledger",
+                             l->dir, what, file);
             goto done;
         }
         l->fd = open_segment(l, 1, O_RDWR | O_CREAT | O_EXCL);

@@ -1676,6 +1676,85 @@ static void test_fault_rotation(void **state) {
     tdir_remove(&d);
 }
 
+/* ---- a directory that lost its segments ---- */
+
+static bool exists(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+/* path/name into out. */
+static void join(char *out, size_t n, const char *path, const char *name) {
+    snprintf(out, n, "%s/%s", path, name);
+}
+
+/* A start on the path now: refused, naming what is missing and the way out; verify agrees. */
+static void expect_orphan_refused(const tdir_t *d) {
+    tg_ledger_opts_t o = opts_for(d);
+    tg_ledger_t *l = NULL;
+    tg_diag_t diag;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_null(l);
+    if (strstr(diag.msg, "no segment file is left") == NULL ||
+        strstr(diag.msg, "move ledger.head away") == NULL) {
+        print_error("open: %s\n", diag.msg);
+        fail();
+    }
+    char seg[128];
+    seg_path(seg, sizeof seg, d, 1);
+    assert_false(exists(seg)); /* nothing was created */
+    tg_ledger_verify_report_t vr;
+    assert_int_equal(tg_ledger_verify_path(&vr, d->path, NULL, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(vr.fault_file, "ledger.head"));
+    assert_non_null(strstr(vr.fault_what, "no segment file is left"));
+}
+
+/* A start that finds evidence of a ledger but no segment: refused, whatever ledger.head
+ * says, and a leftover ledger.probe counts too; a lone ledger.lock does not. */
+static void test_open_orphans(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    tg_ledger_close(l); /* ledger.head at seq 0: no record was ever durable */
+    char seg[128], p[128];
+    seg_path(seg, sizeof seg, &d, 1);
+    assert_int_equal(unlink(seg), 0);
+    expect_orphan_refused(&d);
+    tg_diag_t diag;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(diag.msg, "shows a ledger was here"));
+    /* the way out the message names: move ledger.head away */
+    char hp[128], moved[160];
+    join(hp, sizeof hp, d.path, "ledger.head");
+    snprintf(moved, sizeof moved, "%s.moved", d.path);
+    assert_int_equal(rename(hp, moved), 0);
+    tg_ledger_recovery_t rep;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, NULL), TG_OK);
+    assert_true(rep.created);
+    tg_ledger_close(l);
+    unlink(moved);
+    /* a ledger.probe without segments (a crash during a probe, then the segments lost) */
+    assert_int_equal(unlink(seg), 0);
+    assert_int_equal(unlink(hp), 0);
+    join(p, sizeof p, d.path, "ledger.probe");
+    spit(p, (const uint8_t *)"x", 1);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(diag.msg, "move ledger.probe away"));
+    tg_ledger_verify_report_t vr;
+    assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, NULL), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(vr.fault_file, "ledger.probe"));
+    /* only the lock (a crash between creating it and segment 1): a new ledger */
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, NULL), TG_ERR_NOT_FOUND);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, NULL), TG_OK);
+    assert_true(rep.created);
+    tg_ledger_close(l);
+    tdir_remove(&d);
+}
+
 /* ---- durability modes: count fdatasyncs ---- */
 
 static void test_modes(void **state) {
@@ -1892,6 +1971,7 @@ int main(void) {
         cmocka_unit_test_setup(test_fault_batch_in_flight, setup),
         cmocka_unit_test_setup(test_fault_auto_retry, setup),
         cmocka_unit_test_setup(test_fault_rotation, setup),
+        cmocka_unit_test_setup(test_open_orphans, setup),
         cmocka_unit_test_setup(test_modes, setup),
         cmocka_unit_test_setup(test_read_at_errors, setup),
         cmocka_unit_test_setup(test_verify_check, setup),
