@@ -82,6 +82,25 @@
  * segment, plus writing and syncing a 4 KiB probe file `ledger.probe`) every retry_ms, or on
  * tg_ledger_try_recover(). Nothing is ever acknowledged that is not durable per the mode.
  *
+ * ## Identity: the files must stay the ones open() opened
+ * The directory, its lock file and the active segment are checked against what the ledger
+ * holds open: the directory's path must still name the directory open() opened, and the
+ * names ledger.lock and the active segment's must still name the open lock file and segment
+ * (same device and inode; the segment must still have a link). Deleting, moving or replacing
+ * any of them while the ledger runs would otherwise go unnoticed: appends would land in
+ * unlinked files, and a restart would create an empty ledger in their place. In FSYNC and
+ * BATCH mode every batch is checked after its write (and sync) and before it is
+ * acknowledged, so a deletion racing a batch fails the batch; in NONE mode every append
+ * checks the segment's link count (one fstat) and the whole identity at most every 100 ms;
+ * tg_ledger_check_identity() checks it on request (the daemon's tick, so an idle ledger
+ * notices too). A broken identity makes the ledger unhealthy for good (no recovery attempt
+ * succeeds; a restart is needed), is logged once (`ledger_identity_lost`) and counted
+ * (tg_ledger_stats_t.identity_lost). To keep a restart from starting an empty ledger, the
+ * ledger then recreates the directory at its path if it is missing (0700), writes its
+ * durable head there as ledger.head and takes ledger.lock there: a start that finds
+ * ledger.head (or a ledger.probe) but no segment file refuses (TG_ERR_LEDGER_CORRUPT), and a
+ * second process cannot lock the directory while this one runs.
+ *
  * ## Rotation
  * Before a record that would make the active segment exceed segment_max_bytes (and the
  * segment is not empty), the writer fdatasyncs and closes the segment, creates the next one
@@ -258,6 +277,19 @@ void tg_ledger_announce_end(tg_ledger_t *l);
 /* true while appends can be made durable (for /readyz). Lock-free. Thread-safe. */
 bool tg_ledger_healthy(const tg_ledger_t *l);
 
+/* tg_ledger_healthy, and when it is false, why: one sentence naming what failed and the
+ * system's reason, without the directory's path (/readyz shows it to anyone), into
+ * why[0..why_len) (why may be NULL; "" while healthy). Never waits for the disk: a short
+ * mutex that no file operation holds. Thread-safe. */
+bool tg_ledger_health(const tg_ledger_t *l, char *why, size_t why_len);
+
+/* Checks the ledger's identity now (see "Identity" above): false once it is broken (the
+ * ledger is then unhealthy until a restart, the event is logged and the evidence written),
+ * true otherwise. If a write holds the file state at this moment it does not wait: that
+ * write checks the identity itself, so it returns the last known answer. For the daemon's
+ * 100 ms tick, so an idle ledger notices too: four stat calls. Thread-safe. */
+bool tg_ledger_check_identity(tg_ledger_t *l);
+
 /* Asks the writer to recover now (truncate to the last acknowledged record, fdatasync, probe
  * write) and waits for the attempt. TG_OK if the ledger is (now) healthy,
  * TG_ERR_LEDGER_UNHEALTHY otherwise (diag says why). Thread-safe. */
@@ -285,12 +317,14 @@ typedef struct tg_ledger_stats {
     uint64_t max_batch;    /* largest batch */
     uint64_t fsyncs;       /* successful fdatasync calls */
     uint64_t fsync_sum_us; /* their total latency */
-    uint64_t failures;     /* write/sync failures (each one made the ledger unhealthy) */
+    uint64_t failures;     /* what made the ledger unhealthy: write/sync failures or a broken
+                              identity (each counted once) */
     uint64_t rejected;     /* appends refused (overloaded or unhealthy) */
     uint64_t queued;       /* records waiting for the writer right now */
     uint64_t fsync_hist[TG_LEDGER_FSYNC_BUCKETS];
     uint64_t batch_hist[TG_LEDGER_BATCH_BUCKETS];
     bool healthy;
+    uint64_t identity_lost; /* 1 once the directory, lock or segment changed under the ledger */
     tg_durability_t durability;
     uint32_t segment;       /* active segment number */
     uint64_t segment_bytes; /* its length */
