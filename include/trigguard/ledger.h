@@ -218,6 +218,10 @@ typedef struct tg_ledger tg_ledger_t;
 /* Opens (creating if needed) the ledger in opts->dir, takes its lock, verifies every segment,
  * calls replay(ud, rec) for each record (replay may be NULL), truncates a torn tail of the
  * last segment (reported in *report, which may be NULL), and starts the writer thread.
+ * Last, it writes and fdatasyncs a 4 KiB probe at the end of the active segment (truncated
+ * away again) and in ledger.probe: when that fails (a full disk, a file-size limit), open
+ * still succeeds but the ledger starts unhealthy (tg_ledger_health says why) and recovers
+ * as after any failed write, so readiness is false until the disk takes data.
  * A directory without a segment file gets segment 1 (report->created), unless it holds
  * ledger.head or ledger.probe: those are only ever written beside a segment, so the
  * ledger's segments were deleted, moved or replaced, and the start is refused
@@ -317,8 +321,8 @@ typedef struct tg_ledger_stats {
     uint64_t max_batch;    /* largest batch */
     uint64_t fsyncs;       /* successful fdatasync calls */
     uint64_t fsync_sum_us; /* their total latency */
-    uint64_t failures;     /* what made the ledger unhealthy: write/sync failures or a broken
-                              identity (each counted once) */
+    uint64_t failures;     /* what made the ledger unhealthy: write/sync failures, a failed
+                              probe at open, a broken identity (each counted once) */
     uint64_t rejected;     /* appends refused (overloaded or unhealthy) */
     uint64_t queued;       /* records waiting for the writer right now */
     uint64_t fsync_hist[TG_LEDGER_FSYNC_BUCKETS];

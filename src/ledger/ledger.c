@@ -628,6 +628,65 @@ static bool identity_ok(tg_ledger_t *l, char *why, size_t n) {
     return false;
 }
 
+/* The probes recovery and open share (caller holds wmu, or open before any thread): 4 KiB
+ * of zeros written and synced at the end of the active segment and truncated away, then a
+ * 4 KiB ledger.probe written, synced and removed. The first meets what failed: the segment
+ * itself, where the next record goes. A small file elsewhere fits under a file-size limit
+ * or a quota that the segment no longer does, and the ledger would turn healthy only to
+ * fail again at the next record. Zeros, so that a crash before the truncation leaves a
+ * tail recovery cuts as torn. msg gets the reason when it fails. */
+static tg_err_t probe_writes(tg_ledger_t *l, char *msg, size_t msg_len) {
+    uint8_t zeros[PROBE_SIZE];
+    memset(zeros, 0, sizeof zeros);
+    int perr = 0;
+    if (write_at(l->fd, zeros, sizeof zeros, l->acked_end) != 0 || fdatasync(l->fd) != 0) {
+        perr = errno;
+    }
+    if (ftruncate(l->fd, (off_t)l->acked_end) != 0 && perr == 0) {
+        perr = errno;
+    }
+    if (perr != 0) {
+        snprintf(msg, msg_len, "probe write at the end of segment %u failed: %s", l->seg,
+                 strerror(perr));
+        return TG_ERR_LEDGER_UNHEALTHY;
+    }
+    int pfd = openat(l->dirfd, TG_LG_PROBE_NAME, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (pfd < 0) {
+        snprintf(msg, msg_len, "creating probe file failed: %s", strerror(errno));
+        return TG_ERR_LEDGER_UNHEALTHY;
+    }
+    uint8_t probe[PROBE_SIZE];
+    memset(probe, 0xA5, sizeof probe);
+    size_t done = 0;
+    int ok = 1;
+    while (done < sizeof probe) {
+        ssize_t k = write(pfd, probe + done, sizeof probe - done);
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k <= 0) {
+            if (k == 0) {
+                errno = EIO;
+            }
+            ok = 0;
+            break;
+        }
+        done += (size_t)k;
+    }
+    int saved = errno;
+    if (ok && fdatasync(pfd) != 0) {
+        saved = errno;
+        ok = 0;
+    }
+    close(pfd);
+    unlinkat(l->dirfd, TG_LG_PROBE_NAME, 0);
+    if (!ok) {
+        snprintf(msg, msg_len, "probe write to the ledger directory failed: %s", strerror(saved));
+        return TG_ERR_LEDGER_UNHEALTHY;
+    }
+    return TG_OK;
+}
+
 /* Starts segment seg+1. On failure the old segment stays active (or, when only the
  * directory fsync failed, the new one is active with dir_unsynced set). */
 static int rotate(tg_ledger_t *l) {
@@ -678,57 +737,9 @@ static tg_err_t recover(tg_ledger_t *l, char *msg, size_t msg_len) {
         return TG_ERR_LEDGER_UNHEALTHY;
     }
     note_synced(l);
-    /* The probe meets what failed: the segment itself, where the next record goes. A small
-     * file elsewhere fits under a file-size limit or a quota that the segment no longer
-     * does, and the ledger would turn healthy only to fail again at the next record. Zeros,
-     * so that a crash before the truncation leaves a tail recovery cuts as torn. */
-    uint8_t zeros[PROBE_SIZE];
-    memset(zeros, 0, sizeof zeros);
-    int perr = 0;
-    if (write_at(l->fd, zeros, sizeof zeros, l->acked_end) != 0 || fdatasync(l->fd) != 0) {
-        perr = errno;
-    }
-    if (ftruncate(l->fd, (off_t)l->acked_end) != 0 && perr == 0) {
-        perr = errno;
-    }
-    if (perr != 0) {
-        snprintf(msg, msg_len, "probe write at the end of segment %u failed: %s", l->seg,
-                 strerror(perr));
-        return TG_ERR_LEDGER_UNHEALTHY;
-    }
-    int pfd = openat(l->dirfd, TG_LG_PROBE_NAME, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (pfd < 0) {
-        snprintf(msg, msg_len, "creating probe file failed: %s", strerror(errno));
-        return TG_ERR_LEDGER_UNHEALTHY;
-    }
-    uint8_t probe[PROBE_SIZE];
-    memset(probe, 0xA5, sizeof probe);
-    size_t done = 0;
-    int ok = 1;
-    while (done < sizeof probe) {
-        ssize_t k = write(pfd, probe + done, sizeof probe - done);
-        if (k < 0 && errno == EINTR) {
-            continue;
-        }
-        if (k <= 0) {
-            if (k == 0) {
-                errno = EIO;
-            }
-            ok = 0;
-            break;
-        }
-        done += (size_t)k;
-    }
-    int saved = errno;
-    if (ok && fdatasync(pfd) != 0) {
-        saved = errno;
-        ok = 0;
-    }
-    close(pfd);
-    unlinkat(l->dirfd, TG_LG_PROBE_NAME, 0);
-    if (!ok) {
-        snprintf(msg, msg_len, "probe write to the ledger directory failed: %s", strerror(saved));
-        return TG_ERR_LEDGER_UNHEALTHY;
+    tg_err_t rc = probe_writes(l, msg, msg_len);
+    if (rc != TG_OK) {
+        return rc;
     }
     atomic_store(&l->healthy, true);
     msg[0] = '\0';
@@ -1496,6 +1507,13 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
         goto done;
     }
     l->id_full_ns = mono_ns();
+    /* Ready only once the disk has taken data: on a full disk the ledger would otherwise
+     * look healthy until the first decision failed. Open still succeeds (the records are
+     * sound); the writer's retry loop recovers it like after any failed write. */
+    char why[sizeof l->fail_msg];
+    if (probe_writes(l, why, sizeof why) != TG_OK) {
+        mark_unhealthy(l, why);
+    }
     publish_head(l);
     if (pthread_create(&l->cthread, NULL, completer_main, l) != 0) {
         rc = tg_diag_set(diag, TG_ERR_INTERNAL, "ledger open: cannot start the completion thread");

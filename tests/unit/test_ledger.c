@@ -1985,6 +1985,46 @@ static void test_open_orphans(void **state) {
     tdir_remove(&d);
 }
 
+/* The probe at open: a disk that takes no data (here the probe file's write fails, as on a
+ * full disk) leaves the ledger open but unhealthy, with the reason, until a recovery. */
+static void test_open_probe(void **state) {
+    (void)state;
+    tdir_t d;
+    tg_ledger_opts_t o = ledger_of(&d, 2);
+    tg_ledger_t *l = NULL;
+    arm(&f_write, 1, ENOSPC, false);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    disarm_all();
+    char why[256];
+    assert_false(tg_ledger_health(l, why, sizeof why));
+    assert_non_null(strstr(why, "probe"));
+    assert_non_null(strstr(why, strerror(ENOSPC)));
+    tg_ledger_stats_t st;
+    tg_ledger_stats(l, &st);
+    assert_int_equal(st.failures, 1);
+    assert_int_equal(st.identity_lost, 0);
+    assert_int_equal(append_one(l, TG_DURABILITY_FSYNC, 3), TG_ERR_LEDGER_UNHEALTHY);
+    assert_int_equal(tg_ledger_try_recover(l, NULL), TG_OK);
+    assert_true(tg_ledger_health(l, why, sizeof why));
+    assert_string_equal(why, "");
+    append_n(l, 3, 1);
+    tg_ledger_close(l);
+    /* with automatic retries it comes back by itself once the disk takes data */
+    o.retry_ms = 20;
+    arm(&f_write, 1, ENOSPC, false);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    assert_false(tg_ledger_healthy(l));
+    disarm_all();
+    for (int i = 0; i < 300 && !tg_ledger_healthy(l); i++) {
+        sleep_ms(10);
+    }
+    assert_true(tg_ledger_healthy(l));
+    append_n(l, 4, 1);
+    tg_ledger_close(l);
+    reopen_check(&d, 4);
+    tdir_remove(&d);
+}
+
 /* ---- durability modes: count fdatasyncs ---- */
 
 static void test_modes(void **state) {
@@ -2208,6 +2248,7 @@ int main(void) {
         cmocka_unit_test_setup(test_identity_lock, setup),
         cmocka_unit_test_setup(test_identity_race, setup),
         cmocka_unit_test_setup(test_open_orphans, setup),
+        cmocka_unit_test_setup(test_open_probe, setup),
         cmocka_unit_test_setup(test_modes, setup),
         cmocka_unit_test_setup(test_read_at_errors, setup),
         cmocka_unit_test_setup(test_verify_check, setup),
