@@ -161,10 +161,13 @@ typedef struct tg_ledger_opts {
     uint32_t retry_ms;          /* automatic recovery attempts when unhealthy; 0 = 1000 */
     uint32_t commit_delay_us;   /* FSYNC: longest wait for announced appends (below) before
                                    a fdatasync; 0 = never wait */
+    bool no_create;             /* true: refuse a missing directory or one without a segment
+                                   file (TG_ERR_NOT_FOUND) instead of starting a new, empty
+                                   ledger there (serve --ledger-create never) */
 } tg_ledger_opts_t;
 
 /* Zero-initialised opts mean "defaults"; set .dir. */
-#define TG_LEDGER_OPTS_INIT ((tg_ledger_opts_t){NULL, TG_DURABILITY_FSYNC, 0, 0, 0, 0, 0, 0})
+#define TG_LEDGER_OPTS_INIT ((tg_ledger_opts_t){NULL, TG_DURABILITY_FSYNC, 0, 0, 0, 0, 0, 0, false})
 
 /* Where a record lives. The daemon keeps these in its receipt index for tg_ledger_read_at. */
 typedef struct tg_ledger_pos {
@@ -222,12 +225,13 @@ typedef struct tg_ledger tg_ledger_t;
  * away again) and in ledger.probe: when that fails (a full disk, a file-size limit), open
  * still succeeds but the ledger starts unhealthy (tg_ledger_health says why) and recovers
  * as after any failed write, so readiness is false until the disk takes data.
- * A directory without a segment file gets segment 1 (report->created), unless it holds
- * ledger.head or ledger.probe: those are only ever written beside a segment, so the
- * ledger's segments were deleted, moved or replaced, and the start is refused
- * (TG_ERR_LEDGER_CORRUPT; moving ledger.head away accepts a new ledger).
+ * A directory without a segment file gets segment 1 (report->created) unless
+ * opts->no_create, or unless it holds ledger.head or ledger.probe: those are only ever
+ * written beside a segment, so the ledger's segments were deleted, moved or replaced, and
+ * the start is refused (TG_ERR_LEDGER_CORRUPT; moving ledger.head away accepts a new ledger).
  * On success *out owns the ledger (release with tg_ledger_close).
  * Errors: TG_ERR_INVALID_ARG (NULL out/opts/dir, unknown durability),
+ * TG_ERR_NOT_FOUND (opts->no_create and no directory, or no segment file in it),
  * TG_ERR_LEDGER_CORRUPT (diag: "<dir>/<file>: seq N at offset O: what"), TG_ERR_IO (cannot
  * create, read, lock — "locked by another process" — or truncate), TG_ERR_LIMIT (more than a
  * million segment files), TG_ERR_NOMEM, TG_ERR_INTERNAL (libsodium or the writer thread

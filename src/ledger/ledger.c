@@ -59,6 +59,7 @@ struct tg_ledger {
     uint32_t queue_max;
     uint32_t retry_ms;
     uint32_t commit_delay_us;
+    bool no_create;        /* opts->no_create */
     atomic_uint announced; /* tg_ledger_announce minus tg_ledger_announce_end */
 
     /* Identity (ledger.h): the directory and lock file open() opened, fixed before any
@@ -1222,7 +1223,15 @@ static int sync_parent(const char *dir) {
 }
 
 static tg_err_t open_dir(tg_ledger_t *l, tg_diag_t *diag) {
-    if (mkdir(l->dir, 0700) == 0) {
+    if (l->no_create) {
+        struct stat st;
+        if (stat(l->dir, &st) != 0 && errno == ENOENT) {
+            return tg_diag_set(diag, TG_ERR_NOT_FOUND,
+                               "%s: no ledger directory, and this start may not create a new "
+                               "ledger",
+                               l->dir);
+        }
+    } else if (mkdir(l->dir, 0700) == 0) {
         if (sync_parent(l->dir) != 0) {
             return tg_diag_set(diag, TG_ERR_IO,
                                "%s: cannot sync the new ledger directory's "
@@ -1379,6 +1388,13 @@ static tg_err_t scan_all(tg_ledger_t *l, replay_ctx_t *rctx, const tg_lg_head_t 
                              l->dir, what, file);
             goto done;
         }
+        if (l->no_create) {
+            rc = tg_diag_set(diag, TG_ERR_NOT_FOUND,
+                             "%s: no ledger segment file, and this start may not create a new "
+                             "ledger",
+                             l->dir);
+            goto done;
+        }
         l->fd = open_segment(l, 1, O_RDWR | O_CREAT | O_EXCL);
         if (l->fd < 0 || fsync(l->dirfd) != 0) {
             rc = tg_diag_set(diag, TG_ERR_IO, "%s: cannot create the first segment: %s", l->dir,
@@ -1472,6 +1488,7 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
     l->queue_max = opts->queue_max ? opts->queue_max : DEFAULT_QUEUE_MAX;
     l->retry_ms = opts->retry_ms ? opts->retry_ms : DEFAULT_RETRY_MS;
     l->commit_delay_us = opts->commit_delay_us;
+    l->no_create = opts->no_create;
     atomic_init(&l->announced, 0);
     atomic_init(&l->identity_lost, false);
     l->last_sync_ns = mono_ns();

@@ -206,11 +206,28 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     lo.batch_interval_ms = (uint32_t)c->batch_ms;
     lo.commit_delay_us = (uint32_t)c->commit_delay_us;
     lo.segment_max_bytes = (uint64_t)c->segment_bytes;
+    lo.no_create = c->ledger_no_create;
     tg_ledger_recovery_t rep;
     memset(&rep, 0, sizeof rep);
     rc = tg_ledger_open(&p->ledger, &lo, tg_pipeline_replay_record, p, &rep, diag);
+    if (rc == TG_ERR_NOT_FOUND && c->ledger_no_create && diag != NULL) {
+        char why[TG_DIAG_MAX];
+        snprintf(why, sizeof why, "%s", diag->msg);
+        return tg_diag_set(diag, rc,
+                           "%s (--ledger-create never): restore the ledger there, or start once "
+                           "with --ledger-create auto to begin a new, empty one",
+                           why);
+    }
     if (rc != TG_OK) {
         return rc;
+    }
+    if (rep.created) {
+        /* Loud on purpose: where a ledger was expected, a new one means every earlier
+         * receipt, idempotency key and nonce counts for nothing. */
+        TG_LOG(TG_LOG_WARN, "ledger_created",
+               "created a new, empty ledger at %s (there was no segment file; "
+               "--ledger-create never refuses to start instead)",
+               c->ledger);
     }
     if (rep.torn) {
         TG_LOG(TG_LOG_WARN, "ledger_torn_tail",
@@ -297,16 +314,32 @@ tg_err_t tg_pipeline_create(tg_pipeline_t **out, const tg_config_t *cfg, tg_diag
     return create(out, cfg, true, diag);
 }
 
-/* The ledger directory as serve will use it: an existing directory, or one mkdir can make. */
-static tg_err_t check_ledger_path(const char *dir, tg_diag_t *diag) {
+/* The ledger directory as serve will use it: an existing directory, or one mkdir can make;
+ * with --ledger-create never, one holding the first segment file. */
+static tg_err_t check_ledger_path(const char *dir, bool no_create, tg_diag_t *diag) {
     struct stat st;
     if (stat(dir, &st) == 0) {
-        return S_ISDIR(st.st_mode)
-                   ? TG_OK
-                   : tg_diag_set(diag, TG_ERR_CONFIG, "--ledger %s is not a directory", dir);
+        if (!S_ISDIR(st.st_mode)) {
+            return tg_diag_set(diag, TG_ERR_CONFIG, "--ledger %s is not a directory", dir);
+        }
+        char first[TG_CONFIG_STR_MAX + 32];
+        char name[32];
+        if (no_create && tg_ledger_segment_name(name, sizeof name, 1) == TG_OK) {
+            snprintf(first, sizeof first, "%s/%s", dir, name);
+            if (stat(first, &st) != 0) {
+                return tg_diag_set(diag, TG_ERR_CONFIG,
+                                   "--ledger %s holds no %s, and --ledger-create is never", dir,
+                                   name);
+            }
+        }
+        return TG_OK;
     }
     if (errno != ENOENT) {
         return tg_diag_set(diag, TG_ERR_CONFIG, "--ledger %s: %s", dir, strerror(errno));
+    }
+    if (no_create) {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "--ledger %s does not exist, and --ledger-create is never", dir);
     }
     char parent[TG_CONFIG_STR_MAX];
     if (tg_path_parent(parent, sizeof parent, dir) != TG_OK || stat(parent, &st) != 0 ||
@@ -323,7 +356,8 @@ tg_err_t tg_pipeline_check(char *summary, size_t cap, const tg_config_t *cfg, tg
     tg_pipeline_t *p = NULL;
     tg_err_t rc = create(&p, cfg, false, diag);
     if (rc == TG_OK) {
-        rc = check_ledger_path(cfg->ledger, diag); /* last, as serve opens it last */
+        rc = check_ledger_path(cfg->ledger, cfg->ledger_no_create,
+                               diag); /* last, as serve opens it last */
     }
     if (rc == TG_OK && p != NULL) {
         tg_pipeline_describe(p, summary, cap);

@@ -1985,6 +1985,42 @@ static void test_open_orphans(void **state) {
     tdir_remove(&d);
 }
 
+/* no_create (serve --ledger-create never): no directory, or no segment in it, is refused
+ * and nothing is created; an existing ledger opens. */
+static void test_open_no_create(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    char sub[128], seg[160];
+    join(sub, sizeof sub, d.path, "ledger");
+    snprintf(seg, sizeof seg, "%s/ledger-000001.tgl", sub);
+    tg_ledger_opts_t o = TG_LEDGER_OPTS_INIT;
+    o.dir = sub;
+    o.retry_ms = TG_LEDGER_RETRY_NEVER;
+    o.no_create = true;
+    tg_ledger_t *l = NULL;
+    tg_diag_t diag;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, &diag), TG_ERR_NOT_FOUND);
+    assert_non_null(strstr(diag.msg, "no ledger directory"));
+    assert_false(exists(sub));
+    assert_int_equal(mkdir(sub, 0700), 0);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, &diag), TG_ERR_NOT_FOUND);
+    assert_non_null(strstr(diag.msg, "no ledger segment file"));
+    assert_false(exists(seg));
+    o.no_create = false;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 1, 2);
+    tg_ledger_close(l);
+    o.no_create = true;
+    collect_t c;
+    memset(&c, 0, sizeof c);
+    assert_int_equal(tg_ledger_open(&l, &o, collect_fn, &c, NULL, NULL), TG_OK);
+    assert_int_equal(c.n, 2);
+    tg_ledger_close(l);
+    rm_dir(sub);
+    tdir_remove(&d);
+}
+
 /* The probe at open: a disk that takes no data (here the probe file's write fails, as on a
  * full disk) leaves the ledger open but unhealthy, with the reason, until a recovery. */
 static void test_open_probe(void **state) {
@@ -2248,6 +2284,7 @@ int main(void) {
         cmocka_unit_test_setup(test_identity_lock, setup),
         cmocka_unit_test_setup(test_identity_race, setup),
         cmocka_unit_test_setup(test_open_orphans, setup),
+        cmocka_unit_test_setup(test_open_no_create, setup),
         cmocka_unit_test_setup(test_open_probe, setup),
         cmocka_unit_test_setup(test_modes, setup),
         cmocka_unit_test_setup(test_read_at_errors, setup),
