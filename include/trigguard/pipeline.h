@@ -47,8 +47,9 @@ void tg_pipeline_early(void *ud, tg_exchange_t *ex);
  * they started with. Not reentrant (call from one control thread). */
 tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) TG_MUST_USE;
 
-/* Housekeeping: expires idempotency/nonce entries. Call often (serve: every 100 ms), so that
- * each call frees a small batch rather than a second's worth at once. */
+/* Housekeeping: expires idempotency/nonce entries and checks that the ledger's files are
+ * still the ones it opened (tg_ledger_check_identity). Call often (serve: every 100 ms), so
+ * that each call frees a small batch rather than a second's worth at once. */
 void tg_pipeline_tick(tg_pipeline_t *p);
 
 /* Marks the pipeline ready (/readyz) once listeners are up, or not ready (shutdown). */

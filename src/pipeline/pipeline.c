@@ -241,6 +241,13 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
            "%s: %llu records in %u segments, last seq %llu, durability %s", c->ledger,
            (unsigned long long)rep.records, rep.segments, (unsigned long long)rep.last_seq,
            tg_config_durability_name(c->durability));
+    char why[256];
+    if (!tg_ledger_health(p->ledger, why, sizeof why)) {
+        TG_LOG(TG_LOG_ERROR, "ledger_not_ready",
+               "%s: %s. Serving, but /readyz is 503 and decisions get 503 until a write "
+               "succeeds (retried every second)",
+               c->ledger, why);
+    }
     return TG_OK;
 }
 
@@ -388,6 +395,9 @@ void tg_pipeline_tick(tg_pipeline_t *p) {
     int64_t now = tg_clock_now_ms();
     (void)tg_store_sweep(p->store, now);
     (void)tg_store_sweep(p->receipts, now);
+    /* An idle ledger notices a deleted or moved directory too (and keeps the evidence)
+     * within a tick, not only at the next decision: /readyz tells the truth. */
+    (void)tg_ledger_check_identity(p->ledger);
 }
 
 void tg_pipeline_set_serving(tg_pipeline_t *p, bool serving) { atomic_store(&p->serving, serving); }
