@@ -221,10 +221,9 @@ typedef struct tg_ledger tg_ledger_t;
 /* Opens (creating if needed) the ledger in opts->dir, takes its lock, verifies every segment,
  * calls replay(ud, rec) for each record (replay may be NULL), truncates a torn tail of the
  * last segment (reported in *report, which may be NULL), and starts the writer thread.
- * Last, it writes and fdatasyncs a 4 KiB probe at the end of the active segment (truncated
- * away again) and in ledger.probe: when that fails (a full disk, a file-size limit), open
- * still succeeds but the ledger starts unhealthy (tg_ledger_health says why) and recovers
- * as after any failed write, so readiness is false until the disk takes data.
+ * Last, it writes, fdatasyncs and removes a 4 KiB ledger.probe: when that fails (a full
+ * disk), open still succeeds but the ledger starts unhealthy (tg_ledger_health says why)
+ * and recovers as after any failed write, so readiness is false until the disk takes data.
  * A directory without a segment file gets segment 1 (report->created) unless
  * opts->no_create, or unless it holds ledger.head or ledger.probe: those are only ever
  * written beside a segment, so the ledger's segments were deleted, moved or replaced, and

@@ -629,14 +629,13 @@ static bool identity_ok(tg_ledger_t *l, char *why, size_t n) {
     return false;
 }
 
-/* The probes recovery and open share (caller holds wmu, or open before any thread): 4 KiB
- * of zeros written and synced at the end of the active segment and truncated away, then a
- * 4 KiB ledger.probe written, synced and removed. The first meets what failed: the segment
- * itself, where the next record goes. A small file elsewhere fits under a file-size limit
- * or a quota that the segment no longer does, and the ledger would turn healthy only to
- * fail again at the next record. Zeros, so that a crash before the truncation leaves a
- * tail recovery cuts as torn. msg gets the reason when it fails. */
-static tg_err_t probe_writes(tg_ledger_t *l, char *msg, size_t msg_len) {
+/* Recovery's first probe (caller holds wmu): 4 KiB of zeros written and synced at the end
+ * of the active segment and truncated away. It meets what failed: the segment itself,
+ * where the next record goes. A small file elsewhere fits under a file-size limit or a
+ * quota that the segment no longer does, and the ledger would turn healthy only to fail
+ * again at the next record. Zeros, so that a crash before the truncation leaves a tail the
+ * next start cuts as torn. msg gets the reason when it fails. */
+static tg_err_t probe_segment(tg_ledger_t *l, char *msg, size_t msg_len) {
     uint8_t zeros[PROBE_SIZE];
     memset(zeros, 0, sizeof zeros);
     int perr = 0;
@@ -651,6 +650,13 @@ static tg_err_t probe_writes(tg_ledger_t *l, char *msg, size_t msg_len) {
                  strerror(perr));
         return TG_ERR_LEDGER_UNHEALTHY;
     }
+    return TG_OK;
+}
+
+/* The probe recovery and open share (caller holds wmu, or open before any thread): a 4 KiB
+ * ledger.probe written, synced and removed; it proves the directory's disk takes new data
+ * (a full disk fails it). msg gets the reason when it fails. */
+static tg_err_t probe_file(tg_ledger_t *l, char *msg, size_t msg_len) {
     int pfd = openat(l->dirfd, TG_LG_PROBE_NAME, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (pfd < 0) {
         snprintf(msg, msg_len, "creating probe file failed: %s", strerror(errno));
@@ -738,7 +744,10 @@ static tg_err_t recover(tg_ledger_t *l, char *msg, size_t msg_len) {
         return TG_ERR_LEDGER_UNHEALTHY;
     }
     note_synced(l);
-    tg_err_t rc = probe_writes(l, msg, msg_len);
+    tg_err_t rc = probe_segment(l, msg, msg_len);
+    if (rc == TG_OK) {
+        rc = probe_file(l, msg, msg_len);
+    }
     if (rc != TG_OK) {
         return rc;
     }
@@ -1526,9 +1535,13 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
     l->id_full_ns = mono_ns();
     /* Ready only once the disk has taken data: on a full disk the ledger would otherwise
      * look healthy until the first decision failed. Open still succeeds (the records are
-     * sound); the writer's retry loop recovers it like after any failed write. */
+     * sound); the writer's retry loop recovers it like after any failed write. Only the
+     * file probe: the segment probe, killed between its write and its truncation, leaves
+     * zeros that the next start reports as a torn tail, and a start is where crashes and
+     * restarts meet. A limit only the segment meets fails the first record instead, and
+     * recovery's segment probe then holds the ledger down until it is lifted. */
     char why[sizeof l->fail_msg];
-    if (probe_writes(l, why, sizeof why) != TG_OK) {
+    if (probe_file(l, why, sizeof why) != TG_OK) {
         mark_unhealthy(l, why);
     }
     publish_head(l);

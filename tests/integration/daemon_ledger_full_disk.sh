@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # daemon_ledger_full_disk.sh — a daemon started on a full disk must not report ready.
-# The ledger probes the disk at open (4 KiB written and synced at the end of the active
-# segment and in ledger.probe); when that fails the daemon still starts, but /readyz is 503
-# saying why and decisions get 503 until the disk takes data again, when it recovers by
-# itself. Before this, /readyz said ready until the first decision failed.
+# The ledger probes the disk at open (4 KiB written, synced and removed as ledger.probe);
+# when that fails the daemon still starts, but /readyz is 503 saying why and decisions get
+# 503 until the disk takes data again, when it recovers by itself. Before this, /readyz
+# said ready until the first decision failed.
 # Needs a small filesystem of its own: a tmpfs mounted here, so only as root where mounting
 # is allowed; otherwise the test says why and passes without running.
 source "$(dirname "$0")/lib/daemon.sh"
