@@ -43,6 +43,8 @@ typedef struct tg_config {
     int64_t receipt_ttl_s;
     /* state */
     char ledger[TG_CONFIG_STR_MAX];
+    char ledger_create[16]; /* "auto" | "never" */
+    bool ledger_no_create;  /* derived: --ledger-create never */
     char durability_name[16];
     tg_config_durability_t durability; /* derived from durability_name */
     int64_t batch_ms;

@@ -82,6 +82,25 @@
  * segment, plus writing and syncing a 4 KiB probe file `ledger.probe`) every retry_ms, or on
  * tg_ledger_try_recover(). Nothing is ever acknowledged that is not durable per the mode.
  *
+ * ## Identity: the files must stay the ones open() opened
+ * The directory, its lock file and the active segment are checked against what the ledger
+ * holds open: the directory's path must still name the directory open() opened, and the
+ * names ledger.lock and the active segment's must still name the open lock file and segment
+ * (same device and inode; the segment must still have a link). Deleting, moving or replacing
+ * any of them while the ledger runs would otherwise go unnoticed: appends would land in
+ * unlinked files, and a restart would create an empty ledger in their place. In FSYNC and
+ * BATCH mode every batch is checked after its write (and sync) and before it is
+ * acknowledged, so a deletion racing a batch fails the batch; in NONE mode every append
+ * checks the segment's link count (one fstat) and the whole identity at most every 100 ms;
+ * tg_ledger_check_identity() checks it on request (the daemon's tick, so an idle ledger
+ * notices too). A broken identity makes the ledger unhealthy for good (no recovery attempt
+ * succeeds; a restart is needed), is logged once (`ledger_identity_lost`) and counted
+ * (tg_ledger_stats_t.identity_lost). To keep a restart from starting an empty ledger, the
+ * ledger then recreates the directory at its path if it is missing (0700), writes its
+ * durable head there as ledger.head and takes ledger.lock there: a start that finds
+ * ledger.head (or a ledger.probe) but no segment file refuses (TG_ERR_LEDGER_CORRUPT), and a
+ * second process cannot lock the directory while this one runs.
+ *
  * ## Rotation
  * Before a record that would make the active segment exceed segment_max_bytes (and the
  * segment is not empty), the writer fdatasyncs and closes the segment, creates the next one
@@ -142,10 +161,13 @@ typedef struct tg_ledger_opts {
     uint32_t retry_ms;          /* automatic recovery attempts when unhealthy; 0 = 1000 */
     uint32_t commit_delay_us;   /* FSYNC: longest wait for announced appends (below) before
                                    a fdatasync; 0 = never wait */
+    bool no_create;             /* true: refuse a missing directory or one without a segment
+                                   file (TG_ERR_NOT_FOUND) instead of starting a new, empty
+                                   ledger there (serve --ledger-create never) */
 } tg_ledger_opts_t;
 
 /* Zero-initialised opts mean "defaults"; set .dir. */
-#define TG_LEDGER_OPTS_INIT ((tg_ledger_opts_t){NULL, TG_DURABILITY_FSYNC, 0, 0, 0, 0, 0, 0})
+#define TG_LEDGER_OPTS_INIT ((tg_ledger_opts_t){NULL, TG_DURABILITY_FSYNC, 0, 0, 0, 0, 0, 0, false})
 
 /* Where a record lives. The daemon keeps these in its receipt index for tg_ledger_read_at. */
 typedef struct tg_ledger_pos {
@@ -199,8 +221,16 @@ typedef struct tg_ledger tg_ledger_t;
 /* Opens (creating if needed) the ledger in opts->dir, takes its lock, verifies every segment,
  * calls replay(ud, rec) for each record (replay may be NULL), truncates a torn tail of the
  * last segment (reported in *report, which may be NULL), and starts the writer thread.
+ * Last, it writes, fdatasyncs and removes a 4 KiB ledger.probe: when that fails (a full
+ * disk), open still succeeds but the ledger starts unhealthy (tg_ledger_health says why)
+ * and recovers as after any failed write, so readiness is false until the disk takes data.
+ * A directory without a segment file gets segment 1 (report->created) unless
+ * opts->no_create, or unless it holds ledger.head or ledger.probe: those are only ever
+ * written beside a segment, so the ledger's segments were deleted, moved or replaced, and
+ * the start is refused (TG_ERR_LEDGER_CORRUPT; moving ledger.head away accepts a new ledger).
  * On success *out owns the ledger (release with tg_ledger_close).
  * Errors: TG_ERR_INVALID_ARG (NULL out/opts/dir, unknown durability),
+ * TG_ERR_NOT_FOUND (opts->no_create and no directory, or no segment file in it),
  * TG_ERR_LEDGER_CORRUPT (diag: "<dir>/<file>: seq N at offset O: what"), TG_ERR_IO (cannot
  * create, read, lock — "locked by another process" — or truncate), TG_ERR_LIMIT (more than a
  * million segment files), TG_ERR_NOMEM, TG_ERR_INTERNAL (libsodium or the writer thread
@@ -271,6 +301,19 @@ bool tg_ledger_healthy(const tg_ledger_t *l);
  * Thread-safe, but meant for one watching thread. */
 bool tg_ledger_watch(tg_ledger_t *l, uint32_t stall_ms);
 
+/* tg_ledger_healthy, and when it is false, why: one sentence naming what failed and the
+ * system's reason, without the directory's path (/readyz shows it to anyone), into
+ * why[0..why_len) (why may be NULL; "" while healthy). Never waits for the disk: a short
+ * mutex that no file operation holds. Thread-safe. */
+bool tg_ledger_health(const tg_ledger_t *l, char *why, size_t why_len);
+
+/* Checks the ledger's identity now (see "Identity" above): false once it is broken (the
+ * ledger is then unhealthy until a restart, the event is logged and the evidence written),
+ * true otherwise. If a write holds the file state at this moment it does not wait: that
+ * write checks the identity itself, so it returns the last known answer. For the daemon's
+ * 100 ms tick, so an idle ledger notices too: four stat calls. Thread-safe. */
+bool tg_ledger_check_identity(tg_ledger_t *l);
+
 /* Asks the writer to recover now (truncate to the last acknowledged record, fdatasync, probe
  * write) and waits for the attempt. TG_OK if the ledger is (now) healthy,
  * TG_ERR_LEDGER_UNHEALTHY otherwise (diag says why). Thread-safe. */
@@ -298,7 +341,8 @@ typedef struct tg_ledger_stats {
     uint64_t max_batch;    /* largest batch */
     uint64_t fsyncs;       /* successful fdatasync calls */
     uint64_t fsync_sum_us; /* their total latency */
-    uint64_t failures;     /* write/sync failures (each one made the ledger unhealthy) */
+    uint64_t failures;     /* what made the ledger unhealthy: write/sync failures, a failed
+                              probe at open, a broken identity (each counted once) */
     uint64_t stalls;       /* stalls declared by tg_ledger_watch */
     bool stalled;          /* stalled now (healthy is then false too) */
     uint64_t rejected;     /* appends refused (overloaded or unhealthy) */
@@ -306,6 +350,7 @@ typedef struct tg_ledger_stats {
     uint64_t fsync_hist[TG_LEDGER_FSYNC_BUCKETS];
     uint64_t batch_hist[TG_LEDGER_BATCH_BUCKETS];
     bool healthy; /* tg_ledger_healthy */
+    uint64_t identity_lost; /* 1 once the directory, lock or segment changed under the ledger */
     tg_durability_t durability;
     uint32_t segment;       /* active segment number */
     uint64_t segment_bytes; /* its length */
@@ -361,7 +406,9 @@ typedef struct tg_ledger_verify_report {
  * seq is not 1). Checks every record as tg_ledger_open does, then opts->check per record.
  * For a directory with a ledger.head, also as tg_ledger_open does: the valid records must
  * reach the seq it records, with the record_hash it records (TG_ERR_LEDGER_CORRUPT when not,
- * or when the file is damaged; a torn tail past that seq stays TG_ERR_LEDGER_TORN).
+ * or when the file is damaged; a torn tail past that seq stays TG_ERR_LEDGER_TORN). A
+ * directory with ledger.head or ledger.probe but no segment file is TG_ERR_LEDGER_CORRUPT too
+ * (the fault names that file), as tg_ledger_open refuses it.
  * Returns TG_OK; TG_ERR_LEDGER_CORRUPT; TG_ERR_LEDGER_TORN (the structure is sound but the
  * last segment ends in a torn tail that a restart would drop); the check's error; or, for
  * unusable input, TG_ERR_NOT_FOUND (no such path / no segment in the directory), TG_ERR_IO,

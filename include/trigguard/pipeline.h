@@ -54,7 +54,8 @@ tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) TG_MUST_USE;
  * restart). Thread-safe; idempotent. */
 void tg_pipeline_abandon(void *ud);
 
-/* Housekeeping: expires idempotency/nonce entries; declares a stalled ledger
+/* Housekeeping: expires idempotency/nonce entries; checks that the ledger's files are still
+ * the ones it opened (tg_ledger_check_identity); declares a stalled ledger
  * (tg_ledger_watch) and answers 503 to requests that have waited for their record longer
  * than --ledger-stall-timeout. Call often (serve: every 100 ms), so that
  * each call frees a small batch rather than a second's worth at once. */

@@ -57,6 +57,10 @@ static const opt_t options[] = {
      "receipt lifetime in seconds (expiresAt - timestamp)"},
     {"ledger", "TRIGGUARD_LEDGER", OPT_STR, F(ledger), "state/ledger", 0, 0, NULL, 0,
      "directory of ledger segments"},
+    {"ledger-create", "TRIGGUARD_LEDGER_CREATE", OPT_STR, F(ledger_create), "auto", 0, 0,
+     "auto|never", 0,
+     "auto: a missing or empty --ledger starts a new, empty ledger (logged); never: refuse to "
+     "start without an existing one"},
     {"durability", "TRIGGUARD_DURABILITY", OPT_STR, F(durability_name), "fsync", 0, 0,
      "fsync|batch|none", 0, "when a response may leave: after fdatasync, batched, or unsynced"},
     {"batch-ms", "TRIGGUARD_BATCH_MS", OPT_INT, F(batch_ms), "5", 1, 10000, NULL, 0,
@@ -239,6 +243,7 @@ static tg_err_t check_cross(tg_config_t *cfg, tg_diag_t *diag) {
     if (cfg->decide_port != 0 && cfg->decide_port == cfg->port) {
         return tg_diag_set(diag, TG_ERR_CONFIG, "--decide-port must differ from --port");
     }
+    cfg->ledger_no_create = strcmp(cfg->ledger_create, "never") == 0;
     if (strcmp(cfg->durability_name, "batch") == 0) {
         cfg->durability = TG_CONFIG_DURABILITY_BATCH;
     } else if (strcmp(cfg->durability_name, "none") == 0) {

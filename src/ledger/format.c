@@ -661,6 +661,38 @@ tg_err_t tg_lg_head_check(const tg_lg_head_t *h, uint64_t last_seq, const tg_lg_
     return TG_ERR_LEDGER_CORRUPT;
 }
 
+tg_err_t tg_lg_orphan_check(int dirfd, const tg_lg_head_t *h, const char **file, char *what,
+                            size_t what_len) {
+    char found[TG_DIAG_MAX];
+    struct stat st;
+    if (h != NULL) {
+        *file = TG_LG_HEAD_NAME;
+        /* The same words as a start that finds fewer records than ledger.head recorded. */
+        tg_lg_head_probe_t none = {.want_seq = h->seq};
+        uint64_t seq = 0;
+        if (tg_lg_head_check(h, 0, &none, &seq, found, sizeof found) == TG_OK) {
+            /* seq 0: written at open before any record was durable; records acknowledged
+             * since may still have existed (the file is rewritten once a second) */
+            char when[TG_TIME_ISO_LEN + 1];
+            if (tg_time_format_ms(when, h->at_ms) != TG_OK) {
+                snprintf(when, sizeof when, "an unknown time");
+            }
+            snprintf(found, sizeof found, "%s, written at %s, shows a ledger was here",
+                     TG_LG_HEAD_NAME, when);
+        }
+    } else if (fstatat(dirfd, TG_LG_PROBE_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        *file = TG_LG_PROBE_NAME;
+        snprintf(found, sizeof found,
+                 "%s is left from a write probe, which only runs beside a segment",
+                 TG_LG_PROBE_NAME);
+    } else {
+        return TG_OK;
+    }
+    /* Short: open adds the directory and the way out, and a diag holds 255 bytes. */
+    snprintf(what, what_len, "%s; no segment file is left", found);
+    return TG_ERR_LEDGER_CORRUPT;
+}
+
 /* The durable-head check of tg_ledger_open, for verify: after the scan (TG_OK or torn). */
 static tg_err_t verify_head(tg_ledger_verify_report_t *rep, const verify_ctx_t *ctx,
                             const tg_lg_head_t *head, const char *hpath, tg_diag_t *diag) {
@@ -755,7 +787,19 @@ tg_err_t tg_ledger_verify_path(tg_ledger_verify_report_t *rep, const char *path,
         }
         goto done;
     }
-    if (nseg == 0 && !(rep->head_found && head.seq > 0)) {
+    if (nseg == 0) {
+        /* As open: a head or probe without segments is a ledger that lost its files (exit
+         * 1, damage), not merely a directory that holds no ledger (exit 2). */
+        const char *file = NULL;
+        char what[sizeof rep->fault_what];
+        if (tg_lg_orphan_check(dfd, rep->head_found ? &head : NULL, &file, what, sizeof what) !=
+            TG_OK) {
+            snprintf(rep->fault_file, sizeof rep->fault_file, "%s/%s", path, file);
+            rep->fault_seq = 1;
+            snprintf(rep->fault_what, sizeof rep->fault_what, "%s", what);
+            rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT, "%s: %s", rep->fault_file, what);
+            goto done;
+        }
         rc =
             tg_diag_set(diag, TG_ERR_NOT_FOUND, "%s: no ledger segment files (ledger-*.tgl)", path);
         goto done;

@@ -59,7 +59,16 @@ struct tg_ledger {
     uint32_t queue_max;
     uint32_t retry_ms;
     uint32_t commit_delay_us;
+    bool no_create;        /* opts->no_create */
     atomic_uint announced; /* tg_ledger_announce minus tg_ledger_announce_end */
+
+    /* Identity (ledger.h): the directory and lock file open() opened, fixed before any
+     * thread starts; the active segment's inode is read from fd when it is checked. */
+    dev_t dir_dev;
+    ino_t dir_ino;
+    dev_t lock_dev;
+    ino_t lock_ino;
+    atomic_bool identity_lost; /* sticky: once set, no recovery succeeds */
 
     /* queue and control, under mu */
     pthread_mutex_t mu;
@@ -114,6 +123,12 @@ struct tg_ledger {
     size_t batch_cap;
     entry_t **ents;       /* entries of the batch being written */
     tg_lg_head_t durable; /* the last record an fdatasync covered (seq 0: none yet) */
+    int64_t id_full_ns;   /* none mode: when the whole identity was last checked */
+    char id_why[224];     /* what broke the identity (at most 200 bytes of it) */
+    bool evid_done;       /* keep_evidence finished (or found the path taken) */
+    int evid_dirfd;       /* the directory at the path, and the lock taken there, held */
+    int evid_lockfd;      /* until close so that no second process locks it */
+    char evid_msg[384];   /* what keep_evidence did, for the log */
 
     /* ledger.head (checkpoint): the writer thread's, and open's and close's around it. */
     int headfd;
@@ -134,13 +149,15 @@ struct tg_ledger {
 
     /* published for other threads */
     atomic_bool healthy;
-    pthread_mutex_t stat_mu; /* head_seq, head_hash, segment, segment_bytes */
+    pthread_mutex_t stat_mu; /* head_seq, head_hash, segment, segment_bytes, reason */
+    char pub_reason[256];    /* fail_msg, for tg_ledger_health (never behind a file lock) */
     uint64_t pub_head_seq;
     uint8_t pub_head[HSZ];
     uint32_t pub_seg;
     uint64_t pub_seg_bytes;
     _Atomic uint64_t st_records, st_bytes, st_batches, st_last_batch, st_max_batch;
     _Atomic uint64_t st_fsyncs, st_fsync_sum_us, st_failures, st_rejected, st_stalls;
+    _Atomic uint64_t st_identity_lost;
     _Atomic uint64_t st_fsync_hist[TG_LEDGER_FSYNC_BUCKETS];
     _Atomic uint64_t st_batch_hist[TG_LEDGER_BATCH_BUCKETS];
 };
@@ -335,11 +352,23 @@ static bool head_pending(tg_ledger_t *l) {
     return pending;
 }
 
-/* Caller holds wmu. `why` says what failed and the system's reason, for the log. */
-static void mark_unhealthy(tg_ledger_t *l, const char *why) {
+/* Caller holds wmu. Why the ledger is unhealthy, for the log and for tg_ledger_health; set
+ * before `healthy` turns false, so /readyz never shows a stale reason. */
+static void set_reason(tg_ledger_t *l, const char *why) {
     snprintf(l->fail_msg, sizeof l->fail_msg, "%s", why);
-    atomic_store(&l->healthy, false);
-    atomic_fetch_add_explicit(&l->st_failures, 1, memory_order_relaxed);
+    pthread_mutex_lock(&l->stat_mu);
+    snprintf(l->pub_reason, sizeof l->pub_reason, "%s", why);
+    pthread_mutex_unlock(&l->stat_mu);
+}
+
+/* Caller holds wmu. `why` says what failed and the system's reason, for the log. Counted
+ * once per outage: a broken identity found by a batch and again by its failure path is one
+ * failure. */
+static void mark_unhealthy(tg_ledger_t *l, const char *why) {
+    set_reason(l, why);
+    if (atomic_exchange(&l->healthy, false)) {
+        atomic_fetch_add_explicit(&l->st_failures, 1, memory_order_relaxed);
+    }
 }
 
 /* errno is the failed fdatasync's; `when` qualifies it ("" or " at close"). */
@@ -364,6 +393,16 @@ static void mark_sync_failed(tg_ledger_t *l, const char *when) {
  * ran ("" when it succeeded), or NULL. Costs one atomic load when nothing changed. */
 static void report_health(tg_ledger_t *l, const char *attempt) {
     uint64_t failures = atomic_load_explicit(&l->st_failures, memory_order_relaxed);
+    if (atomic_load(&l->identity_lost)) {
+        /* Logged where it was found (ledger_identity_lost, with what changed and the
+         * evidence kept): not again as a write failure. It lasts until a restart. */
+        l->failures_seen = failures;
+        if (!l->down_logged) {
+            l->down_logged = true;
+            l->down_since_ns = l->attempt_log_ns = mono_ns();
+            l->attempts = 0;
+        }
+    }
     if (failures != l->failures_seen && !l->down_logged) {
         char why[sizeof l->fail_msg];
         pthread_mutex_lock(&l->wmu);
@@ -414,50 +453,214 @@ static int open_segment(tg_ledger_t *l, uint32_t seg, int flags) {
     return openat(l->dirfd, name, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
 }
 
-/* Starts segment seg+1. On failure the old segment stays active (or, when only the
- * directory fsync failed, the new one is active with dir_unsynced set). */
-static int rotate(tg_ledger_t *l) {
-    int nfd = open_segment(l, l->seg + 1, O_WRONLY | O_CREAT | O_EXCL);
-    if (nfd < 0) {
-        return -1;
+/* ---- identity: the directory, lock and segment must stay the files open() opened ---- */
+
+static int sync_parent(const char *dir);
+
+/* The whole check (ledger.h, "Identity"); caller holds wmu. Four stat calls. Each name is
+ * compared with the inode the ledger holds open: an open file's inode cannot be freed, so
+ * no other file can come back under its number, and a name that still resolves to it is
+ * still linked there. `why` gets what changed, without the directory's path (it ends up
+ * in /readyz; the log line adds the path). */
+static bool identity_full(tg_ledger_t *l, char *why, size_t n) {
+    struct stat st;
+    if (stat(l->dir, &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR) {
+            snprintf(why, n, "the ledger directory is gone from its path (deleted or moved away)");
+        } else {
+            snprintf(why, n, "the ledger directory's path cannot be checked: %s", strerror(errno));
+        }
+        return false;
     }
-    close(l->fd);
-    l->fd = nfd;
-    l->seg++;
-    l->acked_end = 0;
-    l->synced_end = 0;
-    l->dir_unsynced = true;
-    if (fsync(l->dirfd) != 0) {
-        return -1;
+    if (!S_ISDIR(st.st_mode) || st.st_dev != l->dir_dev || st.st_ino != l->dir_ino) {
+        snprintf(why, n, "the ledger directory's path now names another %s (it was replaced)",
+                 S_ISDIR(st.st_mode) ? "directory" : "file");
+        return false;
     }
-    l->dir_unsynced = false;
-    return 0;
+    if (fstatat(l->dirfd, TG_LG_LOCK_NAME, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        snprintf(why, n, "%s was removed (%s): another process could lock the directory",
+                 TG_LG_LOCK_NAME, strerror(errno));
+        return false;
+    }
+    if (st.st_dev != l->lock_dev || st.st_ino != l->lock_ino) {
+        snprintf(why, n, "%s was replaced by another file: another process could lock it",
+                 TG_LG_LOCK_NAME);
+        return false;
+    }
+    char name[TG_LG_NAME_MAX];
+    tg_lg_seg_name(name, l->seg);
+    struct stat seg;
+    if (fstat(l->fd, &seg) != 0 || seg.st_nlink == 0) {
+        snprintf(why, n, "segment %s was deleted", name);
+        return false;
+    }
+    if (fstatat(l->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        snprintf(why, n, "segment %s lost its name (%s): renamed or deleted", name,
+                 strerror(errno));
+        return false;
+    }
+    if (st.st_dev != seg.st_dev || st.st_ino != seg.st_ino) {
+        snprintf(why, n, "segment %s was replaced by another file", name);
+        return false;
+    }
+    return true;
 }
 
-/* Recovery attempt (writer thread): directory entry, truncation to the acknowledged end,
- * fdatasync, and a probe write+sync proving the disk takes data again. */
-static tg_err_t recover(tg_ledger_t *l, char *msg, size_t msg_len) {
-    if (l->dir_unsynced) {
-        if (fsync(l->dirfd) != 0) {
-            snprintf(msg, msg_len, "fsync of ledger directory failed: %s", strerror(errno));
-            return TG_ERR_LEDGER_UNHEALTHY;
+/* Writes a fresh ledger.head (both slots, so one torn sector leaves the other) recording
+ * h into directory dfd. -1 with errno when the file exists already or cannot be written. */
+static int write_new_head(int dfd, const tg_lg_head_t *h) {
+    int fd =
+        openat(dfd, TG_LG_HEAD_NAME, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        return -1;
+    }
+    uint8_t buf[TG_LG_HEAD_SIZE];
+    tg_lg_head_t s = *h;
+    s.at_ms = tg_clock_now_ms();
+    for (uint64_t gen = 1; gen <= 2; gen++) {
+        s.gen = gen;
+        tg_lg_head_encode(buf + (gen % 2) * TG_LG_HEAD_SLOT, &s);
+    }
+    int r = write_at(fd, buf, sizeof buf, 0) == 0 && fdatasync(fd) == 0 ? 0 : -1;
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return r;
+}
+
+/* After the identity broke (caller holds wmu; once, and recover() retries it until it has
+ * run to the end): leave at the directory's path what makes a restart refuse instead of
+ * starting an empty ledger there, and hold its lock so that no second process starts on
+ * the path meanwhile. The directory is recreated (0700) when it is missing. ledger.head
+ * gets the durable head unless the directory has one already: then it is this ledger's own
+ * (only the lock or a segment changed; the writer keeps it current) or another ledger's,
+ * and either way it is evidence to keep as it is. The lock is taken unless this ledger
+ * still holds it; a directory whose lock another process holds is that process's, and is
+ * left alone. */
+static void keep_evidence(tg_ledger_t *l) {
+    if (l->evid_done) {
+        return;
+    }
+    char *msg = l->evid_msg;
+    size_t mn = sizeof l->evid_msg;
+    bool made = mkdir(l->dir, 0700) == 0;
+    if (!made && errno != EEXIST) {
+        snprintf(msg, mn, "the directory could not be recreated to keep the evidence: %s",
+                 strerror(errno));
+        return;
+    }
+    int dfd = open(l->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        snprintf(msg, mn, "the path could not be opened as a directory to keep the evidence: %s",
+                 strerror(errno));
+        return;
+    }
+    int lfd =
+        openat(dfd, TG_LG_LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+    struct stat st;
+    if (lfd < 0 || fstat(lfd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(msg, mn, "%s there could not be created: %s", TG_LG_LOCK_NAME,
+                 lfd < 0 ? strerror(errno) : "not a regular file");
+        if (lfd >= 0) {
+            close(lfd);
         }
-        l->dir_unsynced = false;
+        close(dfd);
+        return;
     }
-    if (ftruncate(l->fd, (off_t)l->acked_end) != 0) {
-        snprintf(msg, msg_len, "truncating segment %u to %llu bytes failed: %s", l->seg,
-                 (unsigned long long)l->acked_end, strerror(errno));
-        return TG_ERR_LEDGER_UNHEALTHY;
+    const char *lock_note = "lock taken";
+    if (st.st_dev == l->lock_dev && st.st_ino == l->lock_ino) {
+        close(lfd); /* still ours, and still locked through lockfd */
+        lfd = -1;
+        lock_note = "lock still held";
+    } else if (flock(lfd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(msg, mn,
+                 "another process holds the lock of the directory now at the path (%s); it "
+                 "was left alone",
+                 strerror(errno));
+        close(lfd);
+        close(dfd);
+        l->evid_done = true;
+        return;
     }
-    if (do_fdatasync(l, l->fd) != 0) {
-        snprintf(msg, msg_len, "fdatasync of segment %u failed: %s", l->seg, strerror(errno));
-        return TG_ERR_LEDGER_UNHEALTHY;
+    char head_note[96];
+    if (write_new_head(dfd, &l->durable) == 0) {
+        snprintf(head_note, sizeof head_note, "%s written (seq %llu)", TG_LG_HEAD_NAME,
+                 (unsigned long long)l->durable.seq);
+    } else if (errno == EEXIST) {
+        snprintf(head_note, sizeof head_note, "the %s there kept", TG_LG_HEAD_NAME);
+    } else {
+        /* A short ledger.head still refuses the start (as a damaged one), so it stays. */
+        snprintf(head_note, sizeof head_note, "%s written only in part (%s)", TG_LG_HEAD_NAME,
+                 strerror(errno));
     }
-    note_synced(l);
-    /* The probe meets what failed: the segment itself, where the next record goes. A small
-     * file elsewhere fits under a file-size limit or a quota that the segment no longer
-     * does, and the ledger would turn healthy only to fail again at the next record. Zeros,
-     * so that a crash before the truncation leaves a tail recovery cuts as torn. */
+    const char *synced = "";
+    if (fsync(dfd) != 0 || (made && sync_parent(l->dir) != 0)) {
+        synced = " (the directory could not be synced: a power loss may undo this)";
+    }
+    l->evid_dirfd = dfd;
+    l->evid_lockfd = lfd;
+    l->evid_done = true;
+    snprintf(msg, mn,
+             "evidence kept: directory %s, %s, %s%s, so that a restart cannot start an "
+             "empty ledger in its place",
+             made ? "recreated (0700)" : "in place", head_note, lock_note, synced);
+}
+
+/* Caller holds wmu, on any thread. The identity broke (what): unhealthy until a restart,
+ * the evidence kept, one log line. Later calls only refresh the reason. */
+static void identity_broken(tg_ledger_t *l, const char *what) {
+    if (atomic_exchange(&l->identity_lost, true)) {
+        return;
+    }
+    snprintf(l->id_why, sizeof l->id_why, "%.200s", what);
+    atomic_fetch_add_explicit(&l->st_identity_lost, 1, memory_order_relaxed);
+    char why[sizeof l->fail_msg];
+    snprintf(why, sizeof why, "%.200s; a restart is needed", what);
+    mark_unhealthy(l, why); /* first: appends fail from here on, while the evidence is kept */
+    keep_evidence(l);
+    TG_LOG(TG_LOG_ERROR, "ledger_identity_lost",
+           "%s: %s. Records are refused (503 ledger_unavailable, /readyz 503) until the daemon "
+           "is restarted; %s",
+           l->dir, what, l->evid_msg);
+}
+
+/* How often durability none, whose appends check only the segment's link count (one fstat),
+ * checks the whole identity. */
+#define IDENTITY_FULL_MS 100
+
+/* Before a batch is acknowledged (caller holds wmu): true while the identity holds. In
+ * fsync and batch mode the whole check (four stat calls, next to a write and usually an
+ * fdatasync); in none mode, where the request thread writes and waits for nothing else,
+ * fstat's link count of the segment, and the whole check at most every IDENTITY_FULL_MS or
+ * when the link count is 0 (to say what changed). why gets the reason when false. */
+static bool identity_ok(tg_ledger_t *l, char *why, size_t n) {
+    if (!atomic_load(&l->identity_lost)) {
+        int64_t now = 0;
+        if (l->durability == TG_DURABILITY_NONE) {
+            now = mono_ns();
+            struct stat st;
+            if (now - l->id_full_ns < (int64_t)IDENTITY_FULL_MS * 1000000 &&
+                fstat(l->fd, &st) == 0 && st.st_nlink > 0) {
+                return true;
+            }
+        }
+        if (identity_full(l, why, n)) {
+            l->id_full_ns = now;
+            return true;
+        }
+        identity_broken(l, why);
+    }
+    snprintf(why, n, "%.200s; a restart is needed", l->id_why); /* the reason identity_broken set */
+    return false;
+}
+
+/* Recovery's first probe (caller holds wmu): 4 KiB of zeros written and synced at the end
+ * of the active segment and truncated away. It meets what failed: the segment itself,
+ * where the next record goes. A small file elsewhere fits under a file-size limit or a
+ * quota that the segment no longer does, and the ledger would turn healthy only to fail
+ * again at the next record. Zeros, so that a crash before the truncation leaves a tail the
+ * next start cuts as torn. msg gets the reason when it fails. */
+static tg_err_t probe_segment(tg_ledger_t *l, char *msg, size_t msg_len) {
     uint8_t zeros[PROBE_SIZE];
     memset(zeros, 0, sizeof zeros);
     int perr = 0;
@@ -472,6 +675,13 @@ static tg_err_t recover(tg_ledger_t *l, char *msg, size_t msg_len) {
                  strerror(perr));
         return TG_ERR_LEDGER_UNHEALTHY;
     }
+    return TG_OK;
+}
+
+/* The probe recovery and open share (caller holds wmu, or open before any thread): a 4 KiB
+ * ledger.probe written, synced and removed; it proves the directory's disk takes new data
+ * (a full disk fails it). msg gets the reason when it fails. */
+static tg_err_t probe_file(tg_ledger_t *l, char *msg, size_t msg_len) {
     int pfd = openat(l->dirfd, TG_LG_PROBE_NAME, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (pfd < 0) {
         snprintf(msg, msg_len, "creating probe file failed: %s", strerror(errno));
@@ -505,6 +715,66 @@ static tg_err_t recover(tg_ledger_t *l, char *msg, size_t msg_len) {
     if (!ok) {
         snprintf(msg, msg_len, "probe write to the ledger directory failed: %s", strerror(saved));
         return TG_ERR_LEDGER_UNHEALTHY;
+    }
+    return TG_OK;
+}
+
+/* Starts segment seg+1. On failure the old segment stays active (or, when only the
+ * directory fsync failed, the new one is active with dir_unsynced set). */
+static int rotate(tg_ledger_t *l) {
+    int nfd = open_segment(l, l->seg + 1, O_WRONLY | O_CREAT | O_EXCL);
+    if (nfd < 0) {
+        return -1;
+    }
+    close(l->fd);
+    l->fd = nfd;
+    l->seg++;
+    l->acked_end = 0;
+    l->synced_end = 0;
+    l->dir_unsynced = true;
+    if (fsync(l->dirfd) != 0) {
+        return -1;
+    }
+    l->dir_unsynced = false;
+    return 0;
+}
+
+/* Recovery attempt (writer thread): the identity, the directory entry, truncation to the
+ * acknowledged end, fdatasync, and the probe writes proving the disk takes data again. A
+ * broken identity never recovers: the files the ledger would write are not the ledger's. */
+static tg_err_t recover(tg_ledger_t *l, char *msg, size_t msg_len) {
+    char why[sizeof l->fail_msg];
+    if (!atomic_load(&l->identity_lost) && !identity_full(l, why, sizeof why)) {
+        identity_broken(l, why); /* e.g. the directory went away and a rotation failed */
+    }
+    if (atomic_load(&l->identity_lost)) {
+        keep_evidence(l); /* again, when it could not finish the first time */
+        snprintf(msg, msg_len, "%.200s: a restart is needed", l->id_why);
+        return TG_ERR_LEDGER_UNHEALTHY;
+    }
+    if (l->dir_unsynced) {
+        if (fsync(l->dirfd) != 0) {
+            snprintf(msg, msg_len, "fsync of ledger directory failed: %s", strerror(errno));
+            return TG_ERR_LEDGER_UNHEALTHY;
+        }
+        l->dir_unsynced = false;
+    }
+    if (ftruncate(l->fd, (off_t)l->acked_end) != 0) {
+        snprintf(msg, msg_len, "truncating segment %u to %llu bytes failed: %s", l->seg,
+                 (unsigned long long)l->acked_end, strerror(errno));
+        return TG_ERR_LEDGER_UNHEALTHY;
+    }
+    if (do_fdatasync(l, l->fd) != 0) {
+        snprintf(msg, msg_len, "fdatasync of segment %u failed: %s", l->seg, strerror(errno));
+        return TG_ERR_LEDGER_UNHEALTHY;
+    }
+    note_synced(l);
+    tg_err_t rc = probe_segment(l, msg, msg_len);
+    if (rc == TG_OK) {
+        rc = probe_file(l, msg, msg_len);
+    }
+    if (rc != TG_OK) {
+        return rc;
     }
     atomic_store(&l->healthy, true);
     msg[0] = '\0';
@@ -577,6 +847,13 @@ static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
             bool sync_now = l->durability == TG_DURABILITY_FSYNC || rotate_after;
             if (sync_now && do_fdatasync(l, l->fd) != 0) {
                 sync_failure(why, sizeof why, l->seg, "");
+                failed = true;
+                break;
+            }
+            /* After the write and sync, before anything is acknowledged: records written
+             * into a file that lost its name (a deleted or moved directory) must fail, also
+             * when the deletion raced this batch. */
+            if (!identity_ok(l, why, sizeof why)) {
                 failed = true;
                 break;
             }
@@ -953,6 +1230,12 @@ static void ledger_free(tg_ledger_t *l) {
     if (l->lockfd >= 0) {
         close(l->lockfd); /* releases the flock */
     }
+    if (l->evid_lockfd >= 0) {
+        close(l->evid_lockfd); /* the lock keep_evidence took at the path */
+    }
+    if (l->evid_dirfd >= 0) {
+        close(l->evid_dirfd);
+    }
     if (l->dirfd >= 0) {
         close(l->dirfd);
     }
@@ -988,7 +1271,15 @@ static int sync_parent(const char *dir) {
 }
 
 static tg_err_t open_dir(tg_ledger_t *l, tg_diag_t *diag) {
-    if (mkdir(l->dir, 0700) == 0) {
+    if (l->no_create) {
+        struct stat st;
+        if (stat(l->dir, &st) != 0 && errno == ENOENT) {
+            return tg_diag_set(diag, TG_ERR_NOT_FOUND,
+                               "%s: no ledger directory, and this start may not create a new "
+                               "ledger",
+                               l->dir);
+        }
+    } else if (mkdir(l->dir, 0700) == 0) {
         if (sync_parent(l->dir) != 0) {
             return tg_diag_set(diag, TG_ERR_IO,
                                "%s: cannot sync the new ledger directory's "
@@ -1021,6 +1312,15 @@ static tg_err_t open_dir(tg_ledger_t *l, tg_diag_t *diag) {
         return tg_diag_set(diag, TG_ERR_IO, "%s: ledger is locked by another process (%s)", l->dir,
                            strerror(errno));
     }
+    struct stat dst;
+    if (fstat(l->dirfd, &dst) != 0) {
+        return tg_diag_set(diag, TG_ERR_IO, "%s: %s", l->dir, strerror(errno));
+    }
+    /* What the identity checks compare with from here on. */
+    l->dir_dev = dst.st_dev;
+    l->dir_ino = dst.st_ino;
+    l->lock_dev = lst.st_dev;
+    l->lock_ino = lst.st_ino;
     return TG_OK;
 }
 
@@ -1127,8 +1427,20 @@ static tg_err_t scan_all(tg_ledger_t *l, replay_ctx_t *rctx, const tg_lg_head_t 
     }
     rep->segments = (uint32_t)nseg;
     if (nseg == 0) {
-        rc = check_head(l, head, rctx, 0, diag);
-        if (rc) {
+        const char *file = NULL;
+        char what[TG_DIAG_MAX];
+        if (tg_lg_orphan_check(l->dirfd, head, &file, what, sizeof what) != TG_OK) {
+            rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                             "%s: %s. Nothing was changed; restore the segments, or move %s "
+                             "away to begin a new ledger",
+                             l->dir, what, file);
+            goto done;
+        }
+        if (l->no_create) {
+            rc = tg_diag_set(diag, TG_ERR_NOT_FOUND,
+                             "%s: no ledger segment file, and this start may not create a new "
+                             "ledger",
+                             l->dir);
             goto done;
         }
         l->fd = open_segment(l, 1, O_RDWR | O_CREAT | O_EXCL);
@@ -1204,7 +1516,7 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
     if (l == NULL) {
         return tg_diag_set(diag, TG_ERR_NOMEM, "ledger open: out of memory");
     }
-    l->fd = l->dirfd = l->lockfd = l->headfd = -1;
+    l->fd = l->dirfd = l->lockfd = l->headfd = l->evid_dirfd = l->evid_lockfd = -1;
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->stat_mu, NULL);
     pthread_mutex_init(&l->wmu, NULL);
@@ -1224,7 +1536,9 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
     l->queue_max = opts->queue_max ? opts->queue_max : DEFAULT_QUEUE_MAX;
     l->retry_ms = opts->retry_ms ? opts->retry_ms : DEFAULT_RETRY_MS;
     l->commit_delay_us = opts->commit_delay_us;
+    l->no_create = opts->no_create;
     atomic_init(&l->announced, 0);
+    atomic_init(&l->identity_lost, false);
     l->last_sync_ns = mono_ns();
     atomic_init(&l->healthy, true);
     tg_err_t rc = TG_OK;
@@ -1256,6 +1570,18 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
     rc = open_head(l, have_head ? &head : NULL, diag);
     if (rc) {
         goto done;
+    }
+    l->id_full_ns = mono_ns();
+    /* Ready only once the disk has taken data: on a full disk the ledger would otherwise
+     * look healthy until the first decision failed. Open still succeeds (the records are
+     * sound); the writer's retry loop recovers it like after any failed write. Only the
+     * file probe: the segment probe, killed between its write and its truncation, leaves
+     * zeros that the next start reports as a torn tail, and a start is where crashes and
+     * restarts meet. A limit only the segment meets fails the first record instead, and
+     * recovery's segment probe then holds the ledger down until it is lifted. */
+    char why[sizeof l->fail_msg];
+    if (probe_file(l, why, sizeof why) != TG_OK) {
+        mark_unhealthy(l, why);
     }
     publish_head(l);
     if (pthread_create(&l->cthread, NULL, completer_main, l) != 0) {
@@ -1543,6 +1869,53 @@ bool tg_ledger_watch(tg_ledger_t *l, uint32_t stall_ms) {
     return true;
 }
 
+bool tg_ledger_health(const tg_ledger_t *cl, char *why, size_t why_len) {
+    tg_ledger_t *l = (tg_ledger_t *)cl; /* the mutex is mutable state */
+    bool healthy = tg_ledger_healthy(l);
+    if (why != NULL && why_len > 0) {
+        why[0] = '\0';
+        if (l == NULL) {
+            snprintf(why, why_len, "no ledger is open");
+        } else if (!healthy && atomic_load(&l->healthy)) {
+            snprintf(why, why_len, "a write or sync has not returned within %u ms (stalled)",
+                     atomic_load(&l->stall_ms));
+        } else if (!healthy) {
+            pthread_mutex_lock(&l->stat_mu);
+            snprintf(why, why_len, "%s", l->pub_reason);
+            pthread_mutex_unlock(&l->stat_mu);
+        }
+    }
+    return healthy;
+}
+
+bool tg_ledger_check_identity(tg_ledger_t *l) {
+    if (l == NULL) {
+        return false;
+    }
+    /* Never wait behind a write or an fdatasync (a stalled disk would stall the caller,
+     * the daemon's signal thread): whoever holds wmu is writing, and checks before it
+     * acknowledges anything. */
+    if (pthread_mutex_trylock(&l->wmu) != 0) {
+        return !atomic_load(&l->identity_lost);
+    }
+    bool broke = false;
+    if (!l->wclosed && !atomic_load(&l->identity_lost)) {
+        char why[sizeof l->fail_msg];
+        if (!identity_full(l, why, sizeof why)) {
+            identity_broken(l, why);
+            broke = true;
+        }
+    }
+    pthread_mutex_unlock(&l->wmu);
+    if (broke) {
+        /* Wake the writer so that anything queued fails now (lock order: mu before wmu). */
+        pthread_mutex_lock(&l->mu);
+        pthread_cond_signal(&l->work_cv);
+        pthread_mutex_unlock(&l->mu);
+    }
+    return !atomic_load(&l->identity_lost);
+}
+
 tg_err_t tg_ledger_try_recover(tg_ledger_t *l, tg_diag_t *diag) {
     if (l == NULL) {
         return tg_diag_set(diag, TG_ERR_INVALID_ARG, "ledger: NULL");
@@ -1666,6 +2039,7 @@ void tg_ledger_stats(const tg_ledger_t *cl, tg_ledger_stats_t *out) {
         out->batch_hist[i] = atomic_load_explicit(&l->st_batch_hist[i], memory_order_relaxed);
     }
     out->healthy = tg_ledger_healthy(l);
+    out->identity_lost = atomic_load_explicit(&l->st_identity_lost, memory_order_relaxed);
     out->durability = l->durability;
     pthread_mutex_lock(&l->mu);
     out->queued = l->qcount;

@@ -121,6 +121,18 @@ void tg_lg_head_probe_see(tg_lg_head_probe_t *p, const tg_ledger_record_t *rec);
 tg_err_t tg_lg_head_check(const tg_lg_head_t *h, uint64_t last_seq, const tg_lg_head_probe_t *p,
                           uint64_t *fault_seq, char *what, size_t what_len);
 
+/* A directory that holds no segment file but shows that it held a ledger: its ledger.head
+ * (h; NULL when there is none) or a ledger.probe left by a crash. Both are only ever written
+ * while a segment exists (open creates segment 1 before either), so the segments were
+ * deleted, moved or replaced, and starting a new ledger there would silently let acknowledged
+ * records, their idempotency keys and nonces, count for nothing. ledger.lock alone is no such
+ * evidence: open creates it before segment 1, so a crash between the two leaves only it.
+ * Open and verify both call this, so they agree. TG_OK when there is no evidence; otherwise
+ * TG_ERR_LEDGER_CORRUPT with the evidence's file name (static) in *file and a sentence in
+ * what (for a head with records it is tg_lg_head_check's "... durable records lost"). */
+tg_err_t tg_lg_orphan_check(int dirfd, const tg_lg_head_t *h, const char **file, char *what,
+                            size_t what_len);
+
 /* Writes h into one slot (TG_LG_HEAD_SLOT bytes). */
 void tg_lg_head_encode(uint8_t slot[TG_LG_HEAD_SLOT], const tg_lg_head_t *h);
 

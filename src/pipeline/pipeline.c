@@ -206,11 +206,28 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     lo.batch_interval_ms = (uint32_t)c->batch_ms;
     lo.commit_delay_us = (uint32_t)c->commit_delay_us;
     lo.segment_max_bytes = (uint64_t)c->segment_bytes;
+    lo.no_create = c->ledger_no_create;
     tg_ledger_recovery_t rep;
     memset(&rep, 0, sizeof rep);
     rc = tg_ledger_open(&p->ledger, &lo, tg_pipeline_replay_record, p, &rep, diag);
+    if (rc == TG_ERR_NOT_FOUND && c->ledger_no_create && diag != NULL) {
+        char why[TG_DIAG_MAX];
+        snprintf(why, sizeof why, "%s", diag->msg);
+        return tg_diag_set(diag, rc,
+                           "%s (--ledger-create never): restore the ledger there, or start once "
+                           "with --ledger-create auto to begin a new, empty one",
+                           why);
+    }
     if (rc != TG_OK) {
         return rc;
+    }
+    if (rep.created) {
+        /* Loud on purpose: where a ledger was expected, a new one means every earlier
+         * receipt, idempotency key and nonce counts for nothing. */
+        TG_LOG(TG_LOG_WARN, "ledger_created",
+               "created a new, empty ledger at %s (there was no segment file; "
+               "--ledger-create never refuses to start instead)",
+               c->ledger);
     }
     if (rep.torn) {
         TG_LOG(TG_LOG_WARN, "ledger_torn_tail",
@@ -224,6 +241,13 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
            "%s: %llu records in %u segments, last seq %llu, durability %s", c->ledger,
            (unsigned long long)rep.records, rep.segments, (unsigned long long)rep.last_seq,
            tg_config_durability_name(c->durability));
+    char why[256];
+    if (!tg_ledger_health(p->ledger, why, sizeof why)) {
+        TG_LOG(TG_LOG_ERROR, "ledger_not_ready",
+               "%s: %s. Serving, but /readyz is 503 and decisions get 503 until a write "
+               "succeeds (retried every second)",
+               c->ledger, why);
+    }
     return TG_OK;
 }
 
@@ -303,16 +327,32 @@ tg_err_t tg_pipeline_create(tg_pipeline_t **out, const tg_config_t *cfg, tg_diag
     return create(out, cfg, true, diag);
 }
 
-/* The ledger directory as serve will use it: an existing directory, or one mkdir can make. */
-static tg_err_t check_ledger_path(const char *dir, tg_diag_t *diag) {
+/* The ledger directory as serve will use it: an existing directory, or one mkdir can make;
+ * with --ledger-create never, one holding the first segment file. */
+static tg_err_t check_ledger_path(const char *dir, bool no_create, tg_diag_t *diag) {
     struct stat st;
     if (stat(dir, &st) == 0) {
-        return S_ISDIR(st.st_mode)
-                   ? TG_OK
-                   : tg_diag_set(diag, TG_ERR_CONFIG, "--ledger %s is not a directory", dir);
+        if (!S_ISDIR(st.st_mode)) {
+            return tg_diag_set(diag, TG_ERR_CONFIG, "--ledger %s is not a directory", dir);
+        }
+        char first[TG_CONFIG_STR_MAX + 32];
+        char name[32];
+        if (no_create && tg_ledger_segment_name(name, sizeof name, 1) == TG_OK) {
+            snprintf(first, sizeof first, "%s/%s", dir, name);
+            if (stat(first, &st) != 0) {
+                return tg_diag_set(diag, TG_ERR_CONFIG,
+                                   "--ledger %s holds no %s, and --ledger-create is never", dir,
+                                   name);
+            }
+        }
+        return TG_OK;
     }
     if (errno != ENOENT) {
         return tg_diag_set(diag, TG_ERR_CONFIG, "--ledger %s: %s", dir, strerror(errno));
+    }
+    if (no_create) {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "--ledger %s does not exist, and --ledger-create is never", dir);
     }
     char parent[TG_CONFIG_STR_MAX];
     if (tg_path_parent(parent, sizeof parent, dir) != TG_OK || stat(parent, &st) != 0 ||
@@ -329,7 +369,8 @@ tg_err_t tg_pipeline_check(char *summary, size_t cap, const tg_config_t *cfg, tg
     tg_pipeline_t *p = NULL;
     tg_err_t rc = create(&p, cfg, false, diag);
     if (rc == TG_OK) {
-        rc = check_ledger_path(cfg->ledger, diag); /* last, as serve opens it last */
+        rc = check_ledger_path(cfg->ledger, cfg->ledger_no_create,
+                               diag); /* last, as serve opens it last */
     }
     if (rc == TG_OK && p != NULL) {
         tg_pipeline_describe(p, summary, cap);
@@ -361,6 +402,9 @@ void tg_pipeline_tick(tg_pipeline_t *p) {
     (void)tg_store_sweep(p->store, now);
     (void)tg_store_sweep(p->receipts, now);
     if (p->ledger != NULL) {
+        /* An idle ledger notices a deleted or moved directory too (and keeps the evidence)
+         * within a tick, not only at the next decision: /readyz tells the truth. */
+        (void)tg_ledger_check_identity(p->ledger);
         /* A disk that stops answering fails nothing by itself: declare the stall (new
          * records fail fast, /readyz 503), then answer whoever waited past the bound. */
         (void)tg_ledger_watch(p->ledger, (uint32_t)p->cfg.ledger_stall_timeout_ms);

@@ -62,21 +62,54 @@ static void r_healthz(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     put_or_fail(ex, tg_buf_puts(&ex->out, "{\"status\":\"ok\"}"), 200);
 }
 
+/* Appends "; part" (or "part" first) to the NUL-terminated text in buf[0..cap). */
+static void add_reason(char *buf, size_t cap, const char *part) {
+    size_t n = strlen(buf);
+    (void)snprintf(buf + n, cap - n, "%s%s", n > 0 ? "; " : "", part);
+}
+
+/* Not ready: "reason" says why, one clause per missing part, so that an operator (or a load
+ * balancer's log) reads "ledger: probe write ...: No space left on device", not only 503. */
 static void r_readyz(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     (void)rest;
     bool policy = atomic_load(&p->policy) != NULL;
     bool key = p->signer != NULL;
-    bool ledger = p->ledger != NULL && tg_ledger_healthy(p->ledger);
+    char ledger_why[256];
+    bool ledger = tg_ledger_health(p->ledger, ledger_why, sizeof ledger_why);
     bool serving = atomic_load(&p->serving);
     bool ready = policy && key && ledger && serving;
-    put_or_fail(ex,
-                tg_buf_printf(&ex->out,
-                              "{\"ready\":%s,\"policy\":%s,\"signing_key\":%s,\"ledger\":%s,"
-                              "\"serving\":%s}",
-                              ready ? "true" : "false", policy ? "true" : "false",
-                              key ? "true" : "false", ledger ? "true" : "false",
-                              serving ? "true" : "false"),
-                ready ? 200 : 503);
+    tg_err_t rc =
+        tg_buf_printf(&ex->out,
+                      "{\"ready\":%s,\"policy\":%s,\"signing_key\":%s,\"ledger\":%s,"
+                      "\"serving\":%s",
+                      ready ? "true" : "false", policy ? "true" : "false", key ? "true" : "false",
+                      ledger ? "true" : "false", serving ? "true" : "false");
+    if (rc == TG_OK && !ready) {
+        char why[640] = "";
+        if (!serving) {
+            add_reason(why, sizeof why, "not serving (starting or stopping)");
+        }
+        if (!policy) {
+            add_reason(why, sizeof why, "no policy loaded");
+        }
+        if (!key) {
+            add_reason(why, sizeof why, "no signing key loaded");
+        }
+        if (!ledger) {
+            char part[sizeof ledger_why + 16];
+            (void)snprintf(part, sizeof part, "ledger: %s",
+                           ledger_why[0] != '\0' ? ledger_why : "unhealthy");
+            add_reason(why, sizeof why, part);
+        }
+        rc = tg_buf_puts(&ex->out, ",\"reason\":");
+        if (rc == TG_OK) {
+            rc = tg_canon_string(&ex->out, why, strlen(why));
+        }
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_putc(&ex->out, '}');
+    }
+    put_or_fail(ex, rc, ready ? 200 : 503);
 }
 
 static void r_version(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
@@ -403,6 +436,15 @@ static void r_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
                            "trigguard_ledger_batch_records_sum %llu\n"
                            "trigguard_ledger_batch_records_count %llu\n",
                            (unsigned long long)ls.records, (unsigned long long)ls.batches);
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_printf(o,
+                           "# HELP trigguard_ledger_identity_lost_total The ledger's directory, "
+                           "lock file or segment was deleted, moved or replaced under it (a "
+                           "restart is needed).\n"
+                           "# TYPE trigguard_ledger_identity_lost_total counter\n"
+                           "trigguard_ledger_identity_lost_total %llu\n",
+                           (unsigned long long)ls.identity_lost);
     }
     tg_rate_stats_t rs, vs;
     tg_rate_stats(p->rate, &rs);

@@ -1676,6 +1676,391 @@ static void test_fault_rotation(void **state) {
     tdir_remove(&d);
 }
 
+/* ---- identity: the directory, lock and segment deleted, moved or replaced ---- */
+
+static bool exists(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+/* path/name into out. */
+static void join(char *out, size_t n, const char *path, const char *name) {
+    snprintf(out, n, "%s/%s", path, name);
+}
+
+/* A tdir_t naming path (shorter than its buffer). */
+static void tdir_set(tdir_t *d, const char *path) {
+    assert_true(strlen(path) < sizeof d->path);
+    snprintf(d->path, sizeof d->path, "%s", path);
+}
+
+/* Removes a ledger directory and its files (what `rm -rf` does to it). */
+static void rm_dir(const char *path) {
+    tdir_t t;
+    tdir_set(&t, path);
+    tdir_remove(&t);
+    assert_false(exists(path));
+}
+
+/* One append in the ledger's own way (inline in none mode): the status. */
+static tg_err_t append_one(tg_ledger_t *l, tg_durability_t mode, uint64_t i) {
+    char p[128], m[32];
+    size_t pl = make_payload(p, sizeof p, i);
+    int ml = snprintf(m, sizeof m, "meta-%llu", (unsigned long long)i);
+    uint8_t type = (i % 5 == 4) ? TG_LEDGER_TYPE_SILENCE : TG_LEDGER_TYPE_RECEIPT;
+    tg_ledger_pos_t pos;
+    if (mode == TG_DURABILITY_NONE) {
+        return tg_ledger_append_now(l, type, m, (size_t)ml, p, pl, &pos);
+    }
+    return tg_ledger_append_sync(l, type, m, (size_t)ml, p, pl, &pos);
+}
+
+/* After the identity broke: unhealthy with `what` as the reason, counted once, no recovery,
+ * and a second opener of the path is refused by the lock the ledger holds there. */
+static void expect_identity_lost(tg_ledger_t *l, const tg_ledger_opts_t *o, const char *what) {
+    char why[256];
+    assert_false(tg_ledger_health(l, why, sizeof why));
+    if (strstr(why, what) == NULL || strstr(why, "restart") == NULL) {
+        print_error("reason: %s (want %s)\n", why, what);
+        fail();
+    }
+    tg_ledger_stats_t st;
+    tg_ledger_stats(l, &st);
+    assert_int_equal(st.identity_lost, 1);
+    assert_int_equal(st.failures, 1);
+    assert_false(tg_ledger_check_identity(l));
+    tg_diag_t diag;
+    assert_int_equal(tg_ledger_try_recover(l, &diag), TG_ERR_LEDGER_UNHEALTHY);
+    assert_non_null(strstr(diag.msg, "restart"));
+    assert_false(tg_ledger_healthy(l));
+    tg_ledger_t *l2 = NULL;
+    assert_int_equal(tg_ledger_open(&l2, o, NULL, NULL, NULL, &diag), TG_ERR_IO);
+    assert_non_null(strstr(diag.msg, "locked"));
+}
+
+/* A start on the path now: refused, naming what is missing and the way out; verify agrees. */
+static void expect_orphan_refused(const tdir_t *d) {
+    tg_ledger_opts_t o = opts_for(d);
+    tg_ledger_t *l = NULL;
+    tg_diag_t diag;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_null(l);
+    if (strstr(diag.msg, "no segment file is left") == NULL ||
+        strstr(diag.msg, "move ledger.head away") == NULL) {
+        print_error("open: %s\n", diag.msg);
+        fail();
+    }
+    char seg[128];
+    seg_path(seg, sizeof seg, d, 1);
+    assert_false(exists(seg)); /* nothing was created */
+    tg_ledger_verify_report_t vr;
+    assert_int_equal(tg_ledger_verify_path(&vr, d->path, NULL, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(vr.fault_file, "ledger.head"));
+    assert_non_null(strstr(vr.fault_what, "no segment file is left"));
+}
+
+/* The directory removed while the ledger runs, in every mode: the next append fails, the
+ * evidence (directory, ledger.head, lock) is back at the path, and a restart refuses. */
+static void test_identity_dir_removed(void **state) {
+    (void)state;
+    tg_durability_t modes[] = {TG_DURABILITY_FSYNC, TG_DURABILITY_BATCH, TG_DURABILITY_NONE};
+    for (size_t m = 0; m < 3; m++) {
+        tdir_t d;
+        tdir_make(&d);
+        tg_ledger_opts_t o = opts_for(&d);
+        o.durability = modes[m];
+        tg_ledger_t *l = NULL;
+        assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+        for (uint64_t i = 1; i <= 3; i++) {
+            assert_int_equal(append_one(l, modes[m], i), TG_OK);
+        }
+        rm_dir(d.path);
+        assert_int_equal(append_one(l, modes[m], 4), TG_ERR_LEDGER_UNHEALTHY);
+        assert_int_equal(append_one(l, modes[m], 4), TG_ERR_LEDGER_UNHEALTHY);
+        expect_identity_lost(l, &o, "gone from its path");
+        char p[128];
+        join(p, sizeof p, d.path, "ledger.head");
+        assert_int_equal(fsize(p), 1024);
+        join(p, sizeof p, d.path, "ledger.lock");
+        assert_true(exists(p));
+        struct stat st;
+        assert_int_equal(stat(d.path, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0700);
+        tg_ledger_close(l);
+        expect_orphan_refused(&d);
+        tdir_remove(&d);
+    }
+}
+
+/* The directory moved away: it keeps exactly the acknowledged records (the failed batch's
+ * bytes are truncated away), the path refuses a start, and putting the directory back in
+ * place of the evidence is the way out. */
+static void test_identity_dir_moved(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 1, 3);
+    char moved[96];
+    snprintf(moved, sizeof moved, "%s.moved", d.path);
+    assert_int_equal(rename(d.path, moved), 0);
+    assert_int_equal(append_one(l, TG_DURABILITY_FSYNC, 4), TG_ERR_LEDGER_UNHEALTHY);
+    expect_identity_lost(l, &o, "gone from its path");
+    tg_ledger_close(l);
+    expect_orphan_refused(&d);
+    tg_ledger_verify_report_t vr;
+    tg_diag_t diag;
+    assert_int_equal(tg_ledger_verify_path(&vr, moved, NULL, &diag), TG_OK);
+    assert_int_equal(vr.records, 3);
+    rm_dir(d.path); /* the evidence: only ledger.head and ledger.lock */
+    assert_int_equal(rename(moved, d.path), 0);
+    reopen_check(&d, 3);
+    tdir_remove(&d);
+}
+
+/* The directory replaced by another one: detected by the periodic check while idle, and the
+ * evidence goes into the replacement (nothing of it is overwritten). */
+static void test_identity_dir_replaced(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 1, 2);
+    assert_true(tg_ledger_check_identity(l));
+    char moved[96], p[128];
+    snprintf(moved, sizeof moved, "%s.old", d.path);
+    assert_int_equal(rename(d.path, moved), 0);
+    assert_int_equal(mkdir(d.path, 0700), 0);
+    join(p, sizeof p, d.path, "notes.txt");
+    spit(p, (const uint8_t *)"mine", 4);
+    assert_false(tg_ledger_check_identity(l)); /* idle: no append needed to notice */
+    expect_identity_lost(l, &o, "names another directory");
+    assert_int_equal(append_one(l, TG_DURABILITY_FSYNC, 3), TG_ERR_LEDGER_UNHEALTHY);
+    assert_int_equal(fsize(p), 4);
+    join(p, sizeof p, d.path, "ledger.head");
+    assert_int_equal(fsize(p), 1024);
+    tg_ledger_close(l);
+    expect_orphan_refused(&d);
+    tdir_remove(&d);
+    tdir_set(&d, moved);
+    reopen_check(&d, 2);
+    tdir_remove(&d);
+}
+
+/* The active segment unlinked, or renamed inside the directory: the ledger.head in the
+ * directory stays the evidence, so a restart refuses. */
+static void test_identity_segment(void **state) {
+    (void)state;
+    for (int renamed = 0; renamed < 2; renamed++) {
+        tg_durability_t modes[] = {TG_DURABILITY_FSYNC, TG_DURABILITY_NONE};
+        for (size_t m = 0; m < 2; m++) {
+            tdir_t d;
+            tdir_make(&d);
+            tg_ledger_opts_t o = opts_for(&d);
+            o.durability = modes[m];
+            tg_ledger_t *l = NULL;
+            assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+            assert_int_equal(append_one(l, modes[m], 1), TG_OK);
+            char seg[128], other[128];
+            seg_path(seg, sizeof seg, &d, 1);
+            join(other, sizeof other, d.path, "elsewhere.tgl");
+            if (renamed) {
+                assert_int_equal(rename(seg, other), 0);
+                /* none mode sees a rename (the link count stays 1) at its periodic check */
+                if (modes[m] == TG_DURABILITY_NONE) {
+                    sleep_ms(120);
+                }
+            } else {
+                assert_int_equal(unlink(seg), 0);
+            }
+            assert_int_equal(append_one(l, modes[m], 2), TG_ERR_LEDGER_UNHEALTHY);
+            expect_identity_lost(l, &o, renamed ? "lost its name" : "was deleted");
+            tg_ledger_close(l);
+            expect_orphan_refused(&d);
+            unlink(other);
+            tdir_remove(&d);
+        }
+    }
+}
+
+/* ledger.lock unlinked: a second daemon could lock a new one. The ledger takes the new
+ * one itself; the records are intact, so after the restart it needs, the ledger opens. */
+static void test_identity_lock(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 1, 2);
+    char p[128];
+    join(p, sizeof p, d.path, "ledger.lock");
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(append_one(l, TG_DURABILITY_FSYNC, 3), TG_ERR_LEDGER_UNHEALTHY);
+    expect_identity_lost(l, &o, "ledger.lock was removed");
+    assert_true(exists(p));
+    tg_ledger_close(l);
+    reopen_check(&d, 2);
+    tdir_remove(&d);
+}
+
+/* A deletion racing a batch: the record is written and synced into the segment, then its
+ * directory goes away before it is acknowledged. It must fail, not be acknowledged. */
+static void test_identity_race(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 1, 1);
+    static gc_slot_t slot;
+    memset(&slot, 0, sizeof slot);
+    atomic_store(&g_sync_entered, 0);
+    atomic_store(&g_block_sync, true);
+    assert_int_equal(tg_ledger_append(l, 1, NULL, 0, "a", 1, gc_done, &slot), TG_OK);
+    while (atomic_load(&g_sync_entered) == 0) {
+        sched_yield();
+    }
+    rm_dir(d.path); /* while the batch's fdatasync runs */
+    atomic_store(&g_block_sync, false);
+    while (atomic_load(&slot.calls) == 0) {
+        sched_yield();
+    }
+    assert_int_equal(slot.status, TG_ERR_LEDGER_UNHEALTHY);
+    assert_int_equal(slot.seq, 0);
+    expect_identity_lost(l, &o, "gone from its path");
+    tg_ledger_close(l);
+    expect_orphan_refused(&d);
+    tdir_remove(&d);
+}
+
+/* A start that finds evidence of a ledger but no segment: refused, whatever ledger.head
+ * says, and a leftover ledger.probe counts too; a lone ledger.lock does not. */
+static void test_open_orphans(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    tg_ledger_close(l); /* ledger.head at seq 0: no record was ever durable */
+    char seg[128], p[128];
+    seg_path(seg, sizeof seg, &d, 1);
+    assert_int_equal(unlink(seg), 0);
+    expect_orphan_refused(&d);
+    tg_diag_t diag;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(diag.msg, "shows a ledger was here"));
+    /* the way out the message names: move ledger.head away */
+    char hp[128], moved[160];
+    join(hp, sizeof hp, d.path, "ledger.head");
+    snprintf(moved, sizeof moved, "%s.moved", d.path);
+    assert_int_equal(rename(hp, moved), 0);
+    tg_ledger_recovery_t rep;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, NULL), TG_OK);
+    assert_true(rep.created);
+    tg_ledger_close(l);
+    unlink(moved);
+    /* a ledger.probe without segments (a crash during a probe, then the segments lost) */
+    assert_int_equal(unlink(seg), 0);
+    assert_int_equal(unlink(hp), 0);
+    join(p, sizeof p, d.path, "ledger.probe");
+    spit(p, (const uint8_t *)"x", 1);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, &diag), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(diag.msg, "move ledger.probe away"));
+    tg_ledger_verify_report_t vr;
+    assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, NULL), TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(vr.fault_file, "ledger.probe"));
+    /* only the lock (a crash between creating it and segment 1): a new ledger */
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, NULL), TG_ERR_NOT_FOUND);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, &rep, NULL), TG_OK);
+    assert_true(rep.created);
+    tg_ledger_close(l);
+    tdir_remove(&d);
+}
+
+/* no_create (serve --ledger-create never): no directory, or no segment in it, is refused
+ * and nothing is created; an existing ledger opens. */
+static void test_open_no_create(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    char sub[128], seg[160];
+    join(sub, sizeof sub, d.path, "ledger");
+    snprintf(seg, sizeof seg, "%s/ledger-000001.tgl", sub);
+    tg_ledger_opts_t o = TG_LEDGER_OPTS_INIT;
+    o.dir = sub;
+    o.retry_ms = TG_LEDGER_RETRY_NEVER;
+    o.no_create = true;
+    tg_ledger_t *l = NULL;
+    tg_diag_t diag;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, &diag), TG_ERR_NOT_FOUND);
+    assert_non_null(strstr(diag.msg, "no ledger directory"));
+    assert_false(exists(sub));
+    assert_int_equal(mkdir(sub, 0700), 0);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, &diag), TG_ERR_NOT_FOUND);
+    assert_non_null(strstr(diag.msg, "no ledger segment file"));
+    assert_false(exists(seg));
+    o.no_create = false;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    append_n(l, 1, 2);
+    tg_ledger_close(l);
+    o.no_create = true;
+    collect_t c;
+    memset(&c, 0, sizeof c);
+    assert_int_equal(tg_ledger_open(&l, &o, collect_fn, &c, NULL, NULL), TG_OK);
+    assert_int_equal(c.n, 2);
+    tg_ledger_close(l);
+    rm_dir(sub);
+    tdir_remove(&d);
+}
+
+/* The probe at open: a disk that takes no data (here the probe file's write fails, as on a
+ * full disk) leaves the ledger open but unhealthy, with the reason, until a recovery. */
+static void test_open_probe(void **state) {
+    (void)state;
+    tdir_t d;
+    tg_ledger_opts_t o = ledger_of(&d, 2);
+    tg_ledger_t *l = NULL;
+    arm(&f_write, 1, ENOSPC, false);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    disarm_all();
+    char why[256];
+    assert_false(tg_ledger_health(l, why, sizeof why));
+    assert_non_null(strstr(why, "probe"));
+    assert_non_null(strstr(why, strerror(ENOSPC)));
+    tg_ledger_stats_t st;
+    tg_ledger_stats(l, &st);
+    assert_int_equal(st.failures, 1);
+    assert_int_equal(st.identity_lost, 0);
+    assert_int_equal(append_one(l, TG_DURABILITY_FSYNC, 3), TG_ERR_LEDGER_UNHEALTHY);
+    assert_int_equal(tg_ledger_try_recover(l, NULL), TG_OK);
+    assert_true(tg_ledger_health(l, why, sizeof why));
+    assert_string_equal(why, "");
+    append_n(l, 3, 1);
+    tg_ledger_close(l);
+    /* with automatic retries it comes back by itself once the disk takes data */
+    o.retry_ms = 20;
+    arm(&f_write, 1, ENOSPC, false);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    assert_false(tg_ledger_healthy(l));
+    disarm_all();
+    for (int i = 0; i < 300 && !tg_ledger_healthy(l); i++) {
+        sleep_ms(10);
+    }
+    assert_true(tg_ledger_healthy(l));
+    append_n(l, 4, 1);
+    tg_ledger_close(l);
+    reopen_check(&d, 4);
+    tdir_remove(&d);
+}
+
 /* ---- durability modes: count fdatasyncs ---- */
 
 static void test_modes(void **state) {
@@ -1892,6 +2277,15 @@ int main(void) {
         cmocka_unit_test_setup(test_fault_batch_in_flight, setup),
         cmocka_unit_test_setup(test_fault_auto_retry, setup),
         cmocka_unit_test_setup(test_fault_rotation, setup),
+        cmocka_unit_test_setup(test_identity_dir_removed, setup),
+        cmocka_unit_test_setup(test_identity_dir_moved, setup),
+        cmocka_unit_test_setup(test_identity_dir_replaced, setup),
+        cmocka_unit_test_setup(test_identity_segment, setup),
+        cmocka_unit_test_setup(test_identity_lock, setup),
+        cmocka_unit_test_setup(test_identity_race, setup),
+        cmocka_unit_test_setup(test_open_orphans, setup),
+        cmocka_unit_test_setup(test_open_no_create, setup),
+        cmocka_unit_test_setup(test_open_probe, setup),
         cmocka_unit_test_setup(test_modes, setup),
         cmocka_unit_test_setup(test_read_at_errors, setup),
         cmocka_unit_test_setup(test_verify_check, setup),
