@@ -714,10 +714,15 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
                         : d.verdict == TG_DENY ? 1
                                                : 2);
 
-    const char *disc = r->has_idem ? r->idem : r->has_nonce ? r->nonce : NULL;
-    size_t disc_len = r->has_idem ? r->idem_len : r->has_nonce ? r->nonce_len : 0;
-    tg_receipt_execution_id(r->exec_id, r->tenant_name, r->tenant_len, r->surface, r->surface_len,
-                            req_hex, 64, disc, disc_len);
+    /* From the idempotency key, else random: never from the nonce (receipt.h says why). */
+    if (tg_receipt_execution_id(r->exec_id, r->tenant_name, r->tenant_len, r->surface,
+                                r->surface_len, req_hex, 64, r->has_idem ? r->idem : NULL,
+                                r->idem_len) != TG_OK) {
+        /* claim_keys refused empty keys and neither JSON nor a header value can hold 0x00:
+         * a bug if it happens, and no receipt goes out with an id that may be another's */
+        fail(r, TG_ERR_INTERNAL, NULL);
+        return false;
+    }
 
     /* step 8: receipt (PERMIT, DENY) or the unsigned SILENCE record */
     int64_t now = tg_clock_now_ms();
