@@ -269,6 +269,45 @@ static tg_err_t append_trace(tg_buf_t *out, const tg_decision_t *d, const tg_pol
 
 /* ---- ledger completion ---------------------------------------------------------------- */
 
+static bool pos_of(tg_ledger_pos_t *pos, const tg_idem_result_t *res);
+
+/* Adds executionId -> ledger position to the receipt index, live (settle) or while the
+ * index is rebuilt from the ledger at start (request_id NULL). An id already indexed for
+ * another record is never repointed: GET /v1/receipts keeps answering with the receipt
+ * it answered with first, and the collision is an error, logged with both records and
+ * counted (trigguard_receipt_index_collisions_total), because two executions with one id
+ * mean the derivation (receipt.h) or the ledger is not what it should be. Returns what
+ * tg_store_idem_insert returned. */
+static tg_err_t index_receipt(tg_pipeline_t *p, const char *tenant, size_t tenant_len,
+                              const char *exec_id, const tg_ledger_pos_t *pos, int64_t stamp_ms,
+                              int64_t now_ms, const char *request_id) {
+    tg_idem_result_t held;
+    tg_err_t rc = tg_store_idem_insert(p->receipts, tenant, tenant_len, exec_id, strlen(exec_id),
+                                       (const uint8_t[32]){0}, 200, (const char *)pos, sizeof *pos,
+                                       stamp_ms, now_ms, &held);
+    if (rc == TG_ERR_CONFLICT) {
+        tg_ledger_pos_t first;
+        unsigned long long first_seq = pos_of(&first, &held) ? (unsigned long long)first.seq : 0;
+        atomic_fetch_add_explicit(&p->metrics.receipt_index_collisions, 1, memory_order_relaxed);
+        if (request_id != NULL) {
+            TG_LOG(TG_LOG_ERROR, "receipt_index_collision",
+                   "request %s: executionId %s (tenant %.*s) is already indexed for ledger seq "
+                   "%llu; this request's receipt is at seq %llu, but GET /v1/receipts keeps "
+                   "returning seq %llu",
+                   request_id, exec_id, (int)tenant_len, tenant, first_seq,
+                   (unsigned long long)pos->seq, first_seq);
+        } else {
+            TG_LOG(TG_LOG_ERROR, "receipt_index_collision",
+                   "ledger seq %llu: executionId %s (tenant %.*s) is already indexed for seq "
+                   "%llu; GET /v1/receipts keeps returning seq %llu, the first",
+                   (unsigned long long)pos->seq, exec_id, (int)tenant_len, tenant, first_seq,
+                   first_seq);
+        }
+    }
+    tg_idem_result_free(&held);
+    return rc;
+}
+
 /* Step 9's aftermath, once the ledger has answered for the record: on success the
  * response becomes the stored idempotent response and the receipt is indexed; on failure
  * the request's reservations are released and it gets an error. */
@@ -305,13 +344,11 @@ static void settle(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *pos) {
         /* Index signed receipts for GET /v1/receipts (SILENCE has none). The index had
          * room before signing (run); if a concurrent request took it since, the receipt
          * is durable and goes out, and only that route will not find it: say so. */
-        tg_err_t rc =
-            r->verdict == TG_SILENCE
-                ? TG_OK
-                : tg_store_idem_restore(p->receipts, r->tenant_name, r->tenant_len, r->exec_id,
-                                        strlen(r->exec_id), (const uint8_t[32]){0}, 200,
-                                        (const char *)pos, sizeof *pos, now, now);
-        if (rc != TG_OK) {
+        tg_err_t rc = r->verdict == TG_SILENCE
+                          ? TG_OK
+                          : index_receipt(p, r->tenant_name, r->tenant_len, r->exec_id, pos, now,
+                                          now, ex->request_id);
+        if (rc != TG_OK && rc != TG_ERR_CONFLICT) {
             TG_LOG(TG_LOG_WARN, "receipt_index_full",
                    "request %s: receipt %s is in the ledger but not in the index (%s); "
                    "GET /v1/receipts will not find it",
@@ -989,9 +1026,9 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
                                     now);
     }
     if (rc == TG_OK && rec->type == TG_LEDGER_TYPE_RECEIPT) {
-        TG_IGNORE(tg_store_idem_restore(p->receipts, v.tenant, v.tenant_len, v.exec_id,
-                                        strlen(v.exec_id), (const uint8_t[32]){0}, 200,
-                                        (const char *)&rec->pos, sizeof rec->pos, v.at_ms, now));
+        /* a collision is logged and counted there; the first record keeps the id */
+        TG_IGNORE(
+            index_receipt(p, v.tenant, v.tenant_len, v.exec_id, &rec->pos, v.at_ms, now, NULL));
     }
     if (rc == TG_OK) {
         p->replayed_records++;

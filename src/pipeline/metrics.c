@@ -219,8 +219,14 @@ tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) {
                            "# HELP trigguard_idempotent_replays_total Responses replayed for a "
                            "repeated idempotency key.\n"
                            "# TYPE trigguard_idempotent_replays_total counter\n"
-                           "trigguard_idempotent_replays_total %llu\n",
-                           (unsigned long long)ld(&m->idem_replays));
+                           "trigguard_idempotent_replays_total %llu\n"
+                           "# HELP trigguard_receipt_index_collisions_total Receipts whose "
+                           "executionId was already indexed for another ledger record (0 "
+                           "unless something is wrong: the log names both records).\n"
+                           "# TYPE trigguard_receipt_index_collisions_total counter\n"
+                           "trigguard_receipt_index_collisions_total %llu\n",
+                           (unsigned long long)ld(&m->idem_replays),
+                           (unsigned long long)ld(&m->receipt_index_collisions));
     }
     return rc;
 }

@@ -50,6 +50,9 @@ typedef struct tg_metrics {
     tg_metrics_surface_t surfaces[TG_METRICS_SURFACES];
     atomic_uint_fast64_t surfaces_overflow[3];
     atomic_uint_fast64_t idem_replays;
+    /* executionIds found already indexed for another ledger record, live or while the index
+     * was rebuilt at start (evaluate.c, index_receipt): should stay 0 */
+    atomic_uint_fast64_t receipt_index_collisions;
 } tg_metrics_t;
 
 void tg_metrics_init(tg_metrics_t *m);
