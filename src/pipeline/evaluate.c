@@ -1016,29 +1016,84 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
         return TG_ERR_LEDGER_CORRUPT;
     }
     int64_t now = tg_clock_now_ms();
+    /* A table too small for the ledger's live entries (a restart with smaller caps) is not
+     * a reason to stop reading: every entry that does not fit is counted, so that the start
+     * is refused afterwards with how many there are (tg_pipeline_replay_check). Dropping
+     * them instead would let a forgotten idempotency key or nonce run its request again,
+     * and make receipts already handed out unreadable through GET /v1/receipts. */
     if (v.key != NULL) {
         rc =
             tg_store_idem_restore(p->store, v.tenant, v.tenant_len, v.key, v.key_len, v.hash,
                                   v.status, (const char *)&rec->pos, sizeof rec->pos, v.at_ms, now);
+        if (rc == TG_ERR_LIMIT) {
+            p->replay_unfit_store++;
+            rc = TG_OK;
+        }
     }
     if (rc == TG_OK && v.nonce != NULL) {
         rc = tg_store_nonce_restore(p->store, v.tenant, v.tenant_len, v.nonce, v.nonce_len, v.at_ms,
                                     now);
+        if (rc == TG_ERR_LIMIT) {
+            p->replay_unfit_store++;
+            rc = TG_OK;
+        }
     }
     if (rc == TG_OK && rec->type == TG_LEDGER_TYPE_RECEIPT) {
-        /* a collision is logged and counted there; the first record keeps the id */
-        TG_IGNORE(
-            index_receipt(p, v.tenant, v.tenant_len, v.exec_id, &rec->pos, v.at_ms, now, NULL));
+        rc = index_receipt(p, v.tenant, v.tenant_len, v.exec_id, &rec->pos, v.at_ms, now, NULL);
+        if (rc == TG_ERR_LIMIT) {
+            p->replay_unfit_receipts++;
+        }
+        if (rc == TG_ERR_LIMIT || rc == TG_ERR_CONFLICT) {
+            rc = TG_OK; /* counted (and a collision logged): the start decides */
+        }
     }
     if (rc == TG_OK) {
         p->replayed_records++;
-    } else if (rc == TG_ERR_LIMIT) {
-        TG_LOG(TG_LOG_ERROR, "ledger_replay",
-               "the idempotency table cannot hold the ledger's live entries; raise "
-               "--store-max-entries");
     }
     record_view_free(&v);
     return rc;
+}
+
+/* One table's verdict after the replay: TG_OK, or TG_ERR_CONFIG with the numbers, in a log
+ * line of its own (both tables may be too small) and, shorter, in diag. */
+static tg_err_t unfit_check(const tg_pipeline_t *p, const tg_store_t *s, uint64_t unfit,
+                            const char *what, const char *why, tg_diag_t *diag) {
+    if (unfit == 0) {
+        return TG_OK;
+    }
+    tg_store_stats_t st;
+    tg_store_stats(s, &st);
+    unsigned long long need = (unsigned long long)(st.entries + unfit);
+    /* full by count, else by bytes */
+    bool by_count = st.entries >= st.max_entries;
+    const char *flag = by_count ? "--store-max-entries" : "--store-max-bytes";
+    unsigned long long cap = (unsigned long long)(by_count ? st.max_entries : st.max_bytes);
+    TG_LOG(TG_LOG_ERROR, "store_too_small",
+           "%s: the ledger holds %llu live entries (within --retention %llds), %llu more than "
+           "%s %llu admits (%llu entries, %llu bytes held); starting would drop them and %s",
+           what, need, (long long)p->cfg.retention_s, (unsigned long long)unfit, flag, cap,
+           (unsigned long long)st.entries, (unsigned long long)st.bytes, why);
+    if (by_count) {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "%s: the ledger holds %llu live entries but --store-max-entries is "
+                           "%llu; start refused, none dropped: use --store-max-entries %llu or "
+                           "more",
+                           what, need, cap, need);
+    }
+    return tg_diag_set(diag, TG_ERR_CONFIG,
+                       "%s: the ledger holds %llu live entries, %llu more than --store-max-bytes "
+                       "%llu holds; start refused, none dropped: raise --store-max-bytes",
+                       what, need, (unsigned long long)unfit, cap);
+}
+
+tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag) {
+    tg_diag_t second = {{0}};
+    tg_err_t rc = unfit_check(p, p->store, p->replay_unfit_store, "idempotency keys and nonces",
+                              "their requests could run a second time", diag);
+    tg_err_t rc2 = unfit_check(p, p->receipts, p->replay_unfit_receipts, "receipt index",
+                               "GET /v1/receipts would not find receipts already handed out",
+                               rc == TG_OK ? diag : &second);
+    return rc != TG_OK ? rc : rc2;
 }
 
 /* ---- GET /v1/receipts/{executionId} -------------------------------------------------- */

@@ -48,6 +48,10 @@ struct tg_pipeline {
     tg_metrics_t metrics;
     atomic_bool serving;
     uint64_t replayed_records;
+    /* Live ledger entries the replay could not fit (caps smaller than at the last run):
+     * the start is refused when either is not 0 (tg_pipeline_replay_check). */
+    uint64_t replay_unfit_store;    /* idempotency keys and nonces */
+    uint64_t replay_unfit_receipts; /* receipt index entries */
 };
 
 tg_policy_ref_t *tg_pipeline_policy_acquire(tg_pipeline_t *p);
@@ -80,6 +84,9 @@ void tg_reply_json(tg_exchange_t *ex, int status);
 typedef enum { TG_MODE_EVALUATE, TG_MODE_EXECUTE, TG_MODE_DECIDE } tg_eval_mode_t;
 void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mode);
 tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec);
+/* After the replay: TG_ERR_CONFIG (diag names the numbers) if a table could not hold the
+ * ledger's live entries, else TG_OK. */
+tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag);
 void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *exec_id);
 
 #endif /* TG_PIPELINE_INTERNAL_H */

@@ -209,6 +209,9 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     tg_ledger_recovery_t rep;
     memset(&rep, 0, sizeof rep);
     rc = tg_ledger_open(&p->ledger, &lo, tg_pipeline_replay_record, p, &rep, diag);
+    if (rc == TG_OK) {
+        rc = tg_pipeline_replay_check(p, diag);
+    }
     if (rc != TG_OK) {
         return rc;
     }

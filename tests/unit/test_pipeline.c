@@ -1,5 +1,6 @@
-/* test_pipeline.c — the request pipeline in process, without HTTP: execution ids and the
- * receipt index (live and rebuilt from the ledger). Every test builds its pipeline the way
+/* test_pipeline.c — the request pipeline in process, without HTTP: execution ids, the
+ * receipt index (live and rebuilt from the ledger) and the start refused when the tables
+ * cannot hold the ledger's live entries. Every test builds its pipeline the way
  * `trigguard serve` does (config from an argv, the tokens from the environment) over a
  * ledger of its own, durability none, so a decision is settled before tg_pipeline_handle
  * returns. */
@@ -366,11 +367,64 @@ static void test_index_collision_replay(void **state) {
     tg_buf_free(&got);
 }
 
+/* Issue 17: a restart with a smaller --store-max-entries dropped receipt index entries
+ * without a word. Now the start is refused, naming the numbers; with room it goes on. */
+static void test_restart_smaller_caps(void **state) {
+    env_t *e = *state;
+    tg_pipeline_t *p = NULL;
+    tg_diag_t diag = {{0}};
+    char id[64], rh[80], ids[18][64];
+    /* 18 receipts, no keys: only the receipt index is too small for 16 */
+    assert_int_equal(open_pipeline(&p, e, "ledger-caps-r", &diag, NULL), TG_OK);
+    for (int i = 0; i < 18; i++) {
+        evaluate(p, "", ids[i], rh, NULL);
+    }
+    tg_pipeline_destroy(p);
+    p = NULL;
+    assert_int_equal(
+        open_pipeline(&p, e, "ledger-caps-r", &diag, "--store-max-entries", "16", (char *)NULL),
+        TG_ERR_CONFIG);
+    assert_null(p);
+    if (strstr(diag.msg, "receipt index: the ledger holds 18 live entries but "
+                         "--store-max-entries is 16") == NULL ||
+        strstr(diag.msg, "--store-max-entries 18 or more") == NULL) {
+        fail_msg("diag: %s", diag.msg);
+    }
+    assert_int_equal(log_count(e, "store_too_small"), 1);
+    assert_int_equal(
+        open_pipeline(&p, e, "ledger-caps-r", &diag, "--store-max-entries", "18", (char *)NULL),
+        TG_OK);
+    for (int i = 0; i < 18; i++) {
+        assert_int_equal(get_receipt(p, ids[i], NULL), 200);
+    }
+    tg_pipeline_destroy(p);
+
+    /* 9 requests with a key and a nonce: 18 idempotency entries, 9 receipts */
+    assert_int_equal(open_pipeline(&p, e, "ledger-caps-k", &diag, NULL), TG_OK);
+    for (int i = 0; i < 9; i++) {
+        char extra[96];
+        snprintf(extra, sizeof extra, ",\"idempotency_key\":\"k%d\",\"nonce\":\"n%d\"", i, i);
+        evaluate(p, extra, id, rh, NULL);
+    }
+    tg_pipeline_destroy(p);
+    p = NULL;
+    assert_int_equal(
+        open_pipeline(&p, e, "ledger-caps-k", &diag, "--store-max-entries", "16", (char *)NULL),
+        TG_ERR_CONFIG);
+    if (strstr(diag.msg, "idempotency keys and nonces: the ledger holds 18 live entries but "
+                         "--store-max-entries is 16") == NULL) {
+        fail_msg("diag: %s", diag.msg);
+    }
+    assert_int_equal(log_count(e, "store_too_small"), 2);
+    assert_int_equal(log_count(e, "receipt index: the ledger holds 9"), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_exec_id_key_and_nonce, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_collision_live, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_collision_replay, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_smaller_caps, setup, teardown),
     };
     if (sodium_init() < 0) {
         return 1;
