@@ -887,9 +887,10 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
         tg_reply_json_error(ex, &p->limits, rc, diag.msg);
         goto out;
     }
-    ref = tg_pipeline_policy_acquire(p);
+    tg_swap_ref_t hold;
+    ref = tg_pipeline_policy_acquire(p, &hold);
     bool handed_off = run(r, ref, req);
-    tg_pipeline_policy_release(ref);
+    tg_pipeline_policy_release(p, &hold);
     json_decref(req);
     tg_json_scope_end();
     if (handed_off) {

@@ -16,14 +16,14 @@
 #include "trigguard/pipeline.h"
 #include "trigguard/policy.h"
 #include "trigguard/store.h"
+#include "trigguard/swap.h"
 
-/* A loaded policy plus what is derived from it once. Readers hold a reference for
- * the few microseconds they use it; a reload swaps `current` and frees the old one
- * once its count drops to zero (see policy_acquire in pipeline.c). */
+/* A loaded policy plus what is derived from it once. Requests hold a reference through the
+ * pipeline's swap (swap.h) for the few microseconds they use it; a reload replaces it
+ * there and frees the old one once no request can still hold it. */
 typedef struct tg_policy_ref {
     tg_policy_t *policy;
     char fingerprint[65];
-    atomic_int refs;
 } tg_policy_ref_t;
 
 struct tg_pipeline {
@@ -31,7 +31,7 @@ struct tg_pipeline {
     tg_json_limits_t limits;
     int64_t receipt_ttl_ms;
 
-    _Atomic(tg_policy_ref_t *) policy;
+    tg_swap_t *policy; /* holds the current tg_policy_ref_t; NULL only while creating */
 
     tg_keyring_t ring;
     const tg_key_t *signer; /* points into ring, NULL when no signing key */
@@ -54,8 +54,9 @@ struct tg_pipeline {
     uint64_t replay_unfit_receipts; /* receipt index entries */
 };
 
-tg_policy_ref_t *tg_pipeline_policy_acquire(tg_pipeline_t *p);
-void tg_pipeline_policy_release(tg_policy_ref_t *ref);
+/* The current policy, valid until tg_pipeline_policy_release(p, hold). Never blocks. */
+tg_policy_ref_t *tg_pipeline_policy_acquire(tg_pipeline_t *p, tg_swap_ref_t *hold);
+void tg_pipeline_policy_release(tg_pipeline_t *p, const tg_swap_ref_t *hold);
 
 /* Error reply: {"error","message","request_id"} with the status of the one mapping
  * table (reply.c). `message` is a human sentence without internals. */

@@ -7,8 +7,10 @@
 #define _XOPEN_SOURCE 700 /* nftw, mkdtemp, setenv */
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -167,7 +169,7 @@ static void evaluate(tg_pipeline_t *p, const char *extra, char exec_id[64], char
 /* GET /v1/receipts/<id>: its status; the receipt's bytes go to out. */
 static int get_receipt(tg_pipeline_t *p, const char *id, tg_buf_t *out) {
     char path[128];
-    snprintf(path, sizeof path, "/v1/receipts/%s", id);
+    snprintf(path, sizeof path, "/v1/receipts/%.64s", id);
     reply_t r;
     call(&r, p, "GET", path, NULL);
     int status = r.status;
@@ -419,12 +421,58 @@ static void test_restart_smaller_caps(void **state) {
     assert_int_equal(log_count(e, "receipt index: the ledger holds 9"), 0);
 }
 
+/* SIGHUP's reload against requests in flight on other threads (the swap itself is tested
+ * with stalled readers in test_swap): every request gets an answer from a whole policy. */
+typedef struct {
+    tg_pipeline_t *p;
+    atomic_int stop;
+    atomic_int wrong;
+    atomic_int done;
+} load_t;
+
+static void *decide_loop(void *arg) {
+    load_t *l = arg;
+    while (!atomic_load(&l->stop)) {
+        reply_t r;
+        call(&r, l->p, "POST", "/decide", REQ_BODY "}");
+        if (r.status != 200 || strstr(r.body.data, "\"policy_version\":\"itest-1\"") == NULL) {
+            atomic_fetch_add(&l->wrong, 1);
+        }
+        reply_free(&r);
+        atomic_fetch_add(&l->done, 1);
+    }
+    return NULL;
+}
+
+static void test_reload_under_load(void **state) {
+    env_t *e = *state;
+    tg_diag_t diag = {{0}};
+    load_t l;
+    memset(&l, 0, sizeof l);
+    assert_int_equal(open_pipeline(&l.p, e, "ledger-reload", &diag, NULL), TG_OK);
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(pthread_create(&t[i], NULL, decide_loop, &l), 0);
+    }
+    for (int i = 0; i < 40; i++) {
+        assert_int_equal(tg_pipeline_reload(l.p, &diag), TG_OK);
+    }
+    atomic_store(&l.stop, 1);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+    }
+    assert_int_equal(atomic_load(&l.wrong), 0);
+    assert_true(atomic_load(&l.done) > 0);
+    tg_pipeline_destroy(l.p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_exec_id_key_and_nonce, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_collision_live, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_collision_replay, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_smaller_caps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_under_load, setup, teardown),
     };
     if (sodium_init() < 0) {
         return 1;
