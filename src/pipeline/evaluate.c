@@ -1064,7 +1064,7 @@ static tg_err_t unfit_check(const tg_pipeline_t *p, const tg_store_t *s, uint64_
     }
     tg_store_stats_t st;
     tg_store_stats(s, &st);
-    unsigned long long need = (unsigned long long)(st.entries + unfit);
+    unsigned long long need = (unsigned long long)st.entries + (unsigned long long)unfit;
     /* full by count, else by bytes */
     bool by_count = st.entries >= st.max_entries;
     const char *flag = by_count ? "--store-max-entries" : "--store-max-bytes";
