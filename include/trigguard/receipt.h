@@ -181,14 +181,26 @@ tg_err_t tg_receipt_verify_text(const tg_keyring_t *ring, const char *text, size
  * "unknown_key", "bad_signature", "hash_mismatch", "expired", else "error". Static text. */
 const char *tg_receipt_reason_code(tg_err_t e);
 
-/* executionId = "exec_" + first 32 hex of SHA-256(tenant 0x00 surface 0x00 request_hash
- * 0x00 discriminator), the request hash as its 64-char hex text. discriminator is the
- * idempotency key or nonce; disc NULL = 16 random bytes (libsodium CSPRNG).
- * out receives 37 chars + NUL. Thread-safe. */
-void tg_receipt_execution_id(char out[TG_RECEIPT_EXEC_ID_LEN + 1], const char *tenant,
-                             size_t tenant_len, const char *surface, size_t surface_len,
-                             const char *request_hash_hex, size_t request_hash_len,
-                             const char *disc, size_t disc_len);
+/* executionId = "exec_" + the first 32 hex of SHA-256(tenant 0x00 surface 0x00 request_hash
+ * 0x00 D), the request hash as its 64-char lowercase hex text, and D:
+ *   - the idempotency key, when the request has one: SPEC §5 byte for byte, so a retry
+ *     with the same key names the same execution and a verifier can recompute the id;
+ *   - otherwise 0x00 followed by 16 bytes from the CSPRNG (libsodium), whether or not the
+ *     request carries a nonce.
+ * Two executions never share an id, by construction rather than by luck: tenant, surface
+ * and key never contain 0x00 and the key is never empty, so a key's D starts with a byte
+ * that is not 0x00 and every other D starts with 0x00; the two cases hash different strings
+ * whatever the key. A nonce names one use within --retention, not one execution (it may
+ * come again once that has passed), so hashing it as SPEC §5 words it would give a later,
+ * separate execution the same id; and a key "X" and a nonce "X" got one id that way.
+ * docs/DESIGN.md, "Execution ids", has the reasoning.
+ * Errors: TG_ERR_INVALID_ARG when tenant or surface is empty or contains 0x00, the request
+ * hash is not 64 lowercase hex, or key is not NULL and empty or contains 0x00 (out is then
+ * ""). out receives 37 chars + NUL. Thread-safe. */
+tg_err_t tg_receipt_execution_id(char out[TG_RECEIPT_EXEC_ID_LEN + 1], const char *tenant,
+                                 size_t tenant_len, const char *surface, size_t surface_len,
+                                 const char *request_hash_hex, size_t request_hash_len,
+                                 const char *idempotency_key, size_t key_len) TG_MUST_USE;
 
 /* protocolFingerprint = hex SHA-256 of the canonical
  * {"engineVersion":TG_ENGINE_VERSION,"policyHash":policy_hash_hex,

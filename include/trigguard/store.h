@@ -186,6 +186,26 @@ tg_err_t tg_store_idem_restore(tg_store_t *s, const char *tenant, size_t tenant_
                                int status, const char *body, size_t body_len, int64_t stored_at_ms,
                                int64_t now_ms) TG_MUST_USE;
 
+/* Insert that never reassigns a key, for an index whose keys name one thing for good (the
+ * receipt index: executionId -> ledger position). Inserts a DONE entry stamped
+ * stored_at_ms unless the key is live already; restore's "later wins" would instead
+ * silently repoint the key at whatever came last.
+ *   TG_OK               inserted; or stored_at_ms is past retention at now_ms (nothing
+ *                       stored); or a live DONE entry holds this very status and body byte
+ *                       for byte (nothing changes: the same record indexed twice)
+ *   TG_ERR_CONFLICT     a live DONE entry holds another status or body. It is kept as it
+ *                       was; existing (if not NULL) receives a copy of it, state REPLAY,
+ *                       to be freed with tg_idem_result_free
+ *   TG_ERR_IN_FLIGHT    a reservation is held for the key
+ *   TG_ERR_LIMIT, TG_ERR_INVALID_ARG, TG_ERR_NOMEM as tg_store_idem_restore (NOMEM also
+ *                       when the conflicting entry could not be copied)
+ * existing may be NULL; otherwise it is always written (state NONE unless CONFLICT).
+ * Thread-safe. */
+tg_err_t tg_store_idem_insert(tg_store_t *s, const char *tenant, size_t tenant_len, const char *key,
+                              size_t key_len, const uint8_t request_hash[32], int status,
+                              const char *body, size_t body_len, int64_t stored_at_ms,
+                              int64_t now_ms, tg_idem_result_t *existing) TG_MUST_USE;
+
 /* Consumes (tenant, nonce): TG_OK the first time within retention (the nonce is now
  * recorded, stamped now_ms); TG_ERR_REPLAY if it is live already; TG_ERR_LIMIT (full,
  * nothing recorded); TG_ERR_INVALID_ARG (lengths as for keys); TG_ERR_NOMEM. Thread-safe. */

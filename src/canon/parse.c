@@ -158,7 +158,13 @@ tg_err_t tg_json_parse(json_t **out, const char *text, size_t len, const tg_json
         return tg_diag_set(diag, TG_ERR_JSON_SYNTAX,
                            "raw NUL byte at line %zu, column %zu, byte %zu", line, col, off);
     }
+    /* jansson fills je only on the errors it reports. On some allocation failures (lexer
+     * set-up, tree building) it returns NULL having set nothing but text[0], and
+     * json_error_code() then reads text[JSON_ERROR_TEXT_LENGTH - 1], never written:
+     * whatever the stack held, e.g. "duplicate key" for an out-of-memory. Zeroed, that
+     * byte reads json_error_unknown, which map_error treats as out of memory. */
     json_error_t je;
+    memset(&je, 0, sizeof je);
     json_t *v = json_loadb(len > 0 ? text : "", len,
                            JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL | JSON_DECODE_ANY, &je);
     if (v == NULL) {

@@ -214,12 +214,16 @@ int tg_cmd_check(int argc, char **argv) {
         goto done;
     }
     tg_hex(req_hash, h, sizeof h);
-    const tg_sv_t *disc = meta.idempotency_key.ptr != NULL ? &meta.idempotency_key
-                          : meta.nonce.ptr != NULL         ? &meta.nonce
-                                                           : NULL;
-    tg_receipt_execution_id(exec_id, a.tenant, strlen(a.tenant), frame.surface_name.ptr,
-                            frame.surface_name.len, req_hash, 64, disc != NULL ? disc->ptr : NULL,
-                            disc != NULL ? disc->len : 0);
+    /* As serve derives it: from the idempotency key, else random (a nonce does not enter). */
+    const tg_sv_t *idem = &meta.idempotency_key;
+    rc = tg_receipt_execution_id(exec_id, a.tenant, strlen(a.tenant), frame.surface_name.ptr,
+                                 frame.surface_name.len, req_hash, 64, idem->ptr, idem->len);
+    if (rc) {
+        fprintf(stderr, "trigguard check: no execution id for this request: %s\n",
+                idem->ptr != NULL && idem->len == 0 ? "the idempotency key is empty"
+                                                    : tg_strerror(rc));
+        goto done;
+    }
 
     tg_decision_t d;
     tg_kernel_decide(&d, p, &frame);

@@ -281,6 +281,45 @@ static tg_err_t append_trace(tg_buf_t *out, const tg_decision_t *d, const tg_pol
 
 /* ---- ledger completion ---------------------------------------------------------------- */
 
+static bool pos_of(tg_ledger_pos_t *pos, const tg_idem_result_t *res);
+
+/* Adds executionId -> ledger position to the receipt index, live (settle) or while the
+ * index is rebuilt from the ledger at start (request_id NULL). An id already indexed for
+ * another record is never repointed: GET /v1/receipts keeps answering with the receipt
+ * it answered with first, and the collision is an error, logged with both records and
+ * counted (trigguard_receipt_index_collisions_total), because two executions with one id
+ * mean the derivation (receipt.h) or the ledger is not what it should be. Returns what
+ * tg_store_idem_insert returned. */
+static tg_err_t index_receipt(tg_pipeline_t *p, const char *tenant, size_t tenant_len,
+                              const char *exec_id, const tg_ledger_pos_t *pos, int64_t stamp_ms,
+                              int64_t now_ms, const char *request_id) {
+    tg_idem_result_t held;
+    tg_err_t rc = tg_store_idem_insert(p->receipts, tenant, tenant_len, exec_id, strlen(exec_id),
+                                       (const uint8_t[32]){0}, 200, (const char *)pos, sizeof *pos,
+                                       stamp_ms, now_ms, &held);
+    if (rc == TG_ERR_CONFLICT) {
+        tg_ledger_pos_t first;
+        unsigned long long first_seq = pos_of(&first, &held) ? (unsigned long long)first.seq : 0;
+        atomic_fetch_add_explicit(&p->metrics.receipt_index_collisions, 1, memory_order_relaxed);
+        if (request_id != NULL) {
+            TG_LOG(TG_LOG_ERROR, "receipt_index_collision",
+                   "request %s: executionId %s (tenant %.*s) is already indexed for ledger seq "
+                   "%llu; this request's receipt is at seq %llu, but GET /v1/receipts keeps "
+                   "returning seq %llu",
+                   request_id, exec_id, (int)tenant_len, tenant, first_seq,
+                   (unsigned long long)pos->seq, first_seq);
+        } else {
+            TG_LOG(TG_LOG_ERROR, "receipt_index_collision",
+                   "ledger seq %llu: executionId %s (tenant %.*s) is already indexed for seq "
+                   "%llu; GET /v1/receipts keeps returning seq %llu, the first",
+                   (unsigned long long)pos->seq, exec_id, (int)tenant_len, tenant, first_seq,
+                   first_seq);
+        }
+    }
+    tg_idem_result_free(&held);
+    return rc;
+}
+
 /* Step 9's aftermath in the tables, once the ledger has answered for the record: on
  * success the idempotency entry points at the record and the receipt is indexed; on
  * failure the request's reservations are released. Touches no exchange, so it also runs
@@ -314,13 +353,10 @@ static void settle_store(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *
     /* Index signed receipts for GET /v1/receipts (SILENCE has none). The index had
      * room before signing (run); if a concurrent request took it since, the receipt
      * is durable and goes out, and only that route will not find it: say so. */
-    tg_err_t rc =
-        r->verdict == TG_SILENCE
-            ? TG_OK
-            : tg_store_idem_restore(p->receipts, r->tenant_name, r->tenant_len, r->exec_id,
-                                    strlen(r->exec_id), (const uint8_t[32]){0}, 200,
-                                    (const char *)pos, sizeof *pos, now, now);
-    if (rc != TG_OK) {
+    tg_err_t rc = r->verdict == TG_SILENCE ? TG_OK
+                                           : index_receipt(p, r->tenant_name, r->tenant_len,
+                                                           r->exec_id, pos, now, now, r->rid);
+    if (rc != TG_OK && rc != TG_ERR_CONFLICT) {
         TG_LOG(TG_LOG_WARN, "receipt_index_full",
                "request %s: receipt %s is in the ledger but not in the index (%s); "
                "GET /v1/receipts will not find it",
@@ -859,10 +895,15 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
                         : d.verdict == TG_DENY ? 1
                                                : 2);
 
-    const char *disc = r->has_idem ? r->idem : r->has_nonce ? r->nonce : NULL;
-    size_t disc_len = r->has_idem ? r->idem_len : r->has_nonce ? r->nonce_len : 0;
-    tg_receipt_execution_id(r->exec_id, r->tenant_name, r->tenant_len, r->surface, r->surface_len,
-                            req_hex, 64, disc, disc_len);
+    /* From the idempotency key, else random: never from the nonce (receipt.h says why). */
+    if (tg_receipt_execution_id(r->exec_id, r->tenant_name, r->tenant_len, r->surface,
+                                r->surface_len, req_hex, 64, r->has_idem ? r->idem : NULL,
+                                r->idem_len) != TG_OK) {
+        /* claim_keys refused empty keys and neither JSON nor a header value can hold 0x00:
+         * a bug if it happens, and no receipt goes out with an id that may be another's */
+        fail(r, TG_ERR_INTERNAL, NULL);
+        return false;
+    }
 
     /* step 8: receipt (PERMIT, DENY) or the unsigned SILENCE record */
     int64_t now = tg_clock_now_ms();
@@ -999,9 +1040,10 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
         tg_reply_json_error(ex, &p->limits, rc, diag.msg);
         goto out;
     }
-    ref = tg_pipeline_policy_acquire(p);
+    tg_swap_ref_t hold;
+    ref = tg_pipeline_policy_acquire(p, &hold);
     bool handed_off = run(r, ref, req);
-    tg_pipeline_policy_release(ref);
+    tg_pipeline_policy_release(p, &hold);
     json_decref(req);
     tg_json_scope_end();
     if (handed_off) {
@@ -1128,29 +1170,84 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
         return TG_ERR_LEDGER_CORRUPT;
     }
     int64_t now = tg_clock_now_ms();
+    /* A table too small for the ledger's live entries (a restart with smaller caps) is not
+     * a reason to stop reading: every entry that does not fit is counted, so that the start
+     * is refused afterwards with how many there are (tg_pipeline_replay_check). Dropping
+     * them instead would let a forgotten idempotency key or nonce run its request again,
+     * and make receipts already handed out unreadable through GET /v1/receipts. */
     if (v.key != NULL) {
         rc =
             tg_store_idem_restore(p->store, v.tenant, v.tenant_len, v.key, v.key_len, v.hash,
                                   v.status, (const char *)&rec->pos, sizeof rec->pos, v.at_ms, now);
+        if (rc == TG_ERR_LIMIT) {
+            p->replay_unfit_store++;
+            rc = TG_OK;
+        }
     }
     if (rc == TG_OK && v.nonce != NULL) {
         rc = tg_store_nonce_restore(p->store, v.tenant, v.tenant_len, v.nonce, v.nonce_len, v.at_ms,
                                     now);
+        if (rc == TG_ERR_LIMIT) {
+            p->replay_unfit_store++;
+            rc = TG_OK;
+        }
     }
     if (rc == TG_OK && rec->type == TG_LEDGER_TYPE_RECEIPT) {
-        TG_IGNORE(tg_store_idem_restore(p->receipts, v.tenant, v.tenant_len, v.exec_id,
-                                        strlen(v.exec_id), (const uint8_t[32]){0}, 200,
-                                        (const char *)&rec->pos, sizeof rec->pos, v.at_ms, now));
+        rc = index_receipt(p, v.tenant, v.tenant_len, v.exec_id, &rec->pos, v.at_ms, now, NULL);
+        if (rc == TG_ERR_LIMIT) {
+            p->replay_unfit_receipts++;
+        }
+        if (rc == TG_ERR_LIMIT || rc == TG_ERR_CONFLICT) {
+            rc = TG_OK; /* counted (and a collision logged): the start decides */
+        }
     }
     if (rc == TG_OK) {
         p->replayed_records++;
-    } else if (rc == TG_ERR_LIMIT) {
-        TG_LOG(TG_LOG_ERROR, "ledger_replay",
-               "the idempotency table cannot hold the ledger's live entries; raise "
-               "--store-max-entries");
     }
     record_view_free(&v);
     return rc;
+}
+
+/* One table's verdict after the replay: TG_OK, or TG_ERR_CONFIG with the numbers, in a log
+ * line of its own (both tables may be too small) and, shorter, in diag. */
+static tg_err_t unfit_check(const tg_pipeline_t *p, const tg_store_t *s, uint64_t unfit,
+                            const char *what, const char *why, tg_diag_t *diag) {
+    if (unfit == 0) {
+        return TG_OK;
+    }
+    tg_store_stats_t st;
+    tg_store_stats(s, &st);
+    unsigned long long need = (unsigned long long)st.entries + (unsigned long long)unfit;
+    /* full by count, else by bytes */
+    bool by_count = st.entries >= st.max_entries;
+    const char *flag = by_count ? "--store-max-entries" : "--store-max-bytes";
+    unsigned long long cap = (unsigned long long)(by_count ? st.max_entries : st.max_bytes);
+    TG_LOG(TG_LOG_ERROR, "store_too_small",
+           "%s: the ledger holds %llu live entries (within --retention %llds), %llu more than "
+           "%s %llu admits (%llu entries, %llu bytes held); starting would drop them and %s",
+           what, need, (long long)p->cfg.retention_s, (unsigned long long)unfit, flag, cap,
+           (unsigned long long)st.entries, (unsigned long long)st.bytes, why);
+    if (by_count) {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "%s: the ledger holds %llu live entries but --store-max-entries is "
+                           "%llu; start refused, none dropped: use --store-max-entries %llu or "
+                           "more",
+                           what, need, cap, need);
+    }
+    return tg_diag_set(diag, TG_ERR_CONFIG,
+                       "%s: the ledger holds %llu live entries, %llu more than --store-max-bytes "
+                       "%llu holds; start refused, none dropped: raise --store-max-bytes",
+                       what, need, (unsigned long long)unfit, cap);
+}
+
+tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag) {
+    tg_diag_t second = {{0}};
+    tg_err_t rc = unfit_check(p, p->store, p->replay_unfit_store, "idempotency keys and nonces",
+                              "their requests could run a second time", diag);
+    tg_err_t rc2 = unfit_check(p, p->receipts, p->replay_unfit_receipts, "receipt index",
+                               "GET /v1/receipts would not find receipts already handed out",
+                               rc == TG_OK ? diag : &second);
+    return rc != TG_OK ? rc : rc2;
 }
 
 /* ---- GET /v1/receipts/{executionId} -------------------------------------------------- */

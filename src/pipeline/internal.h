@@ -17,14 +17,14 @@
 #include "trigguard/pipeline.h"
 #include "trigguard/policy.h"
 #include "trigguard/store.h"
+#include "trigguard/swap.h"
 
-/* A loaded policy plus what is derived from it once. Readers hold a reference for
- * the few microseconds they use it; a reload swaps `current` and frees the old one
- * once its count drops to zero (see policy_acquire in pipeline.c). */
+/* A loaded policy plus what is derived from it once. Requests hold a reference through the
+ * pipeline's swap (swap.h) for the few microseconds they use it; a reload replaces it
+ * there and frees the old one once no request can still hold it. */
 typedef struct tg_policy_ref {
     tg_policy_t *policy;
     char fingerprint[65];
-    atomic_int refs;
 } tg_policy_ref_t;
 
 struct tg_pipeline {
@@ -32,7 +32,7 @@ struct tg_pipeline {
     tg_json_limits_t limits;
     int64_t receipt_ttl_ms;
 
-    _Atomic(tg_policy_ref_t *) policy;
+    tg_swap_t *policy; /* holds the current tg_policy_ref_t; NULL only while creating */
 
     tg_keyring_t ring;
     const tg_key_t *signer; /* points into ring, NULL when no signing key */
@@ -50,6 +50,11 @@ struct tg_pipeline {
     atomic_bool serving;
     uint64_t replayed_records;
 
+    /* Live ledger entries the replay could not fit (caps smaller than at the last run):
+     * the start is refused when either is not 0 (tg_pipeline_replay_check). */
+    uint64_t replay_unfit_store;    /* idempotency keys and nonces */
+    uint64_t replay_unfit_receipts; /* receipt index entries */
+
     /* Requests deferred for the ledger, oldest first (evaluate.c, "waiting for the
      * ledger"): the stall bound and the stop answer them when the ledger does not. */
     pthread_mutex_t wait_mu;
@@ -63,8 +68,9 @@ struct tg_pipeline {
  * ledger's answer. Returns how many. Thread-safe. */
 size_t tg_pipeline_abandon_waits(tg_pipeline_t *p, int64_t older_than_ns, bool closing);
 
-tg_policy_ref_t *tg_pipeline_policy_acquire(tg_pipeline_t *p);
-void tg_pipeline_policy_release(tg_policy_ref_t *ref);
+/* The current policy, valid until tg_pipeline_policy_release(p, hold). Never blocks. */
+tg_policy_ref_t *tg_pipeline_policy_acquire(tg_pipeline_t *p, tg_swap_ref_t *hold);
+void tg_pipeline_policy_release(tg_pipeline_t *p, const tg_swap_ref_t *hold);
 
 /* Error reply: {"error","message","request_id"} with the status of the one mapping
  * table (reply.c). `message` is a human sentence without internals. */
@@ -93,6 +99,9 @@ void tg_reply_json(tg_exchange_t *ex, int status);
 typedef enum { TG_MODE_EVALUATE, TG_MODE_EXECUTE, TG_MODE_DECIDE } tg_eval_mode_t;
 void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mode);
 tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec);
+/* After the replay: TG_ERR_CONFIG (diag names the numbers) if a table could not hold the
+ * ledger's live entries, else TG_OK. */
+tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag);
 void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *exec_id);
 
 #endif /* TG_PIPELINE_INTERNAL_H */

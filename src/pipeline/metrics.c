@@ -228,9 +228,15 @@ tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) {
                            "because their record was not durable in time (--ledger-stall-timeout, "
                            "or the drain at a stop ran out).\n"
                            "# TYPE trigguard_ledger_wait_timeouts_total counter\n"
-                           "trigguard_ledger_wait_timeouts_total %llu\n",
+                           "trigguard_ledger_wait_timeouts_total %llu\n"
+                           "# HELP trigguard_receipt_index_collisions_total Receipts whose "
+                           "executionId was already indexed for another ledger record (0 "
+                           "unless something is wrong: the log names both records).\n"
+                           "# TYPE trigguard_receipt_index_collisions_total counter\n"
+                           "trigguard_receipt_index_collisions_total %llu\n",
                            (unsigned long long)ld(&m->idem_replays),
-                           (unsigned long long)ld(&m->ledger_wait_timeouts));
+                           (unsigned long long)ld(&m->ledger_wait_timeouts),
+                           (unsigned long long)ld(&m->receipt_index_collisions));
     }
     return rc;
 }

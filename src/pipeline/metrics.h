@@ -51,6 +51,9 @@ typedef struct tg_metrics {
     atomic_uint_fast64_t surfaces_overflow[3];
     atomic_uint_fast64_t idem_replays;
     atomic_uint_fast64_t ledger_wait_timeouts; /* deferred requests answered 503 unsettled */
+    /* executionIds found already indexed for another ledger record, live or while the index
+     * was rebuilt at start (evaluate.c, index_receipt): should stay 0 */
+    atomic_uint_fast64_t receipt_index_collisions;
 } tg_metrics_t;
 
 void tg_metrics_init(tg_metrics_t *m);

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include <sodium.h>
 
@@ -14,31 +13,19 @@
 #include "trigguard/log.h"
 #include "trigguard/receipt.h"
 
-static void sleep_ms(long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
 /* ---- policy references ---------------------------------------------------------------
- * Readers increment `refs` and re-check that the ref is still current; a reload swaps
- * the pointer, waits a grace period (so a reader between its load and its increment
- * finishes that step) and then until refs drops to zero before freeing. Requests never
- * wait for a reload, and a reload never frees a policy a request is using. */
+ * The policy lives in a tg_swap_t (swap.h): requests count themselves in the swap's own
+ * counters, never in the policy object, so a request preempted at any point cannot touch
+ * a policy a reload has freed. Until issue 17 the count was in the object, and a 50 ms
+ * grace period covered the moment between loading the pointer and counting. Requests never
+ * wait for a reload; a reload waits for the requests that may still use the old policy. */
 
-tg_policy_ref_t *tg_pipeline_policy_acquire(tg_pipeline_t *p) {
-    for (;;) {
-        tg_policy_ref_t *r = atomic_load_explicit(&p->policy, memory_order_acquire);
-        atomic_fetch_add_explicit(&r->refs, 1, memory_order_acq_rel);
-        if (atomic_load_explicit(&p->policy, memory_order_acquire) == r) {
-            return r;
-        }
-        atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel);
-    }
+tg_policy_ref_t *tg_pipeline_policy_acquire(tg_pipeline_t *p, tg_swap_ref_t *hold) {
+    return tg_swap_acquire(p->policy, hold);
 }
 
-void tg_pipeline_policy_release(tg_policy_ref_t *ref) {
-    atomic_fetch_sub_explicit(&ref->refs, 1, memory_order_acq_rel);
+void tg_pipeline_policy_release(tg_pipeline_t *p, const tg_swap_ref_t *hold) {
+    tg_swap_release(p->policy, hold);
 }
 
 static void policy_ref_free(tg_policy_ref_t *r) {
@@ -65,7 +52,6 @@ static tg_err_t policy_ref_load(tg_policy_ref_t **out, const char *path, tg_diag
         policy_ref_free(r);
         return rc;
     }
-    atomic_init(&r->refs, 0);
     *out = r;
     return TG_OK;
 }
@@ -218,6 +204,9 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
                            "with --ledger-create auto to begin a new, empty one",
                            why);
     }
+    if (rc == TG_OK) {
+        rc = tg_pipeline_replay_check(p, diag);
+    }
     if (rc != TG_OK) {
         return rc;
     }
@@ -300,7 +289,12 @@ static tg_err_t create(tg_pipeline_t **out, const tg_config_t *cfg, bool with_st
                        tg_policy_authority_id(ref->policy, cfg->authority_id));
         rc = check_authority_id(p->cfg.authority_id, diag);
     }
-    atomic_init(&p->policy, ref);
+    if (rc == TG_OK) {
+        rc = tg_swap_create(&p->policy, ref);
+    }
+    if (rc != TG_OK) {
+        policy_ref_free(ref); /* NULL-safe; not yet owned by the swap */
+    }
     if (rc == TG_OK) {
         rc = load_keys(p, diag);
     }
@@ -385,12 +379,9 @@ tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) {
     if (rc != TG_OK) {
         return rc;
     }
-    tg_policy_ref_t *old = atomic_exchange_explicit(&p->policy, fresh, memory_order_acq_rel);
-    sleep_ms(50); /* grace: readers between load and increment finish that step */
-    while (atomic_load_explicit(&old->refs, memory_order_acquire) > 0) {
-        sleep_ms(1);
-    }
-    policy_ref_free(old);
+    /* Returns once no request can hold the old policy any more, however long one was
+     * preempted while taking or using it. */
+    policy_ref_free(tg_swap_exchange(p->policy, fresh));
     return TG_OK;
 }
 
@@ -418,7 +409,8 @@ void tg_pipeline_abandon(void *ud) { (void)tg_pipeline_abandon_waits(ud, 0, true
 void tg_pipeline_set_serving(tg_pipeline_t *p, bool serving) { atomic_store(&p->serving, serving); }
 
 void tg_pipeline_describe(const tg_pipeline_t *p, char *out, size_t cap) {
-    tg_policy_ref_t *ref = atomic_load(&((tg_pipeline_t *)p)->policy);
+    /* No reference needed: describe runs on the thread that reloads. */
+    const tg_policy_ref_t *ref = tg_swap_peek(p->policy);
     (void)snprintf(out, cap,
                    "policy %s (version %s, hash %.16s…), signing key %s, %zu tenants%s, "
                    "durability %s, ledger %s",
@@ -442,7 +434,10 @@ void tg_pipeline_destroy(tg_pipeline_t *p) {
     tg_tenants_destroy(p->tenants);
     tg_keyring_wipe(&p->ring);
     tg_buf_free(&p->keys_json);
-    policy_ref_free(atomic_load(&p->policy));
+    if (p->policy != NULL) {
+        policy_ref_free(tg_swap_peek(p->policy));
+        tg_swap_destroy(p->policy);
+    }
     pthread_mutex_destroy(&p->wait_mu);
     sodium_memzero(p->cfg.signing_key, sizeof p->cfg.signing_key);
     sodium_memzero(p->cfg.api_keys, sizeof p->cfg.api_keys);

@@ -72,7 +72,7 @@ static void add_reason(char *buf, size_t cap, const char *part) {
  * balancer's log) reads "ledger: probe write ...: No space left on device", not only 503. */
 static void r_readyz(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     (void)rest;
-    bool policy = atomic_load(&p->policy) != NULL;
+    bool policy = tg_swap_peek(p->policy) != NULL;
     bool key = p->signer != NULL;
     char ledger_why[256];
     bool ledger = tg_ledger_health(p->ledger, ledger_why, sizeof ledger_why);
@@ -114,7 +114,8 @@ static void r_readyz(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
 
 static void r_version(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     (void)rest;
-    tg_policy_ref_t *ref = tg_pipeline_policy_acquire(p);
+    tg_swap_ref_t hold;
+    tg_policy_ref_t *ref = tg_pipeline_policy_acquire(p, &hold);
     const char *pv = tg_policy_version(ref->policy);
     tg_err_t rc =
         tg_buf_printf(&ex->out,
@@ -129,7 +130,7 @@ static void r_version(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     if (rc == TG_OK) {
         rc = tg_buf_printf(&ex->out, ",\"policy_hash\":\"%s\"}", tg_policy_hash_hex(ref->policy));
     }
-    tg_pipeline_policy_release(ref);
+    tg_pipeline_policy_release(p, &hold);
     put_or_fail(ex, rc, 200);
 }
 
@@ -145,7 +146,8 @@ static void r_keys(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
 
 static void r_capabilities(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     (void)rest;
-    tg_policy_ref_t *ref = tg_pipeline_policy_acquire(p);
+    tg_swap_ref_t hold;
+    tg_policy_ref_t *ref = tg_pipeline_policy_acquire(p, &hold);
     tg_buf_t *o = &ex->out;
     tg_err_t rc = tg_buf_printf(
         o,
@@ -173,7 +175,7 @@ static void r_capabilities(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest
     if (rc == TG_OK) {
         rc = tg_buf_puts(o, "]}");
     }
-    tg_pipeline_policy_release(ref);
+    tg_pipeline_policy_release(p, &hold);
     put_or_fail(ex, rc, 200);
 }
 

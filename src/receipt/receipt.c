@@ -742,13 +742,25 @@ const char *tg_receipt_reason_code(tg_err_t e) {
 
 /* ---- identifiers ---------------------------------------------------------------------- */
 
-void tg_receipt_execution_id(char out[TG_RECEIPT_EXEC_ID_LEN + 1], const char *tenant,
-                             size_t tenant_len, const char *surface, size_t surface_len,
-                             const char *request_hash_hex, size_t request_hash_len,
-                             const char *disc, size_t disc_len) {
+/* Non-empty and free of 0x00: what makes the fields of the execution id's hash input
+ * unambiguous (see receipt.h). */
+static bool id_part_ok(const char *p, size_t n) {
+    return p != NULL && n > 0 && memchr(p, '\0', n) == NULL;
+}
+
+tg_err_t tg_receipt_execution_id(char out[TG_RECEIPT_EXEC_ID_LEN + 1], const char *tenant,
+                                 size_t tenant_len, const char *surface, size_t surface_len,
+                                 const char *request_hash_hex, size_t request_hash_len,
+                                 const char *idempotency_key, size_t key_len) {
     static const unsigned char zero = 0;
     crypto_hash_sha256_state st;
     uint8_t h[32], rnd[16];
+    out[0] = '\0';
+    if (!id_part_ok(tenant, tenant_len) || !id_part_ok(surface, surface_len) ||
+        request_hash_hex == NULL || request_hash_len != 64 || !is_lower_hex(request_hash_hex, 64) ||
+        (idempotency_key != NULL && !id_part_ok(idempotency_key, key_len))) {
+        return TG_ERR_INVALID_ARG;
+    }
     crypto_hash_sha256_init(&st);
     crypto_hash_sha256_update(&st, (const unsigned char *)tenant, tenant_len);
     crypto_hash_sha256_update(&st, &zero, 1);
@@ -756,15 +768,18 @@ void tg_receipt_execution_id(char out[TG_RECEIPT_EXEC_ID_LEN + 1], const char *t
     crypto_hash_sha256_update(&st, &zero, 1);
     crypto_hash_sha256_update(&st, (const unsigned char *)request_hash_hex, request_hash_len);
     crypto_hash_sha256_update(&st, &zero, 1);
-    if (disc != NULL) {
-        crypto_hash_sha256_update(&st, (const unsigned char *)disc, disc_len);
+    if (idempotency_key != NULL) {
+        crypto_hash_sha256_update(&st, (const unsigned char *)idempotency_key, key_len);
     } else {
+        /* the 0x00 no key can begin with: this input is no key's */
+        crypto_hash_sha256_update(&st, &zero, 1);
         randombytes_buf(rnd, sizeof rnd);
         crypto_hash_sha256_update(&st, rnd, sizeof rnd);
     }
     crypto_hash_sha256_final(&st, h);
     memcpy(out, "exec_", 5);
     tg_hex(out + 5, h, 16);
+    return TG_OK;
 }
 
 tg_err_t tg_receipt_protocol_fingerprint(char out_hex[65], const char *policy_hash_hex) {

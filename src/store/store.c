@@ -638,10 +638,27 @@ tg_err_t tg_store_idem_get(tg_store_t *s, const char *tenant, size_t tenant_len,
     return rc;
 }
 
-tg_err_t tg_store_idem_restore(tg_store_t *s, const char *tenant, size_t tenant_len,
-                               const char *key, size_t key_len, const uint8_t request_hash[32],
-                               int status, const char *body, size_t body_len, int64_t stored_at_ms,
-                               int64_t now_ms) {
+/* How put_done treats a live DONE entry already held for the key. */
+typedef enum { PUT_LATER_WINS, PUT_KEEP_FIRST } put_mode_t;
+
+/* A malloc'd copy of e's stored response in res (state REPLAY), or TG_ERR_NOMEM. */
+static tg_err_t copy_out(tg_idem_result_t *res, const entry_t *e) {
+    res->body = body_dup(e->body, e->body_len);
+    if (res->body == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    res->state = TG_IDEM_REPLAY;
+    res->status = e->status;
+    res->body_len = e->body_len;
+    res->stored_at_ms = e->stamp_ms;
+    return TG_OK;
+}
+
+/* tg_store_idem_restore (PUT_LATER_WINS) and tg_store_idem_insert (PUT_KEEP_FIRST). */
+static tg_err_t put_done(tg_store_t *s, put_mode_t mode, const char *tenant, size_t tenant_len,
+                         const char *key, size_t key_len, const uint8_t request_hash[32],
+                         int status, const char *body, size_t body_len, int64_t stored_at_ms,
+                         int64_t now_ms, tg_idem_result_t *existing) {
     lookup_t lk;
     entry_t *graveyard = NULL;
     entry_t *fresh = NULL;
@@ -676,6 +693,14 @@ tg_err_t tg_store_idem_restore(tg_store_t *s, const char *tenant, size_t tenant_
     entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard);
     if (e != NULL && e->state == ST_IN_FLIGHT) {
         rc = TG_ERR_IN_FLIGHT;
+    } else if (e != NULL && mode == PUT_KEEP_FIRST) {
+        bool same = e->status == status && e->body_len == body_len &&
+                    (body_len == 0 || memcmp(e->body, body, body_len) == 0);
+        if (!same) {
+            /* The copy is made under the lock: the entry may be reclaimed right after. */
+            rc =
+                existing != NULL && copy_out(existing, e) != TG_OK ? TG_ERR_NOMEM : TG_ERR_CONFLICT;
+        }
     } else if (e != NULL && e->stamp_ms > stored_at_ms) {
         rc = TG_OK; /* the later record already holds the key */
     } else if (!caps_take(s, 1, fresh->bytes)) {
@@ -696,6 +721,25 @@ tg_err_t tg_store_idem_restore(tg_store_t *s, const char *tenant, size_t tenant_
     entry_free(old);
     graveyard_free(graveyard);
     return rc;
+}
+
+tg_err_t tg_store_idem_restore(tg_store_t *s, const char *tenant, size_t tenant_len,
+                               const char *key, size_t key_len, const uint8_t request_hash[32],
+                               int status, const char *body, size_t body_len, int64_t stored_at_ms,
+                               int64_t now_ms) {
+    return put_done(s, PUT_LATER_WINS, tenant, tenant_len, key, key_len, request_hash, status, body,
+                    body_len, stored_at_ms, now_ms, NULL);
+}
+
+tg_err_t tg_store_idem_insert(tg_store_t *s, const char *tenant, size_t tenant_len, const char *key,
+                              size_t key_len, const uint8_t request_hash[32], int status,
+                              const char *body, size_t body_len, int64_t stored_at_ms,
+                              int64_t now_ms, tg_idem_result_t *existing) {
+    if (existing != NULL) {
+        memset(existing, 0, sizeof *existing);
+    }
+    return put_done(s, PUT_KEEP_FIRST, tenant, tenant_len, key, key_len, request_hash, status, body,
+                    body_len, stored_at_ms, now_ms, existing);
 }
 
 /* ------------------------------------------------------------------ nonces */

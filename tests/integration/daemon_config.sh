@@ -285,23 +285,49 @@ tg_stop holder
 # the signing key in it, and processes of its own user cannot read its memory. Linux shows it
 # by giving the process's /proc files to root; so the daemon runs as nobody here, and
 # /proc/PID/mem must be root's (nobody's for a dumpable process). Needs root to switch users.
+# nobody must reach everything that daemon opens, and the checkout, the build tree and
+# $TMPDIR may all lie where it cannot enter (a root user's home is 0700): so the binary,
+# policy and key are copied into a directory of its own under /tmp, and it runs from there.
 if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
-    ND=$TG_TMP/nobody
-    mkdir -p "$ND" && chmod 755 "$TG_TMP" "$ND"
-    cp "$TG_KEY" "$ND/key.pem" && cp "$TG_POLICY" "$ND/policy.json"
+    ND=$(mktemp -d /tmp/tg-nobody.XXXXXX)
+    chmod 755 "$ND"
+    cp "$TG_BIN" "$ND/trigguard" && cp "$TG_KEY" "$ND/key.pem" && cp "$TG_POLICY" "$ND/policy.json"
     chown -R nobody "$ND"
-    setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
-        env TRIGGUARD_API_KEYS="$TG_API_KEYS" "$TG_BIN" serve --policy "$ND/policy.json" \
-        --key "$ND/key.pem" --ledger "$ND/ledger" --port 0 --port-file "$ND/port" \
-        >"$ND/log" 2>&1 &
-    NPID=$!
-    for _ in $(seq 1 100); do [ -s "$ND/port" ] && break; sleep 0.1; done
-    tg_eq "$(stat -c %U "/proc/$NPID/mem" 2>/dev/null)" root \
-        "serve run as nobody is not dumpable (its /proc/PID/mem belongs to root)"
-    tg_eq "$(stat -c %U "/proc/$NPID" 2>/dev/null)" nobody "and it does run as nobody"
-    kill -TERM "$NPID"
-    wait "$NPID"
-    tg_eq "$?" 0 "the nobody daemon stops cleanly"
+    # Sanitizer reports go to the daemon's log, which nobody can write (a log_path in the
+    # checkout may not be), and are looked for there.
+    nobody_env=(env)
+    for var in ASAN_OPTIONS TSAN_OPTIONS; do
+        [ -n "${!var:-}" ] || continue
+        kept=()
+        for o in ${!var//:/ }; do
+            case $o in log_path=*) ;; *) kept+=("$o") ;; esac
+        done
+        nobody_env+=("$var=${kept[*]}")
+    done
+    as_nobody() {
+        cd "$ND" && exec setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
+            "${nobody_env[@]}" "$@"
+    }
+    if ! (as_nobody ./trigguard --version) >"$ND/version.out" 2>&1; then
+        tg_log "SKIP: the non-dumpable check: nobody cannot run a copy of the binary in $ND: $(head -c 300 "$ND/version.out")"
+    else
+        (as_nobody TRIGGUARD_API_KEYS="$TG_API_KEYS" ./trigguard serve --policy "$ND/policy.json" \
+            --key "$ND/key.pem" --ledger "$ND/ledger" --port 0 --port-file "$ND/port") \
+            >"$ND/log" 2>&1 &
+        NPID=$! # the subshell execs setpriv, which execs env, which execs the daemon: one pid
+        for _ in $(seq 1 200); do [ -s "$ND/port" ] && break; sleep 0.1; done
+        tg_check "serve run as nobody starts (log: $(tail -c 600 "$ND/log" | tr '\n' ' '))" test -s "$ND/port"
+        tg_eq "$(stat -c %U "/proc/$NPID/mem" 2>/dev/null)" root \
+            "serve run as nobody is not dumpable (its /proc/PID/mem belongs to root)"
+        tg_eq "$(stat -c %U "/proc/$NPID" 2>/dev/null)" nobody "and it does run as nobody"
+        kill -TERM "$NPID"
+        wait "$NPID"
+        tg_eq "$?" 0 "the nobody daemon stops cleanly"
+        if grep -qE '(ERROR|WARNING): (Address|Leak|Thread)Sanitizer|runtime error:' "$ND/log"; then
+            tg_fail "the nobody daemon: sanitizer report: $(head -c 2000 "$ND/log")"
+        fi
+    fi
+    rm -rf "$ND"
 else
     tg_log "not root (or no setpriv/nobody): the non-dumpable check is skipped"
 fi

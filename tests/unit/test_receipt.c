@@ -961,22 +961,93 @@ static void test_reason_codes(void **state) {
 
 /* ---- identifiers ------------------------------------------------------------------------ */
 
+/* SPEC §5's formula written out, for a key: exec_ + 32 hex of SHA-256(t 0 s 0 rh 0 key). */
+static void spec_execution_id(char out[TG_RECEIPT_EXEC_ID_LEN + 1], const char *t, const char *sf,
+                              const char *rh, const char *key, size_t key_len) {
+    unsigned char in[512];
+    size_t n = 0;
+    size_t tl = strlen(t), sl = strlen(sf), rl = strlen(rh);
+    assert_true(tl + sl + rl + key_len + 3 <= sizeof in);
+    memcpy(in + n, t, tl);
+    n += tl;
+    in[n++] = 0;
+    memcpy(in + n, sf, sl);
+    n += sl;
+    in[n++] = 0;
+    memcpy(in + n, rh, rl);
+    n += rl;
+    in[n++] = 0;
+    memcpy(in + n, key, key_len);
+    n += key_len;
+    uint8_t h[32];
+    crypto_hash_sha256(h, in, n);
+    memcpy(out, "exec_", 5);
+    tg_hex(out + 5, h, 16);
+}
+
 static void test_execution_id(void **state) {
     (void)state;
     char id[TG_RECEIPT_EXEC_ID_LEN + 1], id2[TG_RECEIPT_EXEC_ID_LEN + 1];
-    tg_receipt_execution_id(id, "acme", 4, "payments.charge", 15, REQ, 64, "tx_9921", 7);
+    char want[TG_RECEIPT_EXEC_ID_LEN + 1];
+    /* with an idempotency key: SPEC §5 byte for byte (the vectors' ids were made so; EXEC2's
+     * key happens to be spelled "nonce-1") */
+    assert_int_equal(
+        tg_receipt_execution_id(id, "acme", 4, "payments.charge", 15, REQ, 64, "tx_9921", 7),
+        TG_OK);
     assert_string_equal(id, EXEC);
-    tg_receipt_execution_id(id, "acme", 4, "deploy.release", 14, REQ, 64, "nonce-1", 7);
+    spec_execution_id(want, "acme", "payments.charge", REQ, "tx_9921", 7);
+    assert_string_equal(id, want);
+    assert_int_equal(
+        tg_receipt_execution_id(id, "acme", 4, "deploy.release", 14, REQ, 64, "nonce-1", 7), TG_OK);
     assert_string_equal(id, EXEC2);
+    /* keys are bytes: one of 255 bytes, with control characters, non-ASCII */
+    char key[255];
+    for (size_t i = 0; i < sizeof key; i++) {
+        key[i] = (char)(1 + i % 255);
+    }
+    assert_int_equal(
+        tg_receipt_execution_id(id, "acme", 4, "payments.charge", 15, REQ, 64, key, sizeof key),
+        TG_OK);
+    spec_execution_id(want, "acme", "payments.charge", REQ, key, sizeof key);
+    assert_string_equal(id, want);
     /* the separators matter: "acm" + "e..." is another id */
-    tg_receipt_execution_id(id2, "acm", 3, "epayments.charge", 16, REQ, 64, "tx_9921", 7);
+    assert_int_equal(
+        tg_receipt_execution_id(id2, "acm", 3, "epayments.charge", 16, REQ, 64, "tx_9921", 7),
+        TG_OK);
     assert_string_not_equal(id2, EXEC);
-    /* no discriminator: 128 random bits, so two calls differ */
-    tg_receipt_execution_id(id, "acme", 4, "payments.charge", 15, REQ, 64, NULL, 0);
-    tg_receipt_execution_id(id2, "acme", 4, "payments.charge", 15, REQ, 64, NULL, 0);
+    /* no key (a nonce, or nothing): 0x00 then 128 random bits, so two calls differ */
+    assert_int_equal(
+        tg_receipt_execution_id(id, "acme", 4, "payments.charge", 15, REQ, 64, NULL, 0), TG_OK);
+    assert_int_equal(
+        tg_receipt_execution_id(id2, "acme", 4, "payments.charge", 15, REQ, 64, NULL, 0), TG_OK);
     assert_int_equal(strlen(id), TG_RECEIPT_EXEC_ID_LEN);
     assert_memory_equal(id, "exec_", 5);
     assert_string_not_equal(id, id2);
+    /* What keeps the two cases apart: no part may be empty or hold the 0x00 that starts the
+     * random case's suffix or separates the parts. */
+    assert_int_equal(
+        tg_receipt_execution_id(id, "acme", 4, "payments.charge", 15, REQ, 64, "k\0x", 3),
+        TG_ERR_INVALID_ARG);
+    assert_string_equal(id, "");
+    assert_int_equal(
+        tg_receipt_execution_id(id, "acme", 4, "payments.charge", 15, REQ, 64, "\0", 1),
+        TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_receipt_execution_id(id, "acme", 4, "payments.charge", 15, REQ, 64, "", 0),
+                     TG_ERR_INVALID_ARG);
+    assert_int_equal(
+        tg_receipt_execution_id(id, "ac\0e", 4, "payments.charge", 15, REQ, 64, "k", 1),
+        TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_receipt_execution_id(id, "", 0, "payments.charge", 15, REQ, 64, "k", 1),
+                     TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_receipt_execution_id(id, "acme", 4, "pay\0", 4, REQ, 64, NULL, 0),
+                     TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_receipt_execution_id(id, "acme", 4, "p", 1, REQ, 63, NULL, 0),
+                     TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_receipt_execution_id(id, "acme", 4, "p", 1,
+                                             "3F3DDACE61D643B2F4306F20AB43E2467E0511DC1DC04268D35D"
+                                             "053C625F4B85",
+                                             64, NULL, 0),
+                     TG_ERR_INVALID_ARG);
 }
 
 static void test_protocol_fingerprint(void **state) {

@@ -693,6 +693,89 @@ static void test_idem_get(void **state) {
     tg_store_destroy(s);
 }
 
+/* The receipt index's insert: a live key is never repointed, and saying so is an error. */
+static void test_idem_insert(void **state) {
+    (void)state;
+    tg_store_t *s = mk(2, 4, 0);
+    uint8_t h[32];
+    hash_of(h, 0);
+    tg_idem_result_t res, held;
+    tg_store_stats_t st;
+    const int64_t now = 50000;
+
+    assert_int_equal(tg_store_idem_insert(s, S(T_A), S("e1"), h, 200, S("pos-1"), now, now, &held),
+                     TG_OK);
+    assert_int_equal(held.state, TG_IDEM_NONE);
+    /* the same record again changes nothing and is no collision */
+    assert_int_equal(
+        tg_store_idem_insert(s, S(T_A), S("e1"), h, 200, S("pos-1"), now + 1, now + 1, &held),
+        TG_OK);
+    tg_store_stats(s, &st);
+    assert_int_equal(st.entries, 1);
+    /* another position for the same id: refused, the first one kept and shown */
+    assert_int_equal(
+        tg_store_idem_insert(s, S(T_A), S("e1"), h, 200, S("pos-2"), now + 2, now + 2, &held),
+        TG_ERR_CONFLICT);
+    assert_int_equal(held.state, TG_IDEM_REPLAY);
+    assert_int_equal(held.stored_at_ms, now);
+    assert_int_equal(held.body_len, 5);
+    assert_memory_equal(held.body, "pos-1", 5);
+    tg_idem_result_free(&held);
+    assert_int_equal(tg_store_idem_insert(s, S(T_A), S("e1"), h, 201, S("pos-1"), now, now, NULL),
+                     TG_ERR_CONFLICT); /* a different status is a different entry too */
+    assert_int_equal(tg_store_idem_get(s, S(T_A), S("e1"), now + 3, &res), TG_OK);
+    assert_memory_equal(res.body, "pos-1", 5);
+    assert_int_equal(res.status, 200);
+    tg_idem_result_free(&res);
+    /* restore, by contrast, lets the later record take the key */
+    assert_int_equal(tg_store_idem_restore(s, S(T_B), S("e1"), h, 200, S("pos-1"), now, now),
+                     TG_OK);
+    assert_int_equal(tg_store_idem_restore(s, S(T_B), S("e1"), h, 200, S("pos-2"), now + 1, now),
+                     TG_OK);
+    assert_int_equal(tg_store_idem_get(s, S(T_B), S("e1"), now + 2, &res), TG_OK);
+    assert_memory_equal(res.body, "pos-2", 5);
+    tg_idem_result_free(&res);
+    /* per tenant: beta's e1 is not acme's */
+    assert_int_equal(tg_store_idem_insert(s, S(T_B), S("e2"), h, 200, S("pos-3"), now, now, &held),
+                     TG_OK);
+    /* past retention: skipped; once the first entry expired, the id is free again */
+    assert_int_equal(tg_store_idem_insert(s, S(T_A), S("e3"), h, 200, S("x"), now - R, now, &held),
+                     TG_OK);
+    assert_int_equal(tg_store_idem_get(s, S(T_A), S("e3"), now, &res), TG_ERR_NOT_FOUND);
+    assert_int_equal(
+        tg_store_idem_insert(s, S(T_A), S("e1"), h, 200, S("pos-4"), now + R, now + R, &held),
+        TG_OK);
+    /* a reservation under the key */
+    expect_new(s, T_A, "r", 1, now + R);
+    assert_int_equal(
+        tg_store_idem_insert(s, S(T_A), S("r"), h, 200, S("y"), now + R, now + R, &held),
+        TG_ERR_IN_FLIGHT);
+    assert_int_equal(held.state, TG_IDEM_NONE);
+    /* full: acme e1, beta e1, beta e2, acme r */
+    assert_int_equal(
+        tg_store_idem_insert(s, S(T_A), S("e5"), h, 200, S("z"), now + R, now + R, &held),
+        TG_ERR_LIMIT);
+    /* the copy of the held entry cannot be made: out of memory, nothing changed (the new
+     * entry and its body are allocated first, the copy third) */
+    atomic_store(&fail_in, 2);
+    assert_int_equal(
+        tg_store_idem_insert(s, S(T_A), S("e1"), h, 200, S("pos-5"), now + R, now + R, &held),
+        TG_ERR_NOMEM);
+    atomic_store(&fail_in, -1);
+    assert_int_equal(held.state, TG_IDEM_NONE);
+    assert_int_equal(tg_store_idem_get(s, S(T_A), S("e1"), now + R, &res), TG_OK);
+    assert_memory_equal(res.body, "pos-4", 5);
+    tg_idem_result_free(&res);
+    /* arguments, as restore */
+    assert_int_equal(tg_store_idem_insert(s, S(T_A), S("e6"), NULL, 200, S("z"), now, now, &held),
+                     TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_store_idem_insert(s, S(T_A), "", 0, h, 200, S("z"), now, now, &held),
+                     TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_store_idem_insert(s, S(T_A), S("e6"), h, 99, S("z"), now, now, &held),
+                     TG_ERR_INVALID_ARG);
+    tg_store_destroy(s);
+}
+
 static void test_nonce_release(void **state) {
     (void)state;
     tg_store_t *s = mk(2, 10, 0);
@@ -1025,6 +1108,7 @@ int main(void) {
         cmocka_unit_test(test_invalid_args),
         cmocka_unit_test(test_restore),
         cmocka_unit_test(test_idem_get),
+        cmocka_unit_test(test_idem_insert),
         cmocka_unit_test(test_nonce_release),
         cmocka_unit_test(test_nomem_and_crypto),
         cmocka_unit_test(test_threaded_stress),

@@ -1,0 +1,481 @@
+/* test_pipeline.c — the request pipeline in process, without HTTP: execution ids, the
+ * receipt index (live and rebuilt from the ledger) and the start refused when the tables
+ * cannot hold the ledger's live entries. Every test builds its pipeline the way
+ * `trigguard serve` does (config from an argv, the tokens from the environment) over a
+ * ledger of its own, durability none, so a decision is settled before tg_pipeline_handle
+ * returns. */
+#define _XOPEN_SOURCE 700 /* nftw, mkdtemp, setenv */
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+#include <sodium.h>
+
+#include "trigguard/buf.h"
+#include "trigguard/canon.h"
+#include "trigguard/clock.h"
+#include "trigguard/config.h"
+#include "trigguard/keys.h"
+#include "trigguard/ledger.h"
+#include "trigguard/log.h"
+#include "trigguard/pipeline.h"
+
+#define POLICY "../integration/data/daemon_policy.json"
+#define REQ_BODY "{\"surface\":\"example\",\"action\":\"noop\",\"actor\":\"someone\""
+
+typedef struct {
+    char dir[64];
+    char key[128];
+    char log[128];
+    int log_fd;
+} env_t;
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static int setup(void **state) {
+    env_t *e = calloc(1, sizeof *e);
+    assert_non_null(e);
+    snprintf(e->dir, sizeof e->dir, "/tmp/tg-test-pipeline.XXXXXX");
+    assert_non_null(mkdtemp(e->dir));
+    snprintf(e->key, sizeof e->key, "%s/key.pem", e->dir);
+    snprintf(e->log, sizeof e->log, "%s/log", e->dir);
+    tg_key_t k;
+    assert_int_equal(tg_key_generate(&k, "test-pipeline-1"), TG_OK);
+    assert_int_equal(tg_key_save_private(e->key, &k, true, NULL), TG_OK);
+    tg_key_wipe(&k);
+    /* error lines (the ones these tests look for) go to a file of their own */
+    e->log_fd = open(e->log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+    assert_true(e->log_fd >= 0);
+    tg_log_setup(TG_LOG_ERROR, TG_LOG_JSON, e->log_fd);
+    setenv("TRIGGUARD_API_KEYS", "acme:tok-acme,beta:tok-beta", 1);
+    *state = e;
+    return 0;
+}
+
+static int teardown(void **state) {
+    env_t *e = *state;
+    tg_log_setup(TG_LOG_ERROR, TG_LOG_JSON, STDERR_FILENO);
+    close(e->log_fd);
+    (void)nftw(e->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(e);
+    return 0;
+}
+
+/* A pipeline over <dir>/<ledger>; extra serve arguments (NULL-terminated) may follow. */
+static tg_err_t open_pipeline(tg_pipeline_t **out, const env_t *e, const char *ledger,
+                              tg_diag_t *diag, ...) {
+    char lpath[192];
+    snprintf(lpath, sizeof lpath, "%s/%s", e->dir, ledger);
+    char *argv[32] = {"serve", "--policy",     POLICY, "--key",       (char *)e->key, "--ledger",
+                      lpath,   "--durability", "none", "--log-level", "error"};
+    int argc = 11;
+    va_list ap;
+    va_start(ap, diag);
+    for (char *a = va_arg(ap, char *); a != NULL && argc < 31; a = va_arg(ap, char *)) {
+        argv[argc++] = a;
+    }
+    va_end(ap);
+    argv[argc] = NULL;
+    tg_config_t cfg;
+    tg_config_action_t action;
+    tg_err_t rc = tg_config_parse(&cfg, &action, argc, argv, diag);
+    if (rc == TG_OK) {
+        rc = tg_pipeline_create(out, &cfg, diag);
+    }
+    if (rc == TG_OK) {
+        tg_pipeline_set_serving(*out, true);
+    }
+    return rc;
+}
+
+typedef struct {
+    int status;
+    tg_buf_t body;
+} reply_t;
+
+/* One request through the handler, as the HTTP layer hands it over. */
+static void call(reply_t *r, tg_pipeline_t *p, const char *method, const char *path,
+                 const char *body) {
+    tg_exchange_t ex;
+    memset(&ex, 0, sizeof ex);
+    ex.method = method;
+    ex.path = path;
+    ex.authorization = "Bearer tok-acme";
+    ex.content_type = body != NULL ? "application/json" : NULL;
+    snprintf(ex.request_id, sizeof ex.request_id, "test-pipeline");
+    ex.body = body != NULL ? body : "";
+    ex.body_len = body != NULL ? strlen(body) : 0;
+    ex.url_bytes = strlen(path);
+    ex.start_ns = tg_clock_mono_ns();
+    tg_buf_init(&ex.out, 0);
+    tg_pipeline_handle(p, &ex);
+    r->status = ex.status;
+    r->body = ex.out;
+    assert_non_null(r->body.data);
+}
+
+static void reply_free(reply_t *r) { tg_buf_free(&r->body); }
+
+/* POST /v1/evaluate with REQ_BODY plus extra members; the answer must be 200 with a receipt.
+ * Writes its executionId, requestHash and (if receipt not NULL) the receipt's text. */
+static void evaluate(tg_pipeline_t *p, const char *extra, char exec_id[64], char req_hash[80],
+                     tg_buf_t *receipt) {
+    char body[512];
+    snprintf(body, sizeof body, "%s%s}", REQ_BODY, extra);
+    reply_t r;
+    call(&r, p, "POST", "/v1/evaluate", body);
+    if (r.status != 200) {
+        fail_msg("evaluate %s: %d %s", body, r.status, r.body.data);
+    }
+    json_t *j = json_loadb(r.body.data, r.body.len, 0, NULL);
+    assert_non_null(j);
+    const char *id = json_string_value(json_object_get(j, "execution_id"));
+    const char *rh = json_string_value(json_object_get(j, "request_hash"));
+    assert_non_null(id);
+    assert_non_null(rh);
+    snprintf(exec_id, 64, "%s", id);
+    snprintf(req_hash, 80, "%s", rh);
+    json_t *rc = json_object_get(j, "receipt");
+    assert_non_null(rc);
+    assert_string_equal(json_string_value(json_object_get(rc, "executionId")), id);
+    if (receipt != NULL) {
+        char *text = json_dumps(rc, JSON_COMPACT);
+        assert_non_null(text);
+        tg_buf_reset(receipt);
+        assert_int_equal(tg_buf_puts(receipt, text), TG_OK);
+        free(text);
+    }
+    json_decref(j);
+    reply_free(&r);
+}
+
+/* GET /v1/receipts/<id>: its status; the receipt's bytes go to out. */
+static int get_receipt(tg_pipeline_t *p, const char *id, tg_buf_t *out) {
+    char path[128];
+    snprintf(path, sizeof path, "/v1/receipts/%.64s", id);
+    reply_t r;
+    call(&r, p, "GET", path, NULL);
+    int status = r.status;
+    if (out != NULL) {
+        tg_buf_reset(out);
+        assert_int_equal(tg_buf_append(out, r.body.data, r.body.len), TG_OK);
+    }
+    reply_free(&r);
+    return status;
+}
+
+/* The value of an unlabelled counter in GET /metrics. */
+static unsigned long long metric(tg_pipeline_t *p, const char *name) {
+    reply_t r;
+    call(&r, p, "GET", "/metrics", NULL);
+    assert_int_equal(r.status, 200);
+    char want[128];
+    snprintf(want, sizeof want, "\n%s ", name);
+    const char *at = strstr(r.body.data, want);
+    if (at == NULL) {
+        fail_msg("no %s in /metrics", name);
+    }
+    unsigned long long v = strtoull(at + strlen(want), NULL, 10);
+    reply_free(&r);
+    return v;
+}
+
+/* How many lines of the error log mention needle. */
+static int log_count(const env_t *e, const char *needle) {
+    FILE *f = fopen(e->log, "r");
+    assert_non_null(f);
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        n += strstr(line, needle) != NULL;
+    }
+    fclose(f);
+    return n;
+}
+
+/* SPEC §5's executionId for an idempotency key, written out. */
+static void spec_exec_id(char out[64], const char *tenant, const char *surface, const char *rh,
+                         const char *key) {
+    unsigned char in[512];
+    size_t n = 0;
+    const char *parts[] = {tenant, surface, rh, key};
+    for (size_t i = 0; i < 4; i++) {
+        size_t l = strlen(parts[i]);
+        memcpy(in + n, parts[i], l);
+        n += l;
+        if (i < 3) {
+            in[n++] = 0;
+        }
+    }
+    uint8_t h[32];
+    crypto_hash_sha256(h, in, n);
+    memcpy(out, "exec_", 5);
+    tg_hex(out + 5, h, 16);
+    out[37] = '\0';
+}
+
+/* A ledger of crafted receipt records: meta as the pipeline writes it (tenant acme, no key
+ * or nonce), payloads as given. */
+static void craft_ledger(const env_t *e, const char *name, const char *rh, const tg_buf_t *payloads,
+                         size_t n) {
+    char dir[192];
+    snprintf(dir, sizeof dir, "%s/%s", e->dir, name);
+    tg_ledger_opts_t lo = TG_LEDGER_OPTS_INIT;
+    lo.dir = dir;
+    lo.durability = TG_DURABILITY_NONE;
+    tg_ledger_t *l = NULL;
+    tg_diag_t diag = {{0}};
+    if (tg_ledger_open(&l, &lo, NULL, NULL, NULL, &diag) != TG_OK) {
+        fail_msg("ledger %s: %s", dir, diag.msg);
+    }
+    char meta[256];
+    snprintf(meta, sizeof meta, "{\"at\":%lld,\"rh\":\"%s\",\"s\":200,\"t\":\"acme\"}",
+             (long long)tg_clock_now_ms(), rh);
+    for (size_t i = 0; i < n; i++) {
+        tg_ledger_pos_t pos;
+        assert_int_equal(tg_ledger_append_now(l, TG_LEDGER_TYPE_RECEIPT, meta, strlen(meta),
+                                              payloads[i].data, payloads[i].len, &pos),
+                         TG_OK);
+        assert_int_equal(pos.seq, i + 1);
+    }
+    tg_ledger_close(l);
+}
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+/* Issue 17: a key "X" and a nonce "X" on the same request gave two executions one id, and
+ * the index kept only the second. */
+static void test_exec_id_key_and_nonce(void **state) {
+    env_t *e = *state;
+    tg_pipeline_t *p = NULL;
+    tg_diag_t diag = {{0}};
+    assert_int_equal(open_pipeline(&p, e, "ledger-kinds", &diag, NULL), TG_OK);
+    char id_k[64], id_n[64], id_n2[64], id_none[64], rh[80], rh2[80], want[64];
+    tg_buf_t rk, rn, got;
+    tg_buf_init(&rk, 0);
+    tg_buf_init(&rn, 0);
+    tg_buf_init(&got, 0);
+    evaluate(p, ",\"idempotency_key\":\"X\"", id_k, rh, &rk);
+    evaluate(p, ",\"nonce\":\"X\"", id_n, rh2, &rn);
+    assert_string_equal(rh, rh2); /* the same request: only the kind of "X" differs */
+    assert_string_not_equal(id_k, id_n);
+    /* the key's id is SPEC §5's, byte for byte */
+    spec_exec_id(want, "acme", "example", rh, "X");
+    assert_string_equal(id_k, want);
+    /* each id reads back its own receipt */
+    assert_int_equal(get_receipt(p, id_k, &got), 200);
+    assert_int_equal(got.len, rk.len);
+    assert_memory_equal(got.data, rk.data, rk.len);
+    assert_int_equal(get_receipt(p, id_n, &got), 200);
+    assert_int_equal(got.len, rn.len);
+    assert_memory_equal(got.data, rn.data, rn.len);
+    /* a retry of the key is the same execution; other nonces and no key at all are new ones */
+    char id_k2[64];
+    evaluate(p, ",\"idempotency_key\":\"X\"", id_k2, rh2, NULL);
+    assert_string_equal(id_k2, id_k);
+    evaluate(p, ",\"nonce\":\"Y\"", id_n2, rh2, NULL);
+    evaluate(p, "", id_none, rh2, NULL);
+    assert_string_not_equal(id_n2, id_n);
+    assert_string_not_equal(id_none, id_n);
+    assert_string_not_equal(id_none, id_k);
+    assert_int_equal(metric(p, "trigguard_receipt_index_collisions_total"), 0);
+    tg_buf_free(&rk);
+    tg_buf_free(&rn);
+    tg_buf_free(&got);
+    tg_pipeline_destroy(p);
+}
+
+/* A live receipt whose id is already indexed for another record: the index keeps the first,
+ * and the collision is logged and counted. Forced with a ledger that already holds a record
+ * with the id the request's key will get (the SPEC §5 id is deterministic), but not the key. */
+static void test_index_collision_live(void **state) {
+    env_t *e = *state;
+    tg_pipeline_t *p = NULL;
+    tg_diag_t diag = {{0}};
+    char id[64], rh[80], id2[64], rh2[80];
+    tg_buf_t first, got;
+    tg_buf_init(&first, 0);
+    tg_buf_init(&got, 0);
+    assert_int_equal(open_pipeline(&p, e, "ledger-live-a", &diag, NULL), TG_OK);
+    evaluate(p, ",\"idempotency_key\":\"K-live\"", id, rh, &first);
+    tg_pipeline_destroy(p);
+
+    craft_ledger(e, "ledger-live-b", rh, &first, 1);
+    int before = log_count(e, "receipt_index_collision");
+    assert_int_equal(open_pipeline(&p, e, "ledger-live-b", &diag, NULL), TG_OK);
+    assert_int_equal(metric(p, "trigguard_receipt_index_collisions_total"), 0);
+    evaluate(p, ",\"idempotency_key\":\"K-live\"", id2, rh2, NULL);
+    assert_string_equal(id2, id);
+    assert_int_equal(metric(p, "trigguard_receipt_index_collisions_total"), 1);
+    assert_int_equal(log_count(e, "receipt_index_collision"), before + 1);
+    assert_int_equal(log_count(e, "is already indexed for ledger seq 1; this request's receipt "
+                                  "is at seq 2"),
+                     1);
+    /* GET answers with the receipt it would have answered with before */
+    assert_int_equal(get_receipt(p, id, &got), 200);
+    assert_int_equal(got.len, first.len);
+    assert_memory_equal(got.data, first.data, first.len);
+    tg_pipeline_destroy(p);
+    tg_buf_free(&first);
+    tg_buf_free(&got);
+}
+
+/* Two records with one id in the ledger: the rebuilt index keeps the first and says so. */
+static void test_index_collision_replay(void **state) {
+    env_t *e = *state;
+    tg_pipeline_t *p = NULL;
+    tg_diag_t diag = {{0}};
+    char id[64], rh[80];
+    tg_buf_t recs[2], got;
+    tg_buf_init(&recs[0], 0);
+    tg_buf_init(&recs[1], 0);
+    tg_buf_init(&got, 0);
+    assert_int_equal(open_pipeline(&p, e, "ledger-replay-a", &diag, NULL), TG_OK);
+    evaluate(p, "", id, rh, &recs[0]);
+    tg_pipeline_destroy(p);
+    /* the second record: the same receipt, spelled with a trailing blank */
+    assert_int_equal(tg_buf_append(&recs[1], recs[0].data, recs[0].len), TG_OK);
+    assert_int_equal(tg_buf_putc(&recs[1], ' '), TG_OK);
+    craft_ledger(e, "ledger-replay-b", rh, recs, 2);
+
+    int before = log_count(e, "receipt_index_collision");
+    assert_int_equal(open_pipeline(&p, e, "ledger-replay-b", &diag, NULL), TG_OK);
+    assert_int_equal(metric(p, "trigguard_receipt_index_collisions_total"), 1);
+    assert_int_equal(log_count(e, "receipt_index_collision"), before + 1);
+    assert_int_equal(log_count(e, "ledger seq 2: executionId"), 1);
+    assert_int_equal(get_receipt(p, id, &got), 200);
+    assert_int_equal(got.len, recs[0].len);
+    assert_memory_equal(got.data, recs[0].data, recs[0].len);
+    tg_pipeline_destroy(p);
+    tg_buf_free(&recs[0]);
+    tg_buf_free(&recs[1]);
+    tg_buf_free(&got);
+}
+
+/* Issue 17: a restart with a smaller --store-max-entries dropped receipt index entries
+ * without a word. Now the start is refused, naming the numbers; with room it goes on. */
+static void test_restart_smaller_caps(void **state) {
+    env_t *e = *state;
+    tg_pipeline_t *p = NULL;
+    tg_diag_t diag = {{0}};
+    char id[64], rh[80], ids[18][64];
+    /* 18 receipts, no keys: only the receipt index is too small for 16 */
+    assert_int_equal(open_pipeline(&p, e, "ledger-caps-r", &diag, NULL), TG_OK);
+    for (int i = 0; i < 18; i++) {
+        evaluate(p, "", ids[i], rh, NULL);
+    }
+    tg_pipeline_destroy(p);
+    p = NULL;
+    assert_int_equal(
+        open_pipeline(&p, e, "ledger-caps-r", &diag, "--store-max-entries", "16", (char *)NULL),
+        TG_ERR_CONFIG);
+    assert_null(p);
+    if (strstr(diag.msg, "receipt index: the ledger holds 18 live entries but "
+                         "--store-max-entries is 16") == NULL ||
+        strstr(diag.msg, "--store-max-entries 18 or more") == NULL) {
+        fail_msg("diag: %s", diag.msg);
+    }
+    assert_int_equal(log_count(e, "store_too_small"), 1);
+    assert_int_equal(
+        open_pipeline(&p, e, "ledger-caps-r", &diag, "--store-max-entries", "18", (char *)NULL),
+        TG_OK);
+    for (int i = 0; i < 18; i++) {
+        assert_int_equal(get_receipt(p, ids[i], NULL), 200);
+    }
+    tg_pipeline_destroy(p);
+
+    /* 9 requests with a key and a nonce: 18 idempotency entries, 9 receipts */
+    assert_int_equal(open_pipeline(&p, e, "ledger-caps-k", &diag, NULL), TG_OK);
+    for (int i = 0; i < 9; i++) {
+        char extra[96];
+        snprintf(extra, sizeof extra, ",\"idempotency_key\":\"k%d\",\"nonce\":\"n%d\"", i, i);
+        evaluate(p, extra, id, rh, NULL);
+    }
+    tg_pipeline_destroy(p);
+    p = NULL;
+    assert_int_equal(
+        open_pipeline(&p, e, "ledger-caps-k", &diag, "--store-max-entries", "16", (char *)NULL),
+        TG_ERR_CONFIG);
+    if (strstr(diag.msg, "idempotency keys and nonces: the ledger holds 18 live entries but "
+                         "--store-max-entries is 16") == NULL) {
+        fail_msg("diag: %s", diag.msg);
+    }
+    assert_int_equal(log_count(e, "store_too_small"), 2);
+    assert_int_equal(log_count(e, "receipt index: the ledger holds 9"), 0);
+}
+
+/* SIGHUP's reload against requests in flight on other threads (the swap itself is tested
+ * with stalled readers in test_swap): every request gets an answer from a whole policy. */
+typedef struct {
+    tg_pipeline_t *p;
+    atomic_int stop;
+    atomic_int wrong;
+    atomic_int done;
+} load_t;
+
+static void *decide_loop(void *arg) {
+    load_t *l = arg;
+    while (!atomic_load(&l->stop)) {
+        reply_t r;
+        call(&r, l->p, "POST", "/decide", REQ_BODY "}");
+        if (r.status != 200 || strstr(r.body.data, "\"policy_version\":\"itest-1\"") == NULL) {
+            atomic_fetch_add(&l->wrong, 1);
+        }
+        reply_free(&r);
+        atomic_fetch_add(&l->done, 1);
+    }
+    return NULL;
+}
+
+static void test_reload_under_load(void **state) {
+    env_t *e = *state;
+    tg_diag_t diag = {{0}};
+    load_t l;
+    memset(&l, 0, sizeof l);
+    assert_int_equal(open_pipeline(&l.p, e, "ledger-reload", &diag, NULL), TG_OK);
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(pthread_create(&t[i], NULL, decide_loop, &l), 0);
+    }
+    for (int i = 0; i < 40; i++) {
+        assert_int_equal(tg_pipeline_reload(l.p, &diag), TG_OK);
+    }
+    atomic_store(&l.stop, 1);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+    }
+    assert_int_equal(atomic_load(&l.wrong), 0);
+    assert_true(atomic_load(&l.done) > 0);
+    tg_pipeline_destroy(l.p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_exec_id_key_and_nonce, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_collision_live, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_index_collision_replay, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_smaller_caps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_under_load, setup, teardown),
+    };
+    if (sodium_init() < 0) {
+        return 1;
+    }
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
