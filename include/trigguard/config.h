@@ -77,6 +77,9 @@ typedef struct tg_config {
     /* logging */
     char log_level[16];
     char log_format[16];
+    /* which options a flag or the environment set (bit i: the table's option i), so that a
+       default the daemon must adjust can be told from a value the operator asked for */
+    uint64_t given;
 } tg_config_t;
 
 /* What the parser found besides options. */
@@ -93,6 +96,10 @@ typedef enum tg_config_action {
  * names). TG_ERR_CONFIG with diag naming the option on any problem. */
 tg_err_t tg_config_parse(tg_config_t *cfg, tg_config_action_t *action, int argc, char **argv,
                          tg_diag_t *diag) TG_MUST_USE;
+
+/* Whether `flag` (its name without "--", e.g. "max-connections") was set by a flag or the
+ * environment rather than left at its default. false for an unknown flag. Pure. */
+bool tg_config_given(const tg_config_t *cfg, const char *flag);
 
 /* Writes `serve --help`: every option, its env name, default and range. */
 void tg_config_usage(FILE *out);

@@ -148,6 +148,14 @@ typedef struct tg_http_server tg_http_server_t;
 tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
                        tg_http_handler_fn handler, void *ud, tg_diag_t *diag) TG_MUST_USE;
 
+/* Descriptors one listener holds besides its connections' sockets, with `threads` event
+ * threads: its listening socket, and per event thread libmicrohttpd's epoll descriptor and
+ * inter-thread channel (an eventfd, or a pipe's two ends where there is none), plus one
+ * socket per thread still open for a moment after its connection was counted closed (the
+ * close notification comes just before libmicrohttpd closes the socket). With
+ * max_connections this bounds what a listener can ever have open. Pure. */
+unsigned tg_http_fds_per_listener(unsigned threads);
+
 /* The port actually bound (useful with port 0). */
 uint16_t tg_http_port(const tg_http_server_t *s);
 

@@ -47,6 +47,11 @@ void tg_pipeline_early(void *ud, tg_exchange_t *ex);
  * they started with. Not reentrant (call from one control thread). */
 tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) TG_MUST_USE;
 
+/* Descriptors a reload opens at once (the policy file), closed before it returns. Requests
+ * open no files of their own besides the ledger reads of receipts and idempotent replays
+ * (TG_LEDGER_FDS_PER_READ each, on the event thread that serves them). */
+#define TG_PIPELINE_RELOAD_FDS 1
+
 /* Housekeeping: expires idempotency/nonce entries. Call often (serve: every 100 ms), so that
  * each call frees a small batch rather than a second's worth at once. */
 void tg_pipeline_tick(tg_pipeline_t *p);

@@ -125,6 +125,9 @@ static const opt_t options[] = {
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
+_Static_assert(N_OPTIONS <= 64, "tg_config_t.given has one bit per option");
+
+static uint64_t option_bit(const opt_t *o) { return UINT64_C(1) << (size_t)(o - options); }
 
 /* "a|b|c" contains exactly `v`? */
 static int choice_ok(const char *choices, const char *v) {
@@ -261,6 +264,7 @@ tg_err_t tg_config_parse(tg_config_t *cfg, tg_config_action_t *action, int argc,
             if (rc) {
                 return rc;
             }
+            cfg->given |= option_bit(&options[i]);
         }
     }
     for (int i = 1; i < argc; i++) {
@@ -302,8 +306,14 @@ tg_err_t tg_config_parse(tg_config_t *cfg, tg_config_action_t *action, int argc,
         if (rc) {
             return rc;
         }
+        cfg->given |= option_bit(o);
     }
     return check_cross(cfg, diag);
+}
+
+bool tg_config_given(const tg_config_t *cfg, const char *flag) {
+    const opt_t *o = find_flag(flag, strlen(flag));
+    return o != NULL && (cfg->given & option_bit(o)) != 0;
 }
 
 void tg_config_usage(FILE *out) {

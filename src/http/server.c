@@ -908,6 +908,13 @@ fail:
     return rc;
 }
 
+/* Measured with 0.9.75 (/proc/PID/fd): 1 + 2 x threads, its inter-thread channel being an
+ * eventfd; a pipe would take 3 x threads. The pool's master daemon has neither. */
+unsigned tg_http_fds_per_listener(unsigned threads) {
+    unsigned t = threads ? threads : 1;
+    return 1 + t * (1 + 2 + 1); /* listener; per thread epoll, channel (<= 2), closing socket */
+}
+
 uint16_t tg_http_port(const tg_http_server_t *s) { return s->port; }
 
 unsigned tg_http_in_flight(const tg_http_server_t *s) {
