@@ -18,6 +18,14 @@
 
 #define TG_CONFIG_STR_MAX 1024
 
+/* Bounds of the option table that another module enforces as well; pipeline.c asserts at
+ * compile time that they agree, so that the table (and `serve --help`, which prints it) is
+ * the one truth about what starts. */
+#define TG_CONFIG_RATE_MAX INT64_C(60000000000)        /* = TG_RATE_MAX_PER_MIN (guard.h) */
+#define TG_CONFIG_BURST_MAX INT64_C(19215358)          /* = TG_RATE_BURST_ANY_RATE (guard.h) */
+#define TG_CONFIG_STORE_ENTRIES_MAX INT64_C(100000000) /* tg_store_create: up to 2^32 */
+#define TG_CONFIG_KEY_MAX INT64_C(255) /* idempotency keys, nonces: SPEC §3.1; the store: 1024 */
+
 /* Mirrors the ledger's modes without depending on the ledger module. */
 typedef enum tg_config_durability {
     TG_CONFIG_DURABILITY_FSYNC = 0,
