@@ -18,6 +18,14 @@
 
 #define TG_CONFIG_STR_MAX 1024
 
+/* Bounds of the option table that another module enforces as well; pipeline.c asserts at
+ * compile time that they agree, so that the table (and `serve --help`, which prints it) is
+ * the one truth about what starts. */
+#define TG_CONFIG_RATE_MAX INT64_C(60000000000)        /* = TG_RATE_MAX_PER_MIN (guard.h) */
+#define TG_CONFIG_BURST_MAX INT64_C(19215358)          /* = TG_RATE_BURST_ANY_RATE (guard.h) */
+#define TG_CONFIG_STORE_ENTRIES_MAX INT64_C(100000000) /* tg_store_create: up to 2^32 */
+#define TG_CONFIG_KEY_MAX INT64_C(255) /* idempotency keys, nonces: SPEC §3.1; the store: 1024 */
+
 /* Mirrors the ledger's modes without depending on the ledger module. */
 typedef enum tg_config_durability {
     TG_CONFIG_DURABILITY_FSYNC = 0,
@@ -81,6 +89,9 @@ typedef struct tg_config {
     /* logging */
     char log_level[16];
     char log_format[16];
+    /* which options a flag or the environment set (bit i: the table's option i), so that a
+       default the daemon must adjust can be told from a value the operator asked for */
+    uint64_t given;
 } tg_config_t;
 
 /* What the parser found besides options. */
@@ -97,6 +108,10 @@ typedef enum tg_config_action {
  * names). TG_ERR_CONFIG with diag naming the option on any problem. */
 tg_err_t tg_config_parse(tg_config_t *cfg, tg_config_action_t *action, int argc, char **argv,
                          tg_diag_t *diag) TG_MUST_USE;
+
+/* Whether `flag` (its name without "--", e.g. "max-connections") was set by a flag or the
+ * environment rather than left at its default. false for an unknown flag. Pure. */
+bool tg_config_given(const tg_config_t *cfg, const char *flag);
 
 /* Writes `serve --help`: every option, its env name, default and range. */
 void tg_config_usage(FILE *out);

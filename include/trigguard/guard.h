@@ -145,9 +145,17 @@ typedef struct tg_rate_opts {
 } tg_rate_opts_t;
 /* (The rate/10 default is capped at 1e9; a rate under 10/min gets no burst by default.) */
 
-/* Errors: TG_ERR_INVALID_ARG (out NULL), TG_ERR_CONFIG (a rate above 60e9/min, i.e. an
- * emission interval under 1 ns, burst above 1e9, tenants above TG_GUARD_MAX_TENANTS),
- * TG_ERR_NOMEM. opts NULL = everything unlimited. */
+/* The largest rate, per minute: an emission interval of 1 ns. */
+#define TG_RATE_MAX_PER_MIN INT64_C(60000000000)
+/* The largest burst taken with every rate. The limiter keeps burst x interval in int64
+ * nanoseconds with room to spare (under INT64_MAX / 8), and at 1/min the interval is a minute:
+ * INT64_MAX / 8 / 60e9 = 19,215,358. Faster rates take more, up to 1e9. */
+#define TG_RATE_BURST_ANY_RATE INT64_C(19215358)
+
+/* Errors: TG_ERR_INVALID_ARG (out NULL), TG_ERR_CONFIG (a rate above TG_RATE_MAX_PER_MIN,
+ * a burst above 1e9 or one whose burst x interval reaches INT64_MAX / 8 ns (never one up to
+ * TG_RATE_BURST_ANY_RATE), tenants above TG_GUARD_MAX_TENANTS), TG_ERR_NOMEM. opts NULL =
+ * everything unlimited. */
 tg_err_t tg_rate_create(tg_rate_t **out, const tg_rate_opts_t *opts, tg_diag_t *diag) TG_MUST_USE;
 void tg_rate_destroy(tg_rate_t *r); /* NULL-safe */
 

@@ -40,7 +40,8 @@ struct tg_exchange {
     /* ---- request, filled by the HTTP layer ---- */
     int listener;                                /* 0 = main, 1 = the /decide-only listener */
     const char *method;                          /* "GET", "POST", ... */
-    const char *path;                            /* URL path without query */
+    const char *path;                            /* URL path without query; of an
+                                                    absolute-form target only the path */
     bool explain;                                /* ?explain=1 */
     const char *authorization;                   /* header or NULL */
     const char *content_type;                    /* header or NULL */
@@ -54,7 +55,11 @@ struct tg_exchange {
     bool bad_framing;       /* several Content-Length / Transfer-Encoding headers, both
                                together, or a transfer coding other than chunked: 400 */
     const char *bad_header; /* NULL, or why the headers are refused (static text): a
-                               header read as one value appeared twice: respond 400 */
+                               header read as one value (Host among them) appeared twice,
+                               or a header name is not an RFC 9110 token: respond 400 */
+    const char *bad_target; /* NULL, or why the request target is refused (static text): a
+                               raw NUL or other control byte in it, or an absolute-form
+                               target without a usable host: respond 400 */
     bool shutting_down;     /* the request began after tg_http_stop's drain: respond 503 at
                                once; the handler must not defer it */
     size_t url_bytes;       /* path + query bytes as measured for --max-url */
@@ -139,7 +144,10 @@ typedef struct tg_http_server tg_http_server_t;
 /* Starts listening (a socket and an accept thread of ours) and serving on the pool
  * threads. Requests whose URL or headers pass max_url / max_header_bytes, or whose announced body
  * passes max_body, are handed to the handler at once with the matching flag set (before any body
- * byte is read). Requests beyond libmicrohttpd's connection memory never reach the handler:
+ * byte is read); so are requests with ambiguous framing, a repeated single-value header, a
+ * header name that is not a token or a request target with a raw control byte (bad_framing,
+ * bad_header, bad_target). An absolute-form target (http://host/path) is handed over as its
+ * path. Requests beyond libmicrohttpd's connection memory never reach the handler:
  * libmicrohttpd itself answers 414 (request line) or 431 (headers) with a short HTML body and
  * closes. Errors: TG_ERR_INVALID_ARG (bad address), TG_ERR_CONFIG (TLS asked for but this
  * libmicrohttpd was built without it), TG_ERR_IO (bind/listen failed, or TLS material
@@ -147,6 +155,14 @@ typedef struct tg_http_server tg_http_server_t;
  * libmicrohttpd is logged (event libmicrohttpd_panic) before the process aborts. */
 tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
                        tg_http_handler_fn handler, void *ud, tg_diag_t *diag) TG_MUST_USE;
+
+/* Descriptors one listener holds besides its connections' sockets, with `threads` event
+ * threads: its listening socket, and per event thread libmicrohttpd's epoll descriptor and
+ * inter-thread channel (an eventfd, or a pipe's two ends where there is none), plus one
+ * socket per thread still open for a moment after its connection was counted closed (the
+ * close notification comes just before libmicrohttpd closes the socket). With
+ * max_connections this bounds what a listener can ever have open. Pure. */
+unsigned tg_http_fds_per_listener(unsigned threads);
 
 /* The port actually bound (useful with port 0). */
 uint16_t tg_http_port(const tg_http_server_t *s);

@@ -150,6 +150,18 @@ tg_err_t tg_durability_parse(tg_durability_t *out, const char *s) TG_MUST_USE;
 
 #define TG_LEDGER_RETRY_NEVER UINT32_MAX /* retry_ms: only tg_ledger_try_recover() recovers */
 
+/* Descriptors, for a process that must never run out of them (serve sizes its connection
+ * limit from these). An open ledger holds TG_LEDGER_FDS_HELD for as long as it is open: the
+ * directory, the lock file, the active segment and ledger.head. Appending opens at most
+ * TG_LEDGER_FDS_TRANSIENT more at any one moment: a rotation's new segment before the old
+ * one is closed (on the writer, or on the appending thread with TG_DURABILITY_NONE) and, on
+ * the writer meanwhile, the dup of a background flush or the recovery probe file. Each
+ * tg_ledger_read_at in progress opens TG_LEDGER_FDS_PER_READ (its segment). tg_ledger_open
+ * opens a few more while it replays, all closed before it returns. */
+#define TG_LEDGER_FDS_HELD 4
+#define TG_LEDGER_FDS_TRANSIENT 2
+#define TG_LEDGER_FDS_PER_READ 1
+
 typedef struct tg_ledger_opts {
     const char *dir;            /* ledger directory; created (0700) if missing (not its
                                    parents). Required. */

@@ -47,6 +47,11 @@ void tg_pipeline_early(void *ud, tg_exchange_t *ex);
  * they started with. Not reentrant (call from one control thread). */
 tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) TG_MUST_USE;
 
+/* Descriptors a reload opens at once (the policy file), closed before it returns. Requests
+ * open no files of their own besides the ledger reads of receipts and idempotent replays
+ * (TG_LEDGER_FDS_PER_READ each, on the event thread that serves them). */
+#define TG_PIPELINE_RELOAD_FDS 1
+
 /* The HTTP layer's abandon hook (tg_http_opts_t.abandon); ud is the pipeline. Answers 503
  * to every request still waiting for its ledger record and refuses new waits from then on:
  * the server is stopping and the drain ran out. The claims of those requests stay with the

@@ -1,5 +1,7 @@
 /* cmd_serve.c — `trigguard serve`: load, listen, handle signals, drain, exit. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 #include <malloc.h>
 #endif
 #include <sys/prctl.h>
+#include <sys/resource.h>
 
 #include <sodium.h>
 
@@ -19,6 +22,7 @@
 #include "trigguard/clock.h"
 #include "trigguard/config.h"
 #include "trigguard/http.h"
+#include "trigguard/ledger.h"
 #include "trigguard/log.h"
 #include "trigguard/pipeline.h"
 #include "trigguard/version.h"
@@ -84,6 +88,102 @@ static void *stop_watch_main(void *arg) {
     return NULL;
 }
 
+/* ---- descriptors ------------------------------------------------------------------------
+ * Every idle connection holds a socket, and with the usual limit of 1,024 descriptors about
+ * that many idle connections used to leave none for the ledger: the next segment rotation
+ * failed with EMFILE and every tenant got 503. So connections are capped below what the
+ * process may open, leaving in reserve what the daemon itself opens (docs/OPERATIONS.md,
+ * "Descriptors", has the arithmetic). */
+
+/* Kept spare beyond what is counted: what libraries open now and then (glibc, GnuTLS's random
+ * device on a kernel without getrandom(), the sanitizer runtimes of test builds), and a
+ * cushion for a count that is off by a few. */
+#define TG_SERVE_FDS_SPARE 16u
+
+/* Descriptors open now: stdio, and whatever the parent left open, which take slots below the
+ * limit like any other. /proc/self/fd is readable by the process itself even once it is not
+ * dumpable; without /proc, every slot below the limit is probed. */
+static unsigned count_open_fds(rlim_t limit) {
+    DIR *d = opendir("/proc/self/fd");
+    if (d != NULL) {
+        unsigned n = 0;
+        const struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            n += e->d_name[0] != '.';
+        }
+        (void)closedir(d);
+        return n > 0 ? n - 1 : 0; /* not the directory's own descriptor */
+    }
+    unsigned n = 0;
+    for (rlim_t fd = 0; fd < limit && fd < (rlim_t)1 << 20; fd++) {
+        n += fcntl((int)fd, F_GETFD) != -1;
+    }
+    return n;
+}
+
+/* Raises the soft RLIMIT_NOFILE toward the hard one (as far as the connections asked for
+ * need) and fits --max-connections under it: a value the operator gave that does not fit is
+ * refused with the numbers, the default is lowered (logged). threads: event threads per
+ * listener. TG_ERR_CONFIG with diag when nothing fits or an explicit value does not. */
+static tg_err_t fit_descriptors(tg_config_t *cfg, unsigned threads, tg_diag_t *diag) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return tg_diag_set(diag, TG_ERR_IO, "getrlimit(RLIMIT_NOFILE): %s", strerror(errno));
+    }
+    unsigned listeners = cfg->decide_port != 0 ? 2 : 1;
+    uint64_t reserve = count_open_fds(rl.rlim_cur);
+    reserve += TG_LEDGER_FDS_HELD + TG_LEDGER_FDS_TRANSIENT;
+    reserve += (uint64_t)threads * TG_LEDGER_FDS_PER_READ; /* receipts, replays: main listener */
+    reserve += TG_PIPELINE_RELOAD_FDS;
+    reserve += cfg->port_file[0] != '\0' ? 1 : 0;
+    reserve += (uint64_t)listeners * tg_http_fds_per_listener(threads);
+    reserve += TG_SERVE_FDS_SPARE;
+    uint64_t conns = (uint64_t)cfg->max_connections;
+    uint64_t want = reserve + listeners * conns;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want && rl.rlim_cur < rl.rlim_max) {
+        struct rlimit raised = rl;
+        raised.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+            rl = raised;
+        }
+    }
+    uint64_t limit = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+    uint64_t fit = limit > reserve ? (limit - reserve) / listeners : 0;
+    char hard[24];
+    if (rl.rlim_max == RLIM_INFINITY) {
+        (void)snprintf(hard, sizeof hard, "unlimited");
+    } else {
+        (void)snprintf(hard, sizeof hard, "%llu", (unsigned long long)rl.rlim_max);
+    }
+    if (conns > fit) {
+        bool given = tg_config_given(cfg, "max-connections");
+        if (given || fit == 0) {
+            /* diag holds TG_DIAG_MAX bytes: the numbers first, the advice short. */
+            return tg_diag_set(diag, TG_ERR_CONFIG,
+                               "--max-connections %llu does not fit the open-files limit %llu "
+                               "(hard %s): %u x %llu connections + %llu kept for the daemon = "
+                               "%llu; at most %llu fit. Lower it or raise the limit (ulimit "
+                               "-n, LimitNOFILE=)",
+                               (unsigned long long)conns, (unsigned long long)limit, hard,
+                               listeners, (unsigned long long)conns, (unsigned long long)reserve,
+                               (unsigned long long)want, (unsigned long long)fit);
+        }
+        TG_LOG(TG_LOG_WARN, "max_connections_lowered",
+               "--max-connections lowered from its default %llu to %llu per listener: the "
+               "open-files limit is %llu (hard limit %s), and the daemon keeps %llu of them "
+               "for itself (%u listener%s); raise the limit to allow more",
+               (unsigned long long)conns, (unsigned long long)fit, (unsigned long long)limit, hard,
+               (unsigned long long)reserve, listeners, listeners > 1 ? "s" : "");
+        cfg->max_connections = (int64_t)fit;
+    }
+    TG_LOG(TG_LOG_INFO, "descriptors",
+           "open-files limit %llu (hard limit %s): %llu kept for the daemon, %u listener%s of "
+           "%lld connections",
+           (unsigned long long)limit, hard, (unsigned long long)reserve, listeners,
+           listeners > 1 ? "s" : "", (long long)cfg->max_connections);
+    return TG_OK;
+}
+
 static int write_port_file(const char *path, unsigned port) {
     char tmp[TG_CONFIG_STR_MAX + 8];
     (void)snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -129,6 +229,13 @@ int tg_cmd_serve(int argc, char **argv) {
     (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     tune_allocator();
     tg_json_alloc_install(); /* request-scoped arenas for jansson: see canon.h */
+    unsigned threads = cfg.threads ? (unsigned)cfg.threads : default_threads();
+    /* Before anything is opened, so that what the parent left open is what is counted. */
+    if (fit_descriptors(&cfg, threads, &diag) != TG_OK) {
+        TG_LOG(TG_LOG_ERROR, "startup_failed", "%s", diag.msg);
+        sodium_memzero(&cfg, sizeof cfg);
+        return TG_EXIT_USAGE;
+    }
 
     /* Signals go to this thread only (sigtimedwait below): block them before any
      * other thread exists so every thread inherits the mask. */
@@ -191,7 +298,7 @@ int tg_cmd_serve(int argc, char **argv) {
         .listen = cfg.listen,
         .port = (uint16_t)cfg.port,
         .listener = 0,
-        .threads = cfg.threads ? (unsigned)cfg.threads : default_threads(),
+        .threads = threads,
         .max_connections = (unsigned)cfg.max_connections,
         .per_ip_connections = (unsigned)cfg.per_ip_connections,
         .connection_timeout_s = (unsigned)cfg.connection_timeout_s,

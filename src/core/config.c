@@ -27,7 +27,12 @@ typedef struct {
 #define F(field) offsetof(tg_config_t, field), sizeof(((tg_config_t *)0)->field)
 #define I64MAX INT64_MAX
 
-/* The one description of every option. Keep it in the order of `serve --help`. */
+/* The one description of every option. Keep it in the order of `serve --help`. Its min and
+ * max are the whole truth about what starts: a value inside them passes every later check
+ * (the guard, the store, the ledger, libmicrohttpd), and the bounds those modules enforce too
+ * are the TG_CONFIG_*_MAX of config.h, held equal to theirs at compile time (pipeline.c).
+ * The one exception is the connection limit, which `serve` also fits under the open-files
+ * limit at start (docs/OPERATIONS.md, Descriptors); its help says so. */
 static const opt_t options[] = {
     {"listen", "TRIGGUARD_LISTEN", OPT_STR, F(listen), "127.0.0.1", 0, 0, NULL, 0,
      "address to listen on (IPv4 or IPv6 literal)"},
@@ -77,21 +82,22 @@ static const opt_t options[] = {
     {"retention", "TRIGGUARD_RETENTION", OPT_INT, F(retention_s), "86400", 1, 31536000, NULL, 0,
      "seconds idempotency keys and nonces are remembered"},
     {"store-max-entries", "TRIGGUARD_STORE_MAX_ENTRIES", OPT_INT, F(store_max_entries), "4000000",
-     16, 100000000, NULL, 0,
+     16, TG_CONFIG_STORE_ENTRIES_MAX, NULL, 0,
      "cap on idempotency + nonce entries held in memory (and on the receipt index)"},
     {"store-max-bytes", "TRIGGUARD_STORE_MAX_BYTES", OPT_INT, F(store_max_bytes), "1073741824",
      1048576, I64MAX, NULL, 0,
      "cap on the bytes those entries hold, per table (about 150 counted per entry; RSS is a "
      "little more, docs/OPERATIONS.md)"},
-    {"rate-limit-per-tenant", "RATE_LIMIT_PER_TENANT", OPT_INT, F(rate_per_tenant), "0", 0, I64MAX,
-     NULL, 0, "requests per minute per tenant; 0 = unlimited"},
-    {"rate-limit-global", "RATE_LIMIT_GLOBAL", OPT_INT, F(rate_global), "0", 0, I64MAX, NULL, 0,
-     "requests per minute for the whole server; 0 = unlimited"},
-    {"rate-limit-verify", "RATE_LIMIT_VERIFY", OPT_INT, F(rate_verify), "0", 0, I64MAX, NULL, 0,
+    {"rate-limit-per-tenant", "RATE_LIMIT_PER_TENANT", OPT_INT, F(rate_per_tenant), "0", 0,
+     TG_CONFIG_RATE_MAX, NULL, 0, "requests per minute per tenant; 0 = unlimited"},
+    {"rate-limit-global", "RATE_LIMIT_GLOBAL", OPT_INT, F(rate_global), "0", 0, TG_CONFIG_RATE_MAX,
+     NULL, 0, "requests per minute for the whole server; 0 = unlimited"},
+    {"rate-limit-verify", "RATE_LIMIT_VERIFY", OPT_INT, F(rate_verify), "0", 0, TG_CONFIG_RATE_MAX,
+     NULL, 0,
      "POST /v1/verify and its aliases (no token: one limit for all callers), per minute; "
      "0 = unlimited"},
-    {"rate-limit-burst", "RATE_LIMIT_BURST", OPT_INT, F(rate_burst), "0", 0, I64MAX, NULL, 0,
-     "extra requests allowed at once above the steady rate; 0 = rate/10"},
+    {"rate-limit-burst", "RATE_LIMIT_BURST", OPT_INT, F(rate_burst), "0", 0, TG_CONFIG_BURST_MAX,
+     NULL, 0, "extra requests allowed at once above the steady rate; 0 = rate/10"},
     {"bulkhead-tenant", "BULKHEAD_TENANT_MAX_IN_FLIGHT", OPT_INT, F(bulkhead_tenant), "0", 0,
      I64MAX, NULL, 0, "max requests in flight per tenant; 0 = unlimited"},
     {"bulkhead-global", "BULKHEAD_GLOBAL_MAX_IN_FLIGHT", OPT_INT, F(bulkhead_global), "0", 0,
@@ -99,7 +105,9 @@ static const opt_t options[] = {
     {"threads", "TRIGGUARD_THREADS", OPT_INT, F(threads), "0", 0, 256, NULL, 0,
      "HTTP event threads (epoll thread pool); 0 = one per core"},
     {"max-connections", "TRIGGUARD_MAX_CONNECTIONS", OPT_INT, F(max_connections), "4096", 1, 65536,
-     NULL, 0, "simultaneous connections accepted"},
+     NULL, 0,
+     "simultaneous connections accepted, per listener; at start also kept under the open-files "
+     "limit (lowered if not given, else refused: docs/OPERATIONS.md, Descriptors)"},
     {"per-ip-connections", "TRIGGUARD_PER_IP_CONNECTIONS", OPT_INT, F(per_ip_connections), "1024",
      0, 65536, NULL, 0, "simultaneous connections from one IP address; 0 = no per-address limit"},
     {"connection-timeout", "TRIGGUARD_CONNECTION_TIMEOUT", OPT_INT, F(connection_timeout_s), "30",
@@ -123,9 +131,9 @@ static const opt_t options[] = {
     {"max-keys", "TRIGGUARD_MAX_KEYS", OPT_INT, F(max_keys), "256", 1, 65536, NULL, 0,
      "most members in one JSON object"},
     {"max-idempotency-key", "TRIGGUARD_MAX_IDEMPOTENCY_KEY", OPT_INT, F(max_idempotency_key), "255",
-     1, 255, NULL, 0, "longest idempotency key (idempotency_key, intent_id, header)"},
-    {"max-nonce", "TRIGGUARD_MAX_NONCE", OPT_INT, F(max_nonce), "255", 1, 255, NULL, 0,
-     "longest nonce in bytes"},
+     1, TG_CONFIG_KEY_MAX, NULL, 0, "longest idempotency key (idempotency_key, intent_id, header)"},
+    {"max-nonce", "TRIGGUARD_MAX_NONCE", OPT_INT, F(max_nonce), "255", 1, TG_CONFIG_KEY_MAX, NULL,
+     0, "longest nonce in bytes"},
     {"tls-cert", "TRIGGUARD_TLS_CERT", OPT_STR, F(tls_cert), "", 0, 0, NULL, 0,
      "PEM certificate: serve HTTPS (needs --tls-key)"},
     {"tls-key", "TRIGGUARD_TLS_KEY", OPT_STR, F(tls_key), "", 0, 0, NULL, 0,
@@ -137,6 +145,9 @@ static const opt_t options[] = {
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
+_Static_assert(N_OPTIONS <= 64, "tg_config_t.given has one bit per option");
+
+static uint64_t option_bit(const opt_t *o) { return UINT64_C(1) << (size_t)(o - options); }
 
 /* "a|b|c" contains exactly `v`? */
 static int choice_ok(const char *choices, const char *v) {
@@ -274,6 +285,7 @@ tg_err_t tg_config_parse(tg_config_t *cfg, tg_config_action_t *action, int argc,
             if (rc) {
                 return rc;
             }
+            cfg->given |= option_bit(&options[i]);
         }
     }
     for (int i = 1; i < argc; i++) {
@@ -315,8 +327,14 @@ tg_err_t tg_config_parse(tg_config_t *cfg, tg_config_action_t *action, int argc,
         if (rc) {
             return rc;
         }
+        cfg->given |= option_bit(o);
     }
     return check_cross(cfg, diag);
+}
+
+bool tg_config_given(const tg_config_t *cfg, const char *flag) {
+    const opt_t *o = find_flag(flag, strlen(flag));
+    return o != NULL && (cfg->given & option_bit(o)) != 0;
 }
 
 void tg_config_usage(FILE *out) {

@@ -7,6 +7,10 @@
 
 #define NS_PER_MIN INT64_C(60000000000)
 #define MAX_BURST UINT64_C(1000000000)
+_Static_assert(TG_RATE_MAX_PER_MIN == NS_PER_MIN, "the fastest rate is one request per ns");
+_Static_assert(TG_RATE_BURST_ANY_RATE == INT64_MAX / 8 / NS_PER_MIN &&
+                   (uint64_t)TG_RATE_BURST_ANY_RATE < MAX_BURST,
+               "TG_RATE_BURST_ANY_RATE passes limiter_init's checks at 1/min, the slowest rate");
 /* TAT of an idle limiter: far in the past, yet far from overflow when T is added. */
 #define TAT_IDLE (INT64_MIN / 4)
 
@@ -37,7 +41,7 @@ static tg_err_t limiter_init(limiter_t *l, uint64_t rate, uint64_t burst, const 
     if (rate == 0) {
         return TG_OK;
     }
-    if (rate > (uint64_t)NS_PER_MIN) {
+    if (rate > (uint64_t)TG_RATE_MAX_PER_MIN) {
         return tg_diag_set(diag, TG_ERR_CONFIG, "rate limit: %s rate %llu/min is above %lld/min",
                            what, (unsigned long long)rate, (long long)NS_PER_MIN);
     }

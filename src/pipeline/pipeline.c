@@ -12,6 +12,15 @@
 #include "trigguard/io.h"
 #include "trigguard/log.h"
 #include "trigguard/receipt.h"
+#include "trigguard/store.h"
+
+/* The option table's bounds are the whole truth about what starts (config.c): where a module
+ * enforces a bound of its own, the table's is the same number, so a value `serve --help`
+ * offers never fails later and no later check is hidden from it. */
+_Static_assert(TG_CONFIG_RATE_MAX == TG_RATE_MAX_PER_MIN, "rate limits: table = guard");
+_Static_assert(TG_CONFIG_BURST_MAX == TG_RATE_BURST_ANY_RATE, "burst: table = guard, any rate");
+_Static_assert(TG_CONFIG_STORE_ENTRIES_MAX <= (INT64_C(1) << 32), "store: max_entries <= 2^32");
+_Static_assert(TG_CONFIG_KEY_MAX <= TG_STORE_MAX_KEY_LEN_LIMIT, "store: max_key_len");
 
 /* ---- policy references ---------------------------------------------------------------
  * The policy lives in a tg_swap_t (swap.h): requests count themselves in the swap's own

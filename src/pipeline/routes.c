@@ -330,8 +330,11 @@ void tg_pipeline_handle(void *ud, tg_exchange_t *ex) {
         return;
     }
     /* Transport limits first, on every route (the HTTP layer measured them). */
-    if (ex->url_too_long || ex->headers_too_large || ex->bad_framing || ex->bad_header) {
-        if (ex->bad_header != NULL) {
+    if (ex->url_too_long || ex->headers_too_large || ex->bad_framing || ex->bad_header ||
+        ex->bad_target) {
+        if (ex->bad_target != NULL) {
+            tg_reply_error_code(ex, 400, "invalid_request", ex->bad_target);
+        } else if (ex->bad_header != NULL) {
             tg_reply_error_code(ex, 400, "invalid_request", ex->bad_header);
         } else if (ex->bad_framing) {
             tg_reply_error_code(ex, 400, "invalid_request",

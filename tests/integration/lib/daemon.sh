@@ -50,6 +50,8 @@ declare -A TG_PORTS=()  # name -> bound port
 declare -A TG_LOGS=()   # name -> stderr log file
 declare -A TG_HOSTS=()  # name -> host part of its URL (127.0.0.1, or [::1] for --listen ::1)
 TG_NAME=""              # the daemon tg_req talks to (the last one started, or tg_use)
+TG_WRAPPER=()           # a command tg_start runs the daemon under (it must exec it), e.g.
+                        # TG_WRAPPER=(prlimit --nofile=96:96); empty: none
 TG_URL=""
 
 # ---- reporting ------------------------------------------------------------------------
@@ -152,7 +154,7 @@ tg_start() {
         prev=$a
     done
     rm -f "$pf"
-    env "${envs[@]}" "$TG_BIN" serve --port 0 --port-file "$pf" "$@" >>"$log" 2>&1 &
+    "${TG_WRAPPER[@]}" env "${envs[@]}" "$TG_BIN" serve --port 0 --port-file "$pf" "$@" >>"$log" 2>&1 &
     local pid=$!
     TG_PIDS[$name]=$pid
     TG_LOGS[$name]=$log
