@@ -361,7 +361,7 @@ typedef struct tg_ledger_stats {
     uint64_t queued;       /* records waiting for the writer right now */
     uint64_t fsync_hist[TG_LEDGER_FSYNC_BUCKETS];
     uint64_t batch_hist[TG_LEDGER_BATCH_BUCKETS];
-    bool healthy; /* tg_ledger_healthy */
+    bool healthy;           /* tg_ledger_healthy */
     uint64_t identity_lost; /* 1 once the directory, lock or segment changed under the ledger */
     tg_durability_t durability;
     uint32_t segment;       /* active segment number */

@@ -1169,6 +1169,12 @@ static void *writer_main(void *arg) {
     pthread_mutex_unlock(&l->mu);
     io_begin(&l->io_writer_ns);
     pthread_mutex_lock(&l->wmu);
+    /* A directory deleted or moved since the last check (an idle ledger is checked every
+     * tick, and the stop may come first): keep the evidence before the process is gone. */
+    char idwhy[sizeof l->fail_msg];
+    if (!atomic_load(&l->identity_lost) && !identity_full(l, idwhy, sizeof idwhy)) {
+        identity_broken(l, idwhy);
+    }
     if (atomic_load(&l->healthy) && l->synced_end != l->acked_end) {
         if (do_fdatasync(l, l->fd) != 0) {
             mark_sync_failed(l, " at close");

@@ -293,7 +293,8 @@ static tg_err_t create(tg_pipeline_t **out, const tg_config_t *cfg, bool with_st
     }
     tg_policy_ref_t *ref = NULL;
     tg_err_t rc = policy_ref_load(&ref, cfg->policy, diag);
-    if (rc == TG_OK) { /* check's rule; resolved once, a reload keeps it (docs/POLICY.md) */
+    if (rc == TG_OK &&
+        ref != NULL) { /* check's rule; resolved once, a reload keeps it (docs/POLICY.md) */
         (void)snprintf(p->cfg.authority_id, sizeof p->cfg.authority_id, "%s",
                        tg_policy_authority_id(ref->policy, cfg->authority_id));
         rc = check_authority_id(p->cfg.authority_id, diag);

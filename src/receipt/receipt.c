@@ -642,9 +642,13 @@ static tg_err_t verify_receipt(const tg_keyring_t *ring, const json_t *receipt,
         TRY(check_wrapper(wrapper, &sh, diag));
     }
     if (vd != NULL) {
-        /* both fit: the shape check bounded the id to 64 and the time to 24 characters */
-        memcpy(vd->key_id, sh.val[M_AUTHORITY_KEY_ID], sh.len[M_AUTHORITY_KEY_ID] + 1);
-        memcpy(vd->expires_at, sh.val[M_EXPIRES_AT], sh.len[M_EXPIRES_AT] + 1);
+        /* both fit: the shape check bounded the id to 64 and the time to 24 characters, and
+         * both are required members, so present */
+        const char *kid = sh.val[M_AUTHORITY_KEY_ID], *exp = sh.val[M_EXPIRES_AT];
+        (void)snprintf(vd->key_id, sizeof vd->key_id, "%.*s", (int)sh.len[M_AUTHORITY_KEY_ID],
+                       kid != NULL ? kid : "");
+        (void)snprintf(vd->expires_at, sizeof vd->expires_at, "%.*s", (int)sh.len[M_EXPIRES_AT],
+                       exp != NULL ? exp : "");
     }
     TRY(find_signer(&key, &by_anchor, ring, &sh, diag));
     if (vd != NULL) {
