@@ -39,6 +39,10 @@
     X(TG_ERR_JSON_SURROGATE, "lone surrogate")                                                     \
     X(TG_ERR_JSON_NONFINITE, "number is NaN or infinite")                                          \
     X(TG_ERR_JSON_DEPTH, "nesting too deep")                                                       \
+    X(TG_ERR_JSON_TOO_LARGE, "JSON text longer than its limit")                                    \
+    X(TG_ERR_JSON_STRING_LONG, "JSON string longer than its limit")                                \
+    X(TG_ERR_JSON_NAME_LONG, "JSON member name longer than its limit")                             \
+    X(TG_ERR_JSON_MEMBERS, "JSON object with more members than its limit")                         \
     X(TG_ERR_JSON_TYPE, "unexpected JSON type")                                                    \
     /* keys and crypto */                                                                          \
     X(TG_ERR_KEY_FORMAT, "malformed key")                                                          \

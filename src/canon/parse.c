@@ -94,7 +94,7 @@ static tg_err_t check_tree(const json_t *v, size_t depth, const tg_jpath_t *path
     switch (json_typeof(v)) {
     case JSON_STRING:
         if (json_string_length(v) > lim->max_string) {
-            return limit_error(TG_ERR_LIMIT, diag, path, "string length in bytes",
+            return limit_error(TG_ERR_JSON_STRING_LONG, diag, path, "string length in bytes",
                                json_string_length(v), lim->max_string);
         }
         return TG_OK;
@@ -117,15 +117,15 @@ static tg_err_t check_tree(const json_t *v, size_t depth, const tg_jpath_t *path
                                lim->max_depth);
         }
         if (json_object_size(v) > lim->max_keys) {
-            return limit_error(TG_ERR_LIMIT, diag, path, "members in object", json_object_size(v),
-                               lim->max_keys);
+            return limit_error(TG_ERR_JSON_MEMBERS, diag, path, "members in object",
+                               json_object_size(v), lim->max_keys);
         }
         json_t *obj = (json_t *)(uintptr_t)v; /* iteration does not modify */
         for (void *it = json_object_iter(obj); it != NULL; it = json_object_iter_next(obj, it)) {
             tg_jpath_t step = {path, json_object_iter_key(it), json_object_iter_key_len(it), 0};
             if (step.klen > lim->max_string) {
-                return limit_error(TG_ERR_LIMIT, diag, &step, "member name length in bytes",
-                                   step.klen, lim->max_string);
+                return limit_error(TG_ERR_JSON_NAME_LONG, diag, &step,
+                                   "member name length in bytes", step.klen, lim->max_string);
             }
             rc = check_tree(json_object_iter_value(it), depth + 1, &step, lim, diag);
             if (rc) {
@@ -147,7 +147,7 @@ tg_err_t tg_json_parse(json_t **out, const char *text, size_t len, const tg_json
     *out = NULL;
     tg_json_limits_t l = lim != NULL ? *lim : TG_JSON_LIMITS_DEFAULT;
     if (len > l.max_bytes) {
-        return tg_diag_set(diag, TG_ERR_LIMIT, "JSON text is %zu bytes, limit %zu", len,
+        return tg_diag_set(diag, TG_ERR_JSON_TOO_LARGE, "JSON text is %zu bytes, limit %zu", len,
                            l.max_bytes);
     }
     /* jansson stops reading at a raw NUL byte and would accept "{}\0anything". */

@@ -83,6 +83,12 @@ static void announce_end(eval_req_t *r) {
     }
 }
 
+/* SPEC §3.2: /execute is a gate, so anything but PERMIT is a 403 there; elsewhere a
+ * decision is a 200 whatever it is. */
+static tg_answer_t decision_answer(tg_eval_mode_t m, bool permit) {
+    return m == TG_MODE_EXECUTE && !permit ? TG_ANSWER_BLOCKED : TG_ANSWER_OK;
+}
+
 static const char *route_label(tg_eval_mode_t m) {
     return m == TG_MODE_EXECUTE ? "/execute" : m == TG_MODE_DECIDE ? "/decide" : "/v1/evaluate";
 }
@@ -104,7 +110,7 @@ static void finish(eval_req_t *r) {
         .method = ex->method,
         .route = route_label(r->mode),
         .status = ex->status,
-        .decision = ex->status == 200 || ex->status == 403
+        .decision = tg_answer_is_decision(ex->status)
                         ? (r->reason ? tg_verdict_name(r->verdict) : NULL)
                         : NULL,
         .reason = r->reason,
@@ -484,9 +490,9 @@ static void on_resume(tg_exchange_t *ex, void *ud) {
     eval_req_t *r = ud;
     if (atomic_load(&r->wait_state) == WAIT_ABANDONED) {
         if (r->abandon_err == TG_ERR_OVERLOADED) {
-            tg_reply_error_code(ex, 503, "overloaded",
-                                "the server is stopping and the receipt ledger did not make "
-                                "the record durable in time; retry shortly");
+            tg_reply_fail(ex, TG_ANSWER_OVERLOADED,
+                          "the server is stopping and the receipt ledger did not make "
+                          "the record durable in time; retry shortly");
         } else {
             tg_reply_error(ex, TG_ERR_LEDGER_UNHEALTHY,
                            "the receipt ledger did not make the record durable within "
@@ -619,7 +625,7 @@ static void respond_decide(eval_req_t *r, const tg_decision_t *d, const tg_polic
         tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
         return;
     }
-    tg_reply_json(ex, 200);
+    tg_reply_ok(ex, TG_ANSWER_OK);
 }
 
 static tg_err_t replay_response(tg_pipeline_t *p, const tg_idem_result_t *res, tg_buf_t *out,
@@ -647,7 +653,7 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
             return false;
         }
         if (kl > maxk || !copy_view(r->idem, TG_KEY_MAX, &r->idem_len, k, kl)) {
-            tg_reply_limit(ex, 400, "invalid_request", "max_idempotency_key", maxk,
+            tg_reply_limit(ex, TG_ANSWER_INVALID_REQUEST, "max_idempotency_key", maxk,
                            "idempotency key is %zu bytes, longer than --max-idempotency-key %zu",
                            kl, maxk);
             return false;
@@ -661,7 +667,7 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
         }
         if (meta->nonce.len > maxn ||
             !copy_view(r->nonce, TG_KEY_MAX, &r->nonce_len, meta->nonce.ptr, meta->nonce.len)) {
-            tg_reply_limit(ex, 400, "invalid_request", "max_nonce", maxn,
+            tg_reply_limit(ex, TG_ANSWER_INVALID_REQUEST, "max_nonce", maxn,
                            "nonce is %zu bytes, longer than --max-nonce %zu",
                            (size_t)meta->nonce.len, maxn);
             return false;
@@ -682,7 +688,7 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
             return false;
         }
         if (mrc != TG_OK) {
-            tg_reply_limit(ex, 400, "invalid_request", "max_record_meta",
+            tg_reply_limit(ex, TG_ANSWER_INVALID_REQUEST, "max_record_meta",
                            (size_t)TG_LEDGER_META_MAX,
                            "idempotency key and nonce need more than %d bytes once "
                            "JSON-escaped into the ledger record (fewer control characters, "
@@ -730,7 +736,7 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
              * replayed on /execute must still answer 403 to a DENY or SILENCE: a gate
              * that trusts /execute's status would otherwise run a denied action. */
             ex->replayed = true;
-            tg_reply_json(ex, r->mode == TG_MODE_EXECUTE && !permit ? 403 : 200);
+            tg_reply_ok(ex, decision_answer(r->mode, permit));
             atomic_fetch_add_explicit(&p->metrics.idem_replays, 1, memory_order_relaxed);
             return false;
         }
@@ -810,7 +816,7 @@ static bool receipt_text_ok(tg_exchange_t *ex, const char *name, const char *ptr
         return false;
     }
     if (len > TG_RECEIPT_TEXT_MAX) {
-        tg_reply_limit(ex, 400, "invalid_request", "max_receipt_text", TG_RECEIPT_TEXT_MAX,
+        tg_reply_limit(ex, TG_ANSWER_INVALID_REQUEST, "max_receipt_text", TG_RECEIPT_TEXT_MAX,
                        "request.%s: %zu bytes, more than the %d a receipt field holds", name, len,
                        TG_RECEIPT_TEXT_MAX);
         return false;
@@ -914,7 +920,8 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
      * doubling steps from 256 bytes (allocation failure here is retried by the appends). */
     TG_IGNORE(tg_buf_reserve(&record, 2048));
     TG_IGNORE(tg_buf_reserve(&ex->out, 2048));
-    int status = r->mode == TG_MODE_EXECUTE && d.verdict != TG_PERMIT ? 403 : 200;
+    /* The status is part of the record (meta "s"): a replay answers with it. */
+    int status = tg_answer_status(decision_answer(r->mode, d.verdict == TG_PERMIT));
     uint8_t type = d.verdict == TG_SILENCE ? TG_LEDGER_TYPE_SILENCE : TG_LEDGER_TYPE_RECEIPT;
     bool handed_off = false;
     if (type == TG_LEDGER_TYPE_RECEIPT && p->signer == NULL) {
@@ -950,7 +957,7 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
         /* Request data (within every request limit) that still makes the receipt or its
          * ledger record too large: the caller's to shorten, not a server fault. */
         release_reservations(r);
-        tg_reply_limit(ex, 400, "invalid_request", "max_record", (size_t)TG_LEDGER_PAYLOAD_MAX,
+        tg_reply_limit(ex, TG_ANSWER_INVALID_REQUEST, "max_record", (size_t)TG_LEDGER_PAYLOAD_MAX,
                        "the receipt for this request would exceed the %d-byte ledger record; "
                        "shorten action, actor, subjectDigest or prevReceiptHash",
                        TG_LEDGER_PAYLOAD_MAX);
@@ -960,7 +967,7 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
         fail(r, TG_ERR_INTERNAL, NULL);
         goto done;
     }
-    ex->status = status;
+    tg_reply_ok(ex, decision_answer(r->mode, d.verdict == TG_PERMIT));
     r->status = status; /* what the stored idempotent entry replays (settle_store) */
 
     /* step 9: durable before the response leaves. With --durability none there is no
@@ -981,7 +988,7 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
         /* The server is stopping and gave up on every waiting request: this one must not
          * start waiting now (its connection would outlive the HTTP server). */
         release_reservations(r);
-        tg_reply_error_code(ex, 503, "overloaded", "the server is shutting down; retry shortly");
+        tg_reply_fail(ex, TG_ANSWER_OVERLOADED, "the server is shutting down; retry shortly");
         goto done;
     }
     ex->on_resume = on_resume;
@@ -1022,8 +1029,7 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
         goto out;
     }
     if (!tg_http_content_type_is_json(ex->content_type)) {
-        tg_reply_error_code(ex, 415, "unsupported_media_type",
-                            "Content-Type must be application/json");
+        tg_reply_fail(ex, TG_ANSWER_UNSUPPORTED_MEDIA, "Content-Type must be application/json");
         goto out;
     }
     if (mode != TG_MODE_DECIDE && p->cfg.durability == TG_CONFIG_DURABILITY_FSYNC) {
@@ -1288,6 +1294,6 @@ void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *ex
         tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
         return;
     }
-    ex->status = 200;
+    tg_reply_ok(ex, TG_ANSWER_OK);
     ex->content_type_out = "application/trigguard-receipt+json";
 }

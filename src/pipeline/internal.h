@@ -72,28 +72,70 @@ size_t tg_pipeline_abandon_waits(tg_pipeline_t *p, int64_t older_than_ns, bool c
 tg_policy_ref_t *tg_pipeline_policy_acquire(tg_pipeline_t *p, tg_swap_ref_t *hold);
 void tg_pipeline_policy_release(tg_pipeline_t *p, const tg_swap_ref_t *hold);
 
-/* Error reply: {"error","message","request_id"} with the status of the one mapping
- * table (reply.c). `message` is a human sentence without internals. */
-void tg_reply_error(tg_exchange_t *ex, tg_err_t e, const char *message);
+/* ---- answers (reply.c): the one place that knows HTTP statuses ---------------------- */
 
-/* Reply with a specific error code and status (for codes not tied to one tg_err_t). */
-void tg_reply_error_code(tg_exchange_t *ex, int status, const char *code, const char *message);
+/* Every kind of answer the pipeline gives. reply.c's table gives each its status and, for
+ * errors, the error code of the body; nothing else in the pipeline names a status. */
+typedef enum {
+    TG_ANSWER_OK,                 /* 200, body prepared in ex->out */
+    TG_ANSWER_BLOCKED,            /* 403, body prepared: /execute answering DENY or SILENCE */
+    TG_ANSWER_NOT_READY,          /* 503, body prepared: /readyz */
+    TG_ANSWER_INVALID_JSON,       /* 400 invalid_json */
+    TG_ANSWER_INVALID_REQUEST,    /* 400 invalid_request */
+    TG_ANSWER_UNKNOWN_SURFACE,    /* 400 unknown_surface */
+    TG_ANSWER_UNAUTHORIZED,       /* 401 unauthorized (with WWW-Authenticate) */
+    TG_ANSWER_NOT_FOUND,          /* 404 not_found */
+    TG_ANSWER_METHOD_NOT_ALLOWED, /* 405 method_not_allowed */
+    TG_ANSWER_CONFLICT,           /* 409 idempotency_conflict */
+    TG_ANSWER_REPLAY,             /* 409 replay_detected */
+    TG_ANSWER_BODY_TOO_LARGE,     /* 413 body_too_large */
+    TG_ANSWER_URI_TOO_LONG,       /* 414 uri_too_long */
+    TG_ANSWER_UNSUPPORTED_MEDIA,  /* 415 unsupported_media_type */
+    TG_ANSWER_RATE_LIMITED,       /* 429 rate_limited */
+    TG_ANSWER_HEADERS_TOO_LARGE,  /* 431 headers_too_large */
+    TG_ANSWER_INTERNAL,           /* 500 internal_error */
+    TG_ANSWER_OVERLOADED,         /* 503 overloaded (Retry-After: 1) */
+    TG_ANSWER_KEYS_UNAVAILABLE,   /* 503 keys_unavailable */
+    TG_ANSWER_LEDGER_UNAVAILABLE, /* 503 ledger_unavailable (Retry-After: 1) */
+    TG_ANSWER__COUNT
+} tg_answer_t;
+
+/* The HTTP status of an answer (500 for a value outside the enum). Pure. */
+int tg_answer_status(tg_answer_t a);
+
+/* The answer an error ends a request in (TG_ANSWER_INTERNAL for one not in the table). */
+tg_answer_t tg_answer_of(tg_err_t e);
+
+/* True for the statuses a decision is answered with (TG_ANSWER_OK, TG_ANSWER_BLOCKED): for
+ * the access log, which names the decision only then. */
+bool tg_answer_is_decision(int status);
+
+/* A success answer (OK, BLOCKED, NOT_READY) whose body is already in ex->out. */
+void tg_reply_ok(tg_exchange_t *ex, tg_answer_t a);
+
+/* tg_reply_ok, unless building the body failed (rc): then 500. */
+void tg_reply_built(tg_exchange_t *ex, tg_err_t rc, tg_answer_t a);
+
+/* An error answer: {"error","message","request_id"}. `message` is a human sentence without
+ * internals. */
+void tg_reply_fail(tg_exchange_t *ex, tg_answer_t a, const char *message);
+
+/* An error answer for an error value, through the table (anything unlisted is 500). */
+void tg_reply_error(tg_exchange_t *ex, tg_err_t e, const char *message);
 
 /* A limit refused the request: the error body also carries "limit" (the knob, e.g.
  * "max_depth") and "max" (its value); fmt is the human sentence, naming the flag. */
-void tg_reply_limit(tg_exchange_t *ex, int status, const char *code, const char *limit, size_t max,
-                    const char *fmt, ...) TG_PRINTF(6, 7);
+void tg_reply_limit(tg_exchange_t *ex, tg_answer_t a, const char *limit, size_t max,
+                    const char *fmt, ...) TG_PRINTF(5, 6);
 
 /* 413 body_too_large naming --max-body. */
 void tg_reply_body_too_large(tg_exchange_t *ex, size_t max_body);
 
-/* A tg_json_parse failure: limit violations name their limit (--max-depth, --max-string,
- * --max-keys), everything else goes through the error table with the parser's detail. */
+/* A tg_json_parse failure: each limit's error names its knob (--max-depth, --max-string,
+ * --max-keys, --max-body), everything else goes through the table with the parser's
+ * detail. */
 void tg_reply_json_error(tg_exchange_t *ex, const tg_json_limits_t *lim, tg_err_t e,
                          const char *detail);
-
-/* 200 with a prepared JSON body already in ex->out. */
-void tg_reply_json(tg_exchange_t *ex, int status);
 
 /* Routes (routes.c) and the decision endpoints (evaluate.c). */
 typedef enum { TG_MODE_EVALUATE, TG_MODE_EXECUTE, TG_MODE_DECIDE } tg_eval_mode_t;
@@ -103,5 +145,17 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec);
  * ledger's live entries, else TG_OK. */
 tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag);
 void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *exec_id);
+
+/* The read-only endpoints (readonly.c), called by the route table; rest is the path after a
+ * prefix route's prefix ("" otherwise). Each answers the exchange. */
+void tg_route_healthz(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+void tg_route_readyz(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+void tg_route_version(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+void tg_route_keys(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+void tg_route_capabilities(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+void tg_route_verify(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+void tg_route_protocol_verify(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+void tg_route_receipts(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+void tg_route_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 
 #endif /* TG_PIPELINE_INTERNAL_H */

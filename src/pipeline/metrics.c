@@ -240,3 +240,113 @@ tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) {
     }
     return rc;
 }
+
+/* The other modules' counters, rendered here so that every line of the exposition has
+ * one writer. */
+tg_err_t tg_metrics_render_state(tg_buf_t *o, const tg_metrics_state_t *st) {
+    const tg_ledger_stats_t ls = st->ledger;
+    tg_err_t rc = TG_OK;
+    if (rc == TG_OK) {
+        rc = tg_buf_printf(o,
+                           "# HELP trigguard_ledger_records_total Records made durable.\n"
+                           "# TYPE trigguard_ledger_records_total counter\n"
+                           "trigguard_ledger_records_total %llu\n"
+                           "# HELP trigguard_ledger_batches_total Group commits.\n"
+                           "# TYPE trigguard_ledger_batches_total counter\n"
+                           "trigguard_ledger_batches_total %llu\n"
+                           "# HELP trigguard_ledger_failures_total Write or sync failures.\n"
+                           "# TYPE trigguard_ledger_failures_total counter\n"
+                           "trigguard_ledger_failures_total %llu\n"
+                           "# HELP trigguard_ledger_healthy 1 when records can be made "
+                           "durable.\n# TYPE trigguard_ledger_healthy gauge\n"
+                           "trigguard_ledger_healthy %d\n"
+                           "# HELP trigguard_ledger_stalled 1 while a ledger write or sync has "
+                           "not returned within --ledger-stall-timeout.\n"
+                           "# TYPE trigguard_ledger_stalled gauge\n"
+                           "trigguard_ledger_stalled %d\n"
+                           "# HELP trigguard_ledger_stalls_total Stalls declared.\n"
+                           "# TYPE trigguard_ledger_stalls_total counter\n"
+                           "trigguard_ledger_stalls_total %llu\n"
+                           "# HELP trigguard_ledger_fsync_seconds fdatasync latency.\n"
+                           "# TYPE trigguard_ledger_fsync_seconds histogram\n",
+                           (unsigned long long)ls.records, (unsigned long long)ls.batches,
+                           (unsigned long long)ls.failures, ls.healthy ? 1 : 0, ls.stalled ? 1 : 0,
+                           (unsigned long long)ls.stalls);
+    }
+    uint64_t cum = 0;
+    for (int b = 0; b < TG_LEDGER_FSYNC_BUCKETS && rc == TG_OK; b++) {
+        cum += ls.fsync_hist[b];
+        if (b < TG_LEDGER_FSYNC_BUCKETS - 1) {
+            rc = tg_buf_printf(o, "trigguard_ledger_fsync_seconds_bucket{le=\"%g\"} %llu\n",
+                               (double)tg_ledger_fsync_bounds_us[b] / 1e6, (unsigned long long)cum);
+        } else {
+            rc = tg_buf_printf(o, "trigguard_ledger_fsync_seconds_bucket{le=\"+Inf\"} %llu\n",
+                               (unsigned long long)cum);
+        }
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_printf(o,
+                           "trigguard_ledger_fsync_seconds_sum %.6f\n"
+                           "trigguard_ledger_fsync_seconds_count %llu\n"
+                           "# HELP trigguard_ledger_batch_records Records per group commit.\n"
+                           "# TYPE trigguard_ledger_batch_records histogram\n",
+                           (double)ls.fsync_sum_us / 1e6, (unsigned long long)ls.fsyncs);
+    }
+    cum = 0;
+    for (int b = 0; b < TG_LEDGER_BATCH_BUCKETS && rc == TG_OK; b++) {
+        cum += ls.batch_hist[b];
+        if (b < TG_LEDGER_BATCH_BUCKETS - 1) {
+            rc = tg_buf_printf(o, "trigguard_ledger_batch_records_bucket{le=\"%llu\"} %llu\n",
+                               (unsigned long long)tg_ledger_batch_bounds[b],
+                               (unsigned long long)cum);
+        } else {
+            rc = tg_buf_printf(o, "trigguard_ledger_batch_records_bucket{le=\"+Inf\"} %llu\n",
+                               (unsigned long long)cum);
+        }
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_printf(o,
+                           "trigguard_ledger_batch_records_sum %llu\n"
+                           "trigguard_ledger_batch_records_count %llu\n",
+                           (unsigned long long)ls.records, (unsigned long long)ls.batches);
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_printf(o,
+                           "# HELP trigguard_ledger_identity_lost_total The ledger's directory, "
+                           "lock file or segment was deleted, moved or replaced under it (a "
+                           "restart is needed).\n"
+                           "# TYPE trigguard_ledger_identity_lost_total counter\n"
+                           "trigguard_ledger_identity_lost_total %llu\n",
+                           (unsigned long long)ls.identity_lost);
+    }
+    const tg_rate_stats_t rs = st->rate, vs = st->verify_rate;
+    const tg_bulkhead_stats_t bs = st->bulkhead;
+    const tg_store_stats_t ss = st->store;
+    if (rc == TG_OK) {
+        rc = tg_buf_printf(
+            o,
+            "# HELP trigguard_rate_limited_total Requests refused by a rate limit.\n"
+            "# TYPE trigguard_rate_limited_total counter\n"
+            "trigguard_rate_limited_total{scope=\"tenant\"} %llu\n"
+            "trigguard_rate_limited_total{scope=\"global\"} %llu\n"
+            "trigguard_rate_limited_total{scope=\"verify\"} %llu\n"
+            "# HELP trigguard_bulkhead_rejected_total Requests refused by a bulkhead.\n"
+            "# TYPE trigguard_bulkhead_rejected_total counter\n"
+            "trigguard_bulkhead_rejected_total{scope=\"tenant\"} %llu\n"
+            "trigguard_bulkhead_rejected_total{scope=\"global\"} %llu\n"
+            "# HELP trigguard_in_flight Requests being processed.\n"
+            "# TYPE trigguard_in_flight gauge\n"
+            "trigguard_in_flight %llu\n"
+            "# HELP trigguard_store_entries Idempotency keys and nonces held.\n"
+            "# TYPE trigguard_store_entries gauge\n"
+            "trigguard_store_entries %llu\n"
+            "# HELP trigguard_store_capacity Most entries the store may hold.\n"
+            "# TYPE trigguard_store_capacity gauge\n"
+            "trigguard_store_capacity %llu\n",
+            (unsigned long long)rs.rejected_tenant, (unsigned long long)rs.rejected_global,
+            (unsigned long long)vs.rejected_global, (unsigned long long)bs.rejected_tenant,
+            (unsigned long long)bs.rejected_global, (unsigned long long)bs.in_flight,
+            (unsigned long long)ss.entries, (unsigned long long)ss.max_entries);
+    }
+    return rc;
+}

@@ -14,6 +14,9 @@
 
 #include "trigguard/buf.h"
 #include "trigguard/err.h"
+#include "trigguard/guard.h"
+#include "trigguard/ledger.h"
+#include "trigguard/store.h"
 
 typedef enum {
     TG_ROUTE_EVALUATE = 0,
@@ -71,5 +74,16 @@ void tg_metrics_ledger_wait_timeout(tg_metrics_t *m);
 
 /* Appends the Prometheus text exposition of these counters. */
 tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) TG_MUST_USE;
+
+/* A snapshot of the state the other modules count (each taken with its own stats call). */
+typedef struct {
+    tg_ledger_stats_t ledger;
+    tg_rate_stats_t rate, verify_rate;
+    tg_bulkhead_stats_t bulkhead;
+    tg_store_stats_t store;
+} tg_metrics_state_t;
+
+/* Appends the exposition of that snapshot (ledger, limits, bulkheads, store). */
+tg_err_t tg_metrics_render_state(tg_buf_t *out, const tg_metrics_state_t *st) TG_MUST_USE;
 
 #endif /* TG_PIPELINE_METRICS_H */

@@ -1,51 +1,109 @@
-/* reply.c — the one table from tg_err_t to HTTP status and error code. */
+/* reply.c — the one table of answers: each one's HTTP status and error code, and tg_err_t's. */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
 
+/* What each answer is on the wire. Error answers carry their code; successful ones none. */
+typedef struct {
+    int status;
+    const char *code; /* the error body's "error", NULL for an answer with its own body */
+    bool retry;       /* 503s that are transient get Retry-After: 1 */
+} answer_map_t;
+
+static const answer_map_t answers[TG_ANSWER__COUNT] = {
+    [TG_ANSWER_OK] = {200, NULL, false},
+    [TG_ANSWER_BLOCKED] = {403, NULL, false},
+    [TG_ANSWER_NOT_READY] = {503, NULL, false},
+    [TG_ANSWER_INVALID_JSON] = {400, "invalid_json", false},
+    [TG_ANSWER_INVALID_REQUEST] = {400, "invalid_request", false},
+    [TG_ANSWER_UNKNOWN_SURFACE] = {400, "unknown_surface", false},
+    [TG_ANSWER_UNAUTHORIZED] = {401, "unauthorized", false},
+    [TG_ANSWER_NOT_FOUND] = {404, "not_found", false},
+    [TG_ANSWER_METHOD_NOT_ALLOWED] = {405, "method_not_allowed", false},
+    [TG_ANSWER_CONFLICT] = {409, "idempotency_conflict", false},
+    [TG_ANSWER_REPLAY] = {409, "replay_detected", false},
+    [TG_ANSWER_BODY_TOO_LARGE] = {413, "body_too_large", false},
+    [TG_ANSWER_URI_TOO_LONG] = {414, "uri_too_long", false},
+    [TG_ANSWER_UNSUPPORTED_MEDIA] = {415, "unsupported_media_type", false},
+    [TG_ANSWER_RATE_LIMITED] = {429, "rate_limited", false},
+    [TG_ANSWER_HEADERS_TOO_LARGE] = {431, "headers_too_large", false},
+    [TG_ANSWER_INTERNAL] = {500, "internal_error", false},
+    [TG_ANSWER_OVERLOADED] = {503, "overloaded", true},
+    [TG_ANSWER_KEYS_UNAVAILABLE] = {503, "keys_unavailable", false},
+    [TG_ANSWER_LEDGER_UNAVAILABLE] = {503, "ledger_unavailable", true},
+};
+
 typedef struct {
     tg_err_t err;
-    int status;
-    const char *code;
+    tg_answer_t answer;
 } err_map_t;
 
 /* Every error a request can end in. Anything not listed is a 500 `internal_error`
  * whose message never says more than that (a 5xx never leaks internals). */
 static const err_map_t err_map[] = {
-    {TG_ERR_JSON_SYNTAX, 400, "invalid_json"},
-    {TG_ERR_JSON_DUPLICATE_KEY, 400, "invalid_json"},
-    {TG_ERR_JSON_UTF8, 400, "invalid_json"},
-    {TG_ERR_JSON_SURROGATE, 400, "invalid_json"},
-    {TG_ERR_JSON_NONFINITE, 400, "invalid_json"},
-    {TG_ERR_JSON_DEPTH, 400, "invalid_request"},
-    {TG_ERR_JSON_TYPE, 400, "invalid_request"},
-    {TG_ERR_LIMIT, 400, "invalid_request"},
-    {TG_ERR_REQUEST_INVALID, 400, "invalid_request"},
-    {TG_ERR_INVALID_ARG, 400, "invalid_request"},
-    {TG_ERR_UNKNOWN_SURFACE, 400, "unknown_surface"},
-    {TG_ERR_UNAUTHORIZED, 401, "unauthorized"},
-    {TG_ERR_NOT_FOUND, 404, "not_found"},
-    {TG_ERR_CONFLICT, 409, "idempotency_conflict"},
-    {TG_ERR_IN_FLIGHT, 409, "idempotency_conflict"},
-    {TG_ERR_REPLAY, 409, "replay_detected"},
-    {TG_ERR_RATE_LIMITED, 429, "rate_limited"},
-    {TG_ERR_OVERLOADED, 503, "overloaded"},
-    {TG_ERR_NO_KEY, 503, "keys_unavailable"},
-    {TG_ERR_LEDGER_UNHEALTHY, 503, "ledger_unavailable"},
+    {TG_ERR_JSON_SYNTAX, TG_ANSWER_INVALID_JSON},
+    {TG_ERR_JSON_DUPLICATE_KEY, TG_ANSWER_INVALID_JSON},
+    {TG_ERR_JSON_UTF8, TG_ANSWER_INVALID_JSON},
+    {TG_ERR_JSON_SURROGATE, TG_ANSWER_INVALID_JSON},
+    {TG_ERR_JSON_NONFINITE, TG_ANSWER_INVALID_JSON},
+    {TG_ERR_JSON_DEPTH, TG_ANSWER_INVALID_REQUEST},
+    {TG_ERR_JSON_TYPE, TG_ANSWER_INVALID_REQUEST},
+    {TG_ERR_JSON_STRING_LONG, TG_ANSWER_INVALID_REQUEST},
+    {TG_ERR_JSON_NAME_LONG, TG_ANSWER_INVALID_REQUEST},
+    {TG_ERR_JSON_MEMBERS, TG_ANSWER_INVALID_REQUEST},
+    {TG_ERR_JSON_TOO_LARGE, TG_ANSWER_BODY_TOO_LARGE},
+    {TG_ERR_LIMIT, TG_ANSWER_INVALID_REQUEST},
+    {TG_ERR_REQUEST_INVALID, TG_ANSWER_INVALID_REQUEST},
+    {TG_ERR_INVALID_ARG, TG_ANSWER_INVALID_REQUEST},
+    {TG_ERR_UNKNOWN_SURFACE, TG_ANSWER_UNKNOWN_SURFACE},
+    {TG_ERR_UNAUTHORIZED, TG_ANSWER_UNAUTHORIZED},
+    {TG_ERR_NOT_FOUND, TG_ANSWER_NOT_FOUND},
+    {TG_ERR_CONFLICT, TG_ANSWER_CONFLICT},
+    {TG_ERR_IN_FLIGHT, TG_ANSWER_CONFLICT},
+    {TG_ERR_REPLAY, TG_ANSWER_REPLAY},
+    {TG_ERR_RATE_LIMITED, TG_ANSWER_RATE_LIMITED},
+    {TG_ERR_OVERLOADED, TG_ANSWER_OVERLOADED},
+    {TG_ERR_NO_KEY, TG_ANSWER_KEYS_UNAVAILABLE},
+    {TG_ERR_LEDGER_UNHEALTHY, TG_ANSWER_LEDGER_UNAVAILABLE},
 };
 
+int tg_answer_status(tg_answer_t a) {
+    return (unsigned)a < TG_ANSWER__COUNT && answers[a].status != 0 ? answers[a].status : 500;
+}
+
+bool tg_answer_is_decision(int status) {
+    return status == answers[TG_ANSWER_OK].status || status == answers[TG_ANSWER_BLOCKED].status;
+}
+
+tg_answer_t tg_answer_of(tg_err_t e) {
+    for (size_t i = 0; i < sizeof err_map / sizeof err_map[0]; i++) {
+        if (err_map[i].err == e) {
+            return err_map[i].answer;
+        }
+    }
+    return TG_ANSWER_INTERNAL;
+}
+
 /* The one error body: {"error","message"[,"limit","max"],"request_id"}. */
-static void reply_body(tg_exchange_t *ex, int status, const char *code, const char *limit,
-                       size_t max, const char *message) {
+static void reply_body(tg_exchange_t *ex, tg_answer_t a, const char *limit, size_t max,
+                       const char *message) {
+    if ((unsigned)a >= TG_ANSWER__COUNT || answers[a].code == NULL) {
+        a = TG_ANSWER_INTERNAL; /* a success kind has no error body: a caller's mistake */
+        message = "internal error";
+    }
+    const char *code = answers[a].code;
     tg_buf_reset(&ex->out);
-    ex->status = status;
+    ex->status = answers[a].status;
     ex->content_type_out = NULL;
+    if (ex->status == 401) {
+        ex->www_authenticate = true; /* RFC 9110 §11.6.1: a 401 names its scheme */
+    }
     /* Shed load with a hint: overload and a sick ledger are transient (the writer retries
      * recovery every second). A 429 sets its own value from the limiter. */
-    if (status == 503 && ex->retry_after_s <= 0 &&
-        (strcmp(code, "overloaded") == 0 || strcmp(code, "ledger_unavailable") == 0)) {
+    if (answers[a].retry && ex->retry_after_s <= 0) {
         ex->retry_after_s = 1;
     }
     tg_err_t rc = tg_buf_puts(&ex->out, "{\"error\":\"");
@@ -80,66 +138,78 @@ static void reply_body(tg_exchange_t *ex, int status, const char *code, const ch
     }
 }
 
-void tg_reply_error_code(tg_exchange_t *ex, int status, const char *code, const char *message) {
-    reply_body(ex, status, code, NULL, 0, message);
+void tg_reply_fail(tg_exchange_t *ex, tg_answer_t a, const char *message) {
+    reply_body(ex, a, NULL, 0, message);
 }
 
-void tg_reply_limit(tg_exchange_t *ex, int status, const char *code, const char *limit, size_t max,
+void tg_reply_limit(tg_exchange_t *ex, tg_answer_t a, const char *limit, size_t max,
                     const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     (void)vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    reply_body(ex, status, code, limit, max, msg);
+    reply_body(ex, a, limit, max, msg);
 }
 
 void tg_reply_body_too_large(tg_exchange_t *ex, size_t max_body) {
-    tg_reply_limit(ex, 413, "body_too_large", "max_body", max_body,
+    tg_reply_limit(ex, TG_ANSWER_BODY_TOO_LARGE, "max_body", max_body,
                    "request body is larger than --max-body (%zu bytes)", max_body);
 }
 
 void tg_reply_json_error(tg_exchange_t *ex, const tg_json_limits_t *lim, tg_err_t e,
                          const char *detail) {
-    /* The canon module words its limit diagnostics as "<what> at <path>: <n>, limit <max>";
-     * the prefix says which limit refused (tests/hostile pins every one of them). */
+    /* Each limit has its own error code (tg_json_parse), so the body can name its knob. */
     const char *d = detail != NULL ? detail : "";
-    if (e == TG_ERR_JSON_DEPTH) {
-        tg_reply_limit(ex, 400, "invalid_request", "max_depth", lim->max_depth,
+    switch (e) {
+    case TG_ERR_JSON_DEPTH:
+        tg_reply_limit(ex, TG_ANSWER_INVALID_REQUEST, "max_depth", lim->max_depth,
                        "JSON nesting is deeper than --max-depth %zu (%s)", lim->max_depth, d);
-    } else if (e == TG_ERR_LIMIT && strncmp(d, "string length", 13) == 0) {
-        tg_reply_limit(ex, 400, "invalid_request", "max_string", lim->max_string,
+        break;
+    case TG_ERR_JSON_STRING_LONG:
+        tg_reply_limit(ex, TG_ANSWER_INVALID_REQUEST, "max_string", lim->max_string,
                        "a JSON string is longer than --max-string %zu bytes (%s)", lim->max_string,
                        d);
-    } else if (e == TG_ERR_LIMIT && strncmp(d, "member name length", 18) == 0) {
-        tg_reply_limit(ex, 400, "invalid_request", "max_string", lim->max_string,
+        break;
+    case TG_ERR_JSON_NAME_LONG:
+        tg_reply_limit(ex, TG_ANSWER_INVALID_REQUEST, "max_string", lim->max_string,
                        "a JSON member name is longer than --max-string %zu bytes (%s)",
                        lim->max_string, d);
-    } else if (e == TG_ERR_LIMIT && strncmp(d, "members in object", 17) == 0) {
-        tg_reply_limit(ex, 400, "invalid_request", "max_keys", lim->max_keys,
+        break;
+    case TG_ERR_JSON_MEMBERS:
+        tg_reply_limit(ex, TG_ANSWER_INVALID_REQUEST, "max_keys", lim->max_keys,
                        "a JSON object has more members than --max-keys %zu (%s)", lim->max_keys, d);
-    } else if (e == TG_ERR_LIMIT && strncmp(d, "JSON text is", 12) == 0) {
+        break;
+    case TG_ERR_JSON_TOO_LARGE:
         tg_reply_body_too_large(ex, lim->max_bytes);
-    } else {
+        break;
+    default:
         tg_reply_error(ex, e, detail != NULL && detail[0] ? detail : NULL);
+        break;
     }
 }
 
 void tg_reply_error(tg_exchange_t *ex, tg_err_t e, const char *message) {
-    for (size_t i = 0; i < sizeof err_map / sizeof err_map[0]; i++) {
-        if (err_map[i].err == e) {
-            if (err_map[i].status == 401) {
-                ex->www_authenticate = true;
-            }
-            tg_reply_error_code(ex, err_map[i].status, err_map[i].code,
-                                message ? message : tg_strerror(e));
-            return;
-        }
+    tg_answer_t a = tg_answer_of(e);
+    if (a == TG_ANSWER_INTERNAL) {
+        message = "internal error"; /* never more: a 5xx does not leak internals */
     }
-    tg_reply_error_code(ex, 500, "internal_error", "internal error");
+    reply_body(ex, a, NULL, 0, message ? message : tg_strerror(e));
 }
 
-void tg_reply_json(tg_exchange_t *ex, int status) {
-    ex->status = status;
+void tg_reply_ok(tg_exchange_t *ex, tg_answer_t a) {
+    if ((unsigned)a >= TG_ANSWER__COUNT || answers[a].code != NULL) {
+        tg_reply_error(ex, TG_ERR_INTERNAL, NULL); /* an error kind needs its error body */
+        return;
+    }
+    ex->status = answers[a].status;
     ex->content_type_out = NULL;
+}
+
+void tg_reply_built(tg_exchange_t *ex, tg_err_t rc, tg_answer_t a) {
+    if (rc != TG_OK) {
+        tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
+    } else {
+        tg_reply_ok(ex, a);
+    }
 }

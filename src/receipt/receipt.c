@@ -729,6 +729,10 @@ const char *tg_receipt_reason_code(tg_err_t e) {
     case TG_ERR_JSON_NONFINITE:
     case TG_ERR_JSON_DEPTH:
     case TG_ERR_JSON_TYPE:
+    case TG_ERR_JSON_TOO_LARGE:
+    case TG_ERR_JSON_STRING_LONG:
+    case TG_ERR_JSON_NAME_LONG:
+    case TG_ERR_JSON_MEMBERS:
     case TG_ERR_LIMIT:
         return "malformed";
     case TG_ERR_KEY_UNKNOWN:

@@ -494,11 +494,12 @@ static void test_parse_sizes(void **state) {
     memset(s, 'x', def.max_string + 3);
     s[0] = '"';
     s[def.max_string + 2] = '"';
-    assert_int_equal(tg_json_parse(&v, s, def.max_string + 3, NULL, &diag), TG_ERR_LIMIT);
+    assert_int_equal(tg_json_parse(&v, s, def.max_string + 3, NULL, &diag),
+                     TG_ERR_JSON_STRING_LONG);
     assert_non_null(strstr(diag.msg, "string length"));
     /* The same 4097 bytes as 4095 x + one 2-byte character. */
     memcpy(s + def.max_string, "\xc3\xa9", 2);
-    assert_int_equal(tg_json_parse(&v, s, def.max_string + 3, NULL, NULL), TG_ERR_LIMIT);
+    assert_int_equal(tg_json_parse(&v, s, def.max_string + 3, NULL, NULL), TG_ERR_JSON_STRING_LONG);
     /* Escapes count decoded: "\u00e9" x 2048 = 4096 bytes is fine. */
     tg_buf_t b;
     tg_buf_init(&b, 0);
@@ -523,7 +524,7 @@ static void test_parse_sizes(void **state) {
             assert_int_equal(rc, TG_OK);
             json_decref(v);
         } else {
-            assert_int_equal(rc, TG_ERR_LIMIT);
+            assert_int_equal(rc, TG_ERR_JSON_NAME_LONG);
             assert_non_null(strstr(diag.msg, "member name"));
             assert_non_null(strstr(diag.msg, "$.a[1].kkkk"));
         }
@@ -543,7 +544,7 @@ static void test_parse_sizes(void **state) {
             assert_int_equal(json_object_size(v), def.max_keys);
             json_decref(v);
         } else {
-            assert_int_equal(rc, TG_ERR_LIMIT);
+            assert_int_equal(rc, TG_ERR_JSON_MEMBERS);
             assert_non_null(strstr(diag.msg, "members"));
         }
     }
@@ -555,7 +556,7 @@ static void test_parse_sizes(void **state) {
     assert_int_equal(tg_json_parse(&v, s, def.max_bytes, NULL, NULL), TG_OK);
     assert_true(json_is_real(v));
     json_decref(v);
-    assert_int_equal(tg_json_parse(&v, s, def.max_bytes + 1, NULL, &diag), TG_ERR_LIMIT);
+    assert_int_equal(tg_json_parse(&v, s, def.max_bytes + 1, NULL, &diag), TG_ERR_JSON_TOO_LARGE);
     assert_non_null(strstr(diag.msg, "65537"));
     assert_null(v);
     free(s);

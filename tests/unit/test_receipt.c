@@ -744,7 +744,12 @@ static void test_verify_keys_and_text(void **state) {
     big[0] = '{';
     big[big_n - 1] = '}';
     big[big_n] = '\0';
-    assert_int_equal(tg_receipt_verify_text(&ring, big, big_n, TS_MS, NULL, &d), TG_ERR_LIMIT);
+    assert_int_equal(tg_receipt_verify_text(&ring, big, big_n, TS_MS, NULL, &d),
+                     TG_ERR_JSON_TOO_LARGE);
+    assert_string_equal(tg_receipt_reason_code(TG_ERR_JSON_TOO_LARGE), "malformed");
+    assert_string_equal(tg_receipt_reason_code(TG_ERR_JSON_STRING_LONG), "malformed");
+    assert_string_equal(tg_receipt_reason_code(TG_ERR_JSON_NAME_LONG), "malformed");
+    assert_string_equal(tg_receipt_reason_code(TG_ERR_JSON_MEMBERS), "malformed");
     assert_string_equal(tg_receipt_reason_code(TG_ERR_LIMIT), "malformed");
     free(big);
     free(g);

@@ -1,0 +1,222 @@
+/* readonly.c — the endpoints that change nothing: health, readiness, version, keys,
+ * capabilities, receipt verification, stored receipts, metrics (SPEC §3). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "internal.h"
+#include "trigguard/clock.h"
+#include "trigguard/log.h"
+#include "trigguard/receipt.h"
+#include "trigguard/version.h"
+
+void tg_route_healthz(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
+    (void)p;
+    (void)rest;
+    tg_reply_built(ex, tg_buf_puts(&ex->out, "{\"status\":\"ok\"}"), TG_ANSWER_OK);
+}
+
+/* Appends "; part" (or "part" first) to the NUL-terminated text in buf[0..cap). */
+static void add_reason(char *buf, size_t cap, const char *part) {
+    size_t n = strlen(buf);
+    (void)snprintf(buf + n, cap - n, "%s%s", n > 0 ? "; " : "", part);
+}
+
+/* Not ready: "reason" says why, one clause per missing part, so that an operator (or a load
+ * balancer's log) reads "ledger: probe write ...: No space left on device", not only 503. */
+void tg_route_readyz(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
+    (void)rest;
+    bool policy = tg_swap_peek(p->policy) != NULL;
+    bool key = p->signer != NULL;
+    char ledger_why[256];
+    bool ledger = tg_ledger_health(p->ledger, ledger_why, sizeof ledger_why);
+    bool serving = atomic_load(&p->serving);
+    bool ready = policy && key && ledger && serving;
+    tg_err_t rc =
+        tg_buf_printf(&ex->out,
+                      "{\"ready\":%s,\"policy\":%s,\"signing_key\":%s,\"ledger\":%s,"
+                      "\"serving\":%s",
+                      ready ? "true" : "false", policy ? "true" : "false", key ? "true" : "false",
+                      ledger ? "true" : "false", serving ? "true" : "false");
+    if (rc == TG_OK && !ready) {
+        char why[640] = "";
+        if (!serving) {
+            add_reason(why, sizeof why, "not serving (starting or stopping)");
+        }
+        if (!policy) {
+            add_reason(why, sizeof why, "no policy loaded");
+        }
+        if (!key) {
+            add_reason(why, sizeof why, "no signing key loaded");
+        }
+        if (!ledger) {
+            char part[sizeof ledger_why + 16];
+            (void)snprintf(part, sizeof part, "ledger: %s",
+                           ledger_why[0] != '\0' ? ledger_why : "unhealthy");
+            add_reason(why, sizeof why, part);
+        }
+        rc = tg_buf_puts(&ex->out, ",\"reason\":");
+        if (rc == TG_OK) {
+            rc = tg_canon_string(&ex->out, why, strlen(why));
+        }
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_putc(&ex->out, '}');
+    }
+    tg_reply_built(ex, rc, ready ? TG_ANSWER_OK : TG_ANSWER_NOT_READY);
+}
+
+void tg_route_version(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
+    (void)rest;
+    tg_swap_ref_t hold;
+    tg_policy_ref_t *ref = tg_pipeline_policy_acquire(p, &hold);
+    const char *pv = tg_policy_version(ref->policy);
+    tg_err_t rc =
+        tg_buf_printf(&ex->out,
+                      "{\"engine\":\"%s\",\"version\":\"%s\",\"protocol\":\"%s\","
+                      "\"protocol_version\":\"%s\",\"build_commit\":\"%s\","
+                      "\"durability\":\"%s\",\"policy_version\":",
+                      TG_ENGINE_VERSION, TG_VERSION, TG_PROTOCOL_VERSION, TG_PROTOCOL_SEMVER,
+                      TG_GIT_COMMIT, tg_config_durability_name(p->cfg.durability));
+    if (rc == TG_OK) {
+        rc = tg_canon_string(&ex->out, pv, strlen(pv));
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_printf(&ex->out, ",\"policy_hash\":\"%s\"}", tg_policy_hash_hex(ref->policy));
+    }
+    tg_pipeline_policy_release(p, &hold);
+    tg_reply_built(ex, rc, TG_ANSWER_OK);
+}
+
+void tg_route_keys(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
+    (void)rest;
+    if (p->keys_json.len == 0) {
+        tg_reply_error(ex, TG_ERR_NO_KEY, "no key is loaded");
+        return;
+    }
+    ex->cache_control = "public, max-age=300";
+    tg_reply_built(ex, tg_buf_append(&ex->out, p->keys_json.data, p->keys_json.len), TG_ANSWER_OK);
+}
+
+void tg_route_capabilities(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
+    (void)rest;
+    tg_swap_ref_t hold;
+    tg_policy_ref_t *ref = tg_pipeline_policy_acquire(p, &hold);
+    tg_buf_t *o = &ex->out;
+    tg_err_t rc = tg_buf_printf(
+        o,
+        "{\"protocol\":\"%s\",\"protocol_version\":\"%s\",\"engine\":\"%s\","
+        "\"decisions\":[\"PERMIT\",\"DENY\",\"SILENCE\"],"
+        "\"algorithms\":{\"signature\":\"Ed25519\",\"hash\":\"SHA-256\","
+        "\"canonicalization\":\"RFC8785\"},"
+        "\"endpoints\":[\"POST /v1/evaluate\",\"POST /execute\",\"POST /decide\","
+        "\"POST /v1/verify\",\"POST /verify-receipt\",\"POST /protocol/verify-receipt\","
+        "\"GET /v1/receipts/{executionId}\",\"GET /.well-known/trigguard/keys.json\","
+        "\"GET /protocol/capabilities\",\"GET /healthz\",\"GET /readyz\",\"GET /version\","
+        "\"GET /metrics\"],\"surfaces\":[",
+        TG_PROTOCOL_VERSION, TG_PROTOCOL_SEMVER, TG_ENGINE_VERSION);
+    size_t n = tg_policy_surface_count(ref->policy);
+    for (uint32_t i = 0; i < n && rc == TG_OK; i++) {
+        tg_sv_t name = tg_policy_surface_name(ref->policy, i);
+        rc = tg_buf_printf(o, "%s{\"name\":", i ? "," : "");
+        if (rc == TG_OK) {
+            rc = tg_canon_string(o, name.ptr, name.len);
+        }
+        if (rc == TG_OK) {
+            rc = tg_buf_printf(o, ",\"tier\":%d}", tg_policy_surface_tier(ref->policy, i));
+        }
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(o, "]}");
+    }
+    tg_pipeline_policy_release(p, &hold);
+    tg_reply_built(ex, rc, TG_ANSWER_OK);
+}
+
+static void verify_common(tg_pipeline_t *p, tg_exchange_t *ex, bool protocol) {
+    /* First, before any parsing or signature work: this route takes no token, so its one
+     * limiter is all the bound there is on what anonymous callers can make us compute. */
+    tg_rate_info_t info;
+    if (tg_rate_check(p->verify_rate, TG_GUARD_NO_TENANT, tg_clock_mono_ns(), &info) != TG_OK) {
+        ex->retry_after_s = (int)tg_rate_retry_after_s(info.retry_after_ms);
+        tg_reply_error(ex, TG_ERR_RATE_LIMITED, "verification rate limit exceeded");
+        return;
+    }
+    if (ex->body_too_large) {
+        tg_reply_body_too_large(ex, (size_t)p->cfg.max_body);
+        return;
+    }
+    if (!tg_http_content_type_is_json(ex->content_type)) {
+        tg_reply_fail(ex, TG_ANSWER_UNSUPPORTED_MEDIA, "Content-Type must be application/json");
+        return;
+    }
+    json_t *doc = NULL;
+    tg_diag_t diag = {{0}};
+    tg_err_t rc = tg_json_parse(&doc, ex->body, ex->body_len, &p->limits, &diag);
+    if (rc != TG_OK) {
+        tg_reply_json_error(ex, &p->limits, rc, diag.msg);
+        return;
+    }
+    diag.msg[0] = '\0';
+    rc = tg_receipt_verify_doc(&p->ring, doc, tg_clock_now_ms(), NULL, &diag); /* the CLI's rule */
+    json_decref(doc);
+    bool internal = rc == TG_ERR_NOMEM || rc == TG_ERR_INTERNAL;
+    if (internal) {
+        tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
+        return;
+    }
+    bool valid = rc == TG_OK;
+    /* Expired = authentic but no longer authorizing: say both (SPEC §5). */
+    bool authentic = valid || rc == TG_ERR_RECEIPT_EXPIRED;
+    tg_buf_t *o = &ex->out;
+    rc = tg_buf_printf(o, "{%s\"valid\":%s,\"authentic\":%s,\"reason\":\"%s\"",
+                       protocol ? "\"type\":\"verify_receipt\",\"protocol\":\"" TG_PROTOCOL_VERSION
+                                  "\",\"protocol_version\":\"" TG_PROTOCOL_SEMVER "\","
+                                : "",
+                       valid ? "true" : "false", authentic ? "true" : "false",
+                       tg_receipt_reason_code(valid ? TG_OK : rc));
+    if (rc == TG_OK && !valid && diag.msg[0]) {
+        rc = tg_buf_puts(o, ",\"detail\":");
+        if (rc == TG_OK) {
+            rc = tg_canon_string(o, diag.msg, strlen(diag.msg));
+        }
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_putc(o, '}');
+    }
+    tg_reply_built(ex, rc, TG_ANSWER_OK);
+}
+
+void tg_route_verify(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
+    (void)rest;
+    verify_common(p, ex, false);
+}
+
+void tg_route_protocol_verify(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
+    (void)rest;
+    verify_common(p, ex, true);
+}
+
+void tg_route_receipts(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
+    tg_pipeline_get_receipt(p, ex, rest);
+}
+
+void tg_route_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
+    (void)rest;
+    tg_metrics_state_t st;
+    tg_ledger_stats(p->ledger, &st.ledger);
+    tg_rate_stats(p->rate, &st.rate);
+    tg_rate_stats(p->verify_rate, &st.verify_rate);
+    tg_bulkhead_stats(p->bulkhead, &st.bulkhead);
+    tg_store_stats(p->store, &st.store);
+    tg_err_t rc = tg_metrics_render(&ex->out, &p->metrics);
+    if (rc == TG_OK) {
+        rc = tg_metrics_render_state(&ex->out, &st);
+    }
+    tg_reply_built(ex, rc, TG_ANSWER_OK);
+    if (rc == TG_OK) {
+        ex->content_type_out = "text/plain; version=0.0.4; charset=utf-8";
+    }
+}
