@@ -24,6 +24,13 @@ typedef struct tg_buf {
 
 #define TG_BUF_DEFAULT_MAX ((size_t)16 * 1024 * 1024)
 
+/* A borrowed text with its length (not necessarily NUL-terminated); ptr NULL = absent. For
+ * writers that take many strings at once (the decision body, a record's meta). */
+typedef struct tg_text {
+    const char *ptr;
+    size_t len;
+} tg_text_t;
+
 /* Empty buffer that may grow to `max` bytes (0 = default). No allocation yet. */
 void tg_buf_init(tg_buf_t *b, size_t max);
 

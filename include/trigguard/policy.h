@@ -163,6 +163,40 @@ tg_err_t tg_request_hash(uint8_t out[32], const tg_frame_t *f, const tg_request_
 
 /* ---- decisions -> JSON --------------------------------------------------------------- */
 
+/* The decision object of SPEC §3.2 as the daemon answers it and rebuilds it from the ledger
+ * for a replay (record.h): one writer, so that a replay is the original byte for byte.
+ *   {"decision":D,"enforcement":"EXECUTED"|"BLOCKED","reason_code":R,"execution_id":E?,
+ *    "request_hash":H?,"policy_version":V,"receipt":{...}?   ... then "trace"? and "}"
+ * enforcement is EXECUTED for PERMIT, BLOCKED otherwise. Strings are written as canonical
+ * JSON strings (decision, execution_id and request_hash are fixed-alphabet values). */
+typedef struct tg_decision_body {
+    const char *decision; /* "PERMIT", "DENY" or "SILENCE" */
+    tg_text_t reason;
+    tg_text_t execution_id; /* ptr NULL = member omitted */
+    tg_text_t request_hash; /* 64 lowercase hex; ptr NULL = member omitted */
+    tg_text_t policy_version;
+    tg_text_t detail;  /* SILENCE: what was missing or invalid (tg_decision_detail); ptr NULL
+                          = omitted. Written after policy_version. */
+    tg_text_t receipt; /* the signed receipt's JSON text, embedded as is; ptr NULL = omitted */
+} tg_decision_body_t;
+
+/* For a SILENCE, one sentence naming the request field or signal that was missing or
+ * invalid ("context.amount is missing or not of its declared type"), into out[0..cap)
+ * (always NUL-terminated when cap > 0). Returns its length; 0 (and "") for PERMIT and DENY.
+ * Pure; thread-safe. */
+size_t tg_decision_detail(char *out, size_t cap, const tg_decision_t *d);
+
+/* Appends the object above *without* its closing brace, so that a trace
+ * (tg_decision_trace_append) may follow; the caller appends '}'. Errors: tg_buf errors,
+ * TG_ERR_INVALID_ARG (NULL argument, invalid UTF-8 in a string). On error out->len is
+ * restored. No printf: it runs on every decision and every replay. Thread-safe. */
+tg_err_t tg_decision_body_open(tg_buf_t *out, const tg_decision_body_t *b) TG_MUST_USE;
+
+/* Appends `,"trace":{...}` (the ?explain=1 member, below) for decision d. f may be NULL (no
+ * surface in the trace). Errors: tg_buf errors, TG_ERR_INVALID_ARG. Thread-safe. */
+tg_err_t tg_decision_trace_append(tg_buf_t *out, const tg_decision_t *d, const tg_policy_t *p,
+                                  const tg_frame_t *f) TG_MUST_USE;
+
 typedef struct tg_decision_json_opts {
     const char *execution_id;     /* NULL = member omitted */
     const char *request_hash_hex; /* NULL = member omitted */

@@ -11,10 +11,13 @@
 #include "trigguard/kernel.h"
 #include "trigguard/log.h"
 #include "trigguard/receipt.h"
+#include "trigguard/record.h"
 
 #define TG_TENANT_MAX TG_GUARD_TENANT_NAME_MAX
 #define TG_KEY_MAX TG_STORE_MAX_KEY_LEN_LIMIT
 /* A request hash as wide as a real one, for measuring a ledger meta before it exists. */
+/* A SILENCE's detail: a sentence and a field or signal name (policy names are short). */
+#define TG_DETAIL_MAX 256
 #define TG_META_PROBE_HASH "0000000000000000000000000000000000000000000000000000000000000000"
 
 /* What a request carries from the synchronous part to the ledger's done callback. */
@@ -146,143 +149,17 @@ static void fail(eval_req_t *r, tg_err_t e, const char *msg) {
 
 /* ---- response and ledger record bodies --------------------------------------------- */
 
-/* Appends each string in turn, stopping at the first error. The response and meta bodies
- * are built this way, not with printf: they are built on every evaluate and every replay,
- * and printf's format parsing cost more than the rest of building them. */
-static tg_err_t put_strs(tg_buf_t *b, const char *const *parts, size_t n) {
-    tg_err_t rc = TG_OK;
-    for (size_t i = 0; i < n && rc == TG_OK; i++) {
-        rc = tg_buf_puts(b, parts[i]);
-    }
-    return rc;
-}
-#define PUT_STRS(b, ...)                                                                           \
-    put_strs((b), (const char *const[]){__VA_ARGS__},                                              \
-             sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
-
-/* The decision response of SPEC §3.2 without its closing brace, so ?explain=1 can add a
- * trace. The same function rebuilds stored responses from the ledger after a restart,
- * which is what makes idempotent replays byte-identical across restarts. decision, exec_id
- * and req_hash are our own fixed-alphabet strings, so they need no escaping. */
-static tg_err_t compose_response(tg_buf_t *out, const char *decision, const char *reason,
-                                 size_t reason_len, const char *exec_id, const char *req_hash,
-                                 const char *pversion, size_t pversion_len, const char *receipt,
-                                 size_t receipt_len) {
-    bool permit = strcmp(decision, "PERMIT") == 0;
-    tg_err_t rc = PUT_STRS(out, "{\"decision\":\"", decision,
-                           permit ? "\",\"enforcement\":\"EXECUTED\",\"reason_code\":"
-                                  : "\",\"enforcement\":\"BLOCKED\",\"reason_code\":");
-    if (rc == TG_OK) {
-        rc = tg_canon_string(out, reason, reason_len);
-    }
-    if (rc == TG_OK) {
-        rc = PUT_STRS(out, ",\"execution_id\":\"", exec_id, "\",\"request_hash\":\"", req_hash,
-                      "\",\"policy_version\":");
-    }
-    if (rc == TG_OK) {
-        rc = tg_canon_string(out, pversion, pversion_len);
-    }
-    if (rc == TG_OK && receipt != NULL) {
-        rc = tg_buf_puts(out, ",\"receipt\":");
-        if (rc == TG_OK) {
-            rc = tg_buf_append(out, receipt, receipt_len);
-        }
-    }
-    return rc;
-}
-
-/* Ledger meta: canonical JSON {"at","k"?,"n"?,"rh","s","t"} (keys already sorted). */
-static tg_err_t compose_meta(tg_buf_t *out, const eval_req_t *r, const char *req_hash,
-                             int64_t at_ms, int status) {
-    tg_err_t rc = tg_buf_puts(out, "{\"at\":");
-    if (rc == TG_OK) {
-        rc = tg_buf_put_i64(out, at_ms);
-    }
-    if (rc == TG_OK && r->has_idem) {
-        rc = tg_buf_puts(out, ",\"k\":");
-        if (rc == TG_OK) {
-            rc = tg_canon_string(out, r->idem, r->idem_len);
-        }
-    }
-    if (rc == TG_OK && r->has_nonce) {
-        rc = tg_buf_puts(out, ",\"n\":");
-        if (rc == TG_OK) {
-            rc = tg_canon_string(out, r->nonce, r->nonce_len);
-        }
-    }
-    if (rc == TG_OK) {
-        rc = PUT_STRS(out, ",\"rh\":\"", req_hash, "\",\"s\":");
-    }
-    if (rc == TG_OK) {
-        rc = tg_buf_put_i64(out, status);
-    }
-    if (rc == TG_OK) {
-        rc = tg_buf_puts(out, ",\"t\":");
-    }
-    if (rc == TG_OK) {
-        rc = tg_canon_string(out, r->tenant_name, r->tenant_len);
-    }
-    if (rc == TG_OK) {
-        rc = tg_buf_putc(out, '}');
-    }
-    return rc;
-}
-
-/* The unsigned SILENCE decision record (ledger type 2), canonical JSON. */
-static tg_err_t compose_silence(tg_buf_t *out, const eval_req_t *r, const tg_frame_t *f,
-                                const tg_policy_t *pol, const char *req_hash, int64_t now_ms) {
-    char ts[TG_TIME_ISO_LEN + 1];
-    tg_err_t rc = tg_time_format_ms(ts, now_ms);
-    json_t *o = json_object();
-    if (o == NULL) {
-        return TG_ERR_NOMEM;
-    }
-    int bad = 0;
-    bad |= json_object_set_new(o, "type", json_string("silence"));
-    bad |= json_object_set_new(o, "executionId", json_string(r->exec_id));
-    bad |= json_object_set_new(o, "tenantId", json_stringn(r->tenant_name, r->tenant_len));
-    bad |= json_object_set_new(o, "surface", json_stringn(r->surface, r->surface_len));
-    if (f->action.ptr) {
-        bad |= json_object_set_new(o, "action", json_stringn(f->action.ptr, f->action.len));
-    }
-    if (f->actor.ptr) {
-        bad |= json_object_set_new(o, "actorId", json_stringn(f->actor.ptr, f->actor.len));
-    }
-    bad |= json_object_set_new(o, "decision", json_string("SILENCE"));
-    bad |= json_object_set_new(o, "reasonCode", json_string(r->reason));
-    bad |= json_object_set_new(o, "requestHash", json_string(req_hash));
-    bad |= json_object_set_new(o, "policyVersion", json_string(tg_policy_version(pol)));
-    bad |= json_object_set_new(o, "policyHash", json_string(tg_policy_hash_hex(pol)));
-    bad |= json_object_set_new(o, "timestamp", json_string(ts));
-    if (bad) {
-        rc = TG_ERR_NOMEM;
-    }
-    if (rc == TG_OK) {
-        rc = tg_canon_write(out, o, NULL);
-    }
-    json_decref(o);
-    return rc;
-}
-
-/* Appends `,"trace":{...}` for ?explain=1, taken from the policy module's decision JSON
- * so the trace has one definition. */
-static tg_err_t append_trace(tg_buf_t *out, const tg_decision_t *d, const tg_policy_t *pol,
-                             const tg_frame_t *f) {
-    tg_buf_t tmp;
-    tg_buf_init(&tmp, 0);
-    tg_decision_json_opts_t o = {.trace = 1};
-    tg_err_t rc = tg_decision_to_json(&tmp, d, pol, f, &o);
-    if (rc == TG_OK) {
-        const char *t = strstr(tmp.data, ",\"trace\":");
-        if (t == NULL || tmp.len < 2) {
-            rc = TG_ERR_INTERNAL;
-        } else {
-            /* the trace is the last member: copy up to (not including) the closing brace */
-            rc = tg_buf_append(out, t, (size_t)(tmp.data + tmp.len - 1 - t));
-        }
-    }
-    tg_buf_free(&tmp);
-    return rc;
+/* The record's meta (record.h) for this request. */
+static tg_record_meta_t meta_of(const eval_req_t *r, const char *req_hash, int64_t at_ms,
+                                int status) {
+    return (tg_record_meta_t){
+        .at_ms = at_ms,
+        .key = r->has_idem ? (tg_text_t){r->idem, r->idem_len} : (tg_text_t){NULL, 0},
+        .nonce = r->has_nonce ? (tg_text_t){r->nonce, r->nonce_len} : (tg_text_t){NULL, 0},
+        .request_hash = {req_hash, 64},
+        .status = status,
+        .tenant = {r->tenant_name, r->tenant_len},
+    };
 }
 
 /* ---- ledger completion ---------------------------------------------------------------- */
@@ -615,8 +492,15 @@ static void respond_decide(eval_req_t *r, const tg_decision_t *d, const tg_polic
     if (rc == TG_OK) {
         rc = tg_buf_printf(&ex->out, ",\"policy_hash\":\"%s\"", tg_policy_hash_hex(pol));
     }
+    char detail[TG_DETAIL_MAX];
+    if (rc == TG_OK && tg_decision_detail(detail, sizeof detail, d) > 0) {
+        rc = tg_buf_puts(&ex->out, ",\"detail\":");
+        if (rc == TG_OK) {
+            rc = tg_canon_string(&ex->out, detail, strlen(detail));
+        }
+    }
     if (rc == TG_OK && ex->explain) {
-        rc = append_trace(&ex->out, d, pol, NULL);
+        rc = tg_decision_trace_append(&ex->out, d, pol, NULL);
     }
     if (rc == TG_OK) {
         rc = tg_buf_putc(&ex->out, '}');
@@ -680,7 +564,8 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
     if (r->has_idem || r->has_nonce) {
         tg_buf_t probe;
         tg_buf_init(&probe, TG_LEDGER_META_MAX);
-        tg_err_t mrc = compose_meta(&probe, r, TG_META_PROBE_HASH, INT64_MAX, 999);
+        tg_record_meta_t widest = meta_of(r, TG_META_PROBE_HASH, INT64_MAX, 999);
+        tg_err_t mrc = tg_record_meta_write(&probe, &widest);
         tg_buf_free(&probe);
         if (mrc != TG_OK && mrc != TG_ERR_LIMIT) {
             /* Only the Idempotency-Key header can get here: JSON strings are valid UTF-8. */
@@ -923,6 +808,8 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
     /* The status is part of the record (meta "s"): a replay answers with it. */
     int status = tg_answer_status(decision_answer(r->mode, d.verdict == TG_PERMIT));
     uint8_t type = d.verdict == TG_SILENCE ? TG_LEDGER_TYPE_SILENCE : TG_LEDGER_TYPE_RECEIPT;
+    char detail[TG_DETAIL_MAX];
+    size_t detail_len = tg_decision_detail(detail, sizeof detail, &d);
     bool handed_off = false;
     if (type == TG_LEDGER_TYPE_RECEIPT && p->signer == NULL) {
         fail(r, TG_ERR_NO_KEY, "no signing key is loaded");
@@ -931,27 +818,45 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
     if (type == TG_LEDGER_TYPE_RECEIPT) {
         rc = sign_receipt(r, &record, &frame, &meta, ref, req_hex, now);
     } else {
-        rc = compose_silence(&record, r, &frame, pol, req_hex, now);
+        tg_record_silence_t sil = {
+            .execution_id = {r->exec_id, strlen(r->exec_id)},
+            .tenant = {r->tenant_name, r->tenant_len},
+            .surface = {r->surface, r->surface_len},
+            .action = {frame.action.ptr, frame.action.len},
+            .actor = {frame.actor.ptr, frame.actor.len},
+            .reason = {r->reason, strlen(r->reason)},
+            .request_hash = {req_hex, 64},
+            .policy_version = {tg_policy_version(pol), strlen(tg_policy_version(pol))},
+            .policy_hash = {tg_policy_hash_hex(pol), 64},
+            .detail = {detail, detail_len},
+            .at_ms = now,
+        };
+        rc = tg_record_silence_write(&record, &sil);
     }
     if (rc == TG_OK) {
-        rc = compose_meta(&meta_buf, r, req_hex, now, status);
+        tg_record_meta_t m = meta_of(r, req_hex, now, status);
+        rc = tg_record_meta_write(&meta_buf, &m);
     }
     if (rc == TG_OK) {
         tg_buf_reset(&ex->out);
         const char *pv = tg_policy_version(pol);
-        rc = compose_response(&ex->out, tg_verdict_name(d.verdict), r->reason, strlen(r->reason),
-                              r->exec_id, req_hex, pv, strlen(pv),
-                              type == TG_LEDGER_TYPE_RECEIPT ? record.data : NULL, record.len);
+        tg_decision_body_t body = {
+            .decision = tg_verdict_name(d.verdict),
+            .reason = {r->reason, strlen(r->reason)},
+            .execution_id = {r->exec_id, strlen(r->exec_id)},
+            .request_hash = {req_hex, 64},
+            .policy_version = {pv, strlen(pv)},
+            .detail = detail_len > 0 ? (tg_text_t){detail, detail_len} : (tg_text_t){NULL, 0},
+            .receipt = type == TG_LEDGER_TYPE_RECEIPT ? (tg_text_t){record.data, record.len}
+                                                      : (tg_text_t){NULL, 0},
+        };
+        rc = tg_decision_body_open(&ex->out, &body);
+    }
+    if (rc == TG_OK && ex->explain) {
+        rc = tg_decision_trace_append(&ex->out, &d, pol, &frame);
     }
     if (rc == TG_OK) {
         rc = tg_buf_putc(&ex->out, '}');
-    }
-    if (rc == TG_OK && ex->explain) {
-        ex->out.len--; /* reopen the object for the trace */
-        rc = append_trace(&ex->out, &d, pol, &frame);
-        if (rc == TG_OK) {
-            rc = tg_buf_putc(&ex->out, '}');
-        }
     }
     if (rc == TG_ERR_LIMIT) {
         /* Request data (within every request limit) that still makes the receipt or its
@@ -1063,65 +968,6 @@ out:
 
 /* ---- restart: rebuild the tables from the ledger ------------------------------------ */
 
-static const char *jstr(const json_t *o, const char *k, size_t *len) {
-    const json_t *v = json_object_get(o, k);
-    if (!json_is_string(v)) {
-        return NULL;
-    }
-    if (len) {
-        *len = json_string_length(v);
-    }
-    return json_string_value(v);
-}
-
-/* What a ledger record written by this server says about its request: views into the two
- * parsed documents, valid until record_view_free. */
-typedef struct record_view {
-    json_t *meta, *body;
-    const char *tenant, *key, *nonce, *rh, *decision, *reason, *exec_id, *pv;
-    size_t tenant_len, key_len, nonce_len, reason_len, pv_len;
-    int64_t at_ms;
-    int status;
-    uint8_t hash[32];
-} record_view_t;
-
-static void record_view_free(record_view_t *v) {
-    json_decref(v->meta);
-    json_decref(v->body);
-    memset(v, 0, sizeof *v);
-}
-
-/* TG_ERR_LEDGER_CORRUPT unless meta and payload are what compose_meta and the receipt or
- * SILENCE writers produce. */
-static tg_err_t record_view(record_view_t *v, const void *meta, size_t meta_len,
-                            const void *payload, size_t payload_len) {
-    memset(v, 0, sizeof *v);
-    if (tg_json_parse(&v->meta, meta, meta_len, NULL, NULL) != TG_OK ||
-        tg_json_parse(&v->body, payload, payload_len, NULL, NULL) != TG_OK) {
-        record_view_free(v);
-        return TG_ERR_LEDGER_CORRUPT;
-    }
-    v->tenant = jstr(v->meta, "t", &v->tenant_len);
-    v->key = jstr(v->meta, "k", &v->key_len);
-    v->nonce = jstr(v->meta, "n", &v->nonce_len);
-    v->rh = jstr(v->meta, "rh", NULL);
-    const json_t *st = json_object_get(v->meta, "s");
-    const json_t *at = json_object_get(v->meta, "at");
-    v->decision = jstr(v->body, "decision", NULL);
-    v->reason = jstr(v->body, "reasonCode", &v->reason_len);
-    v->exec_id = jstr(v->body, "executionId", NULL);
-    v->pv = jstr(v->body, "policyVersion", &v->pv_len);
-    if (v->tenant == NULL || v->rh == NULL || !json_is_number(st) || !json_is_number(at) ||
-        v->decision == NULL || v->reason == NULL || v->exec_id == NULL || v->pv == NULL ||
-        tg_unhex(v->hash, 32, v->rh, strlen(v->rh)) != TG_OK) {
-        record_view_free(v);
-        return TG_ERR_LEDGER_CORRUPT;
-    }
-    v->at_ms = (int64_t)json_number_value(at); /* tg_json_parse reads numbers as doubles */
-    v->status = (int)json_number_value(st);
-    return TG_OK;
-}
-
 /* Both tables (idempotency, receipt index) keep a record's ledger position as an entry's
  * body: false unless res is a stored entry of exactly that size. */
 static bool pos_of(tg_ledger_pos_t *pos, const tg_idem_result_t *res) {
@@ -1144,21 +990,16 @@ static tg_err_t replay_response(tg_pipeline_t *p, const tg_idem_result_t *res, t
     tg_buf_t payload, meta;
     tg_buf_init(&payload, TG_LEDGER_PAYLOAD_MAX);
     tg_buf_init(&meta, TG_LEDGER_META_MAX);
-    record_view_t v;
+    tg_record_view_t v;
     tg_err_t rc = tg_ledger_read_at(p->ledger, &pos, &payload, &meta, NULL);
     if (rc == TG_OK) {
-        rc = record_view(&v, meta.data, meta.len, payload.data, payload.len);
+        rc = tg_record_view(&v, meta.data, meta.len, payload.data, payload.len);
     }
     if (rc == TG_OK) {
-        bool receipt = strcmp(v.decision, "SILENCE") != 0;
         *permit = strcmp(v.decision, "PERMIT") == 0;
         tg_buf_reset(out);
-        rc = compose_response(out, v.decision, v.reason, v.reason_len, v.exec_id, v.rh, v.pv,
-                              v.pv_len, receipt ? payload.data : NULL, payload.len);
-        if (rc == TG_OK) {
-            rc = tg_buf_putc(out, '}');
-        }
-        record_view_free(&v);
+        rc = tg_record_response(out, &v, payload.data, payload.len);
+        tg_record_view_free(&v);
     }
     tg_buf_free(&payload);
     tg_buf_free(&meta);
@@ -1167,8 +1008,8 @@ static tg_err_t replay_response(tg_pipeline_t *p, const tg_idem_result_t *res, t
 
 tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
     tg_pipeline_t *p = ud;
-    record_view_t v;
-    tg_err_t rc = record_view(&v, rec->meta, rec->meta_len, rec->payload, rec->payload_len);
+    tg_record_view_t v;
+    tg_err_t rc = tg_record_view(&v, rec->meta, rec->meta_len, rec->payload, rec->payload_len);
     if (rc != TG_OK) {
         TG_LOG(TG_LOG_ERROR, "ledger_replay",
                "record seq %llu: metadata or payload is not what this server writes",
@@ -1181,17 +1022,19 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
      * is refused afterwards with how many there are (tg_pipeline_replay_check). Dropping
      * them instead would let a forgotten idempotency key or nonce run its request again,
      * and make receipts already handed out unreadable through GET /v1/receipts. */
-    if (v.key != NULL) {
-        rc =
-            tg_store_idem_restore(p->store, v.tenant, v.tenant_len, v.key, v.key_len, v.hash,
-                                  v.status, (const char *)&rec->pos, sizeof rec->pos, v.at_ms, now);
+    const tg_record_meta_t *m = &v.meta;
+    if (m->key.ptr != NULL) {
+        rc = tg_store_idem_restore(p->store, m->tenant.ptr, m->tenant.len, m->key.ptr, m->key.len,
+                                   v.request_hash, m->status, (const char *)&rec->pos,
+                                   sizeof rec->pos, m->at_ms, now);
         if (rc == TG_ERR_LIMIT) {
             p->replay_unfit_store++;
             rc = TG_OK;
         }
     }
-    if (rc == TG_OK && v.nonce != NULL) {
-        rc = tg_store_nonce_restore(p->store, v.tenant, v.tenant_len, v.nonce, v.nonce_len, v.at_ms,
+    if (rc == TG_OK && m->nonce.ptr != NULL) {
+        rc = tg_store_nonce_restore(p->store, m->tenant.ptr, m->tenant.len, m->nonce.ptr,
+                                    m->nonce.len, m->at_ms,
                                     now);
         if (rc == TG_ERR_LIMIT) {
             p->replay_unfit_store++;
@@ -1199,7 +1042,10 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
         }
     }
     if (rc == TG_OK && rec->type == TG_LEDGER_TYPE_RECEIPT) {
-        rc = index_receipt(p, v.tenant, v.tenant_len, v.exec_id, &rec->pos, v.at_ms, now, NULL);
+        /* the id is ours: "exec_" + 32 hex (index_receipt needs it NUL-terminated) */
+        char id[TG_RECEIPT_EXEC_ID_LEN + 1];
+        (void)snprintf(id, sizeof id, "%.*s", (int)v.execution_id.len, v.execution_id.ptr);
+        rc = index_receipt(p, m->tenant.ptr, m->tenant.len, id, &rec->pos, m->at_ms, now, NULL);
         if (rc == TG_ERR_LIMIT) {
             p->replay_unfit_receipts++;
         }
@@ -1210,7 +1056,7 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
     if (rc == TG_OK) {
         p->replayed_records++;
     }
-    record_view_free(&v);
+    tg_record_view_free(&v);
     return rc;
 }
 

@@ -1124,7 +1124,8 @@ static void test_decision_json(void **state) {
     assert_int_equal(tg_decision_to_json(&b, &s, p, NULL, &topts), TG_OK);
     snprintf(expect, sizeof expect,
              "{\"decision\":\"SILENCE\",\"enforcement\":\"BLOCKED\",\"reason_code\":"
-             "\"INVALID_FRAME\",\"policy_version\":\"2026-11-30.1\",\"trace\":{\"states\":"
+             "\"INVALID_FRAME\",\"policy_version\":\"2026-11-30.1\",\"detail\":\"the request "
+             "cannot be decided\",\"trace\":{\"states\":"
              "[\"RECEIVED\"],\"decided_in\":\"RECEIVED\",\"decided_by\":\"frame\",\"tier\":0,"
              "\"rules_evaluated\":0,\"policy_hash\":\"%s\"}}",
              tg_policy_hash_hex(p));

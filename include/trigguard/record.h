@@ -1,0 +1,105 @@
+/* record.h — what the daemon keeps in a ledger record besides the ledger's own framing:
+ * the record's meta, the unsigned SILENCE payload, and the reading of both back, which
+ * rebuilds a decision's response for an idempotent replay and the daemon's tables at start.
+ *
+ * ## Why this shape
+ * A ledger record (ledger.h) has two opaque sections, meta and payload. The payload is the
+ * evidence: the signed receipt (type 1, receipt.h) or the SILENCE decision (type 2, below).
+ * The meta is what the daemon needs besides the evidence to act on the record again: the
+ * tenant, the idempotency key and nonce it consumed, the request hash they are bound to, and
+ * the status it answered with. Everything a replay sends is rebuilt from these two sections
+ * with the same writer the live path used (tg_decision_body_open, policy.h), so a replay is
+ * the original response byte for byte, before and after a restart, and the idempotency
+ * table keeps only where the record is.
+ *
+ * ## Meta (canonical JSON, RFC 8785: members in this order, no whitespace; at most
+ * ## TG_LEDGER_META_MAX bytes)
+ *
+ *   member  JSON type  presence  meaning
+ *   at      integer    always    wall-clock ms of the decision (the receipt's timestamp)
+ *   k       string     optional  the idempotency key (body member or header), as sent
+ *   n       string     optional  the nonce, as sent
+ *   rh      string     always    requestHash: 64 lowercase hex (policy.h tg_request_hash)
+ *   s       integer    always    the HTTP status the decision was answered with
+ *   t       string     always    the tenant
+ *
+ * ## SILENCE payload (type 2; canonical JSON, unsigned)
+ *
+ *   action, actorId (when the request had them), decision "SILENCE", detail (what was
+ *   missing or invalid, tg_decision_detail; absent in records of earlier builds),
+ *   executionId, policyHash, policyVersion, reasonCode, requestHash, surface, tenantId,
+ *   timestamp (RFC 3339 UTC, milliseconds), type "silence"
+ *
+ * Both are written by the functions below and read by tg_record_view; nothing else in the
+ * tree composes or parses them. Thread safety: every function is reentrant.
+ */
+#ifndef TRIGGUARD_RECORD_H
+#define TRIGGUARD_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "trigguard/buf.h"
+#include "trigguard/err.h"
+#include "trigguard/kernel.h"
+
+/* The meta's members. Views: ptr NULL = absent (k, n only). */
+typedef struct tg_record_meta {
+    int64_t at_ms;
+    tg_text_t key;          /* k */
+    tg_text_t nonce;        /* n */
+    tg_text_t request_hash; /* rh: 64 lowercase hex */
+    int status;           /* s */
+    tg_text_t tenant;       /* t */
+} tg_record_meta_t;
+
+/* Appends the meta's canonical JSON. Errors: TG_ERR_INVALID_ARG (NULL argument, a missing
+ * member, request_hash not 64 bytes), TG_ERR_JSON_UTF8 / TG_ERR_JSON_SURROGATE (a key, nonce
+ * or tenant that is not valid UTF-8: only a header can carry such bytes), tg_buf errors
+ * (TG_ERR_LIMIT when out's cap, normally TG_LEDGER_META_MAX, is reached). */
+tg_err_t tg_record_meta_write(tg_buf_t *out, const tg_record_meta_t *m) TG_MUST_USE;
+
+/* The SILENCE payload's members; views, ptr NULL = absent (action, actor only). */
+typedef struct tg_record_silence {
+    tg_text_t execution_id, tenant, surface, action, actor, reason, request_hash;
+    tg_text_t policy_version, policy_hash;
+    tg_text_t detail; /* ptr NULL = absent */
+    int64_t at_ms;
+} tg_record_silence_t;
+
+/* Appends the SILENCE payload's canonical JSON. Errors: TG_ERR_INVALID_ARG, TG_ERR_NOMEM,
+ * canon errors (tg_canon_write), tg_buf errors. */
+tg_err_t tg_record_silence_write(tg_buf_t *out, const tg_record_silence_t *s) TG_MUST_USE;
+
+/* A record as this server wrote it, read back: views into two parsed documents, valid until
+ * tg_record_view_free. */
+typedef struct tg_record_view {
+    tg_record_meta_t meta;
+    uint8_t request_hash[32]; /* meta.request_hash decoded */
+    const char *decision;     /* the payload's: PERMIT, DENY or SILENCE */
+    tg_text_t reason, execution_id, policy_version;
+    tg_text_t detail; /* SILENCE's detail (ptr NULL when the record has none) */
+    bool receipt;     /* the payload is a signed receipt (not SILENCE) */
+    json_t *meta_doc, *payload_doc;
+} tg_record_view_t;
+
+/* Parses meta and payload (the two sections of a ledger record). Errors:
+ * TG_ERR_LEDGER_CORRUPT unless both are what the writers above and the receipt writer
+ * produce (the members above present, with their types; *v is then zeroed). */
+tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len,
+                        const void *payload, size_t payload_len) TG_MUST_USE;
+
+/* Releases what tg_record_view parsed. NULL-safe; idempotent. */
+void tg_record_view_free(tg_record_view_t *v);
+
+/* The decision response a record answered with (SPEC §3.2, without a ?explain trace, which
+ * is never kept): appended to out, complete with its closing brace. payload is the record's
+ * payload text (embedded as the receipt for a signed record). Errors: as
+ * tg_decision_body_open. */
+tg_err_t tg_record_response(tg_buf_t *out, const tg_record_view_t *v, const void *payload,
+                            size_t payload_len) TG_MUST_USE;
+
+#endif /* TRIGGUARD_RECORD_H */

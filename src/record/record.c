@@ -1,0 +1,177 @@
+/* record.c — the ledger record's meta and SILENCE payload, written and read back (record.h). */
+#include "trigguard/record.h"
+
+#include <string.h>
+
+#include "trigguard/canon.h"
+#include "trigguard/clock.h"
+#include "trigguard/policy.h"
+
+/* Appends each string in turn, stopping at the first error. The meta is built on every
+ * decision (and the response it goes with on every replay): printf's format parsing cost
+ * more than the rest of building them. */
+static tg_err_t put_strs(tg_buf_t *b, const char *const *parts, size_t n) {
+    tg_err_t rc = TG_OK;
+    for (size_t i = 0; i < n && rc == TG_OK; i++) {
+        rc = tg_buf_puts(b, parts[i]);
+    }
+    return rc;
+}
+#define PUT_STRS(b, ...)                                                                           \
+    put_strs((b), (const char *const[]){__VA_ARGS__},                                              \
+             sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
+
+tg_err_t tg_record_meta_write(tg_buf_t *out, const tg_record_meta_t *m) {
+    if (out == NULL || m == NULL || m->tenant.ptr == NULL || m->request_hash.ptr == NULL ||
+        m->request_hash.len != 64) {
+        return TG_ERR_INVALID_ARG;
+    }
+    char rh[65];
+    memcpy(rh, m->request_hash.ptr, 64);
+    rh[64] = '\0';
+    tg_err_t rc = tg_buf_puts(out, "{\"at\":");
+    if (rc == TG_OK) {
+        rc = tg_buf_put_i64(out, m->at_ms);
+    }
+    if (rc == TG_OK && m->key.ptr != NULL) {
+        rc = tg_buf_puts(out, ",\"k\":");
+        if (rc == TG_OK) {
+            rc = tg_canon_string(out, m->key.ptr, m->key.len);
+        }
+    }
+    if (rc == TG_OK && m->nonce.ptr != NULL) {
+        rc = tg_buf_puts(out, ",\"n\":");
+        if (rc == TG_OK) {
+            rc = tg_canon_string(out, m->nonce.ptr, m->nonce.len);
+        }
+    }
+    if (rc == TG_OK) {
+        rc = PUT_STRS(out, ",\"rh\":\"", rh, "\",\"s\":");
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_put_i64(out, m->status);
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(out, ",\"t\":");
+    }
+    if (rc == TG_OK) {
+        rc = tg_canon_string(out, m->tenant.ptr, m->tenant.len);
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_putc(out, '}');
+    }
+    return rc;
+}
+
+/* Sets member k to the string view v (skipped when v.ptr is NULL); nonzero on failure. */
+static int set_sv(json_t *o, const char *k, tg_text_t v) {
+    return v.ptr == NULL ? 0 : json_object_set_new(o, k, json_stringn(v.ptr, v.len));
+}
+
+tg_err_t tg_record_silence_write(tg_buf_t *out, const tg_record_silence_t *s) {
+    if (out == NULL || s == NULL || s->execution_id.ptr == NULL || s->tenant.ptr == NULL ||
+        s->surface.ptr == NULL || s->reason.ptr == NULL || s->request_hash.ptr == NULL ||
+        s->policy_version.ptr == NULL || s->policy_hash.ptr == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    char ts[TG_TIME_ISO_LEN + 1];
+    tg_err_t rc = tg_time_format_ms(ts, s->at_ms);
+    if (rc != TG_OK) {
+        return rc;
+    }
+    json_t *o = json_object();
+    if (o == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    /* Built as a tree and written canonically: SILENCE is the rare path, and the canonical
+     * writer orders the members (record.h lists them in that order). */
+    int bad = json_object_set_new(o, "type", json_string("silence"));
+    bad |= set_sv(o, "executionId", s->execution_id);
+    bad |= set_sv(o, "tenantId", s->tenant);
+    bad |= set_sv(o, "surface", s->surface);
+    bad |= set_sv(o, "action", s->action);
+    bad |= set_sv(o, "actorId", s->actor);
+    bad |= json_object_set_new(o, "decision", json_string("SILENCE"));
+    bad |= set_sv(o, "detail", s->detail);
+    bad |= set_sv(o, "reasonCode", s->reason);
+    bad |= set_sv(o, "requestHash", s->request_hash);
+    bad |= set_sv(o, "policyVersion", s->policy_version);
+    bad |= set_sv(o, "policyHash", s->policy_hash);
+    bad |= json_object_set_new(o, "timestamp", json_string(ts));
+    rc = bad ? TG_ERR_NOMEM : tg_canon_write(out, o, NULL);
+    json_decref(o);
+    return rc;
+}
+
+/* The string member k of o as a view (ptr NULL when absent or not a string). */
+static tg_text_t jsv(const json_t *o, const char *k) {
+    const json_t *v = json_object_get(o, k);
+    if (!json_is_string(v)) {
+        return (tg_text_t){NULL, 0};
+    }
+    return (tg_text_t){json_string_value(v), json_string_length(v)};
+}
+
+void tg_record_view_free(tg_record_view_t *v) {
+    if (v == NULL) {
+        return;
+    }
+    json_decref(v->meta_doc);
+    json_decref(v->payload_doc);
+    memset(v, 0, sizeof *v);
+}
+
+tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len,
+                        const void *payload, size_t payload_len) {
+    memset(v, 0, sizeof *v);
+    if (tg_json_parse(&v->meta_doc, meta, meta_len, NULL, NULL) != TG_OK ||
+        tg_json_parse(&v->payload_doc, payload, payload_len, NULL, NULL) != TG_OK) {
+        tg_record_view_free(v);
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    tg_record_meta_t *m = &v->meta;
+    m->tenant = jsv(v->meta_doc, "t");
+    m->key = jsv(v->meta_doc, "k");
+    m->nonce = jsv(v->meta_doc, "n");
+    m->request_hash = jsv(v->meta_doc, "rh");
+    const json_t *st = json_object_get(v->meta_doc, "s");
+    const json_t *at = json_object_get(v->meta_doc, "at");
+    tg_text_t decision = jsv(v->payload_doc, "decision");
+    v->reason = jsv(v->payload_doc, "reasonCode");
+    v->execution_id = jsv(v->payload_doc, "executionId");
+    v->policy_version = jsv(v->payload_doc, "policyVersion");
+    v->detail = jsv(v->payload_doc, "detail");
+    if (m->tenant.ptr == NULL || m->request_hash.ptr == NULL || !json_is_number(st) ||
+        !json_is_number(at) || decision.ptr == NULL || v->reason.ptr == NULL ||
+        v->execution_id.ptr == NULL || v->policy_version.ptr == NULL ||
+        tg_unhex(v->request_hash, 32, m->request_hash.ptr, m->request_hash.len) != TG_OK) {
+        tg_record_view_free(v);
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    v->decision = decision.ptr;
+    v->receipt = strcmp(v->decision, "SILENCE") != 0;
+    if (v->receipt) {
+        v->detail = (tg_text_t){NULL, 0}; /* only a SILENCE answers with one */
+    }
+    m->at_ms = (int64_t)json_number_value(at); /* tg_json_parse reads numbers as doubles */
+    m->status = (int)json_number_value(st);
+    return TG_OK;
+}
+
+tg_err_t tg_record_response(tg_buf_t *out, const tg_record_view_t *v, const void *payload,
+                            size_t payload_len) {
+    if (out == NULL || v == NULL || v->decision == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    tg_decision_body_t b = {
+        .decision = v->decision,
+        .reason = v->reason,
+        .execution_id = v->execution_id,
+        .request_hash = v->meta.request_hash,
+        .policy_version = v->policy_version,
+        .detail = v->detail,
+        .receipt = v->receipt ? (tg_text_t){payload, payload_len} : (tg_text_t){NULL, 0},
+    };
+    tg_err_t rc = tg_decision_body_open(out, &b);
+    return rc == TG_OK ? tg_buf_putc(out, '}') : rc;
+}

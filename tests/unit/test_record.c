@@ -1,0 +1,234 @@
+/* test_record.c — the ledger record's meta and SILENCE payload: exact bytes, round trips,
+ * the response rebuilt from a record, and what a reader refuses. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "trigguard/ledger.h"
+#include "trigguard/policy.h"
+#include "trigguard/record.h"
+
+#define RH "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+#define T(s) ((tg_text_t){(s), sizeof(s) - 1})
+#define NONE ((tg_text_t){NULL, 0})
+
+static tg_record_meta_t meta_example(void) {
+    return (tg_record_meta_t){.at_ms = 1796017500123,
+                              .key = T("key-\"1\""),
+                              .nonce = T("n1"),
+                              .request_hash = T(RH),
+                              .status = 403,
+                              .tenant = T("acme")};
+}
+
+/* The meta is canonical JSON with its members in the order record.h lists them: a golden
+ * string pins the format (escaping included), so a change to it is a decision. */
+static void test_meta_bytes(void **state) {
+    (void)state;
+    tg_buf_t b;
+    tg_buf_init(&b, TG_LEDGER_META_MAX);
+    tg_record_meta_t m = meta_example();
+    assert_int_equal(tg_record_meta_write(&b, &m), TG_OK);
+    assert_string_equal(b.data, "{\"at\":1796017500123,\"k\":\"key-\\\"1\\\"\",\"n\":\"n1\",\"rh\":\"" RH
+                                "\",\"s\":403,\"t\":\"acme\"}");
+    /* optional members absent */
+    tg_buf_reset(&b);
+    m.key = NONE;
+    m.nonce = NONE;
+    assert_int_equal(tg_record_meta_write(&b, &m), TG_OK);
+    assert_string_equal(b.data, "{\"at\":1796017500123,\"rh\":\"" RH "\",\"s\":403,\"t\":\"acme\"}");
+    tg_buf_free(&b);
+}
+
+static void test_meta_errors(void **state) {
+    (void)state;
+    tg_buf_t b;
+    tg_buf_init(&b, TG_LEDGER_META_MAX);
+    tg_record_meta_t m = meta_example();
+    assert_int_equal(tg_record_meta_write(NULL, &m), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_record_meta_write(&b, NULL), TG_ERR_INVALID_ARG);
+    m.request_hash = T("abc");
+    assert_int_equal(tg_record_meta_write(&b, &m), TG_ERR_INVALID_ARG);
+    m = meta_example();
+    m.tenant = NONE;
+    assert_int_equal(tg_record_meta_write(&b, &m), TG_ERR_INVALID_ARG);
+    /* a header-borne key that is not UTF-8 */
+    m = meta_example();
+    m.key = T("\xff\xfe");
+    assert_int_equal(tg_record_meta_write(&b, &m), TG_ERR_JSON_UTF8);
+    /* the cap of the buffer is the meta's limit */
+    tg_buf_t small;
+    tg_buf_init(&small, 40);
+    m = meta_example();
+    assert_int_equal(tg_record_meta_write(&small, &m), TG_ERR_LIMIT);
+    tg_buf_free(&small);
+    tg_buf_free(&b);
+}
+
+static tg_record_silence_t silence_example(void) {
+    return (tg_record_silence_t){.execution_id = T("exec_0123456789abcdef0123456789abcdef"),
+                                 .tenant = T("acme"),
+                                 .surface = T("payments.charge"),
+                                 .action = T("transfer"),
+                                 .actor = NONE,
+                                 .reason = T("MISSING_CONTEXT"),
+                                 .request_hash = T(RH),
+                                 .policy_version = T("v1"),
+                                 .policy_hash = T(RH),
+                                 .detail = T("context.amount is missing or not of its declared type"),
+                                 .at_ms = 1796017500123};
+}
+
+static void test_silence_bytes(void **state) {
+    (void)state;
+    tg_buf_t b;
+    tg_buf_init(&b, TG_LEDGER_PAYLOAD_MAX);
+    tg_record_silence_t s = silence_example();
+    assert_int_equal(tg_record_silence_write(&b, &s), TG_OK);
+    assert_string_equal(
+        b.data, "{\"action\":\"transfer\",\"decision\":\"SILENCE\",\"detail\":\"context.amount is "
+                "missing or not of its declared type\",\"executionId\":\"exec_"
+                "0123456789abcdef0123456789abcdef\",\"policyHash\":\"" RH
+                "\",\"policyVersion\":\"v1\",\"reasonCode\":\"MISSING_CONTEXT\",\"requestHash\":"
+                "\"" RH "\",\"surface\":\"payments.charge\",\"tenantId\":\"acme\",\"timestamp\":"
+                "\"2026-12-01T01:05:00.123Z\",\"type\":\"silence\"}");
+    s.reason = NONE;
+    assert_int_equal(tg_record_silence_write(&b, &s), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_record_silence_write(&b, NULL), TG_ERR_INVALID_ARG);
+    tg_buf_free(&b);
+}
+
+/* Writing and reading back agree, and the rebuilt response is the decision body the live
+ * path writes (tg_decision_body_open), SILENCE's detail included. */
+static void test_round_trip_silence(void **state) {
+    (void)state;
+    tg_buf_t meta, payload, resp, live;
+    tg_buf_init(&meta, TG_LEDGER_META_MAX);
+    tg_buf_init(&payload, TG_LEDGER_PAYLOAD_MAX);
+    tg_buf_init(&resp, 0);
+    tg_buf_init(&live, 0);
+    tg_record_meta_t m = meta_example();
+    tg_record_silence_t s = silence_example();
+    assert_int_equal(tg_record_meta_write(&meta, &m), TG_OK);
+    assert_int_equal(tg_record_silence_write(&payload, &s), TG_OK);
+    tg_record_view_t v;
+    assert_int_equal(tg_record_view(&v, meta.data, meta.len, payload.data, payload.len), TG_OK);
+    assert_int_equal(v.meta.at_ms, m.at_ms);
+    assert_int_equal(v.meta.status, 403);
+    assert_int_equal(v.meta.key.len, m.key.len);
+    assert_memory_equal(v.meta.key.ptr, m.key.ptr, m.key.len);
+    assert_memory_equal(v.meta.nonce.ptr, "n1", 2);
+    assert_memory_equal(v.meta.tenant.ptr, "acme", 4);
+    assert_int_equal(v.request_hash[0], 0x00);
+    assert_int_equal(v.request_hash[31], 0xff);
+    assert_string_equal(v.decision, "SILENCE");
+    assert_false(v.receipt);
+    assert_int_equal(tg_record_response(&resp, &v, payload.data, payload.len), TG_OK);
+    tg_decision_body_t body = {.decision = "SILENCE",
+                               .reason = s.reason,
+                               .execution_id = s.execution_id,
+                               .request_hash = s.request_hash,
+                               .policy_version = s.policy_version,
+                               .detail = s.detail};
+    assert_int_equal(tg_decision_body_open(&live, &body), TG_OK);
+    assert_int_equal(tg_buf_putc(&live, '}'), TG_OK);
+    assert_string_equal(resp.data, live.data);
+    assert_non_null(strstr(resp.data, "\"detail\":\"context.amount"));
+    tg_record_view_free(&v);
+    tg_record_view_free(&v); /* idempotent */
+    tg_buf_free(&meta);
+    tg_buf_free(&payload);
+    tg_buf_free(&resp);
+    tg_buf_free(&live);
+}
+
+/* A signed record: the rebuilt response embeds the payload as the receipt, and no detail. */
+static void test_round_trip_receipt(void **state) {
+    (void)state;
+    const char *receipt = "{\"decision\":\"DENY\",\"executionId\":\"exec_1\",\"policyVersion\":"
+                          "\"v1\",\"reasonCode\":\"AMOUNT_TOO_HIGH\",\"detail\":\"ignored\"}";
+    tg_buf_t meta, resp;
+    tg_buf_init(&meta, TG_LEDGER_META_MAX);
+    tg_buf_init(&resp, 0);
+    tg_record_meta_t m = meta_example();
+    assert_int_equal(tg_record_meta_write(&meta, &m), TG_OK);
+    tg_record_view_t v;
+    assert_int_equal(tg_record_view(&v, meta.data, meta.len, receipt, strlen(receipt)), TG_OK);
+    assert_true(v.receipt);
+    assert_null(v.detail.ptr);
+    assert_int_equal(tg_record_response(&resp, &v, receipt, strlen(receipt)), TG_OK);
+    char want[1024];
+    (void)snprintf(want, sizeof want,
+                   "{\"decision\":\"DENY\",\"enforcement\":\"BLOCKED\",\"reason_code\":"
+                   "\"AMOUNT_TOO_HIGH\",\"execution_id\":\"exec_1\",\"request_hash\":\"" RH
+                   "\",\"policy_version\":\"v1\",\"receipt\":%s}",
+                   receipt);
+    assert_string_equal(resp.data, want);
+    tg_record_view_free(&v);
+    tg_buf_free(&meta);
+    tg_buf_free(&resp);
+}
+
+/* Anything that is not what the writers produce is corruption, and leaves the view empty. */
+static void test_view_refuses(void **state) {
+    (void)state;
+    const char *good_meta = "{\"at\":1,\"rh\":\"" RH "\",\"s\":200,\"t\":\"acme\"}";
+    const char *good_payload = "{\"decision\":\"PERMIT\",\"executionId\":\"e\",\"policyVersion\":"
+                               "\"v\",\"reasonCode\":\"NO_POLICY_VIOLATION\"}";
+    const char *bad_metas[] = {
+        "",
+        "{",
+        "[]",
+        "{\"rh\":\"" RH "\",\"s\":200,\"t\":\"acme\"}",          /* no at */
+        "{\"at\":1,\"s\":200,\"t\":\"acme\"}",                      /* no rh */
+        "{\"at\":1,\"rh\":\"zz\",\"s\":200,\"t\":\"acme\"}",         /* rh not hex */
+        "{\"at\":1,\"rh\":\"" RH "\",\"s\":\"200\",\"t\":\"acme\"}", /* s not a number */
+        "{\"at\":1,\"rh\":\"" RH "\",\"s\":200}",                   /* no tenant */
+    };
+    tg_record_view_t v;
+    for (size_t i = 0; i < sizeof bad_metas / sizeof bad_metas[0]; i++) {
+        assert_int_equal(tg_record_view(&v, bad_metas[i], strlen(bad_metas[i]), good_payload,
+                                        strlen(good_payload)),
+                         TG_ERR_LEDGER_CORRUPT);
+        assert_null(v.meta_doc);
+        assert_null(v.decision);
+    }
+    const char *bad_payloads[] = {
+        "{}",
+        "{\"executionId\":\"e\",\"policyVersion\":\"v\",\"reasonCode\":\"R\"}",
+        "{\"decision\":\"PERMIT\",\"policyVersion\":\"v\",\"reasonCode\":\"R\"}",
+        "{\"decision\":\"PERMIT\",\"executionId\":\"e\",\"reasonCode\":\"R\"}",
+        "{\"decision\":\"PERMIT\",\"executionId\":\"e\",\"policyVersion\":\"v\"}",
+        "not json",
+    };
+    for (size_t i = 0; i < sizeof bad_payloads / sizeof bad_payloads[0]; i++) {
+        assert_int_equal(tg_record_view(&v, good_meta, strlen(good_meta), bad_payloads[i],
+                                        strlen(bad_payloads[i])),
+                         TG_ERR_LEDGER_CORRUPT);
+        assert_null(v.payload_doc);
+    }
+    assert_int_equal(
+        tg_record_view(&v, good_meta, strlen(good_meta), good_payload, strlen(good_payload)),
+        TG_OK);
+    tg_buf_t out;
+    tg_buf_init(&out, 0);
+    assert_int_equal(tg_record_response(NULL, &v, good_payload, 1), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_record_response(&out, NULL, good_payload, 1), TG_ERR_INVALID_ARG);
+    tg_record_view_free(&v);
+    tg_buf_free(&out);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_meta_bytes),         cmocka_unit_test(test_meta_errors),
+        cmocka_unit_test(test_silence_bytes),      cmocka_unit_test(test_round_trip_silence),
+        cmocka_unit_test(test_round_trip_receipt), cmocka_unit_test(test_view_refuses),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
