@@ -31,9 +31,10 @@
  * error found is reported.
  *
  * Thread safety: a compiled tg_policy_t is immutable. Any number of threads may read it
- * (tg_frame_from_request, tg_kernel_decide, accessors) concurrently without locks; it must
- * outlive every frame and decision that refers to it. Swapping bundles = compile a new
- * one, publish the pointer atomically, destroy the old one once no reader holds it.
+ * (tg_frame_from_request, tg_kernel_decide on its tables, accessors) concurrently without
+ * locks; it must outlive every frame and decision that refers to it. Swapping bundles =
+ * compile a new one, publish the pointer atomically, destroy the old one once no reader
+ * holds it.
  */
 #ifndef TRIGGUARD_POLICY_H
 #define TRIGGUARD_POLICY_H
@@ -103,6 +104,11 @@ size_t tg_policy_surface_count(const tg_policy_t *p);
 size_t tg_policy_rule_count(const tg_policy_t *p); /* over all surfaces */
 size_t tg_policy_signal_count(const tg_policy_t *p);
 size_t tg_policy_tool_count(const tg_policy_t *p);
+
+/* The kernel's tables of p (kernel_tables.h): what tg_kernel_decide reads, owned by p and
+ * valid as long as it. NULL p gives NULL, which tg_kernel_decide decides SILENCE
+ * INVALID_FRAME, so `tg_kernel_decide(&d, tg_policy_tables(p), &f)` needs no check of p. */
+const tg_kernel_tables_t *tg_policy_tables(const tg_policy_t *p);
 
 /* The authorityId a receipt decided under p carries, one rule for `serve` and `check`
  * (docs/POLICY.md): the operator's --authority-id when `configured` is non-NULL and

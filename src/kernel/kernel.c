@@ -3,8 +3,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "policy_internal.h"
 #include "trigguard/kernel.h"
+#include "trigguard/kernel_tables.h"
 
 static const char R_MISSING_CONTEXT[] = "MISSING_CONTEXT";
 static const char R_UNKNOWN_SIGNAL[] = "UNKNOWN_SIGNAL";
@@ -174,13 +174,13 @@ static int actor_allowed(const tg_surface_t *s, const tg_sv_t *actor) {
 }
 
 /* RECEIVED -> VALIDATED. Returns 1 when a terminal decision was written. */
-static int validate(tg_decision_t *d, const tg_policy_t *p, const tg_surface_t *s,
+static int validate(tg_decision_t *d, const tg_kernel_tables_t *t, const tg_surface_t *s,
                     const tg_frame_t *f) {
     for (uint32_t i = 0; i < s->n_required; i++) {
         const tg_reqfield_t *rq = &s->required[i];
         const tg_value_t *v = slot_find(f->context, f->n_context, rq->id);
         if (v == NULL || !type_matches(v, rq->type)) {
-            finish(d, TG_SILENCE, R_MISSING_CONTEXT, TG_CAUSE_CONTEXT, p->fields[rq->id]);
+            finish(d, TG_SILENCE, R_MISSING_CONTEXT, TG_CAUSE_CONTEXT, t->fields[rq->id]);
             return 1;
         }
     }
@@ -191,7 +191,7 @@ static int validate(tg_decision_t *d, const tg_policy_t *p, const tg_surface_t *
     uint32_t present = 0;
     for (uint32_t i = 0; i < f->n_signals; i++) {
         const tg_frame_slot_t *sl = &f->signals[i];
-        const tg_signal_t *sig = &p->signals[sl->id];
+        const tg_signal_t *sig = &t->signals[sl->id];
         int ok = sig->type == TG_SIG_NUMBER
                      ? (sl->v.type == TG_VT_NUMBER && sl->v.num >= 0.0 && sl->v.num <= 1.0)
                      : sl->v.type == TG_VT_BOOL;
@@ -207,21 +207,21 @@ static int validate(tg_decision_t *d, const tg_policy_t *p, const tg_surface_t *
         while (!(missing & (UINT32_C(1) << id))) {
             id++;
         }
-        finish(d, TG_SILENCE, R_MISSING_SIGNAL, TG_CAUSE_MISSING_SIGNAL, p->signals[id].name);
+        finish(d, TG_SILENCE, R_MISSING_SIGNAL, TG_CAUSE_MISSING_SIGNAL, t->signals[id].name);
         return 1;
     }
     return 0;
 }
 
 /* CLASSIFIED -> SIGNALS_EVALUATED: booleans first, then thresholds (kernel.h). */
-static int evaluate_signals(tg_decision_t *d, const tg_policy_t *p, const tg_frame_t *f,
+static int evaluate_signals(tg_decision_t *d, const tg_kernel_tables_t *t, const tg_frame_t *f,
                             unsigned tier) {
-    uint32_t bm = p->bool_deny_mask[tier], tm = p->threshold_mask[tier];
+    uint32_t bm = t->bool_deny_mask[tier], tm = t->threshold_mask[tier];
     if (bm != 0) {
         for (uint32_t i = 0; i < f->n_signals; i++) {
             const tg_frame_slot_t *sl = &f->signals[i];
             if ((bm >> sl->id) & 1u && sl->v.boolean) {
-                const tg_signal_t *sig = &p->signals[sl->id];
+                const tg_signal_t *sig = &t->signals[sl->id];
                 finish(d, TG_DENY, sig->reason, TG_CAUSE_SIGNAL_DENY, sig->name);
                 return 1;
             }
@@ -231,7 +231,7 @@ static int evaluate_signals(tg_decision_t *d, const tg_policy_t *p, const tg_fra
         for (uint32_t i = 0; i < f->n_signals; i++) {
             const tg_frame_slot_t *sl = &f->signals[i];
             if ((tm >> sl->id) & 1u) {
-                const tg_signal_t *sig = &p->signals[sl->id];
+                const tg_signal_t *sig = &t->signals[sl->id];
                 if (sl->v.num > sig->threshold[tier]) { /* equal passes (SPEC §8) */
                     finish(d, TG_DENY, sig->reason, TG_CAUSE_SIGNAL_THRESHOLD, sig->name);
                     return 1;
@@ -273,26 +273,26 @@ static void evaluate_rules(tg_decision_t *d, const tg_surface_t *s, const tg_fra
     }
 }
 
-/* The frame must come from this policy and respect its own bounds before any lookup. */
-static int frame_ok(const tg_policy_t *p, const tg_frame_t *f) {
-    if (f->surface >= p->n_surfaces || f->n_context > TG_FRAME_MAX_CONTEXT ||
+/* The frame must come from these tables and respect its own bounds before any lookup. */
+static int frame_ok(const tg_kernel_tables_t *t, const tg_frame_t *f) {
+    if (f->surface >= t->n_surfaces || f->n_context > TG_FRAME_MAX_CONTEXT ||
         f->n_signals > TG_FRAME_MAX_SIGNALS) {
         return 0;
     }
     for (uint32_t i = 0; i < f->n_signals; i++) {
-        if (f->signals[i].id >= p->n_signals) {
+        if (f->signals[i].id >= t->n_signals) {
             return 0;
         }
     }
     for (uint32_t i = 0; i < f->n_context; i++) {
-        if (f->context[i].id >= p->n_fields) {
+        if (f->context[i].id >= t->n_fields) {
             return 0;
         }
     }
     return 1;
 }
 
-void tg_kernel_decide(tg_decision_t *out, const tg_policy_t *p, const tg_frame_t *f) {
+void tg_kernel_decide(tg_decision_t *out, const tg_kernel_tables_t *t, const tg_frame_t *f) {
     if (out == NULL) {
         return;
     }
@@ -300,22 +300,22 @@ void tg_kernel_decide(tg_decision_t *out, const tg_policy_t *p, const tg_frame_t
     out->reason = R_INVALID_FRAME;
     out->cause = TG_CAUSE_FRAME;
     enter(out, TG_STATE_RECEIVED);
-    if (p == NULL || f == NULL) {
+    if (t == NULL || f == NULL) {
         return;
     }
-    if (memcmp(p->hash, f->policy_hash, sizeof p->hash) != 0) {
+    if (memcmp(t->policy_hash, f->policy_hash, sizeof t->policy_hash) != 0) {
         out->reason = R_POLICY_MISMATCH;
         return;
     }
-    if (!frame_ok(p, f)) {
+    if (!frame_ok(t, f)) {
         return;
     }
-    const tg_surface_t *s = &p->surfaces[f->surface];
+    const tg_surface_t *s = &t->surfaces[f->surface];
     unsigned tier = s->tier & 3u;
     if (tier == 0) {
         return; /* compile guarantees 1..3; a zero tier means a corrupt table */
     }
-    if (validate(out, p, s, f)) {
+    if (validate(out, t, s, f)) {
         return;
     }
     enter(out, TG_STATE_VALIDATED);
@@ -329,7 +329,7 @@ void tg_kernel_decide(tg_decision_t *out, const tg_policy_t *p, const tg_frame_t
         return;
     }
     enter(out, TG_STATE_CLASSIFIED);
-    if (evaluate_signals(out, p, f, tier)) {
+    if (evaluate_signals(out, t, f, tier)) {
         return;
     }
     enter(out, TG_STATE_SIGNALS_EVALUATED);

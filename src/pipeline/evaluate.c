@@ -851,7 +851,7 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
 
     tg_decision_t d;
     if (r->mode == TG_MODE_DECIDE) {
-        tg_kernel_decide(&d, pol, &frame);
+        tg_kernel_decide(&d, tg_policy_tables(pol), &frame);
         r->verdict = d.verdict;
         r->reason = d.reason;
         tg_metrics_decision(&p->metrics, r->surface, r->surface_len,
@@ -879,7 +879,7 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
     }
 
     /* step 7: the kernel */
-    tg_kernel_decide(&d, pol, &frame);
+    tg_kernel_decide(&d, tg_policy_tables(pol), &frame);
     /* A signed receipt must be readable by GET /v1/receipts: with the index full, refuse
      * now (503, claims released) rather than sign a receipt that route would deny
      * knowing. The insert after the ledger append stays the authority (see settle). */

@@ -107,7 +107,7 @@ typedef struct cc {
     char path[384];
     /* Compile-time scratch (freed after compile). */
     const json_t *groups;   /* "actors" object or NULL */
-    tg_sv_t *fields;        /* = p->fields, capacity TG_POLICY_MAX_FIELDS */
+    tg_sv_t *fields;        /* = p->tables.fields, capacity TG_POLICY_MAX_FIELDS */
     tg_surface_t *surfaces; /* writable views of p's tables */
     tg_signal_t *signals;
     double tier_threshold[4];
@@ -527,13 +527,13 @@ static tg_err_t intern_field(cc_t *c, const char *name, size_t n, uint32_t *id) 
     if (htab_get(&p->field_index, c->fields, sizeof *c->fields, name, n, id)) {
         return TG_OK;
     }
-    if (p->n_fields >= TG_POLICY_MAX_FIELDS) {
+    if (p->tables.n_fields >= TG_POLICY_MAX_FIELDS) {
         return fail(c, "more than %d distinct context fields in the policy", TG_POLICY_MAX_FIELDS);
     }
-    if (!arena_sv(c, &c->fields[p->n_fields], name, n)) {
+    if (!arena_sv(c, &c->fields[p->tables.n_fields], name, n)) {
         return nomem(c);
     }
-    *id = p->n_fields++;
+    *id = p->tables.n_fields++;
     htab_put(&p->field_index, c->fields, sizeof *c->fields, *id);
     return TG_OK;
 }
@@ -580,8 +580,8 @@ static tg_err_t compile_surface_names(cc_t *c, const json_t *surfaces) {
         }
         htab_put(&p->surface_index, c->surfaces, sizeof *c->surfaces, (uint32_t)i);
     }
-    p->surfaces = c->surfaces;
-    p->n_surfaces = (uint32_t)nm;
+    p->tables.surfaces = c->surfaces;
+    p->tables.n_surfaces = (uint32_t)nm;
     path_pop(c, saved);
 done:
     free(m);
@@ -757,7 +757,7 @@ static tg_err_t compile_signal(cc_t *c, tg_signal_t *sig, uint32_t id, const jso
             const json_t *s = json_array_get(rf, i);
             size_t s2 = path_push_index(c, i);
             if (json_is_string(s) && strcmp(json_string_value(s), "*") == 0) {
-                for (uint32_t k = 0; k < c->p->n_surfaces; k++) {
+                for (uint32_t k = 0; k < c->p->tables.n_surfaces; k++) {
                     c->surfaces[k].required_signals |= UINT32_C(1) << id;
                 }
             } else {
@@ -831,15 +831,15 @@ static tg_err_t compile_signals(cc_t *c, const json_t *signals) {
         }
         path_pop(c, s2);
     }
-    p->signals = c->signals;
-    p->n_signals = (uint32_t)total;
+    p->tables.signals = c->signals;
+    p->tables.n_signals = (uint32_t)total;
     for (uint32_t i = 0; i < total; i++) {
         for (unsigned t = 1; t <= 3; t++) {
             if (c->signals[i].deny_tiers & (1u << t)) {
-                p->bool_deny_mask[t] |= UINT32_C(1) << i;
+                p->tables.bool_deny_mask[t] |= UINT32_C(1) << i;
             }
             if (c->signals[i].threshold_tiers & (1u << t)) {
-                p->threshold_mask[t] |= UINT32_C(1) << i;
+                p->tables.threshold_mask[t] |= UINT32_C(1) << i;
             }
         }
     }
@@ -1582,8 +1582,8 @@ tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *d
         rc = nomem(&c);
         goto done;
     }
-    p->fields = c.fields;
-    for (uint32_t i = 0; i < p->n_surfaces; i++) {
+    p->tables.fields = c.fields;
+    for (uint32_t i = 0; i < p->tables.n_surfaces; i++) {
         size_t s1 = path_push_key(&c, "surfaces");
         path_push_key(&c, c.surfaces[i].name.ptr);
         rc = compile_surface(&c, &c.surfaces[i], json_object_get(surfaces, c.surfaces[i].name.ptr));
@@ -1596,11 +1596,11 @@ tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *d
     if (rc) {
         goto done;
     }
-    rc = tg_canon_sha256(p->hash, bundle, diag);
+    rc = tg_canon_sha256(p->tables.policy_hash, bundle, diag);
     if (rc) {
         goto done;
     }
-    tg_hex(p->hash_hex, p->hash, sizeof p->hash);
+    tg_hex(p->hash_hex, p->tables.policy_hash, sizeof p->tables.policy_hash);
 done:
     if (rc) {
         tg_policy_destroy(p);
@@ -1703,13 +1703,17 @@ const char *tg_policy_authority_id(const tg_policy_t *p, const char *configured)
 
 const char *tg_policy_hash_hex(const tg_policy_t *p) { return p->hash_hex; }
 
-const uint8_t *tg_policy_hash(const tg_policy_t *p) { return p->hash; }
+const uint8_t *tg_policy_hash(const tg_policy_t *p) { return p->tables.policy_hash; }
 
-size_t tg_policy_surface_count(const tg_policy_t *p) { return p->n_surfaces; }
+const tg_kernel_tables_t *tg_policy_tables(const tg_policy_t *p) {
+    return p != NULL ? &p->tables : NULL;
+}
+
+size_t tg_policy_surface_count(const tg_policy_t *p) { return p->tables.n_surfaces; }
 
 size_t tg_policy_rule_count(const tg_policy_t *p) { return p->n_rules; }
 
-size_t tg_policy_signal_count(const tg_policy_t *p) { return p->n_signals; }
+size_t tg_policy_signal_count(const tg_policy_t *p) { return p->tables.n_signals; }
 
 size_t tg_policy_tool_count(const tg_policy_t *p) { return p->n_tools; }
 
@@ -1718,7 +1722,8 @@ tg_err_t tg_policy_surface_find(uint32_t *index, const tg_policy_t *p, const cha
     if (index == NULL || p == NULL || (name == NULL && len > 0)) {
         return TG_ERR_INVALID_ARG;
     }
-    if (!htab_get(&p->surface_index, p->surfaces, sizeof *p->surfaces, name, len, index)) {
+    if (!htab_get(&p->surface_index, p->tables.surfaces, sizeof *p->tables.surfaces, name, len,
+                  index)) {
         return TG_ERR_UNKNOWN_SURFACE;
     }
     return TG_OK;
@@ -1726,19 +1731,19 @@ tg_err_t tg_policy_surface_find(uint32_t *index, const tg_policy_t *p, const cha
 
 tg_sv_t tg_policy_surface_name(const tg_policy_t *p, uint32_t index) {
     tg_sv_t none = {NULL, 0};
-    return index < p->n_surfaces ? p->surfaces[index].name : none;
+    return index < p->tables.n_surfaces ? p->tables.surfaces[index].name : none;
 }
 
 int tg_policy_surface_tier(const tg_policy_t *p, uint32_t index) {
-    return index < p->n_surfaces ? p->surfaces[index].tier : 0;
+    return index < p->tables.n_surfaces ? p->tables.surfaces[index].tier : 0;
 }
 
 int tg_policy_find_field_(const tg_policy_t *p, const char *s, size_t n, uint32_t *id) {
-    return htab_get(&p->field_index, p->fields, sizeof *p->fields, s, n, id);
+    return htab_get(&p->field_index, p->tables.fields, sizeof *p->tables.fields, s, n, id);
 }
 
 int tg_policy_find_signal_(const tg_policy_t *p, const char *s, size_t n, uint32_t *id) {
-    return htab_get(&p->signal_index, p->signals, sizeof *p->signals, s, n, id);
+    return htab_get(&p->signal_index, p->tables.signals, sizeof *p->tables.signals, s, n, id);
 }
 
 int tg_policy_find_tool_(const tg_policy_t *p, const char *s, size_t n, uint32_t *id) {
