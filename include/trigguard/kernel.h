@@ -49,6 +49,7 @@
 #ifndef TRIGGUARD_KERNEL_H
 #define TRIGGUARD_KERNEL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -154,6 +155,50 @@ typedef struct tg_decision {
  * NULL tables or frame, or a frame built against other tables (another policy_hash), is
  * SILENCE INVALID_FRAME / POLICY_MISMATCH. Pure, reentrant, thread-safe. */
 void tg_kernel_decide(tg_decision_t *out, const tg_kernel_tables_t *t, const tg_frame_t *f);
+
+/* ---- reason codes -------------------------------------------------------------------
+ *
+ * A reason code (SPEC §1) says why a decision is what it is: UPPER_SNAKE, [A-Z][A-Z0-9_]*,
+ * 1 to TG_REASON_MAX bytes. Bundles name their own for rules, signals and defaults
+ * (docs/POLICY.md); the codes trigguard itself emits are the list below, defined here once
+ * because the kernel emits them. The policy compiler writes the ones it defaults to into
+ * the tables (a rule or signal without a reason, a deny default), tg_decision_to_json has
+ * one fallback, and receipts are checked with tg_reason_code_valid: every module takes the
+ * text from this list and the rule from this header.
+ *
+ * X-macro, so the enum and the texts stay in one place; a code's text is its name. Numeric
+ * values are not a stable ABI (only the text travels). */
+#define TG_REASON_MAX 64
+
+#define TG_REASON_LIST(X)                                                                          \
+    X(NO_POLICY_VIOLATION)     /* PERMIT: a permit rule holds, or a permit default */              \
+    X(NO_MATCHING_POLICY)      /* DENY: no rule holds; the deny default names no reason */         \
+    X(POLICY_DENY)             /* DENY: a deny rule that names no reason holds */                  \
+    X(RISK_THRESHOLD_EXCEEDED) /* DENY: riskScore above its threshold, no reason named */          \
+    X(SURFACE_FROZEN)          /* DENY: the surface is frozen */                                   \
+    X(ACTOR_NOT_AUTHORIZED)    /* DENY: actor absent or not in the surface's list */               \
+    X(MISSING_CONTEXT)         /* SILENCE: required context field absent or of the wrong type */   \
+    X(UNKNOWN_SIGNAL)          /* SILENCE: a signal the policy does not declare */                 \
+    X(INVALID_SIGNAL)          /* SILENCE: signal of the wrong type, or a number outside [0, 1] */ \
+    X(MISSING_SIGNAL)          /* SILENCE: a signal required for the surface is absent */          \
+    X(POLICY_MISMATCH)         /* SILENCE: frame built against other tables (internal fault) */    \
+    X(INVALID_FRAME)           /* SILENCE: malformed frame, corrupt table or NULL input */         \
+    X(INTERNAL_ERROR)          /* no reason at all: tg_decision_to_json's fallback, never kernel */
+
+typedef enum tg_reason {
+#define TG_REASON_ENUM_(code) TG_REASON_##code,
+    TG_REASON_LIST(TG_REASON_ENUM_)
+#undef TG_REASON_ENUM_
+        TG_REASON__COUNT
+} tg_reason_t;
+
+/* The text of reason r ("NO_POLICY_VIOLATION"): static, NUL-terminated, never NULL
+ * ("INTERNAL_ERROR" out of range). Pure. */
+const char *tg_reason_code(tg_reason_t r);
+
+/* True when s (n bytes) is a reason code: [A-Z][A-Z0-9_]*, 1 to TG_REASON_MAX bytes. The one
+ * rule for policy bundles and for receipt verification. Pure; thread-safe. */
+bool tg_reason_code_valid(const char *s, size_t n);
 
 /* "PERMIT", "DENY", "SILENCE" (anything else: "SILENCE"). Static. */
 const char *tg_verdict_name(tg_verdict_t v);

@@ -49,21 +49,21 @@
 #include "trigguard/kernel.h"
 
 /* Limits (max accepted; max + 1 is an error naming the limit). */
-#define TG_POLICY_MAX_SURFACES 256  /* surfaces in a bundle */
-#define TG_POLICY_MAX_RULES 64      /* rules per surface */
-#define TG_POLICY_MAX_CONDITIONS 16 /* conditions per rule */
-#define TG_POLICY_MAX_LIST 64       /* values of an in / not_in list */
-#define TG_POLICY_MAX_REQUIRED 32   /* required context fields per surface */
-#define TG_POLICY_MAX_ACTORS 256    /* actors per surface (groups expanded) and per group */
-#define TG_POLICY_MAX_GROUPS 64     /* actor groups */
-#define TG_POLICY_MAX_SIGNALS 32    /* declared signals, riskScore included */
-#define TG_POLICY_MAX_FIELDS 256    /* distinct context field names in the bundle */
-#define TG_POLICY_MAX_TOOLS 1024    /* tools */
-#define TG_POLICY_MAX_NAME 128      /* bytes of a surface/field/signal/actor/tool/rule id */
-#define TG_POLICY_MAX_REASON 64     /* bytes of a reason code */
-#define TG_POLICY_MAX_VERSION 64    /* bytes of version */
-#define TG_POLICY_MAX_AUTHORITY 128 /* bytes of authority */
-#define TG_POLICY_MAX_VALUE 1024    /* bytes of a string operand */
+#define TG_POLICY_MAX_SURFACES 256         /* surfaces in a bundle */
+#define TG_POLICY_MAX_RULES 64             /* rules per surface */
+#define TG_POLICY_MAX_CONDITIONS 16        /* conditions per rule */
+#define TG_POLICY_MAX_LIST 64              /* values of an in / not_in list */
+#define TG_POLICY_MAX_REQUIRED 32          /* required context fields per surface */
+#define TG_POLICY_MAX_ACTORS 256           /* actors per surface (groups expanded) and per group */
+#define TG_POLICY_MAX_GROUPS 64            /* actor groups */
+#define TG_POLICY_MAX_SIGNALS 32           /* declared signals, riskScore included */
+#define TG_POLICY_MAX_FIELDS 256           /* distinct context field names in the bundle */
+#define TG_POLICY_MAX_TOOLS 1024           /* tools */
+#define TG_POLICY_MAX_NAME 128             /* bytes of a surface/field/signal/actor/tool/rule id */
+#define TG_POLICY_MAX_REASON TG_REASON_MAX /* bytes of a reason code (kernel.h owns the format) */
+#define TG_POLICY_MAX_VERSION 64           /* bytes of version */
+#define TG_POLICY_MAX_AUTHORITY 128        /* bytes of authority */
+#define TG_POLICY_MAX_VALUE 1024           /* bytes of a string operand */
 #define TG_POLICY_MAX_FILE ((size_t)1024 * 1024) /* bytes of a bundle file */
 
 typedef struct tg_policy tg_policy_t;
@@ -80,11 +80,6 @@ tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *d
  * tg_policy_compile. */
 tg_err_t tg_policy_load_text(tg_policy_t **out, const char *text, size_t len,
                              tg_diag_t *diag) TG_MUST_USE;
-
-/* True when s (n bytes) is a reason code: UPPER_SNAKE, [A-Z][A-Z0-9_]*, 1 to
- * TG_POLICY_MAX_REASON bytes (SPEC §1). The one rule for policy bundles and for receipt
- * verification. Pure; thread-safe. */
-bool tg_policy_reason_code_valid(const char *s, size_t n);
 
 /* Reads path (at most TG_POLICY_MAX_FILE bytes) and tg_policy_load_text's it. Errors:
  * TG_ERR_NOT_FOUND (no such file), TG_ERR_IO (cannot open/read, not a regular file),

@@ -113,10 +113,6 @@ typedef struct cc {
     double tier_threshold[4];
 } cc_t;
 
-static const char R_RISK[] = "RISK_THRESHOLD_EXCEEDED";
-static const char R_NO_MATCH[] = "NO_MATCHING_POLICY";
-static const char R_PERMIT[] = "NO_POLICY_VIOLATION";
-static const char R_RULE_DENY[] = "POLICY_DENY";
 static const char RISK_SCORE[] = "riskScore";
 
 /* Copies at most 64 bytes of s into out with control characters as '?', for messages. */
@@ -240,19 +236,6 @@ static tg_err_t check_name(cc_t *c, const char *s, size_t n, const char *what) {
     return TG_OK;
 }
 
-bool tg_policy_reason_code_valid(const char *s, size_t n) {
-    if (n == 0 || n > TG_POLICY_MAX_REASON || s[0] < 'A' || s[0] > 'Z') {
-        return false;
-    }
-    for (size_t i = 1; i < n; i++) {
-        char ch = s[i];
-        if (!((ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_')) {
-            return false;
-        }
-    }
-    return true;
-}
-
 /* Reads member `key` of obj as a reason code into *out (arena copy). Absent: *out
  * untouched. */
 static tg_err_t get_reason(cc_t *c, const json_t *obj, const char *key, const char **out) {
@@ -265,7 +248,7 @@ static tg_err_t get_reason(cc_t *c, const json_t *obj, const char *key, const ch
     char pk[80];
     if (!json_is_string(v)) {
         rc = fail(c, "must be a string, not %s", json_type_name(v));
-    } else if (!tg_policy_reason_code_valid(json_string_value(v), json_string_length(v))) {
+    } else if (!tg_reason_code_valid(json_string_value(v), json_string_length(v))) {
         rc = fail(c, "reason code \"%s\" must be UPPER_SNAKE ([A-Z][A-Z0-9_]*, at most %d bytes)",
                   printable(pk, json_string_value(v), json_string_length(v)), TG_POLICY_MAX_REASON);
     } else {
@@ -626,7 +609,7 @@ static int derive_reason(char out[TG_POLICY_MAX_REASON + 1], const char *name, s
         out[k++] = lower ? (char)(ch - 'a' + 'A') : (upper || digit) ? ch : '_';
     }
     out[k] = '\0';
-    return tg_policy_reason_code_valid(out, k);
+    return tg_reason_code_valid(out, k);
 }
 
 static tg_err_t compile_tier_list(cc_t *c, const json_t *v, uint8_t *mask) {
@@ -652,7 +635,7 @@ static tg_err_t compile_signal(cc_t *c, tg_signal_t *sig, uint32_t id, const jso
                   memcmp(sig->name.ptr, RISK_SCORE, sizeof RISK_SCORE - 1) == 0;
     if (body == NULL) { /* implicit riskScore */
         sig->type = TG_SIG_NUMBER;
-        sig->reason = R_RISK;
+        sig->reason = tg_reason_code(TG_REASON_RISK_THRESHOLD_EXCEEDED);
         for (int t = 1; t <= 3; t++) {
             sig->threshold[t] = c->tier_threshold[t];
         }
@@ -734,7 +717,7 @@ static tg_err_t compile_signal(cc_t *c, tg_signal_t *sig, uint32_t id, const jso
     }
     if (sig->reason == NULL && (sig->deny_tiers || sig->threshold_tiers)) {
         if (is_risk) {
-            sig->reason = R_RISK;
+            sig->reason = tg_reason_code(TG_REASON_RISK_THRESHOLD_EXCEEDED);
         } else {
             char buf[TG_POLICY_MAX_REASON + 1];
             tg_sv_t sv;
@@ -1124,9 +1107,10 @@ static tg_err_t compile_rule(cc_t *c, tg_rule_t *r, const tg_surface_t *s, size_
         return rc;
     }
     if (r->effect == TG_EFFECT_PERMIT) {
-        r->reason = R_PERMIT; /* a PERMIT always says NO_POLICY_VIOLATION (SPEC §3.2) */
+        /* a PERMIT always says NO_POLICY_VIOLATION (SPEC §3.2) */
+        r->reason = tg_reason_code(TG_REASON_NO_POLICY_VIOLATION);
     } else if (r->reason == NULL) {
-        r->reason = R_RULE_DENY;
+        r->reason = tg_reason_code(TG_REASON_POLICY_DENY);
     }
     const json_t *wv = json_object_get(v, "when");
     if (wv == NULL) {
@@ -1244,7 +1228,7 @@ static tg_err_t compile_required(cc_t *c, tg_surface_t *s, const json_t *rq) {
 
 static tg_err_t compile_default(cc_t *c, tg_surface_t *s, const json_t *dv) {
     s->default_effect = TG_EFFECT_DENY;
-    s->default_reason = R_NO_MATCH;
+    s->default_reason = tg_reason_code(TG_REASON_NO_MATCHING_POLICY);
     if (dv == NULL) {
         return TG_OK; /* fail closed: no matching rule is a DENY on every tier */
     }
@@ -1270,7 +1254,7 @@ static tg_err_t compile_default(cc_t *c, tg_surface_t *s, const json_t *dv) {
             return fail(c, "a tier-1 (irreversible) surface cannot default to permit");
         }
         s->default_effect = TG_EFFECT_PERMIT;
-        s->default_reason = R_PERMIT;
+        s->default_reason = tg_reason_code(TG_REASON_NO_POLICY_VIOLATION);
     } else if (!(json_is_string(ev) && strcmp(json_string_value(ev), "deny") == 0)) {
         return fail(c, "must be \"permit\", \"deny\" or {\"effect\", \"reason\"}");
     }

@@ -654,6 +654,48 @@ static void test_names(void **state) {
     assert_string_equal(tg_cause_name((tg_cause_t)99), "unknown");
 }
 
+/* ---- reason codes: one table, one rule ----------------------------------------------- */
+
+static void test_reason_codes(void **state) {
+    (void)state;
+    /* The texts are the protocol: they travel in every decision, receipt and ledger record. */
+    static const char *const texts[TG_REASON__COUNT] = {
+        "NO_POLICY_VIOLATION", "NO_MATCHING_POLICY",   "POLICY_DENY",     "RISK_THRESHOLD_EXCEEDED",
+        "SURFACE_FROZEN",      "ACTOR_NOT_AUTHORIZED", "MISSING_CONTEXT", "UNKNOWN_SIGNAL",
+        "INVALID_SIGNAL",      "MISSING_SIGNAL",       "POLICY_MISMATCH", "INVALID_FRAME",
+        "INTERNAL_ERROR"};
+    for (int i = 0; i < TG_REASON__COUNT; i++) {
+        const char *code = tg_reason_code((tg_reason_t)i);
+        assert_string_equal(code, texts[i]);
+        assert_true(tg_reason_code_valid(code, strlen(code)));
+        for (int k = 0; k < i; k++) {
+            assert_true(strcmp(code, tg_reason_code((tg_reason_t)k)) != 0);
+        }
+    }
+    assert_string_equal(tg_reason_code(TG_REASON__COUNT), "INTERNAL_ERROR");
+    assert_string_equal(tg_reason_code((tg_reason_t)-1), "INTERNAL_ERROR");
+
+    /* The kernel emits the table's own storage, not a copy of the text. */
+    tg_decision_t d;
+    tg_kernel_decide(&d, NULL, NULL);
+    assert_ptr_equal(d.reason, tg_reason_code(TG_REASON_INVALID_FRAME));
+
+    char longest[TG_REASON_MAX + 1];
+    memset(longest, 'A', sizeof longest);
+    static const char *const valid[] = {"A", "Z", "A1", "A_", "A_B_9", "NO_POLICY_VIOLATION"};
+    static const char *const invalid[] = {"",    "a",   "1A",  "_A",      "Ab",
+                                          "A-B", "A B", "A.B", "\xc3\x89"};
+    for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++) {
+        assert_true(tg_reason_code_valid(valid[i], strlen(valid[i])));
+    }
+    for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++) {
+        assert_false(tg_reason_code_valid(invalid[i], strlen(invalid[i])));
+    }
+    assert_true(tg_reason_code_valid(longest, TG_REASON_MAX));
+    assert_false(tg_reason_code_valid(longest, TG_REASON_MAX + 1));
+    assert_false(tg_reason_code_valid("AB\0C", 4)); /* length is n, not the NUL */
+}
+
 int main(void) {
     if (sodium_init() < 0) {
         return 1;
@@ -665,6 +707,7 @@ int main(void) {
         cmocka_unit_test(test_kernel_never_allocates),
         cmocka_unit_test(test_frame_guards),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_reason_codes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
