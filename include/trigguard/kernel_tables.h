@@ -166,6 +166,11 @@ struct tg_kernel_tables {
     uint32_t threshold_mask[4];
 };
 
+/* A frame belongs to the tables whose policy_hash it carries: the two are compared whole. */
+_Static_assert(sizeof(((tg_frame_t *)0)->policy_hash) ==
+                   sizeof(((tg_kernel_tables_t *)0)->policy_hash),
+               "tg_frame_t.policy_hash and tg_kernel_tables_t.policy_hash have one size");
+
 /* The order of `actors`: length first, then bytes (the cheapest total order, for binary
  * search). The compiler sorts with it and the kernel searches with it, so it is defined
  * here, once. Returns <0, 0, >0. */

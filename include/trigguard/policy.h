@@ -66,6 +66,13 @@
 #define TG_POLICY_MAX_VALUE 1024           /* bytes of a string operand */
 #define TG_POLICY_MAX_FILE ((size_t)1024 * 1024) /* bytes of a bundle file */
 
+/* The policy's limits that the kernel's formats must hold (kernel.h, kernel_tables.h). */
+_Static_assert(TG_POLICY_MAX_SIGNALS <= TG_FRAME_MAX_SIGNALS,
+               "a frame has a slot, and a signal set a bit, for every signal a bundle declares");
+_Static_assert(TG_POLICY_MAX_REQUIRED <= TG_FRAME_MAX_CONTEXT,
+               "a frame can carry every context field a surface requires");
+_Static_assert(TG_POLICY_MAX_RULES <= UINT16_MAX, "tg_decision_t.rules_evaluated is a uint16_t");
+
 typedef struct tg_policy tg_policy_t;
 
 /* Validates and compiles a parsed bundle. bundle is only read (the caller keeps it; the
