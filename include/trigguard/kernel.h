@@ -1,10 +1,14 @@
-/* kernel.h — the decision FSM of SPEC §8: a pure function (compiled policy, frame) → decision.
+/* kernel.h — the decision FSM of SPEC §8: a pure function (compiled tables, frame) → decision.
  *
  * Purity: tg_kernel_decide allocates nothing, takes no lock, does no I/O, reads no clock and
  * no global state; it only reads its two inputs and writes its output. It is reentrant and
- * may run on any number of threads at once over the same policy and frames. The kernel is
+ * may run on any number of threads at once over the same tables and frames. The kernel is
  * its own static library (tg_kernel) whose only libc references are memcmp-class functions;
  * tests/integration/kernel_purity.sh checks that with `nm -u`.
+ *
+ * The kernel owns its formats: the frame and the decision (here), the compiled tables it
+ * reads (kernel_tables.h, written by the policy compiler and handed out by
+ * tg_policy_tables). It depends on no other module; the policy module depends on it.
  *
  * States (each transition may end early in a terminal decision):
  *
@@ -38,17 +42,19 @@
  *   well formed, else SILENCE POLICY_MISMATCH / INVALID_FRAME.
  *
  * Frames are built by tg_frame_from_request (policy.h) against a compiled policy: field and
- * signal names are resolved to the policy's ids there, so the kernel compares integers.
+ * signal names are resolved to the ids of its tables there, so the kernel compares integers.
  * Ids are deterministic functions of the bundle's content, so a frame built against one
  * compiled copy of a bundle is valid for every other copy with the same policyHash.
  */
 #ifndef TRIGGUARD_KERNEL_H
 #define TRIGGUARD_KERNEL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct tg_policy tg_policy_t;
+/* The compiled tables (kernel_tables.h); opaque to callers that only decide. */
+typedef struct tg_kernel_tables tg_kernel_tables_t;
 
 /* A borrowed byte string with its length (not necessarily NUL-terminated). ptr NULL =
  * absent. */
@@ -84,7 +90,7 @@ typedef struct tg_frame_slot {
 } tg_frame_slot_t;
 
 #define TG_FRAME_MAX_CONTEXT 64 /* context fields the policy mentions, per request */
-#define TG_FRAME_MAX_SIGNALS 32 /* = TG_POLICY_MAX_SIGNALS */
+#define TG_FRAME_MAX_SIGNALS 32 /* signals per request: at most one per declared signal */
 
 /* The kernel's input: fixed size (about 3.5 KiB), no heap, caller-allocated. Views borrow
  * from the parsed request, which must outlive the frame's use. */
@@ -130,8 +136,8 @@ typedef enum tg_cause {
     TG_CAUSE__COUNT
 } tg_cause_t;
 
-/* The kernel's output. Every string is static or owned by the policy (valid while the
- * policy lives); `subject` may also borrow from the frame's request. */
+/* The kernel's output. Every string is static or owned by the tables (valid while the
+ * policy that owns them lives); `subject` may also borrow from the frame's request. */
 typedef struct tg_decision {
     tg_verdict_t verdict;
     const char *reason; /* UPPER_SNAKE reason code, NUL-terminated, never NULL */
@@ -144,10 +150,55 @@ typedef struct tg_decision {
     uint16_t rules_evaluated; /* rules whose conditions were examined */
 } tg_decision_t;
 
-/* Decides. Always writes a complete decision to *out (out NULL: nothing happens); never
- * fails in the error channel: a NULL policy or frame, or a frame built against another
- * policy, is SILENCE INVALID_FRAME / POLICY_MISMATCH. Pure, reentrant, thread-safe. */
-void tg_kernel_decide(tg_decision_t *out, const tg_policy_t *p, const tg_frame_t *f);
+/* Decides frame f under tables t (tg_policy_tables of a compiled policy). Always writes a
+ * complete decision to *out (out NULL: nothing happens); never fails in the error channel:
+ * NULL tables or frame, or a frame built against other tables (another policy_hash), is
+ * SILENCE INVALID_FRAME / POLICY_MISMATCH. Pure, reentrant, thread-safe. */
+void tg_kernel_decide(tg_decision_t *out, const tg_kernel_tables_t *t, const tg_frame_t *f);
+
+/* ---- reason codes -------------------------------------------------------------------
+ *
+ * A reason code (SPEC §1) says why a decision is what it is: UPPER_SNAKE, [A-Z][A-Z0-9_]*,
+ * 1 to TG_REASON_MAX bytes. Bundles name their own for rules, signals and defaults
+ * (docs/POLICY.md); the codes trigguard itself emits are the list below, defined here once
+ * because the kernel emits them. The policy compiler writes the ones it defaults to into
+ * the tables (a rule or signal without a reason, a deny default), tg_decision_to_json has
+ * one fallback, and receipts are checked with tg_reason_code_valid: every module takes the
+ * text from this list and the rule from this header.
+ *
+ * X-macro, so the enum and the texts stay in one place; a code's text is its name. Numeric
+ * values are not a stable ABI (only the text travels). */
+#define TG_REASON_MAX 64
+
+#define TG_REASON_LIST(X)                                                                          \
+    X(NO_POLICY_VIOLATION)     /* PERMIT: a permit rule holds, or a permit default */              \
+    X(NO_MATCHING_POLICY)      /* DENY: no rule holds; the deny default names no reason */         \
+    X(POLICY_DENY)             /* DENY: a deny rule that names no reason holds */                  \
+    X(RISK_THRESHOLD_EXCEEDED) /* DENY: riskScore above its threshold, no reason named */          \
+    X(SURFACE_FROZEN)          /* DENY: the surface is frozen */                                   \
+    X(ACTOR_NOT_AUTHORIZED)    /* DENY: actor absent or not in the surface's list */               \
+    X(MISSING_CONTEXT)         /* SILENCE: required context field absent or of the wrong type */   \
+    X(UNKNOWN_SIGNAL)          /* SILENCE: a signal the policy does not declare */                 \
+    X(INVALID_SIGNAL)          /* SILENCE: signal of the wrong type, or a number outside [0, 1] */ \
+    X(MISSING_SIGNAL)          /* SILENCE: a signal required for the surface is absent */          \
+    X(POLICY_MISMATCH)         /* SILENCE: frame built against other tables (internal fault) */    \
+    X(INVALID_FRAME)           /* SILENCE: malformed frame, corrupt table or NULL input */         \
+    X(INTERNAL_ERROR)          /* no reason at all: tg_decision_to_json's fallback, never kernel */
+
+typedef enum tg_reason {
+#define TG_REASON_ENUM_(code) TG_REASON_##code,
+    TG_REASON_LIST(TG_REASON_ENUM_)
+#undef TG_REASON_ENUM_
+        TG_REASON__COUNT
+} tg_reason_t;
+
+/* The text of reason r ("NO_POLICY_VIOLATION"): static, NUL-terminated, never NULL
+ * ("INTERNAL_ERROR" out of range). Pure. */
+const char *tg_reason_code(tg_reason_t r);
+
+/* True when s (n bytes) is a reason code: [A-Z][A-Z0-9_]*, 1 to TG_REASON_MAX bytes. The one
+ * rule for policy bundles and for receipt verification. Pure; thread-safe. */
+bool tg_reason_code_valid(const char *s, size_t n);
 
 /* "PERMIT", "DENY", "SILENCE" (anything else: "SILENCE"). Static. */
 const char *tg_verdict_name(tg_verdict_t v);

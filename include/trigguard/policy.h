@@ -31,9 +31,10 @@
  * error found is reported.
  *
  * Thread safety: a compiled tg_policy_t is immutable. Any number of threads may read it
- * (tg_frame_from_request, tg_kernel_decide, accessors) concurrently without locks; it must
- * outlive every frame and decision that refers to it. Swapping bundles = compile a new
- * one, publish the pointer atomically, destroy the old one once no reader holds it.
+ * (tg_frame_from_request, tg_kernel_decide on its tables, accessors) concurrently without
+ * locks; it must outlive every frame and decision that refers to it. Swapping bundles =
+ * compile a new one, publish the pointer atomically, destroy the old one once no reader
+ * holds it.
  */
 #ifndef TRIGGUARD_POLICY_H
 #define TRIGGUARD_POLICY_H
@@ -48,22 +49,29 @@
 #include "trigguard/kernel.h"
 
 /* Limits (max accepted; max + 1 is an error naming the limit). */
-#define TG_POLICY_MAX_SURFACES 256  /* surfaces in a bundle */
-#define TG_POLICY_MAX_RULES 64      /* rules per surface */
-#define TG_POLICY_MAX_CONDITIONS 16 /* conditions per rule */
-#define TG_POLICY_MAX_LIST 64       /* values of an in / not_in list */
-#define TG_POLICY_MAX_REQUIRED 32   /* required context fields per surface */
-#define TG_POLICY_MAX_ACTORS 256    /* actors per surface (groups expanded) and per group */
-#define TG_POLICY_MAX_GROUPS 64     /* actor groups */
-#define TG_POLICY_MAX_SIGNALS 32    /* declared signals, riskScore included */
-#define TG_POLICY_MAX_FIELDS 256    /* distinct context field names in the bundle */
-#define TG_POLICY_MAX_TOOLS 1024    /* tools */
-#define TG_POLICY_MAX_NAME 128      /* bytes of a surface/field/signal/actor/tool/rule id */
-#define TG_POLICY_MAX_REASON 64     /* bytes of a reason code */
-#define TG_POLICY_MAX_VERSION 64    /* bytes of version */
-#define TG_POLICY_MAX_AUTHORITY 128 /* bytes of authority */
-#define TG_POLICY_MAX_VALUE 1024    /* bytes of a string operand */
+#define TG_POLICY_MAX_SURFACES 256         /* surfaces in a bundle */
+#define TG_POLICY_MAX_RULES 64             /* rules per surface */
+#define TG_POLICY_MAX_CONDITIONS 16        /* conditions per rule */
+#define TG_POLICY_MAX_LIST 64              /* values of an in / not_in list */
+#define TG_POLICY_MAX_REQUIRED 32          /* required context fields per surface */
+#define TG_POLICY_MAX_ACTORS 256           /* actors per surface (groups expanded) and per group */
+#define TG_POLICY_MAX_GROUPS 64            /* actor groups */
+#define TG_POLICY_MAX_SIGNALS 32           /* declared signals, riskScore included */
+#define TG_POLICY_MAX_FIELDS 256           /* distinct context field names in the bundle */
+#define TG_POLICY_MAX_TOOLS 1024           /* tools */
+#define TG_POLICY_MAX_NAME 128             /* bytes of a surface/field/signal/actor/tool/rule id */
+#define TG_POLICY_MAX_REASON TG_REASON_MAX /* bytes of a reason code (kernel.h owns the format) */
+#define TG_POLICY_MAX_VERSION 64           /* bytes of version */
+#define TG_POLICY_MAX_AUTHORITY 128        /* bytes of authority */
+#define TG_POLICY_MAX_VALUE 1024           /* bytes of a string operand */
 #define TG_POLICY_MAX_FILE ((size_t)1024 * 1024) /* bytes of a bundle file */
+
+/* The policy's limits that the kernel's formats must hold (kernel.h, kernel_tables.h). */
+_Static_assert(TG_POLICY_MAX_SIGNALS <= TG_FRAME_MAX_SIGNALS,
+               "a frame has a slot, and a signal set a bit, for every signal a bundle declares");
+_Static_assert(TG_POLICY_MAX_REQUIRED <= TG_FRAME_MAX_CONTEXT,
+               "a frame can carry every context field a surface requires");
+_Static_assert(TG_POLICY_MAX_RULES <= UINT16_MAX, "tg_decision_t.rules_evaluated is a uint16_t");
 
 typedef struct tg_policy tg_policy_t;
 
@@ -79,11 +87,6 @@ tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *d
  * tg_policy_compile. */
 tg_err_t tg_policy_load_text(tg_policy_t **out, const char *text, size_t len,
                              tg_diag_t *diag) TG_MUST_USE;
-
-/* True when s (n bytes) is a reason code: UPPER_SNAKE, [A-Z][A-Z0-9_]*, 1 to
- * TG_POLICY_MAX_REASON bytes (SPEC §1). The one rule for policy bundles and for receipt
- * verification. Pure; thread-safe. */
-bool tg_policy_reason_code_valid(const char *s, size_t n);
 
 /* Reads path (at most TG_POLICY_MAX_FILE bytes) and tg_policy_load_text's it. Errors:
  * TG_ERR_NOT_FOUND (no such file), TG_ERR_IO (cannot open/read, not a regular file),
@@ -103,6 +106,11 @@ size_t tg_policy_surface_count(const tg_policy_t *p);
 size_t tg_policy_rule_count(const tg_policy_t *p); /* over all surfaces */
 size_t tg_policy_signal_count(const tg_policy_t *p);
 size_t tg_policy_tool_count(const tg_policy_t *p);
+
+/* The kernel's tables of p (kernel_tables.h): what tg_kernel_decide reads, owned by p and
+ * valid as long as it. NULL p gives NULL, which tg_kernel_decide decides SILENCE
+ * INVALID_FRAME, so `tg_kernel_decide(&d, tg_policy_tables(p), &f)` needs no check of p. */
+const tg_kernel_tables_t *tg_policy_tables(const tg_policy_t *p);
 
 /* The authorityId a receipt decided under p carries, one rule for `serve` and `check`
  * (docs/POLICY.md): the operator's --authority-id when `configured` is non-NULL and

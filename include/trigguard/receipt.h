@@ -60,7 +60,10 @@
 /* Largest receipt text the text verifier accepts. */
 #define TG_RECEIPT_MAX_BYTES ((size_t)64 * 1024)
 #define TG_RECEIPT_EXEC_ID_LEN 37 /* "exec_" + 32 hex */
-#define TG_RECEIPT_SIG_B64_LEN 88
+#define TG_RECEIPT_SIG_B64_LEN 88 /* padded base64 of a TG_KEY_SIG_LEN-byte signature */
+_Static_assert(TG_RECEIPT_EXEC_ID_LEN == sizeof "exec_" - 1 + 32, "exec_ + 32 hex characters");
+_Static_assert(TG_RECEIPT_SIG_B64_LEN == 4 * ((TG_KEY_SIG_LEN + 2) / 3),
+               "padded base64 of an Ed25519 signature");
 /* Default receipt lifetime (SPEC §5, --receipt-ttl). */
 #define TG_RECEIPT_TTL_MS_DEFAULT INT64_C(600000)
 

@@ -52,7 +52,7 @@ typedef struct tg_record_meta {
     tg_text_t key;          /* k */
     tg_text_t nonce;        /* n */
     tg_text_t request_hash; /* rh: 64 lowercase hex */
-    int status;           /* s */
+    int status;             /* s */
     tg_text_t tenant;       /* t */
 } tg_record_meta_t;
 
@@ -89,8 +89,8 @@ typedef struct tg_record_view {
 /* Parses meta and payload (the two sections of a ledger record). Errors:
  * TG_ERR_LEDGER_CORRUPT unless both are what the writers above and the receipt writer
  * produce (the members above present, with their types; *v is then zeroed). */
-tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len,
-                        const void *payload, size_t payload_len) TG_MUST_USE;
+tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len, const void *payload,
+                        size_t payload_len) TG_MUST_USE;
 
 /* Releases what tg_record_view parsed. NULL-safe; idempotent. */
 void tg_record_view_free(tg_record_view_t *v);

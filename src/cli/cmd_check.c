@@ -226,7 +226,7 @@ int tg_cmd_check(int argc, char **argv) {
     }
 
     tg_decision_t d;
-    tg_kernel_decide(&d, p, &frame);
+    tg_kernel_decide(&d, tg_policy_tables(p), &frame);
 
     tg_decision_json_opts_t opts = {exec_id, req_hash, NULL, 0, 1};
     if (a.key != NULL && d.verdict != TG_SILENCE) {

@@ -1,21 +1,25 @@
 /* kernel.c — the pure decision FSM of SPEC §8 (states and order documented in kernel.h). */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "policy_internal.h"
 #include "trigguard/kernel.h"
+#include "trigguard/kernel_tables.h"
 
-static const char R_MISSING_CONTEXT[] = "MISSING_CONTEXT";
-static const char R_UNKNOWN_SIGNAL[] = "UNKNOWN_SIGNAL";
-static const char R_INVALID_SIGNAL[] = "INVALID_SIGNAL";
-static const char R_MISSING_SIGNAL[] = "MISSING_SIGNAL";
-static const char R_SURFACE_FROZEN[] = "SURFACE_FROZEN";
-static const char R_ACTOR[] = "ACTOR_NOT_AUTHORIZED";
-static const char R_PERMIT[] = "NO_POLICY_VIOLATION";
-static const char R_NO_MATCH[] = "NO_MATCHING_POLICY";
-static const char R_POLICY_MISMATCH[] = "POLICY_MISMATCH";
-static const char R_INVALID_FRAME[] = "INVALID_FRAME";
+/* The texts of kernel.h's reason list; R(code) is a constant the compiler folds. */
+static const char *const reason_codes[TG_REASON__COUNT] = {
+#define TG_REASON_TEXT_(code) #code,
+    TG_REASON_LIST(TG_REASON_TEXT_)
+#undef TG_REASON_TEXT_
+};
+#define R(code) reason_codes[TG_REASON_##code]
+
+/* Every code must fit the format it defines (the UPPER_SNAKE part: test_kernel). */
+#define TG_REASON_FITS_(code)                                                                      \
+    _Static_assert(sizeof #code - 1 <= TG_REASON_MAX, #code " is longer than TG_REASON_MAX");
+TG_REASON_LIST(TG_REASON_FITS_)
+#undef TG_REASON_FITS_
 
 static tg_sv_t sv_of(const char *p, uint32_t n) {
     tg_sv_t s = {p, n};
@@ -174,29 +178,29 @@ static int actor_allowed(const tg_surface_t *s, const tg_sv_t *actor) {
 }
 
 /* RECEIVED -> VALIDATED. Returns 1 when a terminal decision was written. */
-static int validate(tg_decision_t *d, const tg_policy_t *p, const tg_surface_t *s,
+static int validate(tg_decision_t *d, const tg_kernel_tables_t *t, const tg_surface_t *s,
                     const tg_frame_t *f) {
     for (uint32_t i = 0; i < s->n_required; i++) {
         const tg_reqfield_t *rq = &s->required[i];
         const tg_value_t *v = slot_find(f->context, f->n_context, rq->id);
         if (v == NULL || !type_matches(v, rq->type)) {
-            finish(d, TG_SILENCE, R_MISSING_CONTEXT, TG_CAUSE_CONTEXT, p->fields[rq->id]);
+            finish(d, TG_SILENCE, R(MISSING_CONTEXT), TG_CAUSE_CONTEXT, t->fields[rq->id]);
             return 1;
         }
     }
     if (f->n_unknown_signals > 0) {
-        finish(d, TG_SILENCE, R_UNKNOWN_SIGNAL, TG_CAUSE_UNKNOWN_SIGNAL, f->unknown_signal);
+        finish(d, TG_SILENCE, R(UNKNOWN_SIGNAL), TG_CAUSE_UNKNOWN_SIGNAL, f->unknown_signal);
         return 1;
     }
     uint32_t present = 0;
     for (uint32_t i = 0; i < f->n_signals; i++) {
         const tg_frame_slot_t *sl = &f->signals[i];
-        const tg_signal_t *sig = &p->signals[sl->id];
+        const tg_signal_t *sig = &t->signals[sl->id];
         int ok = sig->type == TG_SIG_NUMBER
                      ? (sl->v.type == TG_VT_NUMBER && sl->v.num >= 0.0 && sl->v.num <= 1.0)
                      : sl->v.type == TG_VT_BOOL;
         if (!ok) {
-            finish(d, TG_SILENCE, R_INVALID_SIGNAL, TG_CAUSE_INVALID_SIGNAL, sig->name);
+            finish(d, TG_SILENCE, R(INVALID_SIGNAL), TG_CAUSE_INVALID_SIGNAL, sig->name);
             return 1;
         }
         present |= UINT32_C(1) << sl->id;
@@ -207,21 +211,21 @@ static int validate(tg_decision_t *d, const tg_policy_t *p, const tg_surface_t *
         while (!(missing & (UINT32_C(1) << id))) {
             id++;
         }
-        finish(d, TG_SILENCE, R_MISSING_SIGNAL, TG_CAUSE_MISSING_SIGNAL, p->signals[id].name);
+        finish(d, TG_SILENCE, R(MISSING_SIGNAL), TG_CAUSE_MISSING_SIGNAL, t->signals[id].name);
         return 1;
     }
     return 0;
 }
 
 /* CLASSIFIED -> SIGNALS_EVALUATED: booleans first, then thresholds (kernel.h). */
-static int evaluate_signals(tg_decision_t *d, const tg_policy_t *p, const tg_frame_t *f,
+static int evaluate_signals(tg_decision_t *d, const tg_kernel_tables_t *t, const tg_frame_t *f,
                             unsigned tier) {
-    uint32_t bm = p->bool_deny_mask[tier], tm = p->threshold_mask[tier];
+    uint32_t bm = t->bool_deny_mask[tier], tm = t->threshold_mask[tier];
     if (bm != 0) {
         for (uint32_t i = 0; i < f->n_signals; i++) {
             const tg_frame_slot_t *sl = &f->signals[i];
             if ((bm >> sl->id) & 1u && sl->v.boolean) {
-                const tg_signal_t *sig = &p->signals[sl->id];
+                const tg_signal_t *sig = &t->signals[sl->id];
                 finish(d, TG_DENY, sig->reason, TG_CAUSE_SIGNAL_DENY, sig->name);
                 return 1;
             }
@@ -231,7 +235,7 @@ static int evaluate_signals(tg_decision_t *d, const tg_policy_t *p, const tg_fra
         for (uint32_t i = 0; i < f->n_signals; i++) {
             const tg_frame_slot_t *sl = &f->signals[i];
             if ((tm >> sl->id) & 1u) {
-                const tg_signal_t *sig = &p->signals[sl->id];
+                const tg_signal_t *sig = &t->signals[sl->id];
                 if (sl->v.num > sig->threshold[tier]) { /* equal passes (SPEC §8) */
                     finish(d, TG_DENY, sig->reason, TG_CAUSE_SIGNAL_THRESHOLD, sig->name);
                     return 1;
@@ -262,74 +266,74 @@ static void evaluate_rules(tg_decision_t *d, const tg_surface_t *s, const tg_fra
     }
     if (permit != NULL) {
         d->rule_id = permit->id;
-        finish(d, TG_PERMIT, R_PERMIT, TG_CAUSE_RULE, sv_of(NULL, 0));
+        finish(d, TG_PERMIT, R(NO_POLICY_VIOLATION), TG_CAUSE_RULE, sv_of(NULL, 0));
         return;
     }
     if (s->default_effect == TG_EFFECT_PERMIT) {
-        finish(d, TG_PERMIT, R_PERMIT, TG_CAUSE_DEFAULT, sv_of(NULL, 0));
+        finish(d, TG_PERMIT, R(NO_POLICY_VIOLATION), TG_CAUSE_DEFAULT, sv_of(NULL, 0));
     } else {
-        finish(d, TG_DENY, s->default_reason != NULL ? s->default_reason : R_NO_MATCH,
+        finish(d, TG_DENY, s->default_reason != NULL ? s->default_reason : R(NO_MATCHING_POLICY),
                TG_CAUSE_DEFAULT, sv_of(NULL, 0));
     }
 }
 
-/* The frame must come from this policy and respect its own bounds before any lookup. */
-static int frame_ok(const tg_policy_t *p, const tg_frame_t *f) {
-    if (f->surface >= p->n_surfaces || f->n_context > TG_FRAME_MAX_CONTEXT ||
+/* The frame must come from these tables and respect its own bounds before any lookup. */
+static int frame_ok(const tg_kernel_tables_t *t, const tg_frame_t *f) {
+    if (f->surface >= t->n_surfaces || f->n_context > TG_FRAME_MAX_CONTEXT ||
         f->n_signals > TG_FRAME_MAX_SIGNALS) {
         return 0;
     }
     for (uint32_t i = 0; i < f->n_signals; i++) {
-        if (f->signals[i].id >= p->n_signals) {
+        if (f->signals[i].id >= t->n_signals) {
             return 0;
         }
     }
     for (uint32_t i = 0; i < f->n_context; i++) {
-        if (f->context[i].id >= p->n_fields) {
+        if (f->context[i].id >= t->n_fields) {
             return 0;
         }
     }
     return 1;
 }
 
-void tg_kernel_decide(tg_decision_t *out, const tg_policy_t *p, const tg_frame_t *f) {
+void tg_kernel_decide(tg_decision_t *out, const tg_kernel_tables_t *t, const tg_frame_t *f) {
     if (out == NULL) {
         return;
     }
     memset(out, 0, sizeof *out);
-    out->reason = R_INVALID_FRAME;
+    out->reason = R(INVALID_FRAME);
     out->cause = TG_CAUSE_FRAME;
     enter(out, TG_STATE_RECEIVED);
-    if (p == NULL || f == NULL) {
+    if (t == NULL || f == NULL) {
         return;
     }
-    if (memcmp(p->hash, f->policy_hash, sizeof p->hash) != 0) {
-        out->reason = R_POLICY_MISMATCH;
+    if (memcmp(t->policy_hash, f->policy_hash, sizeof t->policy_hash) != 0) {
+        out->reason = R(POLICY_MISMATCH);
         return;
     }
-    if (!frame_ok(p, f)) {
+    if (!frame_ok(t, f)) {
         return;
     }
-    const tg_surface_t *s = &p->surfaces[f->surface];
+    const tg_surface_t *s = &t->surfaces[f->surface];
     unsigned tier = s->tier & 3u;
     if (tier == 0) {
         return; /* compile guarantees 1..3; a zero tier means a corrupt table */
     }
-    if (validate(out, p, s, f)) {
+    if (validate(out, t, s, f)) {
         return;
     }
     enter(out, TG_STATE_VALIDATED);
     out->tier = (uint8_t)tier;
     if (s->frozen) {
-        finish(out, TG_DENY, R_SURFACE_FROZEN, TG_CAUSE_FROZEN, s->name);
+        finish(out, TG_DENY, R(SURFACE_FROZEN), TG_CAUSE_FROZEN, s->name);
         return;
     }
     if (s->has_actors && !actor_allowed(s, &f->actor)) {
-        finish(out, TG_DENY, R_ACTOR, TG_CAUSE_ACTOR, f->actor);
+        finish(out, TG_DENY, R(ACTOR_NOT_AUTHORIZED), TG_CAUSE_ACTOR, f->actor);
         return;
     }
     enter(out, TG_STATE_CLASSIFIED);
-    if (evaluate_signals(out, p, f, tier)) {
+    if (evaluate_signals(out, t, f, tier)) {
         return;
     }
     enter(out, TG_STATE_SIGNALS_EVALUATED);
@@ -360,4 +364,21 @@ const char *tg_cause_name(tg_cause_t c) {
         "surface_frozen", "actor",   "signal",         "signal_threshold", "rule",
         "default"};
     return (unsigned)c < TG_CAUSE__COUNT ? names[c] : "unknown";
+}
+
+const char *tg_reason_code(tg_reason_t r) {
+    return (unsigned)r < TG_REASON__COUNT ? reason_codes[r] : R(INTERNAL_ERROR);
+}
+
+bool tg_reason_code_valid(const char *s, size_t n) {
+    if (n == 0 || n > TG_REASON_MAX || s[0] < 'A' || s[0] > 'Z') {
+        return false;
+    }
+    for (size_t i = 1; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_')) {
+            return false;
+        }
+    }
+    return true;
 }

@@ -742,7 +742,7 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
 
     tg_decision_t d;
     if (r->mode == TG_MODE_DECIDE) {
-        tg_kernel_decide(&d, pol, &frame);
+        tg_kernel_decide(&d, tg_policy_tables(pol), &frame);
         r->verdict = d.verdict;
         r->reason = d.reason;
         tg_metrics_decision(&p->metrics, r->surface, r->surface_len,
@@ -770,7 +770,7 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
     }
 
     /* step 7: the kernel */
-    tg_kernel_decide(&d, pol, &frame);
+    tg_kernel_decide(&d, tg_policy_tables(pol), &frame);
     /* A signed receipt must be readable by GET /v1/receipts: with the index full, refuse
      * now (503, claims released) rather than sign a receipt that route would deny
      * knowing. The insert after the ledger append stays the authority (see settle). */
@@ -1034,8 +1034,7 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
     }
     if (rc == TG_OK && m->nonce.ptr != NULL) {
         rc = tg_store_nonce_restore(p->store, m->tenant.ptr, m->tenant.len, m->nonce.ptr,
-                                    m->nonce.len, m->at_ms,
-                                    now);
+                                    m->nonce.len, m->at_ms, now);
         if (rc == TG_ERR_LIMIT) {
             p->replay_unfit_store++;
             rc = TG_OK;

@@ -164,7 +164,7 @@ tg_err_t tg_decision_to_json(tg_buf_t *out, const tg_decision_t *d, const tg_pol
         return TG_ERR_INVALID_ARG;
     }
     size_t start = out->len;
-    const char *reason = d->reason != NULL ? d->reason : "INTERNAL_ERROR";
+    const char *reason = d->reason != NULL ? d->reason : tg_reason_code(TG_REASON_INTERNAL_ERROR);
     const char *ver = tg_policy_version(p);
     tg_decision_body_t b = {
         .decision = tg_verdict_name(d->verdict),

@@ -162,7 +162,7 @@ tg_err_t tg_frame_from_request(tg_frame_t *out, tg_request_meta_t *meta, const t
                            "request: surface is required (or tool, for a tool call)");
     }
 
-    memcpy(out->policy_hash, p->hash, sizeof out->policy_hash);
+    memcpy(out->policy_hash, p->tables.policy_hash, sizeof out->policy_hash);
     out->n_context = 0;
     out->n_signals = 0;
     out->n_unknown_signals = 0;
@@ -220,7 +220,7 @@ tg_err_t tg_frame_from_request(tg_frame_t *out, tg_request_meta_t *meta, const t
             meta->tool.len = (uint32_t)n;
         }
     }
-    out->surface_name = p->surfaces[out->surface].name;
+    out->surface_name = p->tables.surfaces[out->surface].name;
 
     /* Context: only the fields the policy mentions. */
     const json_t *ctx = m[M_CONTEXT] != NULL ? m[M_CONTEXT] : m[M_ARGS];

@@ -107,16 +107,12 @@ typedef struct cc {
     char path[384];
     /* Compile-time scratch (freed after compile). */
     const json_t *groups;   /* "actors" object or NULL */
-    tg_sv_t *fields;        /* = p->fields, capacity TG_POLICY_MAX_FIELDS */
+    tg_sv_t *fields;        /* = p->tables.fields, capacity TG_POLICY_MAX_FIELDS */
     tg_surface_t *surfaces; /* writable views of p's tables */
     tg_signal_t *signals;
     double tier_threshold[4];
 } cc_t;
 
-static const char R_RISK[] = "RISK_THRESHOLD_EXCEEDED";
-static const char R_NO_MATCH[] = "NO_MATCHING_POLICY";
-static const char R_PERMIT[] = "NO_POLICY_VIOLATION";
-static const char R_RULE_DENY[] = "POLICY_DENY";
 static const char RISK_SCORE[] = "riskScore";
 
 /* Copies at most 64 bytes of s into out with control characters as '?', for messages. */
@@ -240,19 +236,6 @@ static tg_err_t check_name(cc_t *c, const char *s, size_t n, const char *what) {
     return TG_OK;
 }
 
-bool tg_policy_reason_code_valid(const char *s, size_t n) {
-    if (n == 0 || n > TG_POLICY_MAX_REASON || s[0] < 'A' || s[0] > 'Z') {
-        return false;
-    }
-    for (size_t i = 1; i < n; i++) {
-        char ch = s[i];
-        if (!((ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_')) {
-            return false;
-        }
-    }
-    return true;
-}
-
 /* Reads member `key` of obj as a reason code into *out (arena copy). Absent: *out
  * untouched. */
 static tg_err_t get_reason(cc_t *c, const json_t *obj, const char *key, const char **out) {
@@ -265,7 +248,7 @@ static tg_err_t get_reason(cc_t *c, const json_t *obj, const char *key, const ch
     char pk[80];
     if (!json_is_string(v)) {
         rc = fail(c, "must be a string, not %s", json_type_name(v));
-    } else if (!tg_policy_reason_code_valid(json_string_value(v), json_string_length(v))) {
+    } else if (!tg_reason_code_valid(json_string_value(v), json_string_length(v))) {
         rc = fail(c, "reason code \"%s\" must be UPPER_SNAKE ([A-Z][A-Z0-9_]*, at most %d bytes)",
                   printable(pk, json_string_value(v), json_string_length(v)), TG_POLICY_MAX_REASON);
     } else {
@@ -527,13 +510,13 @@ static tg_err_t intern_field(cc_t *c, const char *name, size_t n, uint32_t *id) 
     if (htab_get(&p->field_index, c->fields, sizeof *c->fields, name, n, id)) {
         return TG_OK;
     }
-    if (p->n_fields >= TG_POLICY_MAX_FIELDS) {
+    if (p->tables.n_fields >= TG_POLICY_MAX_FIELDS) {
         return fail(c, "more than %d distinct context fields in the policy", TG_POLICY_MAX_FIELDS);
     }
-    if (!arena_sv(c, &c->fields[p->n_fields], name, n)) {
+    if (!arena_sv(c, &c->fields[p->tables.n_fields], name, n)) {
         return nomem(c);
     }
-    *id = p->n_fields++;
+    *id = p->tables.n_fields++;
     htab_put(&p->field_index, c->fields, sizeof *c->fields, *id);
     return TG_OK;
 }
@@ -580,8 +563,8 @@ static tg_err_t compile_surface_names(cc_t *c, const json_t *surfaces) {
         }
         htab_put(&p->surface_index, c->surfaces, sizeof *c->surfaces, (uint32_t)i);
     }
-    p->surfaces = c->surfaces;
-    p->n_surfaces = (uint32_t)nm;
+    p->tables.surfaces = c->surfaces;
+    p->tables.n_surfaces = (uint32_t)nm;
     path_pop(c, saved);
 done:
     free(m);
@@ -626,7 +609,7 @@ static int derive_reason(char out[TG_POLICY_MAX_REASON + 1], const char *name, s
         out[k++] = lower ? (char)(ch - 'a' + 'A') : (upper || digit) ? ch : '_';
     }
     out[k] = '\0';
-    return tg_policy_reason_code_valid(out, k);
+    return tg_reason_code_valid(out, k);
 }
 
 static tg_err_t compile_tier_list(cc_t *c, const json_t *v, uint8_t *mask) {
@@ -652,7 +635,7 @@ static tg_err_t compile_signal(cc_t *c, tg_signal_t *sig, uint32_t id, const jso
                   memcmp(sig->name.ptr, RISK_SCORE, sizeof RISK_SCORE - 1) == 0;
     if (body == NULL) { /* implicit riskScore */
         sig->type = TG_SIG_NUMBER;
-        sig->reason = R_RISK;
+        sig->reason = tg_reason_code(TG_REASON_RISK_THRESHOLD_EXCEEDED);
         for (int t = 1; t <= 3; t++) {
             sig->threshold[t] = c->tier_threshold[t];
         }
@@ -734,7 +717,7 @@ static tg_err_t compile_signal(cc_t *c, tg_signal_t *sig, uint32_t id, const jso
     }
     if (sig->reason == NULL && (sig->deny_tiers || sig->threshold_tiers)) {
         if (is_risk) {
-            sig->reason = R_RISK;
+            sig->reason = tg_reason_code(TG_REASON_RISK_THRESHOLD_EXCEEDED);
         } else {
             char buf[TG_POLICY_MAX_REASON + 1];
             tg_sv_t sv;
@@ -757,7 +740,7 @@ static tg_err_t compile_signal(cc_t *c, tg_signal_t *sig, uint32_t id, const jso
             const json_t *s = json_array_get(rf, i);
             size_t s2 = path_push_index(c, i);
             if (json_is_string(s) && strcmp(json_string_value(s), "*") == 0) {
-                for (uint32_t k = 0; k < c->p->n_surfaces; k++) {
+                for (uint32_t k = 0; k < c->p->tables.n_surfaces; k++) {
                     c->surfaces[k].required_signals |= UINT32_C(1) << id;
                 }
             } else {
@@ -831,15 +814,15 @@ static tg_err_t compile_signals(cc_t *c, const json_t *signals) {
         }
         path_pop(c, s2);
     }
-    p->signals = c->signals;
-    p->n_signals = (uint32_t)total;
+    p->tables.signals = c->signals;
+    p->tables.n_signals = (uint32_t)total;
     for (uint32_t i = 0; i < total; i++) {
         for (unsigned t = 1; t <= 3; t++) {
             if (c->signals[i].deny_tiers & (1u << t)) {
-                p->bool_deny_mask[t] |= UINT32_C(1) << i;
+                p->tables.bool_deny_mask[t] |= UINT32_C(1) << i;
             }
             if (c->signals[i].threshold_tiers & (1u << t)) {
-                p->threshold_mask[t] |= UINT32_C(1) << i;
+                p->tables.threshold_mask[t] |= UINT32_C(1) << i;
             }
         }
     }
@@ -1124,9 +1107,10 @@ static tg_err_t compile_rule(cc_t *c, tg_rule_t *r, const tg_surface_t *s, size_
         return rc;
     }
     if (r->effect == TG_EFFECT_PERMIT) {
-        r->reason = R_PERMIT; /* a PERMIT always says NO_POLICY_VIOLATION (SPEC §3.2) */
+        /* a PERMIT always says NO_POLICY_VIOLATION (SPEC §3.2) */
+        r->reason = tg_reason_code(TG_REASON_NO_POLICY_VIOLATION);
     } else if (r->reason == NULL) {
-        r->reason = R_RULE_DENY;
+        r->reason = tg_reason_code(TG_REASON_POLICY_DENY);
     }
     const json_t *wv = json_object_get(v, "when");
     if (wv == NULL) {
@@ -1244,7 +1228,7 @@ static tg_err_t compile_required(cc_t *c, tg_surface_t *s, const json_t *rq) {
 
 static tg_err_t compile_default(cc_t *c, tg_surface_t *s, const json_t *dv) {
     s->default_effect = TG_EFFECT_DENY;
-    s->default_reason = R_NO_MATCH;
+    s->default_reason = tg_reason_code(TG_REASON_NO_MATCHING_POLICY);
     if (dv == NULL) {
         return TG_OK; /* fail closed: no matching rule is a DENY on every tier */
     }
@@ -1270,7 +1254,7 @@ static tg_err_t compile_default(cc_t *c, tg_surface_t *s, const json_t *dv) {
             return fail(c, "a tier-1 (irreversible) surface cannot default to permit");
         }
         s->default_effect = TG_EFFECT_PERMIT;
-        s->default_reason = R_PERMIT;
+        s->default_reason = tg_reason_code(TG_REASON_NO_POLICY_VIOLATION);
     } else if (!(json_is_string(ev) && strcmp(json_string_value(ev), "deny") == 0)) {
         return fail(c, "must be \"permit\", \"deny\" or {\"effect\", \"reason\"}");
     }
@@ -1582,8 +1566,8 @@ tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *d
         rc = nomem(&c);
         goto done;
     }
-    p->fields = c.fields;
-    for (uint32_t i = 0; i < p->n_surfaces; i++) {
+    p->tables.fields = c.fields;
+    for (uint32_t i = 0; i < p->tables.n_surfaces; i++) {
         size_t s1 = path_push_key(&c, "surfaces");
         path_push_key(&c, c.surfaces[i].name.ptr);
         rc = compile_surface(&c, &c.surfaces[i], json_object_get(surfaces, c.surfaces[i].name.ptr));
@@ -1596,11 +1580,11 @@ tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *d
     if (rc) {
         goto done;
     }
-    rc = tg_canon_sha256(p->hash, bundle, diag);
+    rc = tg_canon_sha256(p->tables.policy_hash, bundle, diag);
     if (rc) {
         goto done;
     }
-    tg_hex(p->hash_hex, p->hash, sizeof p->hash);
+    tg_hex(p->hash_hex, p->tables.policy_hash, sizeof p->tables.policy_hash);
 done:
     if (rc) {
         tg_policy_destroy(p);
@@ -1703,13 +1687,17 @@ const char *tg_policy_authority_id(const tg_policy_t *p, const char *configured)
 
 const char *tg_policy_hash_hex(const tg_policy_t *p) { return p->hash_hex; }
 
-const uint8_t *tg_policy_hash(const tg_policy_t *p) { return p->hash; }
+const uint8_t *tg_policy_hash(const tg_policy_t *p) { return p->tables.policy_hash; }
 
-size_t tg_policy_surface_count(const tg_policy_t *p) { return p->n_surfaces; }
+const tg_kernel_tables_t *tg_policy_tables(const tg_policy_t *p) {
+    return p != NULL ? &p->tables : NULL;
+}
+
+size_t tg_policy_surface_count(const tg_policy_t *p) { return p->tables.n_surfaces; }
 
 size_t tg_policy_rule_count(const tg_policy_t *p) { return p->n_rules; }
 
-size_t tg_policy_signal_count(const tg_policy_t *p) { return p->n_signals; }
+size_t tg_policy_signal_count(const tg_policy_t *p) { return p->tables.n_signals; }
 
 size_t tg_policy_tool_count(const tg_policy_t *p) { return p->n_tools; }
 
@@ -1718,7 +1706,8 @@ tg_err_t tg_policy_surface_find(uint32_t *index, const tg_policy_t *p, const cha
     if (index == NULL || p == NULL || (name == NULL && len > 0)) {
         return TG_ERR_INVALID_ARG;
     }
-    if (!htab_get(&p->surface_index, p->surfaces, sizeof *p->surfaces, name, len, index)) {
+    if (!htab_get(&p->surface_index, p->tables.surfaces, sizeof *p->tables.surfaces, name, len,
+                  index)) {
         return TG_ERR_UNKNOWN_SURFACE;
     }
     return TG_OK;
@@ -1726,19 +1715,19 @@ tg_err_t tg_policy_surface_find(uint32_t *index, const tg_policy_t *p, const cha
 
 tg_sv_t tg_policy_surface_name(const tg_policy_t *p, uint32_t index) {
     tg_sv_t none = {NULL, 0};
-    return index < p->n_surfaces ? p->surfaces[index].name : none;
+    return index < p->tables.n_surfaces ? p->tables.surfaces[index].name : none;
 }
 
 int tg_policy_surface_tier(const tg_policy_t *p, uint32_t index) {
-    return index < p->n_surfaces ? p->surfaces[index].tier : 0;
+    return index < p->tables.n_surfaces ? p->tables.surfaces[index].tier : 0;
 }
 
 int tg_policy_find_field_(const tg_policy_t *p, const char *s, size_t n, uint32_t *id) {
-    return htab_get(&p->field_index, p->fields, sizeof *p->fields, s, n, id);
+    return htab_get(&p->field_index, p->tables.fields, sizeof *p->tables.fields, s, n, id);
 }
 
 int tg_policy_find_signal_(const tg_policy_t *p, const char *s, size_t n, uint32_t *id) {
-    return htab_get(&p->signal_index, p->signals, sizeof *p->signals, s, n, id);
+    return htab_get(&p->signal_index, p->tables.signals, sizeof *p->tables.signals, s, n, id);
 }
 
 int tg_policy_find_tool_(const tg_policy_t *p, const char *s, size_t n, uint32_t *id) {

@@ -8,7 +8,7 @@
 
 #include "trigguard/canon.h"
 #include "trigguard/clock.h"
-#include "trigguard/policy.h"
+#include "trigguard/kernel.h"
 #include "trigguard/version.h"
 
 typedef enum {
@@ -18,7 +18,7 @@ typedef enum {
     K_EXEC_ID,  /* "exec_" + 32 lowercase hex */
     K_TIME,     /* YYYY-MM-DDTHH:MM:SS.mmmZ */
     K_DECISION, /* PERMIT | DENY */
-    K_REASON,   /* tg_policy_reason_code_valid */
+    K_REASON,   /* tg_reason_code_valid */
     K_PROTOCOL, /* TG_PROTOCOL_VERSION */
     K_KEY_ID,   /* tg_key_id_valid */
     K_SIG       /* 88 chars of canonical padded base64 decoding to 64 bytes */
@@ -137,7 +137,7 @@ static const char *check_value(const member_t *m, const char *p, size_t n, int64
                    ? NULL
                    : "is not a UTC timestamp of the form 2026-11-30T05:40:10.123Z";
     case K_REASON:
-        return tg_policy_reason_code_valid(p, n) ? NULL : "is not an UPPER_SNAKE reason code";
+        return tg_reason_code_valid(p, n) ? NULL : "is not an UPPER_SNAKE reason code";
     case K_DECISION:
         return (n == 6 && memcmp(p, "PERMIT", 6) == 0) || (n == 4 && memcmp(p, "DENY", 4) == 0)
                    ? NULL

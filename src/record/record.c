@@ -121,8 +121,8 @@ void tg_record_view_free(tg_record_view_t *v) {
     memset(v, 0, sizeof *v);
 }
 
-tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len,
-                        const void *payload, size_t payload_len) {
+tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len, const void *payload,
+                        size_t payload_len) {
     memset(v, 0, sizeof *v);
     if (tg_json_parse(&v->meta_doc, meta, meta_len, NULL, NULL) != TG_OK ||
         tg_json_parse(&v->payload_doc, payload, payload_len, NULL, NULL) != TG_OK) {

@@ -50,15 +50,15 @@ static void decide_each_surface(const tg_policy_t *p, const tg_policy_t *p2) {
         tg_request_meta_t meta;
         if (tg_frame_from_request(&f, &meta, p, req, NULL) == TG_OK) {
             tg_decision_t d, e;
-            tg_kernel_decide(&d, p, &f);
-            tg_kernel_decide(&e, p, &f);
+            tg_kernel_decide(&d, tg_policy_tables(p), &f);
+            tg_kernel_decide(&e, tg_policy_tables(p), &f);
             check_decision(&d);
             if (d.verdict != e.verdict || d.reason != e.reason) {
                 abort();
             }
             if (p2 != NULL) {
                 /* ids are a function of the content: the frame is valid for the copy too */
-                tg_kernel_decide(&e, p2, &f);
+                tg_kernel_decide(&e, tg_policy_tables(p2), &f);
                 if (d.verdict != e.verdict || strcmp(d.reason, e.reason) != 0 ||
                     d.cause != e.cause || d.n_states != e.n_states) {
                     abort();

@@ -94,8 +94,8 @@ static tg_err_t decide(tg_decision_t *d, uint8_t h[32], const tg_policy_t *p, co
         return rc;
     }
     tg_decision_t e;
-    tg_kernel_decide(d, p, &f);
-    tg_kernel_decide(&e, p, &f);
+    tg_kernel_decide(d, tg_policy_tables(p), &f);
+    tg_kernel_decide(&e, tg_policy_tables(p), &f);
     check_decision(d);
     if (d->verdict != e.verdict || d->reason != e.reason || d->cause != e.cause ||
         d->n_states != e.n_states || d->rules_evaluated != e.rules_evaluated) {

@@ -41,6 +41,20 @@ printf '%s\n' "$defined" | grep -qx 'tg_kernel_decide' || {
     fails=$((fails + 1))
 }
 
+# The kernel owns its input format (kernel.h, kernel_tables.h): nothing of it reaches back
+# into the policy module, by include or by CMake (the arrow is policy -> kernel only).
+if [ -n "${TG_SRC:-}" ]; then
+    back=$(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*["<][^">]*policy' \
+        "$TG_SRC"/src/kernel/*.[ch] "$TG_SRC"/include/trigguard/kernel*.h || true)
+    back=$back$(grep -nE 'tg_policy|src/policy' "$TG_SRC/src/kernel/CMakeLists.txt" |
+        grep -vE '^[0-9]+:[[:space:]]*#' || true)
+    if [ -n "$back" ]; then
+        echo "FAIL: the kernel depends on the policy module:" >&2
+        printf '  %s\n' "$back" >&2
+        fails=$((fails + 1))
+    fi
+fi
+
 # The check is not vacuous: the same filter finds malloc in the policy compiler.
 if [ -f "$policy_lib" ]; then
     undefined_of "$policy_lib" | grep -Eq "$forbidden" || {

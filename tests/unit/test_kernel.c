@@ -303,7 +303,7 @@ static int run_vector(const char *file, coverage_t *cov) {
         return 1;
     }
     tg_decision_t d;
-    tg_kernel_decide(&d, p, &f);
+    tg_kernel_decide(&d, tg_policy_tables(p), &f);
     const char *want_dec = json_string_value(json_object_get(exp, "decision"));
     const char *want_reason = json_string_value(json_object_get(exp, "reason"));
     const json_t *want_rule = json_object_get(exp, "rule");
@@ -437,10 +437,10 @@ static void test_property_same_frame_1e5(void **state) {
         tg_frame_t f;
         assert_int_equal(tg_frame_from_request(&f, NULL, p, req, NULL), TG_OK);
         tg_decision_t first, d;
-        tg_kernel_decide(&first, p, &f);
+        tg_kernel_decide(&first, tg_policy_tables(p), &f);
         unsigned long diffs = 0;
         for (int i = 0; i < 100000; i++) {
-            tg_kernel_decide(&d, p, &f);
+            tg_kernel_decide(&d, tg_policy_tables(p), &f);
             diffs += !same_decision(&first, &d) || d.reason != first.reason;
         }
         assert_int_equal(diffs, 0);
@@ -507,9 +507,10 @@ static void test_property_two_compiled_copies(void **state) {
                 assert_int_equal(ra, rcc);
                 if (ra == TG_OK) {
                     tg_decision_t da, dc, dx;
-                    tg_kernel_decide(&da, a, &fa);
-                    tg_kernel_decide(&dc, c, &fc);
-                    tg_kernel_decide(&dx, c, &fa); /* frame from copy A, policy copy C */
+                    tg_kernel_decide(&da, tg_policy_tables(a), &fa);
+                    tg_kernel_decide(&dc, tg_policy_tables(c), &fc);
+                    tg_kernel_decide(&dx, tg_policy_tables(c),
+                                     &fa); /* frame from copy A, policy copy C */
                     if (!same_decision(&da, &dc) || !same_decision(&da, &dx)) {
                         fail_msg("%s: copies disagree", names[i]);
                     }
@@ -558,8 +559,8 @@ static void test_kernel_never_allocates(void **state) {
         if (tg_frame_from_request(&f, NULL, p, json_object_get(vec, "request"), NULL) == TG_OK) {
             tg_decision_t d;
             alloc_armed = 1;
-            tg_kernel_decide(&d, p, &f);
-            tg_kernel_decide(&d, p, NULL);
+            tg_kernel_decide(&d, tg_policy_tables(p), &f);
+            tg_kernel_decide(&d, tg_policy_tables(p), NULL);
             tg_kernel_decide(&d, NULL, &f);
             alloc_armed = 0;
             decided++;
@@ -583,7 +584,7 @@ static void test_frame_guards(void **state) {
     assert_int_equal(tg_frame_from_request(&f, NULL, p, req, NULL), TG_OK);
     tg_decision_t d;
 
-    tg_kernel_decide(NULL, p, &f); /* no output: nothing happens */
+    tg_kernel_decide(NULL, tg_policy_tables(p), &f); /* no output: nothing happens */
 
     tg_kernel_decide(&d, NULL, &f);
     assert_int_equal(d.verdict, TG_SILENCE);
@@ -591,40 +592,40 @@ static void test_frame_guards(void **state) {
     assert_int_equal(d.cause, TG_CAUSE_FRAME);
     assert_int_equal(d.n_states, 1);
 
-    tg_kernel_decide(&d, p, NULL);
+    tg_kernel_decide(&d, tg_policy_tables(p), NULL);
     assert_string_equal(d.reason, "INVALID_FRAME");
 
-    tg_kernel_decide(&d, other, &f);
+    tg_kernel_decide(&d, tg_policy_tables(other), &f);
     assert_int_equal(d.verdict, TG_SILENCE);
     assert_string_equal(d.reason, "POLICY_MISMATCH");
 
     tg_frame_t g = f;
     g.surface = (uint32_t)tg_policy_surface_count(p);
-    tg_kernel_decide(&d, p, &g);
+    tg_kernel_decide(&d, tg_policy_tables(p), &g);
     assert_string_equal(d.reason, "INVALID_FRAME");
 
     g = f;
     g.n_signals = TG_FRAME_MAX_SIGNALS + 1;
-    tg_kernel_decide(&d, p, &g);
+    tg_kernel_decide(&d, tg_policy_tables(p), &g);
     assert_string_equal(d.reason, "INVALID_FRAME");
 
     g = f;
     g.n_context = TG_FRAME_MAX_CONTEXT + 1;
-    tg_kernel_decide(&d, p, &g);
+    tg_kernel_decide(&d, tg_policy_tables(p), &g);
     assert_string_equal(d.reason, "INVALID_FRAME");
 
     g = f;
     g.signals[0].id = (uint32_t)tg_policy_signal_count(p);
-    tg_kernel_decide(&d, p, &g);
+    tg_kernel_decide(&d, tg_policy_tables(p), &g);
     assert_string_equal(d.reason, "INVALID_FRAME");
 
     g = f;
     g.context[0].id = 100000;
-    tg_kernel_decide(&d, p, &g);
+    tg_kernel_decide(&d, tg_policy_tables(p), &g);
     assert_string_equal(d.reason, "INVALID_FRAME");
 
     /* The untouched frame still decides. */
-    tg_kernel_decide(&d, p, &f);
+    tg_kernel_decide(&d, tg_policy_tables(p), &f);
     assert_int_equal(d.verdict, TG_PERMIT);
 
     /* A zeroed decision never authorizes. */
@@ -653,6 +654,48 @@ static void test_names(void **state) {
     assert_string_equal(tg_cause_name((tg_cause_t)99), "unknown");
 }
 
+/* ---- reason codes: one table, one rule ----------------------------------------------- */
+
+static void test_reason_codes(void **state) {
+    (void)state;
+    /* The texts are the protocol: they travel in every decision, receipt and ledger record. */
+    static const char *const texts[TG_REASON__COUNT] = {
+        "NO_POLICY_VIOLATION", "NO_MATCHING_POLICY",   "POLICY_DENY",     "RISK_THRESHOLD_EXCEEDED",
+        "SURFACE_FROZEN",      "ACTOR_NOT_AUTHORIZED", "MISSING_CONTEXT", "UNKNOWN_SIGNAL",
+        "INVALID_SIGNAL",      "MISSING_SIGNAL",       "POLICY_MISMATCH", "INVALID_FRAME",
+        "INTERNAL_ERROR"};
+    for (int i = 0; i < TG_REASON__COUNT; i++) {
+        const char *code = tg_reason_code((tg_reason_t)i);
+        assert_string_equal(code, texts[i]);
+        assert_true(tg_reason_code_valid(code, strlen(code)));
+        for (int k = 0; k < i; k++) {
+            assert_true(strcmp(code, tg_reason_code((tg_reason_t)k)) != 0);
+        }
+    }
+    assert_string_equal(tg_reason_code(TG_REASON__COUNT), "INTERNAL_ERROR");
+    assert_string_equal(tg_reason_code((tg_reason_t)-1), "INTERNAL_ERROR");
+
+    /* The kernel emits the table's own storage, not a copy of the text. */
+    tg_decision_t d;
+    tg_kernel_decide(&d, NULL, NULL);
+    assert_ptr_equal(d.reason, tg_reason_code(TG_REASON_INVALID_FRAME));
+
+    char longest[TG_REASON_MAX + 1];
+    memset(longest, 'A', sizeof longest);
+    static const char *const valid[] = {"A", "Z", "A1", "A_", "A_B_9", "NO_POLICY_VIOLATION"};
+    static const char *const invalid[] = {"",    "a",   "1A",  "_A",      "Ab",
+                                          "A-B", "A B", "A.B", "\xc3\x89"};
+    for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++) {
+        assert_true(tg_reason_code_valid(valid[i], strlen(valid[i])));
+    }
+    for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++) {
+        assert_false(tg_reason_code_valid(invalid[i], strlen(invalid[i])));
+    }
+    assert_true(tg_reason_code_valid(longest, TG_REASON_MAX));
+    assert_false(tg_reason_code_valid(longest, TG_REASON_MAX + 1));
+    assert_false(tg_reason_code_valid("AB\0C", 4)); /* length is n, not the NUL */
+}
+
 int main(void) {
     if (sodium_init() < 0) {
         return 1;
@@ -664,6 +707,7 @@ int main(void) {
         cmocka_unit_test(test_kernel_never_allocates),
         cmocka_unit_test(test_frame_guards),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_reason_codes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

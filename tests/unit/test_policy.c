@@ -932,7 +932,7 @@ static void test_frame_conversion(void **state) {
                     "agent.billing", "context", "amount", (json_int_t)2500, "currency", "USD");
     assert_int_equal(tg_frame_from_request(&f, NULL, p, req, &diag), TG_OK);
     tg_decision_t d;
-    tg_kernel_decide(&d, p, &f);
+    tg_kernel_decide(&d, tg_policy_tables(p), &f);
     assert_int_equal(d.verdict, TG_PERMIT);
     json_decref(req);
 
@@ -1090,7 +1090,7 @@ static void test_decision_json(void **state) {
     tg_frame_t f;
     assert_int_equal(tg_frame_from_request(&f, NULL, p, req, NULL), TG_OK);
     tg_decision_t d;
-    tg_kernel_decide(&d, p, &f);
+    tg_kernel_decide(&d, tg_policy_tables(p), &f);
 
     tg_buf_t b;
     tg_buf_init(&b, 0);
@@ -1118,7 +1118,7 @@ static void test_decision_json(void **state) {
     /* SILENCE in RECEIVED with a subject; no frame given */
     tg_decision_t s;
     memset(&s, 0, sizeof s);
-    tg_kernel_decide(&s, p, NULL);
+    tg_kernel_decide(&s, tg_policy_tables(p), NULL);
     tg_buf_reset(&b);
     tg_decision_json_opts_t topts = {NULL, NULL, NULL, 0, 1};
     assert_int_equal(tg_decision_to_json(&b, &s, p, NULL, &topts), TG_OK);
@@ -1172,7 +1172,7 @@ static void test_compiled_semantics(void **state) {
         tg_frame_t f;
         assert_int_equal(tg_frame_from_request(&f, NULL, p, req, NULL), TG_OK);
         tg_decision_t d;
-        tg_kernel_decide(&d, p, &f);
+        tg_kernel_decide(&d, tg_policy_tables(p), &f);
         assert_string_equal(d.reason, reasons[i]);
         if (i == 2) {
             assert_true(sv_is(d.rule_id, "rules[0]"));
@@ -1193,7 +1193,7 @@ static void test_compiled_semantics(void **state) {
         tg_frame_t f;
         assert_int_equal(tg_frame_from_request(&f, NULL, p, req, NULL), TG_OK);
         tg_decision_t d;
-        tg_kernel_decide(&d, p, &f);
+        tg_kernel_decide(&d, tg_policy_tables(p), &f);
         assert_int_equal(d.verdict, rv[i]);
         json_decref(req);
     }

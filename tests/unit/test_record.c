@@ -35,14 +35,16 @@ static void test_meta_bytes(void **state) {
     tg_buf_init(&b, TG_LEDGER_META_MAX);
     tg_record_meta_t m = meta_example();
     assert_int_equal(tg_record_meta_write(&b, &m), TG_OK);
-    assert_string_equal(b.data, "{\"at\":1796017500123,\"k\":\"key-\\\"1\\\"\",\"n\":\"n1\",\"rh\":\"" RH
-                                "\",\"s\":403,\"t\":\"acme\"}");
+    assert_string_equal(b.data,
+                        "{\"at\":1796017500123,\"k\":\"key-\\\"1\\\"\",\"n\":\"n1\",\"rh\":\"" RH
+                        "\",\"s\":403,\"t\":\"acme\"}");
     /* optional members absent */
     tg_buf_reset(&b);
     m.key = NONE;
     m.nonce = NONE;
     assert_int_equal(tg_record_meta_write(&b, &m), TG_OK);
-    assert_string_equal(b.data, "{\"at\":1796017500123,\"rh\":\"" RH "\",\"s\":403,\"t\":\"acme\"}");
+    assert_string_equal(b.data,
+                        "{\"at\":1796017500123,\"rh\":\"" RH "\",\"s\":403,\"t\":\"acme\"}");
     tg_buf_free(&b);
 }
 
@@ -81,7 +83,8 @@ static tg_record_silence_t silence_example(void) {
                                  .request_hash = T(RH),
                                  .policy_version = T("v1"),
                                  .policy_hash = T(RH),
-                                 .detail = T("context.amount is missing or not of its declared type"),
+                                 .detail =
+                                     T("context.amount is missing or not of its declared type"),
                                  .at_ms = 1796017500123};
 }
 
@@ -97,7 +100,7 @@ static void test_silence_bytes(void **state) {
                 "0123456789abcdef0123456789abcdef\",\"policyHash\":\"" RH
                 "\",\"policyVersion\":\"v1\",\"reasonCode\":\"MISSING_CONTEXT\",\"requestHash\":"
                 "\"" RH "\",\"surface\":\"payments.charge\",\"tenantId\":\"acme\",\"timestamp\":"
-                "\"2026-12-01T01:05:00.123Z\",\"type\":\"silence\"}");
+                "\"2026-11-30T05:45:00.123Z\",\"type\":\"silence\"}");
     s.reason = NONE;
     assert_int_equal(tg_record_silence_write(&b, &s), TG_ERR_INVALID_ARG);
     assert_int_equal(tg_record_silence_write(&b, NULL), TG_ERR_INVALID_ARG);
@@ -185,11 +188,11 @@ static void test_view_refuses(void **state) {
         "",
         "{",
         "[]",
-        "{\"rh\":\"" RH "\",\"s\":200,\"t\":\"acme\"}",          /* no at */
-        "{\"at\":1,\"s\":200,\"t\":\"acme\"}",                      /* no rh */
+        "{\"rh\":\"" RH "\",\"s\":200,\"t\":\"acme\"}",              /* no at */
+        "{\"at\":1,\"s\":200,\"t\":\"acme\"}",                       /* no rh */
         "{\"at\":1,\"rh\":\"zz\",\"s\":200,\"t\":\"acme\"}",         /* rh not hex */
         "{\"at\":1,\"rh\":\"" RH "\",\"s\":\"200\",\"t\":\"acme\"}", /* s not a number */
-        "{\"at\":1,\"rh\":\"" RH "\",\"s\":200}",                   /* no tenant */
+        "{\"at\":1,\"rh\":\"" RH "\",\"s\":200}",                    /* no tenant */
     };
     tg_record_view_t v;
     for (size_t i = 0; i < sizeof bad_metas / sizeof bad_metas[0]; i++) {
