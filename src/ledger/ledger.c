@@ -87,7 +87,8 @@ struct tg_ledger {
     pthread_t thread;
     bool thread_started;
 
-    /* Health reporting (report_health): fail_msg under wmu, the rest writer thread only. */
+    /* Health reporting (report_health) and the writer's timers: fail_msg under wmu, the rest
+     * writer thread only. */
     char fail_msg[256];     /* what made the ledger unhealthy last, with the system's reason */
     uint64_t failures_seen; /* st_failures when the writer last reported */
     bool down_logged;       /* an unhealthy line was written and no recovered line yet */
@@ -95,6 +96,7 @@ struct tg_ledger {
     uint64_t attempts;      /* failed recovery attempts since then */
     int64_t attempt_log_ns; /* last line about them */
     int64_t retry_ns;       /* when the unhealthy writer next tries recovery on its own */
+    int64_t flush_ns;       /* none mode: when the last background flush ended */
 
     /* Finished entries wait here for the completion thread, which runs their callbacks in
      * order while the writer is already writing and syncing the next batch: the callbacks
@@ -1178,18 +1180,19 @@ static bool sync_batch_when_due(tg_ledger_t *l) {
     return true;
 }
 
-/* Caller holds mu; durability none, nothing queued. After NONE_FLUSH_MS without a wake-up,
- * the background flush (background_flush says why) and a ledger.head checkpoint. */
+/* Caller holds mu; durability none, nothing queued. NONE_FLUSH_MS after the last one, the
+ * background flush (background_flush says why) and a ledger.head checkpoint. Timed from
+ * that flush, not from the last wake-up: queued appends wake the writer once a record, and
+ * records coming more often than the period would otherwise put the flush off forever. */
 static void flush_when_due(tg_ledger_t *l) {
-    struct timespec ts;
-    abs_deadline(&ts, mono_ns() + (int64_t)NONE_FLUSH_MS * 1000000);
-    if (pthread_cond_timedwait(&l->work_cv, &l->mu, &ts) != ETIMEDOUT) {
-        return; /* woken for work, recovery or close: the top of the loop decides */
+    if (sleep_until(l, l->flush_ns + (int64_t)NONE_FLUSH_MS * 1000000)) {
+        return; /* slept, woken or not: the top of the loop decides */
     }
     file_work_begin(l);
     background_flush(l);
     (void)checkpoint(l, false);
     file_work_end(l);
+    l->flush_ns = mono_ns();
 }
 
 /* Caller holds mu; nothing queued. Durable records reach ledger.head within
@@ -1240,6 +1243,7 @@ static void *writer_main(void *arg) {
     tg_ledger_t *l = arg;
     (void)prctl(PR_SET_NAME, "tg-ledger-wr", 0, 0, 0); /* top -H, ps -L */
     schedule_retry(l);
+    l->flush_ns = mono_ns();
     pthread_mutex_lock(&l->mu);
     for (;;) {
         if (l->recover_req) {
