@@ -87,13 +87,16 @@ struct tg_ledger {
     pthread_t thread;
     bool thread_started;
 
-    /* Health reporting (report_health): fail_msg under wmu, the rest writer thread only. */
+    /* Health reporting (report_health) and the writer's timers: fail_msg under wmu, the rest
+     * writer thread only. */
     char fail_msg[256];     /* what made the ledger unhealthy last, with the system's reason */
     uint64_t failures_seen; /* st_failures when the writer last reported */
     bool down_logged;       /* an unhealthy line was written and no recovered line yet */
     int64_t down_since_ns;  /* when that was */
     uint64_t attempts;      /* failed recovery attempts since then */
     int64_t attempt_log_ns; /* last line about them */
+    int64_t retry_ns;       /* when the unhealthy writer next tries recovery on its own */
+    int64_t flush_ns;       /* none mode: when the last background flush ended */
 
     /* Finished entries wait here for the completion thread, which runs their callbacks in
      * order while the writer is already writing and syncing the next batch: the callbacks
@@ -972,202 +975,246 @@ static void fail_queue_locked(tg_ledger_t *l) {
     hand_off(l, list, tail);
 }
 
-static void *writer_main(void *arg) {
-    tg_ledger_t *l = arg;
-    (void)prctl(PR_SET_NAME, "tg-ledger-wr", 0, 0, 0); /* top -H, ps -L */
-    int64_t next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
-    pthread_mutex_lock(&l->mu);
-    for (;;) {
-        if (l->recover_req) {
-            l->recover_req = false;
-            char msg[TG_DIAG_MAX] = "";
-            pthread_mutex_unlock(&l->mu);
-            io_begin(&l->io_writer_ns);
-            pthread_mutex_lock(&l->wmu);
-            tg_err_t rc = atomic_load(&l->healthy) ? TG_OK : recover(l, msg, sizeof msg);
-            pthread_mutex_unlock(&l->wmu);
-            report_health(l, msg);
-            io_end(l, &l->io_writer_ns);
-            pthread_mutex_lock(&l->mu);
-            l->recover_rc = rc;
-            snprintf(l->recover_msg, sizeof l->recover_msg, "%s", msg);
-            l->recover_gen++;
-            pthread_cond_broadcast(&l->recover_cv);
-            continue;
-        }
-        if (!atomic_load(&l->healthy)) {
-            fail_queue_locked(l);
-            if (l->recover_req) {
-                continue;
-            }
-            if (l->closing) {
-                break;
-            }
-            if (l->retry_ms == TG_LEDGER_RETRY_NEVER) {
-                pthread_cond_wait(&l->work_cv, &l->mu);
-                continue;
-            }
-            int64_t now = mono_ns();
-            if (now < next_retry) {
-                struct timespec ts;
-                abs_deadline(&ts, next_retry);
-                pthread_cond_timedwait(&l->work_cv, &l->mu, &ts);
-                continue;
-            }
-            char msg[TG_DIAG_MAX];
-            pthread_mutex_unlock(&l->mu);
-            io_begin(&l->io_writer_ns);
-            pthread_mutex_lock(&l->wmu);
-            (void)recover(l, msg, sizeof msg);
-            pthread_mutex_unlock(&l->wmu);
-            report_health(l, msg);
-            io_end(l, &l->io_writer_ns);
-            pthread_mutex_lock(&l->mu);
-            next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
-            continue;
-        }
-        /* Group-commit delay: more records are on their way when request threads have
-         * announced some, or when the last batch had several (concurrent clients), so hold
-         * this fdatasync up to commit_delay_us instead of paying another one right after
-         * it. A lone client (batches of one, nothing announced) never waits.
-         * After a concurrent batch the writer starts that wait at once, even with nothing
-         * queued yet, instead of sleeping until the first record wakes it and then sleeping
-         * again for the delay: appends do not wake a delaying writer, so that is one
-         * context switch less per batch, and no record waits longer than it would have. A
-         * wait that gathers nothing ends the streak: the next record wakes the writer. */
-        bool concurrent = l->prev_batch >= 2;
-        bool nap = l->qhead == NULL && concurrent;
-        if ((l->qhead != NULL || nap) && l->durability == TG_DURABILITY_FSYNC &&
-            l->commit_delay_us > 0 && (concurrent || atomic_load(&l->announced) > 0) &&
-            l->qcount < l->max_batch) {
-            int64_t deadline = mono_ns() + (int64_t)l->commit_delay_us * 1000;
-            struct timespec ts;
-            abs_deadline(&ts, deadline);
-            l->delaying = true;
-            l->delay_full = concurrent;
-            while ((concurrent || atomic_load(&l->announced) > 0) && l->qcount < l->max_batch &&
-                   !l->closing && !l->recover_req && mono_ns() < deadline) {
-                pthread_cond_timedwait(&l->work_cv, &l->mu, &ts);
-            }
-            l->delaying = false;
-            if (l->recover_req || !atomic_load(&l->healthy)) {
-                continue; /* handled at the top of the loop, before any batch */
-            }
-            if (l->qhead == NULL) {
-                l->prev_batch = 0;
-                continue; /* closing, or nothing came: the top of the loop decides */
-            }
-        }
-        if (l->qhead != NULL) {
-            size_t n = 0;
-            while (l->qhead != NULL && n < l->max_batch) {
-                entry_t *e = l->qhead;
-                l->qhead = e->next;
-                l->ents[n++] = e;
-                l->qcount--;
-            }
-            if (l->qhead == NULL) {
-                l->qtail = NULL;
-            }
-            l->prev_batch = (uint32_t)n;
-            pthread_mutex_unlock(&l->mu);
-            io_begin(&l->io_writer_ns);
-            pthread_mutex_lock(&l->wmu);
-            write_batch(l, l->ents, n);
-            pthread_mutex_unlock(&l->wmu);
-            atomic_fetch_add_explicit(&l->st_batches, 1, memory_order_relaxed);
-            atomic_store_explicit(&l->st_last_batch, n, memory_order_relaxed);
-            uint64_t mx = atomic_load_explicit(&l->st_max_batch, memory_order_relaxed);
-            if (n > mx) {
-                atomic_store_explicit(&l->st_max_batch, n, memory_order_relaxed);
-            }
-            atomic_fetch_add_explicit(
-                &l->st_batch_hist[bucket(tg_ledger_batch_bounds, TG_LEDGER_BATCH_BUCKETS - 1, n)],
-                1, memory_order_relaxed);
-            hand_off_batch(l, l->ents, n);
-            /* BATCH: acknowledged at write(); the fdatasync follows when it is due. */
-            pthread_mutex_lock(&l->wmu);
-            if (atomic_load(&l->healthy) && l->durability == TG_DURABILITY_BATCH &&
-                l->synced_end != l->acked_end &&
-                mono_ns() - l->last_sync_ns >= (int64_t)l->batch_interval_ms * 1000000) {
-                if (do_fdatasync(l, l->fd) != 0) {
-                    mark_sync_failed(l, "");
-                } else {
-                    note_synced(l);
-                }
-            }
-            pthread_mutex_unlock(&l->wmu);
-            if (!atomic_load(&l->healthy)) {
-                next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
-            }
-            report_health(l, NULL);
-            (void)checkpoint(l, false);
-            io_end(l, &l->io_writer_ns);
-            pthread_mutex_lock(&l->mu);
-            continue;
-        }
-        if (l->closing) {
-            break;
-        }
-        pthread_mutex_lock(&l->wmu);
-        bool unsynced = l->synced_end != l->acked_end;
-        int64_t due = l->last_sync_ns + (int64_t)l->batch_interval_ms * 1000000;
-        pthread_mutex_unlock(&l->wmu);
-        if (l->durability == TG_DURABILITY_BATCH && unsynced) {
-            if (mono_ns() < due) {
-                struct timespec ts;
-                abs_deadline(&ts, due);
-                pthread_cond_timedwait(&l->work_cv, &l->mu, &ts);
-                continue;
-            }
-            pthread_mutex_unlock(&l->mu);
-            io_begin(&l->io_writer_ns);
-            pthread_mutex_lock(&l->wmu);
-            if (do_fdatasync(l, l->fd) != 0) {
-                mark_sync_failed(l, "");
-                next_retry = mono_ns() + (int64_t)l->retry_ms * 1000000;
-            } else {
-                note_synced(l);
-            }
-            pthread_mutex_unlock(&l->wmu);
-            report_health(l, NULL);
-            io_end(l, &l->io_writer_ns);
-            pthread_mutex_lock(&l->mu);
-            continue;
-        }
-        if (l->durability == TG_DURABILITY_NONE) {
-            struct timespec ts;
-            abs_deadline(&ts, mono_ns() + (int64_t)NONE_FLUSH_MS * 1000000);
-            if (pthread_cond_timedwait(&l->work_cv, &l->mu, &ts) != ETIMEDOUT) {
-                continue; /* woken for work, recovery or close: the top of the loop decides */
-            }
-            pthread_mutex_unlock(&l->mu);
-            io_begin(&l->io_writer_ns);
-            background_flush(l);
-            (void)checkpoint(l, false);
-            io_end(l, &l->io_writer_ns);
-            pthread_mutex_lock(&l->mu);
-            continue;
-        }
-        if (head_pending(l)) { /* idle with records not yet in ledger.head */
-            int64_t head_due = l->head_ns + (int64_t)HEAD_INTERVAL_MS * 1000000;
-            if (mono_ns() < head_due) {
-                struct timespec ts;
-                abs_deadline(&ts, head_due);
-                pthread_cond_timedwait(&l->work_cv, &l->mu, &ts);
-                continue;
-            }
-            pthread_mutex_unlock(&l->mu);
-            io_begin(&l->io_writer_ns);
-            (void)checkpoint(l, false); /* failed: head_ns puts the retry an interval on */
-            io_end(l, &l->io_writer_ns);
-            pthread_mutex_lock(&l->mu);
-            continue;
-        }
-        pthread_cond_wait(&l->work_cv, &l->mu);
-    }
+/* ---- the writer thread: writer_main's loop and the steps it takes ---- */
+
+/* Caller holds mu. File work runs without it, so that appends, stats and the stall watch
+ * never wait behind a disk, and inside the bracket the stall watch reads. */
+static void file_work_begin(tg_ledger_t *l) {
     pthread_mutex_unlock(&l->mu);
     io_begin(&l->io_writer_ns);
+}
+
+/* Ends what file_work_begin started; mu is held again. */
+static void file_work_end(tg_ledger_t *l) {
+    io_end(l, &l->io_writer_ns);
+    pthread_mutex_lock(&l->mu);
+}
+
+/* An unhealthy writer tries recovery on its own retry_ms after its last attempt or failure. */
+static void schedule_retry(tg_ledger_t *l) {
+    l->retry_ns = mono_ns() + (int64_t)l->retry_ms * 1000000;
+}
+
+/* Caller holds mu. Before due_ns, sleeps on work_cv until then (or until woken) and returns
+ * true, so the loop looks at everything again; false once due_ns has come. */
+static bool sleep_until(tg_ledger_t *l, int64_t due_ns) {
+    if (mono_ns() >= due_ns) {
+        return false;
+    }
+    struct timespec ts;
+    abs_deadline(&ts, due_ns);
+    pthread_cond_timedwait(&l->work_cv, &l->mu, &ts);
+    return true;
+}
+
+/* Caller holds wmu. The fdatasync that makes every acknowledged record durable outside a
+ * batch's own (batch mode's, the close's); a failure makes the ledger unhealthy. */
+static bool sync_segment(tg_ledger_t *l, const char *when) {
+    if (do_fdatasync(l, l->fd) != 0) {
+        mark_sync_failed(l, when);
+        return false;
+    }
+    note_synced(l);
+    return true;
+}
+
+/* Caller holds mu. tg_ledger_try_recover waits for this: one recovery attempt unless the
+ * ledger is healthy already, and its outcome published to the caller under mu. */
+static void answer_recovery_request(tg_ledger_t *l) {
+    l->recover_req = false;
+    char msg[TG_DIAG_MAX] = "";
+    file_work_begin(l);
+    pthread_mutex_lock(&l->wmu);
+    tg_err_t rc = atomic_load(&l->healthy) ? TG_OK : recover(l, msg, sizeof msg);
+    pthread_mutex_unlock(&l->wmu);
+    report_health(l, msg);
+    file_work_end(l);
+    l->recover_rc = rc;
+    snprintf(l->recover_msg, sizeof l->recover_msg, "%s", msg);
+    l->recover_gen++;
+    pthread_cond_broadcast(&l->recover_cv);
+}
+
+/* Caller holds mu, the ledger unhealthy: a recovery attempt once retry_ms has passed, so a
+ * disk that comes back is used again without an operator; with TG_LEDGER_RETRY_NEVER only
+ * a request (try_recover) or the close wakes the writer. */
+static void retry_on_schedule(tg_ledger_t *l) {
+    if (l->retry_ms == TG_LEDGER_RETRY_NEVER) {
+        pthread_cond_wait(&l->work_cv, &l->mu);
+        return;
+    }
+    if (sleep_until(l, l->retry_ns)) {
+        return;
+    }
+    char msg[TG_DIAG_MAX];
+    file_work_begin(l);
+    pthread_mutex_lock(&l->wmu);
+    (void)recover(l, msg, sizeof msg);
+    pthread_mutex_unlock(&l->wmu);
+    report_health(l, msg);
+    file_work_end(l);
+    schedule_retry(l);
+}
+
+/* Caller holds mu. Group-commit delay: more records are on their way when request threads
+ * have announced some, or when the last batch had several (concurrent clients), so hold
+ * this fdatasync up to commit_delay_us instead of paying another one right after it. A lone
+ * client (batches of one, nothing announced) never waits.
+ * After a concurrent batch the writer starts that wait at once, even with nothing queued
+ * yet, instead of sleeping until the first record wakes it and then sleeping again for the
+ * delay: appends do not wake a delaying writer, so that is one context switch less per
+ * batch, and no record waits longer than it would have. A wait that gathers nothing ends
+ * the streak: the next record wakes the writer. */
+static bool commit_delay_applies(tg_ledger_t *l) {
+    bool concurrent = l->prev_batch >= 2;
+    bool nap = l->qhead == NULL && concurrent;
+    return (l->qhead != NULL || nap) && l->durability == TG_DURABILITY_FSYNC &&
+           l->commit_delay_us > 0 && (concurrent || atomic_load(&l->announced) > 0) &&
+           l->qcount < l->max_batch;
+}
+
+/* Caller holds mu, and commit_delay_applies. Holds the batch open until the announced
+ * records are in (when the last batch was not concurrent), the batch is full, the delay is
+ * over, or recovery or the close asks. True when records are queued to be written now;
+ * false when the top of the loop decides (recovery, a failure, or nothing came). */
+static bool hold_for_commit_delay(tg_ledger_t *l) {
+    bool concurrent = l->prev_batch >= 2;
+    int64_t deadline = mono_ns() + (int64_t)l->commit_delay_us * 1000;
+    struct timespec ts;
+    abs_deadline(&ts, deadline);
+    l->delaying = true;
+    l->delay_full = concurrent;
+    while ((concurrent || atomic_load(&l->announced) > 0) && l->qcount < l->max_batch &&
+           !l->closing && !l->recover_req && mono_ns() < deadline) {
+        pthread_cond_timedwait(&l->work_cv, &l->mu, &ts);
+    }
+    l->delaying = false;
+    if (l->recover_req || !atomic_load(&l->healthy)) {
+        return false; /* handled at the top of the loop, before any batch */
+    }
+    if (l->qhead == NULL) {
+        l->prev_batch = 0; /* the streak ends: the next record wakes the writer */
+        return false;      /* closing, or nothing came: the top of the loop decides */
+    }
+    return true;
+}
+
+/* Caller holds mu: up to max_batch queued entries, in queue order, move to ents. */
+static size_t take_batch(tg_ledger_t *l) {
+    size_t n = 0;
+    while (l->qhead != NULL && n < l->max_batch) {
+        entry_t *e = l->qhead;
+        l->qhead = e->next;
+        l->ents[n++] = e;
+        l->qcount--;
+    }
+    if (l->qhead == NULL) {
+        l->qtail = NULL;
+    }
+    l->prev_batch = (uint32_t)n;
+    return n;
+}
+
+/* A batch's size, for /metrics (batches, last, max, histogram). */
+static void count_batch(tg_ledger_t *l, size_t n) {
+    atomic_fetch_add_explicit(&l->st_batches, 1, memory_order_relaxed);
+    atomic_store_explicit(&l->st_last_batch, n, memory_order_relaxed);
+    uint64_t mx = atomic_load_explicit(&l->st_max_batch, memory_order_relaxed);
+    if (n > mx) {
+        atomic_store_explicit(&l->st_max_batch, n, memory_order_relaxed);
+    }
+    atomic_fetch_add_explicit(
+        &l->st_batch_hist[bucket(tg_ledger_batch_bounds, TG_LEDGER_BATCH_BUCKETS - 1, n)], 1,
+        memory_order_relaxed);
+}
+
+/* Caller holds mu, records queued: one group commit. The batch is written (and synced in
+ * fsync mode) under wmu, its callbacks go to the completion thread, and what falls due
+ * with it follows on this thread: batch mode's sync, the health report, ledger.head. */
+static void write_queued(tg_ledger_t *l) {
+    size_t n = take_batch(l);
+    file_work_begin(l);
+    pthread_mutex_lock(&l->wmu);
+    write_batch(l, l->ents, n);
+    pthread_mutex_unlock(&l->wmu);
+    count_batch(l, n);
+    hand_off_batch(l, l->ents, n);
+    /* BATCH: acknowledged at write(); the fdatasync follows when it is due. */
+    pthread_mutex_lock(&l->wmu);
+    if (atomic_load(&l->healthy) && l->durability == TG_DURABILITY_BATCH &&
+        l->synced_end != l->acked_end &&
+        mono_ns() - l->last_sync_ns >= (int64_t)l->batch_interval_ms * 1000000) {
+        (void)sync_segment(l, "");
+    }
+    pthread_mutex_unlock(&l->wmu);
+    if (!atomic_load(&l->healthy)) {
+        schedule_retry(l);
+    }
+    report_health(l, NULL);
+    (void)checkpoint(l, false);
+    file_work_end(l);
+}
+
+/* Caller holds mu; batch mode, nothing queued. Written records wait at most
+ * batch_interval_ms for their fdatasync (the mode's loss window), also when no further
+ * batch brings one. False when every written record is synced. */
+static bool sync_batch_when_due(tg_ledger_t *l) {
+    pthread_mutex_lock(&l->wmu);
+    bool unsynced = l->synced_end != l->acked_end;
+    int64_t due = l->last_sync_ns + (int64_t)l->batch_interval_ms * 1000000;
+    pthread_mutex_unlock(&l->wmu);
+    if (!unsynced) {
+        return false;
+    }
+    if (sleep_until(l, due)) {
+        return true;
+    }
+    file_work_begin(l);
+    pthread_mutex_lock(&l->wmu);
+    if (!sync_segment(l, "")) {
+        schedule_retry(l);
+    }
+    pthread_mutex_unlock(&l->wmu);
+    report_health(l, NULL);
+    file_work_end(l);
+    return true;
+}
+
+/* Caller holds mu; durability none, nothing queued. NONE_FLUSH_MS after the last one, the
+ * background flush (background_flush says why) and a ledger.head checkpoint. Timed from
+ * that flush, not from the last wake-up: queued appends wake the writer once a record, and
+ * records coming more often than the period would otherwise put the flush off forever. */
+static void flush_when_due(tg_ledger_t *l) {
+    if (sleep_until(l, l->flush_ns + (int64_t)NONE_FLUSH_MS * 1000000)) {
+        return; /* slept, woken or not: the top of the loop decides */
+    }
+    file_work_begin(l);
+    background_flush(l);
+    (void)checkpoint(l, false);
+    file_work_end(l);
+    l->flush_ns = mono_ns();
+}
+
+/* Caller holds mu; nothing queued. Durable records reach ledger.head within
+ * HEAD_INTERVAL_MS also when no batch follows them (checkpoint says why). False when
+ * ledger.head is current. */
+static bool checkpoint_when_due(tg_ledger_t *l) {
+    if (!head_pending(l)) {
+        return false;
+    }
+    if (sleep_until(l, l->head_ns + (int64_t)HEAD_INTERVAL_MS * 1000000)) {
+        return true;
+    }
+    file_work_begin(l);
+    (void)checkpoint(l, false); /* failed: head_ns puts the retry an interval on */
+    file_work_end(l);
+    return true;
+}
+
+/* Caller holds mu, closing, the queue written or failed: a clean stop leaves every record
+ * durable and in ledger.head. mu stays released: the thread ends here. */
+static void close_files(tg_ledger_t *l) {
+    file_work_begin(l);
     pthread_mutex_lock(&l->wmu);
     /* A directory deleted or moved since the last check (an idle ledger is checked every
      * tick, and the stop may come first): keep the evidence before the process is gone. */
@@ -1176,17 +1223,67 @@ static void *writer_main(void *arg) {
         identity_broken(l, idwhy);
     }
     if (atomic_load(&l->healthy) && l->synced_end != l->acked_end) {
-        if (do_fdatasync(l, l->fd) != 0) {
-            mark_sync_failed(l, " at close");
-        } else {
-            note_synced(l);
-        }
+        (void)sync_segment(l, " at close");
     }
-    l->wclosed = true;
+    l->wclosed = true; /* no inline append writes after this */
     pthread_mutex_unlock(&l->wmu);
     report_health(l, NULL);
     (void)checkpoint(l, true); /* a clean stop leaves every record in ledger.head */
     io_end(l, &l->io_writer_ns);
+}
+
+/* The writer's policy, mu held between its steps (lock order: mu, then wmu; every step
+ * that touches a file releases mu and runs inside the stall watch's bracket). Each turn:
+ * recover if asked; if unhealthy, fail the queue and retry on schedule; else gather a batch
+ * (maybe waiting for the group-commit delay) and write it; else do what is due while idle
+ * (batch mode's sync, none mode's flush, a ledger.head checkpoint); else sleep until work.
+ * Every step that waited or worked starts the next turn from the top, so a recovery
+ * request, a failure or the close is seen before anything else is done. */
+static void *writer_main(void *arg) {
+    tg_ledger_t *l = arg;
+    (void)prctl(PR_SET_NAME, "tg-ledger-wr", 0, 0, 0); /* top -H, ps -L */
+    schedule_retry(l);
+    l->flush_ns = mono_ns();
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        if (l->recover_req) {
+            answer_recovery_request(l);
+            continue;
+        }
+        if (!atomic_load(&l->healthy)) {
+            fail_queue_locked(l); /* queued records fail like the appends refused now */
+            if (l->recover_req) {
+                continue;
+            }
+            if (l->closing) {
+                break;
+            }
+            retry_on_schedule(l);
+            continue;
+        }
+        if (commit_delay_applies(l) && !hold_for_commit_delay(l)) {
+            continue;
+        }
+        if (l->qhead != NULL) {
+            write_queued(l);
+            continue;
+        }
+        if (l->closing) {
+            break;
+        }
+        if (l->durability == TG_DURABILITY_BATCH && sync_batch_when_due(l)) {
+            continue;
+        }
+        if (l->durability == TG_DURABILITY_NONE) {
+            flush_when_due(l);
+            continue;
+        }
+        if (checkpoint_when_due(l)) {
+            continue;
+        }
+        pthread_cond_wait(&l->work_cv, &l->mu);
+    }
+    close_files(l);
     return NULL;
 }
 

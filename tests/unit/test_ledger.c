@@ -1372,6 +1372,32 @@ static void test_none_background_flush(void **state) {
     tdir_remove(&d);
 }
 
+/* Durability none with queued appends (tg_ledger_append, as `ledger append --durability
+ * none` does): each record wakes the writer, and the background flush must still come
+ * every ~100 ms. It was timed from the writer's last wake-up, so records arriving more often
+ * than that put it off for as long as they kept coming. */
+static void test_none_flush_queued(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    o.durability = TG_DURABILITY_NONE;
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    tg_ledger_stats_t st;
+    memset(&st, 0, sizeof st);
+    /* a record every 20 ms for up to 2 s: twenty flush periods */
+    for (int i = 0; i < 100 && st.fsyncs == 0; i++) {
+        assert_int_equal(tg_ledger_append_sync(l, TG_LEDGER_TYPE_RECEIPT, "m", 1, "{}", 2, NULL),
+                         TG_OK);
+        sleep_ms(20);
+        tg_ledger_stats(l, &st);
+    }
+    assert_true(st.fsyncs >= 1);
+    tg_ledger_close(l);
+    tdir_remove(&d);
+}
+
 static void test_group_commit_batches(void **state) {
     (void)state;
     tdir_t d;
@@ -2268,6 +2294,7 @@ int main(void) {
         cmocka_unit_test_setup(test_commit_delay, setup),
         cmocka_unit_test_setup(test_commit_nap, setup),
         cmocka_unit_test_setup(test_none_background_flush, setup),
+        cmocka_unit_test_setup(test_none_flush_queued, setup),
         cmocka_unit_test_setup(test_append_now, setup),
         cmocka_unit_test_setup(test_fault_pwrite_eio, setup),
         cmocka_unit_test_setup(test_fault_pwrite_enospc, setup),
