@@ -66,6 +66,47 @@ typedef struct eval_req {
     char rid[TG_HTTP_REQUEST_ID_MAX + 1];
 } eval_req_t;
 
+/* What the steps of one decision hand on to each other. Owned by tg_pipeline_evaluate's
+ * frame: the steps borrow it, steps_end releases it (the ledger copied what it keeps). */
+typedef struct steps {
+    json_t *req;          /* the parsed body */
+    tg_swap_ref_t hold;   /* the policy reference, held from parsing to the end */
+    tg_policy_ref_t *ref; /* NULL until parse_request */
+    const tg_policy_t *pol;
+    tg_frame_t frame;
+    tg_request_meta_t meta;
+    uint8_t req_hash[32];
+    char req_hex[65];
+    tg_decision_t d;
+    char detail[TG_DETAIL_MAX]; /* SILENCE's detail (tg_decision_detail) */
+    size_t detail_len;
+    uint8_t type;              /* the record's ledger type */
+    tg_buf_t record, meta_buf; /* the record's payload and meta */
+} steps_t;
+
+/* What a step did: STEP_NEXT passes the request on (0, so `st ? st : next()` chains). */
+typedef enum { STEP_NEXT = 0, STEP_ANSWERED, STEP_HANDED_OFF } step_t;
+
+static void steps_init(steps_t *s) {
+    s->req = NULL;
+    s->ref = NULL;
+    s->pol = NULL;
+    s->detail[0] = '\0';
+    s->detail_len = 0;
+    s->type = 0;
+    tg_buf_init(&s->record, TG_LEDGER_PAYLOAD_MAX);
+    tg_buf_init(&s->meta_buf, TG_LEDGER_META_MAX);
+}
+
+static void steps_end(tg_pipeline_t *p, steps_t *s) {
+    if (s->ref != NULL) {
+        tg_pipeline_policy_release(p, &s->hold);
+    }
+    json_decref(s->req);
+    tg_buf_free(&s->record);
+    tg_buf_free(&s->meta_buf);
+}
+
 static eval_req_t *eval_req_new(void) {
     eval_req_t *r = malloc(sizeof *r);
     if (r != NULL) {
@@ -85,6 +126,9 @@ static void announce_end(eval_req_t *r) {
         tg_ledger_announce_end(r->p->ledger);
     }
 }
+
+/* The metrics' order of outcomes: PERMIT, DENY, SILENCE. */
+static int verdict_index(tg_verdict_t v) { return v == TG_PERMIT ? 0 : v == TG_DENY ? 1 : 2; }
 
 /* SPEC §3.2: /execute is a gate, so anything but PERMIT is a 403 there; elsewhere a
  * decision is a 200 whatever it is. */
@@ -436,20 +480,24 @@ static void set_ratelimit_headers(tg_exchange_t *ex, const tg_rate_info_t *info)
 
 /* Steps 1-2: auth, then bulkhead and rate limit for that tenant. Per-tenant limits need
  * the tenant, so they follow auth (docs/DESIGN.md explains the order). */
-static bool admit(eval_req_t *r) {
+static step_t admit(eval_req_t *r) {
     tg_pipeline_t *p = r->p;
     tg_exchange_t *ex = r->ex;
+    if (ex->body_too_large) {
+        tg_reply_body_too_large(ex, (size_t)p->cfg.max_body);
+        return STEP_ANSWERED;
+    }
     const char *auth = ex->authorization;
     tg_err_t rc = tg_auth_check(p->tenants, auth, auth ? strlen(auth) : 0, &r->tenant);
     if (rc != TG_OK) {
         tg_reply_error(ex, TG_ERR_UNAUTHORIZED, "a valid bearer token is required");
-        return false;
+        return STEP_ANSWERED;
     }
     size_t tl = 0;
     const char *tn = tg_tenants_name(p->tenants, r->tenant, &tl);
     if (tn == NULL || !copy_view(r->tenant_name, TG_TENANT_MAX, &r->tenant_len, tn, tl)) {
         tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
-        return false;
+        return STEP_ANSWERED;
     }
     tg_bulkhead_reason_t why;
     if (tg_bulkhead_enter(p->bulkhead, r->tenant, &why) != TG_OK) {
@@ -457,7 +505,7 @@ static bool admit(eval_req_t *r) {
                        why == TG_BULKHEAD_TENANT_FULL
                            ? "too many requests in flight for this tenant; retry shortly"
                            : "too many requests in flight; retry shortly");
-        return false;
+        return STEP_ANSWERED;
     }
     r->bulkhead_held = true;
     tg_rate_info_t info;
@@ -469,9 +517,9 @@ static bool admit(eval_req_t *r) {
         tg_reply_error(ex, TG_ERR_RATE_LIMITED,
                        info.scope == TG_RATE_SCOPE_TENANT ? "tenant rate limit exceeded"
                                                           : "server rate limit exceeded");
-        return false;
+        return STEP_ANSWERED;
     }
-    return true;
+    return STEP_NEXT;
 }
 
 static void respond_decide(eval_req_t *r, const tg_decision_t *d, const tg_policy_t *pol) {
@@ -515,10 +563,13 @@ static void respond_decide(eval_req_t *r, const tg_decision_t *d, const tg_polic
 static tg_err_t replay_response(tg_pipeline_t *p, const tg_idem_result_t *res, tg_buf_t *out,
                                 bool *permit);
 
-/* Steps 5-6: idempotency, then nonce. Returns false when the request is answered. */
-static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8_t req_hash[32]) {
+/* Step 3, the transport fields: the idempotency key (body member or header, which must then
+ * agree) and the nonce, checked against their limits and copied into r. Nothing is reserved
+ * yet, so a refusal here needs no undo. */
+static step_t read_keys(eval_req_t *r, steps_t *s) {
     tg_pipeline_t *p = r->p;
     tg_exchange_t *ex = r->ex;
+    const tg_request_meta_t *meta = &s->meta;
     size_t maxk = (size_t)p->cfg.max_idempotency_key;
     size_t maxn = (size_t)p->cfg.max_nonce;
     const char *hdr = ex->idempotency_header;
@@ -527,34 +578,34 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
          memcmp(hdr, meta->idempotency_key.ptr, meta->idempotency_key.len) != 0)) {
         tg_reply_error(ex, TG_ERR_REQUEST_INVALID,
                        "Idempotency-Key header and idempotency_key differ");
-        return false;
+        return STEP_ANSWERED;
     }
     const char *k = meta->idempotency_key.ptr ? meta->idempotency_key.ptr : hdr;
     size_t kl = meta->idempotency_key.ptr ? meta->idempotency_key.len : (hdr ? strlen(hdr) : 0);
     if (k != NULL) {
         if (kl == 0) {
             tg_reply_error(ex, TG_ERR_REQUEST_INVALID, "idempotency key is empty");
-            return false;
+            return STEP_ANSWERED;
         }
         if (kl > maxk || !copy_view(r->idem, TG_KEY_MAX, &r->idem_len, k, kl)) {
             tg_reply_limit(ex, TG_ANSWER_INVALID_REQUEST, "max_idempotency_key", maxk,
                            "idempotency key is %zu bytes, longer than --max-idempotency-key %zu",
                            kl, maxk);
-            return false;
+            return STEP_ANSWERED;
         }
         r->has_idem = true;
     }
     if (meta->nonce.ptr != NULL) {
         if (meta->nonce.len == 0) {
             tg_reply_error(ex, TG_ERR_REQUEST_INVALID, "nonce is empty");
-            return false;
+            return STEP_ANSWERED;
         }
         if (meta->nonce.len > maxn ||
             !copy_view(r->nonce, TG_KEY_MAX, &r->nonce_len, meta->nonce.ptr, meta->nonce.len)) {
             tg_reply_limit(ex, TG_ANSWER_INVALID_REQUEST, "max_nonce", maxn,
                            "nonce is %zu bytes, longer than --max-nonce %zu",
                            (size_t)meta->nonce.len, maxn);
-            return false;
+            return STEP_ANSWERED;
         }
         r->has_nonce = true;
     }
@@ -570,7 +621,7 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
         if (mrc != TG_OK && mrc != TG_ERR_LIMIT) {
             /* Only the Idempotency-Key header can get here: JSON strings are valid UTF-8. */
             tg_reply_error(ex, TG_ERR_REQUEST_INVALID, "idempotency key is not valid UTF-8 text");
-            return false;
+            return STEP_ANSWERED;
         }
         if (mrc != TG_OK) {
             tg_reply_limit(ex, TG_ANSWER_INVALID_REQUEST, "max_record_meta",
@@ -579,68 +630,85 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
                            "JSON-escaped into the ledger record (fewer control characters, "
                            "quotes or backslashes)",
                            TG_LEDGER_META_MAX);
-            return false;
+            return STEP_ANSWERED;
         }
     }
-    if (r->has_idem) {
-        tg_idem_result_t res;
-        memset(&res, 0, sizeof res);
-        tg_err_t rc = tg_store_idem_begin(p->store, r->tenant_name, r->tenant_len, r->idem,
-                                          r->idem_len, req_hash, tg_clock_now_ms(), &res);
-        if (rc == TG_ERR_LIMIT) {
-            tg_reply_error(ex, TG_ERR_OVERLOADED, "idempotency table is full; retry later");
-            return false;
-        }
-        if (rc == TG_ERR_CONFLICT) {
-            tg_reply_error(ex, rc, "this idempotency key was used for a different request");
-            return false;
-        }
-        if (rc == TG_ERR_IN_FLIGHT) {
-            tg_reply_error(ex, rc, "a request with this idempotency key is still in flight");
-            return false;
-        }
-        if (rc != TG_OK) {
-            tg_reply_error(ex, rc, "idempotency key rejected");
-            return false;
-        }
-        if (res.state == TG_IDEM_REPLAY) {
-            bool permit = false;
-            tg_err_t prc = replay_response(p, &res, &ex->out, &permit);
-            tg_idem_result_free(&res);
-            if (prc != TG_OK) {
-                /* Never execute the request again: its record exists but cannot be read
-                 * back, which is the operator's to look at (the log says which). */
-                TG_LOG(TG_LOG_ERROR, "idempotent_replay",
-                       "request %s: stored response cannot be rebuilt from the ledger: %s",
-                       ex->request_id, tg_strerror(prc));
-                tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
-                return false;
-            }
-            /* The body is the stored one byte for byte; the status is this route's for
-             * the stored decision. A key first used on /v1/evaluate (always 200) and
-             * replayed on /execute must still answer 403 to a DENY or SILENCE: a gate
-             * that trusts /execute's status would otherwise run a denied action. */
-            ex->replayed = true;
-            tg_reply_ok(ex, decision_answer(r->mode, permit));
-            atomic_fetch_add_explicit(&p->metrics.idem_replays, 1, memory_order_relaxed);
-            return false;
-        }
-        r->idem_reserved = true;
+    return STEP_NEXT;
+}
+
+/* Step 5: the idempotency key. Seen with this request hash: the stored response is
+ * rebuilt and replayed; with another, or still in flight: 409. Otherwise it is reserved
+ * (released if the request ends without a durable record). */
+static step_t check_idempotency(eval_req_t *r, steps_t *s) {
+    tg_pipeline_t *p = r->p;
+    tg_exchange_t *ex = r->ex;
+    if (!r->has_idem) {
+        return STEP_NEXT;
     }
-    if (r->has_nonce) {
-        tg_err_t rc = tg_store_nonce_use(p->store, r->tenant_name, r->tenant_len, r->nonce,
-                                         r->nonce_len, tg_clock_now_ms());
-        if (rc == TG_ERR_REPLAY) {
-            fail(r, rc, "this nonce was already used");
-            return false;
-        }
-        if (rc != TG_OK) {
-            fail(r, rc == TG_ERR_LIMIT ? TG_ERR_OVERLOADED : rc, "nonce rejected");
-            return false;
-        }
-        r->nonce_used = true;
+    tg_idem_result_t res;
+    memset(&res, 0, sizeof res);
+    tg_err_t rc = tg_store_idem_begin(p->store, r->tenant_name, r->tenant_len, r->idem, r->idem_len,
+                                      s->req_hash, tg_clock_now_ms(), &res);
+    if (rc == TG_ERR_LIMIT) {
+        tg_reply_error(ex, TG_ERR_OVERLOADED, "idempotency table is full; retry later");
+        return STEP_ANSWERED;
     }
-    return true;
+    if (rc == TG_ERR_CONFLICT) {
+        tg_reply_error(ex, rc, "this idempotency key was used for a different request");
+        return STEP_ANSWERED;
+    }
+    if (rc == TG_ERR_IN_FLIGHT) {
+        tg_reply_error(ex, rc, "a request with this idempotency key is still in flight");
+        return STEP_ANSWERED;
+    }
+    if (rc != TG_OK) {
+        tg_reply_error(ex, rc, "idempotency key rejected");
+        return STEP_ANSWERED;
+    }
+    if (res.state == TG_IDEM_REPLAY) {
+        bool permit = false;
+        tg_err_t prc = replay_response(p, &res, &ex->out, &permit);
+        tg_idem_result_free(&res);
+        if (prc != TG_OK) {
+            /* Never execute the request again: its record exists but cannot be read
+             * back, which is the operator's to look at (the log says which). */
+            TG_LOG(TG_LOG_ERROR, "idempotent_replay",
+                   "request %s: stored response cannot be rebuilt from the ledger: %s",
+                   ex->request_id, tg_strerror(prc));
+            tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
+            return STEP_ANSWERED;
+        }
+        /* The body is the stored one byte for byte; the status is this route's for
+         * the stored decision. A key first used on /v1/evaluate (always 200) and
+         * replayed on /execute must still answer 403 to a DENY or SILENCE: a gate
+         * that trusts /execute's status would otherwise run a denied action. */
+        ex->replayed = true;
+        tg_reply_ok(ex, decision_answer(r->mode, permit));
+        atomic_fetch_add_explicit(&p->metrics.idem_replays, 1, memory_order_relaxed);
+        return STEP_ANSWERED;
+    }
+    r->idem_reserved = true;
+    return STEP_NEXT;
+}
+
+/* Step 6: the nonce, single use per tenant (kept once the record is durable). */
+static step_t consume_nonce(eval_req_t *r, steps_t *s) {
+    (void)s;
+    if (!r->has_nonce) {
+        return STEP_NEXT;
+    }
+    tg_err_t rc = tg_store_nonce_use(r->p->store, r->tenant_name, r->tenant_len, r->nonce,
+                                     r->nonce_len, tg_clock_now_ms());
+    if (rc == TG_ERR_REPLAY) {
+        fail(r, rc, "this nonce was already used");
+        return STEP_ANSWERED;
+    }
+    if (rc != TG_OK) {
+        fail(r, rc == TG_ERR_LIMIT ? TG_ERR_OVERLOADED : rc, "nonce rejected");
+        return STEP_ANSWERED;
+    }
+    r->nonce_used = true;
+    return STEP_NEXT;
 }
 
 /* Step 8: the signed receipt for PERMIT and DENY, appended to out. */
@@ -718,142 +786,132 @@ static bool receipt_fields_ok(tg_exchange_t *ex, const tg_frame_t *f, const tg_r
                            m->prev_receipt_hash.len, false);
 }
 
-/* Steps 3-9. Returns true when r was handed to the ledger (it may already be freed):
- * the caller must not touch r then. */
-static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
-    tg_pipeline_t *p = r->p;
-    tg_exchange_t *ex = r->ex;
-    const tg_policy_t *pol = ref->policy;
-    tg_frame_t frame;
-    tg_request_meta_t meta;
+/* Step 3: the request against its surface (tg_frame_from_request: members, types, limits,
+ * the surface), and the members a receipt would copy. */
+static step_t resolve_surface(eval_req_t *r, steps_t *s) {
     tg_diag_t diag = {{0}};
-
-    /* step 3: validate and resolve the surface */
-    tg_err_t rc = tg_frame_from_request(&frame, &meta, pol, req, &diag);
+    tg_err_t rc = tg_frame_from_request(&s->frame, &s->meta, s->pol, s->req, &diag);
     if (rc != TG_OK) {
-        tg_reply_error(ex, rc, diag.msg[0] ? diag.msg : NULL);
-        return false;
+        tg_reply_error(r->ex, rc, diag.msg[0] ? diag.msg : NULL);
+        return STEP_ANSWERED;
     }
-    (void)copy_view(r->surface, TG_POLICY_MAX_NAME, &r->surface_len, frame.surface_name.ptr,
-                    frame.surface_name.len);
-    if (!receipt_fields_ok(ex, &frame, &meta)) {
-        return false;
-    }
+    (void)copy_view(r->surface, TG_POLICY_MAX_NAME, &r->surface_len, s->frame.surface_name.ptr,
+                    s->frame.surface_name.len);
+    return receipt_fields_ok(r->ex, &s->frame, &s->meta) ? STEP_NEXT : STEP_ANSWERED;
+}
 
-    tg_decision_t d;
-    if (r->mode == TG_MODE_DECIDE) {
-        tg_kernel_decide(&d, tg_policy_tables(pol), &frame);
-        r->verdict = d.verdict;
-        r->reason = d.reason;
-        tg_metrics_decision(&p->metrics, r->surface, r->surface_len,
-                            d.verdict == TG_PERMIT ? 0
-                            : d.verdict == TG_DENY ? 1
-                                                   : 2);
-        respond_decide(r, &d, pol);
-        return false;
-    }
+/* /decide: step 7 alone, unsigned and unrecorded (SPEC §3: the fast path). */
+static step_t decide_only(eval_req_t *r, steps_t *s) {
+    tg_kernel_decide(&s->d, tg_policy_tables(s->pol), &s->frame);
+    r->verdict = s->d.verdict;
+    r->reason = s->d.reason;
+    tg_metrics_decision(&r->p->metrics, r->surface, r->surface_len, verdict_index(s->d.verdict));
+    respond_decide(r, &s->d, s->pol);
+    return STEP_ANSWERED;
+}
 
-    /* step 4: request hash */
-    uint8_t req_hash[32];
-    char req_hex[65];
-    rc = tg_request_hash(req_hash, &frame, &meta, NULL);
+/* Step 4: request_hash, over the normalized request (transport fields excluded). */
+static step_t hash_request(eval_req_t *r, steps_t *s) {
+    tg_err_t rc = tg_request_hash(s->req_hash, &s->frame, &s->meta, NULL);
     if (rc != TG_OK) {
-        tg_reply_error(ex, rc == TG_ERR_NOMEM ? TG_ERR_INTERNAL : TG_ERR_REQUEST_INVALID,
+        tg_reply_error(r->ex, rc == TG_ERR_NOMEM ? TG_ERR_INTERNAL : TG_ERR_REQUEST_INVALID,
                        "request cannot be canonicalized");
-        return false;
+        return STEP_ANSWERED;
     }
-    tg_hex(req_hex, req_hash, 32);
+    tg_hex(s->req_hex, s->req_hash, 32);
+    return STEP_NEXT;
+}
 
-    /* steps 5-6 */
-    if (!claim_keys(r, &meta, req_hash)) {
-        return false;
-    }
-
-    /* step 7: the kernel */
-    tg_kernel_decide(&d, tg_policy_tables(pol), &frame);
+/* Step 7: the kernel, then what the decision fixes: its reason, its execution id. */
+static step_t decide(eval_req_t *r, steps_t *s) {
+    tg_pipeline_t *p = r->p;
+    tg_kernel_decide(&s->d, tg_policy_tables(s->pol), &s->frame);
     /* A signed receipt must be readable by GET /v1/receipts: with the index full, refuse
      * now (503, claims released) rather than sign a receipt that route would deny
      * knowing. The insert after the ledger append stays the authority (see settle). */
-    if (d.verdict != TG_SILENCE && !tg_store_has_room(p->receipts, TG_RECEIPT_INDEX_ENTRY_BYTES)) {
+    if (s->d.verdict != TG_SILENCE &&
+        !tg_store_has_room(p->receipts, TG_RECEIPT_INDEX_ENTRY_BYTES)) {
         fail(r, TG_ERR_OVERLOADED, "the receipt index is full; retry later");
-        return false;
+        return STEP_ANSWERED;
     }
-    r->verdict = d.verdict;
-    (void)copy_view(r->reason_copy, TG_POLICY_MAX_REASON, &(size_t){0}, d.reason, strlen(d.reason));
+    r->verdict = s->d.verdict;
+    (void)copy_view(r->reason_copy, TG_POLICY_MAX_REASON, &(size_t){0}, s->d.reason,
+                    strlen(s->d.reason));
     r->reason = r->reason_copy;
-    tg_metrics_decision(&p->metrics, r->surface, r->surface_len,
-                        d.verdict == TG_PERMIT ? 0
-                        : d.verdict == TG_DENY ? 1
-                                               : 2);
-
+    tg_metrics_decision(&p->metrics, r->surface, r->surface_len, verdict_index(s->d.verdict));
     /* From the idempotency key, else random: never from the nonce (receipt.h says why). */
     if (tg_receipt_execution_id(r->exec_id, r->tenant_name, r->tenant_len, r->surface,
-                                r->surface_len, req_hex, 64, r->has_idem ? r->idem : NULL,
+                                r->surface_len, s->req_hex, 64, r->has_idem ? r->idem : NULL,
                                 r->idem_len) != TG_OK) {
-        /* claim_keys refused empty keys and neither JSON nor a header value can hold 0x00:
+        /* read_keys refused empty keys and neither JSON nor a header value can hold 0x00:
          * a bug if it happens, and no receipt goes out with an id that may be another's */
         fail(r, TG_ERR_INTERNAL, NULL);
-        return false;
+        return STEP_ANSWERED;
     }
+    s->detail_len = tg_decision_detail(s->detail, sizeof s->detail, &s->d);
+    return STEP_NEXT;
+}
 
-    /* step 8: receipt (PERMIT, DENY) or the unsigned SILENCE record */
+/* Step 8: the record (the signed receipt for PERMIT and DENY, the unsigned SILENCE record),
+ * its meta, and the response that will go out once the record is durable. */
+static step_t build_receipt(eval_req_t *r, steps_t *s) {
+    tg_pipeline_t *p = r->p;
+    tg_exchange_t *ex = r->ex;
+    const tg_decision_t *d = &s->d;
     int64_t now = tg_clock_now_ms();
-    tg_buf_t record, meta_buf;
-    tg_buf_init(&record, TG_LEDGER_PAYLOAD_MAX);
-    tg_buf_init(&meta_buf, TG_LEDGER_META_MAX);
     /* A receipt is ~1.1 KB and its response ~1.4 KB: one allocation each instead of the
      * doubling steps from 256 bytes (allocation failure here is retried by the appends). */
-    TG_IGNORE(tg_buf_reserve(&record, 2048));
+    TG_IGNORE(tg_buf_reserve(&s->record, 2048));
     TG_IGNORE(tg_buf_reserve(&ex->out, 2048));
     /* The status is part of the record (meta "s"): a replay answers with it. */
-    int status = tg_answer_status(decision_answer(r->mode, d.verdict == TG_PERMIT));
-    uint8_t type = d.verdict == TG_SILENCE ? TG_LEDGER_TYPE_SILENCE : TG_LEDGER_TYPE_RECEIPT;
-    char detail[TG_DETAIL_MAX];
-    size_t detail_len = tg_decision_detail(detail, sizeof detail, &d);
-    bool handed_off = false;
-    if (type == TG_LEDGER_TYPE_RECEIPT && p->signer == NULL) {
+    r->status = tg_answer_status(decision_answer(r->mode, d->verdict == TG_PERMIT));
+    s->type = d->verdict == TG_SILENCE ? TG_LEDGER_TYPE_SILENCE : TG_LEDGER_TYPE_RECEIPT;
+    if (s->type == TG_LEDGER_TYPE_RECEIPT && p->signer == NULL) {
         fail(r, TG_ERR_NO_KEY, "no signing key is loaded");
-        goto done;
+        return STEP_ANSWERED;
     }
-    if (type == TG_LEDGER_TYPE_RECEIPT) {
-        rc = sign_receipt(r, &record, &frame, &meta, ref, req_hex, now);
+    const char *pv = tg_policy_version(s->pol);
+    tg_err_t rc;
+    if (s->type == TG_LEDGER_TYPE_RECEIPT) {
+        rc = sign_receipt(r, &s->record, &s->frame, &s->meta, s->ref, s->req_hex, now);
     } else {
         tg_record_silence_t sil = {
             .execution_id = {r->exec_id, strlen(r->exec_id)},
             .tenant = {r->tenant_name, r->tenant_len},
             .surface = {r->surface, r->surface_len},
-            .action = {frame.action.ptr, frame.action.len},
-            .actor = {frame.actor.ptr, frame.actor.len},
+            .action = {s->frame.action.ptr, s->frame.action.len},
+            .actor = {s->frame.actor.ptr, s->frame.actor.len},
             .reason = {r->reason, strlen(r->reason)},
-            .request_hash = {req_hex, 64},
-            .policy_version = {tg_policy_version(pol), strlen(tg_policy_version(pol))},
-            .policy_hash = {tg_policy_hash_hex(pol), 64},
-            .detail = {detail, detail_len},
+            .request_hash = {s->req_hex, 64},
+            .policy_version = {pv, strlen(pv)},
+            .policy_hash = {tg_policy_hash_hex(s->pol), 64},
+            .detail = {s->detail, s->detail_len},
             .at_ms = now,
         };
-        rc = tg_record_silence_write(&record, &sil);
+        rc = tg_record_silence_write(&s->record, &sil);
     }
     if (rc == TG_OK) {
-        tg_record_meta_t m = meta_of(r, req_hex, now, status);
-        rc = tg_record_meta_write(&meta_buf, &m);
+        tg_record_meta_t m = meta_of(r, s->req_hex, now, r->status);
+        rc = tg_record_meta_write(&s->meta_buf, &m);
     }
     if (rc == TG_OK) {
         tg_buf_reset(&ex->out);
-        const char *pv = tg_policy_version(pol);
         tg_decision_body_t body = {
-            .decision = tg_verdict_name(d.verdict),
+            .decision = tg_verdict_name(d->verdict),
             .reason = {r->reason, strlen(r->reason)},
             .execution_id = {r->exec_id, strlen(r->exec_id)},
-            .request_hash = {req_hex, 64},
+            .request_hash = {s->req_hex, 64},
             .policy_version = {pv, strlen(pv)},
-            .detail = detail_len > 0 ? (tg_text_t){detail, detail_len} : (tg_text_t){NULL, 0},
-            .receipt = type == TG_LEDGER_TYPE_RECEIPT ? (tg_text_t){record.data, record.len}
-                                                      : (tg_text_t){NULL, 0},
+            .detail =
+                s->detail_len > 0 ? (tg_text_t){s->detail, s->detail_len} : (tg_text_t){NULL, 0},
+            .receipt = s->type == TG_LEDGER_TYPE_RECEIPT
+                           ? (tg_text_t){s->record.data, s->record.len}
+                           : (tg_text_t){NULL, 0},
         };
         rc = tg_decision_body_open(&ex->out, &body);
     }
     if (rc == TG_OK && ex->explain) {
-        rc = tg_decision_trace_append(&ex->out, &d, pol, &frame);
+        rc = tg_decision_trace_append(&ex->out, d, s->pol, &s->frame);
     }
     if (rc == TG_OK) {
         rc = tg_buf_putc(&ex->out, '}');
@@ -866,24 +924,30 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
                        "the receipt for this request would exceed the %d-byte ledger record; "
                        "shorten action, actor, subjectDigest or prevReceiptHash",
                        TG_LEDGER_PAYLOAD_MAX);
-        goto done;
+        return STEP_ANSWERED;
     }
     if (rc != TG_OK) {
         fail(r, TG_ERR_INTERNAL, NULL);
-        goto done;
+        return STEP_ANSWERED;
     }
-    tg_reply_ok(ex, decision_answer(r->mode, d.verdict == TG_PERMIT));
-    r->status = status; /* what the stored idempotent entry replays (settle_store) */
+    tg_reply_ok(ex, decision_answer(r->mode, d->verdict == TG_PERMIT));
+    return STEP_NEXT;
+}
 
-    /* step 9: durable before the response leaves. With --durability none there is no
-     * fdatasync to share, so the record is written on this thread and the response goes
-     * out at once; otherwise the connection waits, suspended, for the group commit. */
+/* Step 9: durable before the response leaves. With --durability none there is no
+ * fdatasync to share, so the record is written on this thread and the response goes out at
+ * once; otherwise the connection waits, suspended, for the group commit (see "waiting for
+ * the ledger"). STEP_HANDED_OFF: r belongs to the ledger's callback and the exchange's
+ * resume hook now, and may already be freed. */
+static step_t append_durably(eval_req_t *r, steps_t *s) {
+    tg_pipeline_t *p = r->p;
+    tg_exchange_t *ex = r->ex;
     if (p->cfg.durability == TG_CONFIG_DURABILITY_NONE) {
         tg_ledger_pos_t pos;
-        rc = tg_ledger_append_now(p->ledger, type, meta_buf.data, meta_buf.len, record.data,
-                                  record.len, &pos);
+        tg_err_t rc = tg_ledger_append_now(p->ledger, s->type, s->meta_buf.data, s->meta_buf.len,
+                                           s->record.data, s->record.len, &pos);
         settle(r, rc, &pos);
-        goto done;
+        return STEP_ANSWERED;
     }
     /* Until on_durable says otherwise, the record is not durable: a hook that ran first
      * (the connection ended before the ledger answered) releases, never stores. */
@@ -894,23 +958,44 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
          * start waiting now (its connection would outlive the HTTP server). */
         release_reservations(r);
         tg_reply_fail(ex, TG_ANSWER_OVERLOADED, "the server is shutting down; retry shortly");
-        goto done;
+        return STEP_ANSWERED;
     }
     ex->on_resume = on_resume;
     ex->on_resume_ud = r;
     tg_exchange_defer(ex);
-    rc = tg_ledger_append(p->ledger, type, meta_buf.data, meta_buf.len, record.data, record.len,
-                          on_durable, r);
+    tg_err_t rc = tg_ledger_append(p->ledger, s->type, s->meta_buf.data, s->meta_buf.len,
+                                   s->record.data, s->record.len, on_durable, r);
     if (rc != TG_OK) {
         on_durable(r, rc, NULL);
     }
-    handed_off = true; /* on_resume owns r now */
-done:
-    tg_buf_free(&record);
-    tg_buf_free(&meta_buf);
-    return handed_off;
+    return STEP_HANDED_OFF;
 }
 
+/* Step 3's first half: the body is JSON within the limits (jansson; duplicates refused). */
+static step_t parse_request(eval_req_t *r, steps_t *s) {
+    tg_exchange_t *ex = r->ex;
+    tg_pipeline_t *p = r->p;
+    if (!tg_http_content_type_is_json(ex->content_type)) {
+        tg_reply_fail(ex, TG_ANSWER_UNSUPPORTED_MEDIA, "Content-Type must be application/json");
+        return STEP_ANSWERED;
+    }
+    if (r->mode != TG_MODE_DECIDE && p->cfg.durability == TG_CONFIG_DURABILITY_FSYNC) {
+        tg_ledger_announce(p->ledger); /* a record is probably coming: see ledger.h */
+        r->announced = true;
+    }
+    tg_diag_t diag = {{0}};
+    tg_err_t rc = tg_json_parse(&s->req, ex->body, ex->body_len, &p->limits, &diag);
+    if (rc != TG_OK) {
+        tg_reply_json_error(ex, &p->limits, rc, diag.msg);
+        return STEP_ANSWERED;
+    }
+    s->ref = tg_pipeline_policy_acquire(p, &s->hold);
+    s->pol = s->ref->policy;
+    return STEP_NEXT;
+}
+
+/* SPEC §3.3 in order. Each step either passes the request on (STEP_NEXT), answers it, or,
+ * the last one, hands it to the ledger. */
 void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mode) {
     eval_req_t *r = eval_req_new();
     if (r == NULL) {
@@ -923,47 +1008,31 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
     memcpy(r->rid, ex->request_id, sizeof r->rid);
     r->mode = mode;
     r->tenant = TG_GUARD_NO_TENANT;
-    tg_policy_ref_t *ref = NULL;
-    json_t *req = NULL;
-
-    if (ex->body_too_large) {
-        tg_reply_body_too_large(ex, (size_t)p->cfg.max_body);
-        goto out;
-    }
-    if (!admit(r)) {
-        goto out;
-    }
-    if (!tg_http_content_type_is_json(ex->content_type)) {
-        tg_reply_fail(ex, TG_ANSWER_UNSUPPORTED_MEDIA, "Content-Type must be application/json");
-        goto out;
-    }
-    if (mode != TG_MODE_DECIDE && p->cfg.durability == TG_CONFIG_DURABILITY_FSYNC) {
-        tg_ledger_announce(p->ledger); /* a record is probably coming: see ledger.h */
-        r->announced = true;
-    }
-    tg_diag_t diag = {{0}};
+    steps_t s;
+    steps_init(&s);
     /* Every jansson value of this request lives and dies between here and scope_end
      * (canon.h): parsed body, request-hash object, SILENCE record, trace. */
     tg_json_scope_begin();
-    tg_err_t rc = tg_json_parse(&req, ex->body, ex->body_len, &p->limits, &diag);
-    if (rc != TG_OK) {
-        tg_json_scope_end();
-        tg_reply_json_error(ex, &p->limits, rc, diag.msg);
-        goto out;
+    step_t st = admit(r);                  /* 1-2 */
+    st = st ? st : parse_request(r, &s);   /* 3 */
+    st = st ? st : resolve_surface(r, &s); /* 3 */
+    if (st == STEP_NEXT && mode == TG_MODE_DECIDE) {
+        st = decide_only(r, &s); /* 7, /decide */
     }
-    tg_swap_ref_t hold;
-    ref = tg_pipeline_policy_acquire(p, &hold);
-    bool handed_off = run(r, ref, req);
-    tg_pipeline_policy_release(p, &hold);
-    json_decref(req);
+    st = st ? st : read_keys(r, &s);         /* 3 */
+    st = st ? st : hash_request(r, &s);      /* 4 */
+    st = st ? st : check_idempotency(r, &s); /* 5 */
+    st = st ? st : consume_nonce(r, &s);     /* 6 */
+    st = st ? st : decide(r, &s);            /* 7 */
+    st = st ? st : build_receipt(r, &s);     /* 8 */
+    st = st ? st : append_durably(r, &s);    /* 9 */
+    steps_end(p, &s);
     tg_json_scope_end();
-    if (handed_off) {
-        return;
+    if (st != STEP_HANDED_OFF) {
+        announce_end(r);
+        finish(r);
+        eval_req_free(r);
     }
-out:
-    announce_end(r);
-    finish(r);
-    eval_req_free(r);
 }
 
 /* ---- restart: rebuild the tables from the ledger ------------------------------------ */
