@@ -9,9 +9,11 @@
 #include "trigguard/canon.h"
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <pthread.h>
 #include <sanitizer/asan_interface.h>
 #define ARENA_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
 #define ARENA_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#define ARENA_TRACK_EXIT 1
 #else
 #define ARENA_POISON(p, n) ((void)(p), (void)(n))
 #define ARENA_UNPOISON(p, n) ((void)(p), (void)(n))
@@ -55,8 +57,32 @@ static void arena_free(void *p) {
 
 void tg_json_alloc_install(void) { json_set_alloc_funcs(arena_malloc, arena_free); }
 
+#ifdef ARENA_TRACK_EXIT
+/* A thread's TLS is unmapped when it exits, and the next mmap (a large malloc) may reuse
+ * the pages: left poisoned, they would fail as use-after-poison in whatever is allocated
+ * there. So a thread that poisoned its arena unpoisons it on its way out (a key
+ * destructor runs in the exiting thread, before its TLS goes). */
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void unpoison_at_exit(void *unused) {
+    (void)unused;
+    ARENA_UNPOISON(tl_arena, sizeof tl_arena);
+}
+
+static void make_exit_key(void) { (void)pthread_key_create(&exit_key, unpoison_at_exit); }
+
+static void track_exit(void) {
+    (void)pthread_once(&exit_once, make_exit_key);
+    (void)pthread_setspecific(exit_key, tl_arena); /* any non-NULL value runs the destructor */
+}
+#else
+static void track_exit(void) {}
+#endif
+
 void tg_json_scope_begin(void) {
     if (!tl_poisoned) {
+        track_exit();
         ARENA_POISON(tl_arena, sizeof tl_arena);
         tl_poisoned = true;
     }

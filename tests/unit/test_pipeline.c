@@ -11,6 +11,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -466,6 +467,201 @@ static void test_reload_under_load(void **state) {
     tg_pipeline_destroy(l.p);
 }
 
+/* ---- every step's answers ------------------------------------------------------------- */
+
+typedef struct {
+    const char *label;
+    const char *method, *path;
+    const char *auth;        /* NULL: the acme token; "" none */
+    const char *ctype;       /* NULL: application/json */
+    const char *idem_header; /* Idempotency-Key, or NULL */
+    bool body_too_large;     /* as the HTTP layer flags it */
+    const char *body;
+    int status;
+    const char *error; /* the error body's code, or NULL for a success answer */
+    const char *has;   /* a substring the body must hold, or NULL */
+} case_t;
+
+static void call_case(reply_t *r, tg_pipeline_t *p, const case_t *c) {
+    tg_exchange_t ex;
+    memset(&ex, 0, sizeof ex);
+    ex.method = c->method;
+    ex.path = c->path;
+    ex.authorization = c->auth == NULL ? "Bearer tok-acme" : c->auth[0] ? c->auth : NULL;
+    ex.content_type = c->ctype != NULL ? c->ctype : "application/json";
+    ex.idempotency_header = c->idem_header;
+    ex.body_too_large = c->body_too_large;
+    snprintf(ex.request_id, sizeof ex.request_id, "test-steps");
+    ex.body = c->body != NULL ? c->body : "";
+    ex.body_len = strlen(ex.body);
+    ex.url_bytes = strlen(c->path);
+    ex.start_ns = tg_clock_mono_ns();
+    tg_buf_init(&ex.out, 0);
+    tg_pipeline_handle(p, &ex);
+    r->status = ex.status;
+    r->body = ex.out;
+}
+
+#define CHARGE(x) "{\"surface\":\"payments.charge\",\"actor\":\"agent.billing\"" x "}"
+
+/* One request per way each step of SPEC §3.3 can end, through tg_pipeline_handle: the
+ * status, the error code, and what the body must say. In order, so that the idempotency and
+ * nonce cases see what the earlier ones stored. */
+static const case_t cases[] = {
+    /* 1-2 admit */
+    {"no token", "POST", "/v1/evaluate", "", NULL, NULL, false, CHARGE(""), 401, "unauthorized",
+     NULL},
+    {"wrong token", "POST", "/v1/evaluate", "Bearer nope", NULL, NULL, false, CHARGE(""), 401,
+     "unauthorized", NULL},
+    {"body too large", "POST", "/v1/evaluate", NULL, NULL, NULL, true, "", 413, "body_too_large",
+     "\"limit\":\"max_body\""},
+    /* 3 parse */
+    {"not JSON content", "POST", "/v1/evaluate", NULL, "text/plain", NULL, false, CHARGE(""), 415,
+     "unsupported_media_type", NULL},
+    {"invalid JSON", "POST", "/v1/evaluate", NULL, NULL, NULL, false, "{\"surface\":", 400,
+     "invalid_json", NULL},
+    {"duplicate member", "POST", "/v1/evaluate", NULL, NULL, NULL, false,
+     "{\"surface\":\"a\",\"surface\":\"b\"}", 400, "invalid_json", NULL},
+    {"too deep", "POST", "/v1/evaluate", NULL, NULL, NULL, false,
+     "{\"surface\":\"example\",\"context\":{\"a\":"
+     "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1"
+     "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}",
+     400, "invalid_request", "\"limit\":\"max_depth\""},
+    /* 3 resolve the surface */
+    {"unknown surface", "POST", "/v1/evaluate", NULL, NULL, NULL, false, "{\"surface\":\"nope\"}",
+     400, "unknown_surface", NULL},
+    {"unknown member", "POST", "/v1/evaluate", NULL, NULL, NULL, false,
+     "{\"surface\":\"example\",\"extra\":1}", 400, "invalid_request", NULL},
+    {"wrong type", "POST", "/v1/evaluate", NULL, NULL, NULL, false, "{\"surface\":7}", 400,
+     "invalid_request", NULL},
+    /* 3 the transport fields */
+    {"empty key", "POST", "/v1/evaluate", NULL, NULL, NULL, false,
+     CHARGE(",\"idempotency_key\":\"\""), 400, "invalid_request", NULL},
+    {"key header and body differ", "POST", "/v1/evaluate", NULL, NULL, "k-other", false,
+     CHARGE(",\"idempotency_key\":\"k-1\""), 400, "invalid_request", NULL},
+    {"empty nonce", "POST", "/v1/evaluate", NULL, NULL, NULL, false, CHARGE(",\"nonce\":\"\""), 400,
+     "invalid_request", NULL},
+    /* 7-9 decisions */
+    {"PERMIT", "POST", "/v1/evaluate", NULL, NULL, NULL, false,
+     CHARGE(",\"context\":{\"amount\":5,\"currency\":\"USD\"},\"idempotency_key\":\"k-1\""), 200,
+     NULL, "\"decision\":\"PERMIT\""},
+    {"DENY on /v1/evaluate is 200", "POST", "/v1/evaluate", NULL, NULL, NULL, false,
+     "{\"surface\":\"deploy.release\",\"context\":{\"target\":\"prod\",\"version\":\"1\"}}", 200,
+     NULL, "\"decision\":\"DENY\""},
+    {"DENY on /execute is 403", "POST", "/execute", NULL, NULL, NULL, false,
+     "{\"surface\":\"deploy.release\",\"context\":{\"target\":\"prod\",\"version\":\"1\"}}", 403,
+     NULL, "\"receipt\":"},
+    {"SILENCE names the missing field", "POST", "/v1/evaluate", NULL, NULL, NULL, false,
+     CHARGE(",\"context\":{\"currency\":\"USD\"},\"idempotency_key\":\"k-silence\""), 200, NULL,
+     "\"detail\":\"context.amount is missing or not of its declared type\""},
+    {"SILENCE on /execute is 403, no receipt", "POST", "/execute", NULL, NULL, NULL, false,
+     CHARGE(",\"context\":{\"currency\":\"USD\"}"), 403, NULL, "\"decision\":\"SILENCE\""},
+    {"/decide SILENCE has its detail", "POST", "/decide", NULL, NULL, NULL, false,
+     CHARGE(",\"context\":{\"currency\":\"USD\"}"), 200, NULL, "\"detail\":\"context.amount"},
+    /* 5 idempotency */
+    {"same key, same request: replay", "POST", "/v1/evaluate", NULL, NULL, NULL, false,
+     CHARGE(",\"context\":{\"amount\":5,\"currency\":\"USD\"},\"idempotency_key\":\"k-1\""), 200,
+     NULL, "\"decision\":\"PERMIT\""},
+    {"same key, other request: 409", "POST", "/v1/evaluate", NULL, NULL, NULL, false,
+     CHARGE(",\"context\":{\"amount\":6,\"currency\":\"USD\"},\"idempotency_key\":\"k-1\""), 409,
+     "idempotency_conflict", NULL},
+    {"a DENY replayed on /execute is 403", "POST", "/execute", NULL, NULL, "k-deny", false,
+     "{\"surface\":\"deploy.release\",\"context\":{\"target\":\"prod\",\"version\":\"1\"}}", 403,
+     NULL, NULL},
+    {"... and again", "POST", "/execute", NULL, NULL, "k-deny", false,
+     "{\"surface\":\"deploy.release\",\"context\":{\"target\":\"prod\",\"version\":\"1\"}}", 403,
+     NULL, "\"decision\":\"DENY\""},
+    /* 6 nonce */
+    {"nonce first use", "POST", "/v1/evaluate", NULL, NULL, NULL, false,
+     "{\"surface\":\"example\",\"nonce\":\"n-1\"}", 200, NULL, NULL},
+    {"nonce reused", "POST", "/v1/evaluate", NULL, NULL, NULL, false,
+     "{\"surface\":\"example\",\"nonce\":\"n-1\"}", 409, "replay_detected", NULL},
+    /* the route table */
+    {"no such route", "GET", "/nope", NULL, NULL, NULL, false, NULL, 404, "not_found", NULL},
+    {"wrong method", "GET", "/v1/evaluate", NULL, NULL, NULL, false, NULL, 405,
+     "method_not_allowed", NULL},
+    {"healthz", "GET", "/healthz", NULL, NULL, NULL, false, NULL, 200, NULL, "\"status\":\"ok\""},
+    {"readyz", "GET", "/readyz", NULL, NULL, NULL, false, NULL, 200, NULL, "\"ready\":true"},
+    {"receipt of another id", "GET", "/v1/receipts/exec_00000000000000000000000000000000", NULL,
+     NULL, NULL, false, NULL, 404, "not_found", NULL},
+};
+
+static void check_case(const case_t *c, const reply_t *r) {
+    if (r->status != c->status) {
+        fail_msg("%s: status %d, want %d (%s)", c->label, r->status, c->status,
+                 r->body.data ? r->body.data : "");
+    }
+    if (c->error != NULL) {
+        char want[96];
+        snprintf(want, sizeof want, "{\"error\":\"%s\"", c->error);
+        if (r->body.data == NULL || strncmp(r->body.data, want, strlen(want)) != 0) {
+            fail_msg("%s: body %s, want error %s", c->label, r->body.data ? r->body.data : "",
+                     c->error);
+        }
+    }
+    if (c->has != NULL && (r->body.data == NULL || strstr(r->body.data, c->has) == NULL)) {
+        fail_msg("%s: body %s lacks %s", c->label, r->body.data ? r->body.data : "", c->has);
+    }
+}
+
+static void test_steps(void **state) {
+    env_t *e = *state;
+    tg_diag_t diag = {{0}};
+    tg_pipeline_t *p = NULL;
+    assert_int_equal(open_pipeline(&p, e, "ledger-steps", &diag, NULL), TG_OK);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        reply_t r;
+        call_case(&r, p, &cases[i]);
+        check_case(&cases[i], &r);
+        reply_free(&r);
+    }
+    tg_pipeline_destroy(p);
+}
+
+/* An idempotent replay is the original response byte for byte, live and after a restart
+ * (rebuilt from the ledger record), for each kind of decision: PERMIT, DENY, SILENCE. */
+static void test_replay_bytes(void **state) {
+    env_t *e = *state;
+    tg_diag_t diag = {{0}};
+    const case_t kinds[] = {
+        {"permit", "POST", "/v1/evaluate", NULL, NULL, NULL, false,
+         CHARGE(
+             ",\"context\":{\"amount\":5,\"currency\":\"USD\"},\"idempotency_key\":\"r-permit\""),
+         200, NULL, NULL},
+        {"deny", "POST", "/v1/evaluate", NULL, NULL, "r-deny", false,
+         "{\"surface\":\"deploy.release\",\"context\":{\"target\":\"prod\",\"version\":\"1\"}}",
+         200, NULL, NULL},
+        {"silence", "POST", "/v1/evaluate", NULL, NULL, NULL, false,
+         CHARGE(",\"context\":{\"currency\":\"USD\"},\"idempotency_key\":\"r-silence\""), 200, NULL,
+         NULL},
+    };
+    enum { N = sizeof kinds / sizeof kinds[0] };
+    tg_buf_t first[N];
+    tg_pipeline_t *p = NULL;
+    assert_int_equal(open_pipeline(&p, e, "ledger-replay", &diag, NULL), TG_OK);
+    for (size_t i = 0; i < N; i++) {
+        reply_t r;
+        call_case(&r, p, &kinds[i]);
+        check_case(&kinds[i], &r);
+        first[i] = r.body;
+        call_case(&r, p, &kinds[i]);
+        check_case(&kinds[i], &r);
+        assert_string_equal(r.body.data, first[i].data);
+        reply_free(&r);
+    }
+    tg_pipeline_destroy(p);
+    assert_int_equal(open_pipeline(&p, e, "ledger-replay", &diag, NULL), TG_OK);
+    for (size_t i = 0; i < N; i++) {
+        reply_t r;
+        call_case(&r, p, &kinds[i]);
+        check_case(&kinds[i], &r);
+        assert_string_equal(r.body.data, first[i].data);
+        reply_free(&r);
+        tg_buf_free(&first[i]);
+    }
+    tg_pipeline_destroy(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_exec_id_key_and_nonce, setup, teardown),
@@ -473,6 +669,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_index_collision_replay, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_smaller_caps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_under_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_steps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replay_bytes, setup, teardown),
     };
     if (sodium_init() < 0) {
         return 1;
