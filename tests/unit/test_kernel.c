@@ -17,6 +17,7 @@
 #include "trigguard/policy.h"
 
 #include "support/fail_alloc.h"
+#include "support/read.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
@@ -28,41 +29,9 @@ static const char *src_root(void) {
     return s != NULL && s[0] != '\0' ? s : "../..";
 }
 
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        return NULL;
-    }
-    size_t cap = 1u << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    size_t got;
-    while (buf != NULL && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            char *nb = realloc(buf, cap * 2 + 1);
-            if (nb == NULL) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (buf != NULL) {
-        buf[n] = '\0';
-        *len = n;
-    }
-    return buf;
-}
-
 static json_t *load_json(const char *path) {
     size_t len = 0;
-    char *text = read_text(path, &len);
-    if (text == NULL) {
-        fail_msg("cannot read %s", path);
-    }
+    char *text = tg_test_read(path, &len);
     tg_json_limits_t lim = TG_JSON_LIMITS_DEFAULT;
     lim.max_bytes = TG_POLICY_MAX_FILE;
     lim.max_keys = 1024;

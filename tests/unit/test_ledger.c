@@ -21,6 +21,7 @@
 #include "trigguard/ledger.h"
 
 #include "support/fail_alloc.h"
+#include "support/read.h"
 
 /* ---- fault injection: -Wl,--wrap=pwrite,--wrap=fdatasync,--wrap=fsync,--wrap=write,
  * --wrap=pthread_create (see tests/unit/CMakeLists.txt); allocation failures come from
@@ -168,20 +169,7 @@ static void seg_path(char *out, size_t n, const tdir_t *d, uint32_t seg) {
     snprintf(out, n, "%s/%s", d->path, name);
 }
 
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long sz = ftell(f);
-    assert_true(sz >= 0);
-    rewind(f);
-    uint8_t *b = malloc((size_t)sz + 1);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)sz, f), (size_t)sz);
-    fclose(f);
-    *len = (size_t)sz;
-    return b;
-}
+static uint8_t *slurp(const char *path, size_t *len) { return (uint8_t *)tg_test_read(path, len); }
 
 static void spit(const char *path, const uint8_t *b, size_t len) {
     FILE *f = fopen(path, "wb");
