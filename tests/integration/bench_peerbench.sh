@@ -9,16 +9,8 @@
 # values worked out by hand; the committed evidence/artifacts/benchmarks/http_durability_ab.json
 # (written by the jq program this replaced) must come out of ab_document unchanged; and bad
 # points are refused without writing a document.
-set -uo pipefail
-: "${TG_SRC:?TG_SRC must name the repository root}"
-if [ -x /usr/bin/python3 ]; then py=/usr/bin/python3; else py=$(command -v python3); fi
-export PYTHONDONTWRITEBYTECODE=1
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg-bench-peer.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fails=0 checks=0
-ok() { checks=$((checks + 1)); }
-fail() { fails=$((fails + 1)); echo "[bench_peerbench] FAIL: $*" >&2; }
-check() { local label=$1; shift; if "$@"; then ok; else fail "$label"; fi; }
+# shellcheck source=tests/integration/lib/checks.sh
+source "$(dirname "$0")/lib/checks.sh" bench_peerbench
 report=$TG_SRC/bench/report/peerbench.py
 data=$TG_SRC/tests/integration/data/peerbench
 
@@ -134,8 +126,4 @@ rc=0
 check "ab-point without wrk's JSON fails" test "$rc" = 1
 check "and appends nothing" test ! -e "$tmp/p.jsonl"
 
-if [ "$fails" -ne 0 ]; then
-    echo "[bench_peerbench] FAILED: $fails of $((checks + fails)) checks failed" >&2
-    exit 1
-fi
-echo "[bench_peerbench] PASSED: $checks checks"
+checks_done
