@@ -343,6 +343,18 @@ open(sys.argv[2], "w").write(json.dumps(r, separators=(",", ":"), ensure_ascii=F
 PY
 }
 
+# tg_wait_status PATH STATUS TRIES INTERVAL: polls GET PATH on the current daemon (outside
+# tg_req: the last response is left alone) until it answers STATUS, at most TRIES times
+# INTERVAL seconds apart. Succeeds once it does: tg_check "label" tg_wait_status ...
+tg_wait_status() {
+    local i
+    for ((i = 0; i < $3; i++)); do
+        [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$TG_URL$1")" == "$2" ] && return 0
+        sleep "$4"
+    done
+    return 1
+}
+
 # Fetches keys.json from the current daemon into FILE.
 tg_fetch_keys() {
     curl -sf --max-time 10 -o "$1" "$TG_URL/.well-known/trigguard/keys.json" ||
