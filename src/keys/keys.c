@@ -591,15 +591,6 @@ const tg_key_t *tg_keyring_signer(const tg_keyring_t *ring) {
     return k != NULL && k->has_secret ? k : NULL;
 }
 
-/* rc = e; on error jump to the function's one cleanup label. */
-#define TRY(e)                                                                                     \
-    do {                                                                                           \
-        rc = (e);                                                                                  \
-        if (rc) {                                                                                  \
-            goto done;                                                                             \
-        }                                                                                          \
-    } while (0)
-
 tg_err_t tg_keyring_keys_json(tg_buf_t *out, const tg_keyring_t *ring, const char *authority) {
     tg_buf_t pem;
     size_t start = out->len;
@@ -612,7 +603,7 @@ tg_err_t tg_keyring_keys_json(tg_buf_t *out, const tg_keyring_t *ring, const cha
         return TG_ERR_INVALID_ARG;
     }
     tg_buf_init(&pem, 1024);
-    TRY(tg_buf_puts(out, "{\"protocol\":\"" TG_PROTOCOL_VERSION "\",\"authority\":"));
+    TG_TRY(tg_buf_puts(out, "{\"protocol\":\"" TG_PROTOCOL_VERSION "\",\"authority\":"));
     rc = tg_canon_string(out, authority, strlen(authority));
     if (rc == TG_ERR_JSON_UTF8 || rc == TG_ERR_JSON_SURROGATE) {
         rc = TG_ERR_INVALID_ARG;
@@ -620,20 +611,20 @@ tg_err_t tg_keyring_keys_json(tg_buf_t *out, const tg_keyring_t *ring, const cha
     if (rc) {
         goto done;
     }
-    TRY(tg_buf_puts(out, ",\"keys\":["));
+    TG_TRY(tg_buf_puts(out, ",\"keys\":["));
     for (size_t i = 0; i < ring->count; i++) {
         const tg_keyring_entry_t *e = &ring->entries[i];
         tg_buf_reset(&pem);
-        TRY(tg_key_public_pem(&pem, &e->key));
-        TRY(tg_buf_puts(out, i == 0 ? "{\"keyId\":" : ",{\"keyId\":"));
-        TRY(tg_canon_string(out, e->key.key_id, strlen(e->key.key_id)));
-        TRY(tg_buf_puts(out, ",\"algorithm\":\"Ed25519\",\"status\":"));
-        TRY(tg_buf_puts(out, e->status == TG_KEY_ACTIVE ? "\"active\"" : "\"verify-only\""));
-        TRY(tg_buf_puts(out, ",\"publicKeyPem\":"));
-        TRY(tg_canon_string(out, pem.data, pem.len));
-        TRY(tg_buf_putc(out, '}'));
+        TG_TRY(tg_key_public_pem(&pem, &e->key));
+        TG_TRY(tg_buf_puts(out, i == 0 ? "{\"keyId\":" : ",{\"keyId\":"));
+        TG_TRY(tg_canon_string(out, e->key.key_id, strlen(e->key.key_id)));
+        TG_TRY(tg_buf_puts(out, ",\"algorithm\":\"Ed25519\",\"status\":"));
+        TG_TRY(tg_buf_puts(out, e->status == TG_KEY_ACTIVE ? "\"active\"" : "\"verify-only\""));
+        TG_TRY(tg_buf_puts(out, ",\"publicKeyPem\":"));
+        TG_TRY(tg_canon_string(out, pem.data, pem.len));
+        TG_TRY(tg_buf_putc(out, '}'));
     }
-    TRY(tg_buf_puts(out, "]}"));
+    TG_TRY(tg_buf_puts(out, "]}"));
 done:
     tg_buf_free(&pem);
     if (rc && out->data != NULL) {
