@@ -46,6 +46,7 @@
 #include "trigguard/buf.h"
 #include "trigguard/canon.h"
 #include "trigguard/config.h"
+#include "trigguard/io.h"
 #include "trigguard/keys.h"
 #include "trigguard/log.h"
 #include "trigguard/pipeline.h"
@@ -65,6 +66,9 @@ typedef struct {
 
 static volatile unsigned sink;
 
+/* The request template (bench/load/body.json is about 300 bytes). */
+#define BODY_FILE_MAX ((size_t)1024 * 1024)
+
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -74,21 +78,6 @@ static int64_t now_ns(void) {
 static int fail(const char *what) {
     fprintf(stderr, "handler_latency_bench: %s\n", what);
     return 2;
-}
-
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        return NULL;
-    }
-    char *p = malloc(65536);
-    size_t n = p != NULL ? fread(p, 1, 65535, f) : 0;
-    fclose(f);
-    if (p != NULL) {
-        p[n] = '\0';
-        *len = n;
-    }
-    return p;
 }
 
 /* <repo>/<rel> from this source file's path, or $TG_SRC/<rel>. */
@@ -348,11 +337,14 @@ int main(int argc, char **argv) {
     } else {
         repo_path(bodyp, sizeof bodyp, "bench/load/body.json");
     }
-    size_t tlen = 0;
-    char *tmpl = read_all(bodyp, &tlen);
-    if (tmpl == NULL) {
+    tg_file_t tmpl_file;
+    tg_diag_t diag = {{0}};
+    if (tg_read_file(&tmpl_file, bodyp, BODY_FILE_MAX, bodyp, 0, &diag) != TG_OK) {
+        fprintf(stderr, "handler_latency_bench: %s\n", diag.msg);
         return fail("cannot read the request body");
     }
+    char *tmpl = tmpl_file.data; /* freed with free() below */
+    size_t tlen = tmpl_file.len;
     while (tlen > 0 && (tmpl[tlen - 1] == '\n' || tmpl[tlen - 1] == '\r')) {
         tmpl[--tlen] = '\0';
     }

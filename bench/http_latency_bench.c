@@ -56,6 +56,7 @@
 #include "env.h"
 #include "stats.h"
 #include "trigguard/buf.h"
+#include "trigguard/io.h"
 
 #define RESP_MAX ((size_t)1024 * 1024) /* largest response accepted */
 #define KEY_SEQ_DIGITS 10              /* fixed width: every request has the same length */
@@ -472,22 +473,6 @@ static int exchange(conn_t *c, const target_t *t, const opts_t *o, const char *r
 
 /* ---- request template ---------------------------------------------------------------- */
 
-static int read_file(tg_buf_t *out, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        return 0;
-    }
-    char chunk[4096];
-    size_t n;
-    int ok = 1;
-    while (ok && (n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        ok = tg_buf_append(out, chunk, n) == TG_OK;
-    }
-    ok = ok && !ferror(f);
-    fclose(f);
-    return ok;
-}
-
 static void default_body_path(char *out, size_t n) {
     if (getenv("TG_SRC") != NULL) {
         snprintf(out, n, "%s/bench/load/body.json", getenv("TG_SRC"));
@@ -508,10 +493,10 @@ static void default_body_path(char *out, size_t n) {
  * sequence digits go (patched in place per request: no allocation on the timed path). */
 static int build_request(tg_buf_t *req, size_t *key_off, const opts_t *o, const target_t *t,
                          const char *body_path, const char *run_id) {
-    tg_buf_t body;
-    tg_buf_init(&body, 1024 * 1024);
-    if (!read_file(&body, body_path)) {
-        tg_buf_free(&body);
+    tg_file_t body;
+    tg_diag_t diag = {{0}};
+    if (tg_read_file(&body, body_path, (size_t)1024 * 1024, body_path, 0, &diag) != TG_OK) {
+        fprintf(stderr, "http_latency_bench: %s\n", diag.msg);
         return 0;
     }
     while (body.len > 0 && strchr(" \t\r\n", body.data[body.len - 1]) != NULL) {
@@ -520,7 +505,7 @@ static int build_request(tg_buf_t *req, size_t *key_off, const opts_t *o, const 
     const char *mark = strstr(body.data, "{{IDEM}}");
     if (mark == NULL) {
         fprintf(stderr, "http_latency_bench: %s has no {{IDEM}} placeholder\n", body_path);
-        tg_buf_free(&body);
+        tg_file_free(&body);
         return 0;
     }
     size_t pre = (size_t)(mark - body.data), key_len = strlen(run_id) + 1 + KEY_SEQ_DIGITS;
@@ -539,7 +524,7 @@ static int build_request(tg_buf_t *req, size_t *key_off, const opts_t *o, const 
     *key_off = req->len;
     rc = rc ? rc : tg_buf_printf(req, "%0*d", KEY_SEQ_DIGITS, 0);
     rc = rc ? rc : tg_buf_append(req, mark + 8, body.len - pre - 8);
-    tg_buf_free(&body);
+    tg_file_free(&body);
     return rc == TG_OK;
 }
 

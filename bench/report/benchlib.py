@@ -13,6 +13,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 import urllib.request
 
 SCHEMA = "trigguard-bench/1"
@@ -389,6 +390,17 @@ def validate_summary(s, where="summary"):
     _req(isinstance(pub, dict) and _nonempty_str(pub.get("hardware")), where,
          "published.hardware must say what the original ran on")
     _req(isinstance(s.get("artifacts"), list), where, "artifacts must be an array")
+
+
+def run_main(main, prog, catch=(SchemaError,), what="schema violation: "):
+    """Runs main(argv) as a command: its return value is the exit status, and an exception
+    in catch is one line on stderr ("<prog>: <what><error>") and exit status 1."""
+    try:
+        status = main(sys.argv[1:])
+    except catch as e:
+        print(f"{prog}: {what}{e}", file=sys.stderr)
+        status = 1
+    sys.exit(status)
 
 
 def load_json(path):

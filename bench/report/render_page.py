@@ -408,8 +408,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except benchlib.SchemaError as err:
-        print(f"render_page.py: schema violation: {err}", file=sys.stderr)
-        sys.exit(1)
+    benchlib.run_main(main, "render_page.py")

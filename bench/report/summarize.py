@@ -347,8 +347,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except benchlib.SchemaError as e:
-        print(f"summarize.py: schema violation: {e}", file=sys.stderr)
-        sys.exit(1)
+    benchlib.run_main(main, "summarize.py")

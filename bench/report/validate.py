@@ -82,8 +82,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except (benchlib.SchemaError, OSError, ValueError, KeyError) as e:
-        print(f"validate.py: {e}", file=sys.stderr)
-        sys.exit(1)
+    benchlib.run_main(main, "validate.py",
+                      (benchlib.SchemaError, OSError, ValueError, KeyError), what="")

@@ -86,6 +86,16 @@ typedef enum tg_err {
         (void)tg_ignored_;                                                                         \
     } while (0)
 
+/* rc = (expr); on an error, goto done. For functions with one cleanup label: they declare
+ * `tg_err_t rc` and a `done:` label that releases what they hold and returns rc. */
+#define TG_TRY(expr)                                                                               \
+    do {                                                                                           \
+        rc = (expr);                                                                               \
+        if (rc) {                                                                                  \
+            goto done;                                                                             \
+        }                                                                                          \
+    } while (0)
+
 /* Static English text for an error; never NULL (unknown values give "unknown error"). */
 const char *tg_strerror(tg_err_t e);
 

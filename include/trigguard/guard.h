@@ -77,7 +77,7 @@ void tg_tenants_destroy(tg_tenants_t *t);
 
 /* Reads and loads a tokens file (format above), appending its tenants. diag names the path
  * and, for content errors, the JSON path. Errors: TG_ERR_NOT_FOUND (no such file), TG_ERR_IO
- * (cannot open or read, or not a regular file: tg_open_regular), TG_ERR_CONFIG
+ * (cannot open or read, or not a regular file: tg_read_file), TG_ERR_CONFIG
  * (not a JSON array, invalid JSON, file over TG_GUARD_TOKENS_FILE_MAX, missing/extra/mistyped
  * member, bad name, bad hex, duplicate tenant or digest, more than TG_GUARD_MAX_TENANTS),
  * TG_ERR_NOMEM, TG_ERR_INVALID_ARG (NULL). On error the table is unchanged. */

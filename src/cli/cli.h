@@ -25,12 +25,15 @@ enum {
 
 typedef int (*tg_cmd_fn)(int argc, char **argv);
 
-/* Reads all of `f` (at most `max` bytes) into a new NUL-terminated heap buffer.
- * Returns NULL (and prints why on stderr, naming `what`) on error or overflow. */
-char *tg_cli_read_all(FILE *f, size_t max, size_t *len_out, const char *what);
-
-/* Same for a path; "-" means stdin. */
+/* Reads the file at path ("-": standard input), at most `max` bytes, into a new
+ * NUL-terminated heap buffer the caller frees; *len_out (may be NULL) gets its length.
+ * Returns NULL, after printing why on stderr (tg_read_file's message, naming the path), on
+ * any error: missing, not a regular file, unreadable, over `max`, out of memory. */
 char *tg_cli_read_file(const char *path, size_t max, size_t *len_out);
+
+/* The same for key material (a TLS private key): nothing read is left in memory on an
+ * error path. On success the caller wipes the buffer before freeing it. */
+char *tg_cli_read_secret_file(const char *path, size_t max, size_t *len_out);
 
 /* Adds the keys of one keys.json file (is_json: matched by key id) or one PEM key file
  * (verify-only, a trust anchor: matched by its signature whatever the receipt's key id;

@@ -65,7 +65,7 @@ static int receipt_sign(int argc, char **argv) {
                 key_path);
         goto done;
     }
-    text = tg_cli_read_all(stdin, TG_RECEIPT_MAX_BYTES, &len, "standard input");
+    text = tg_cli_read_file("-", TG_RECEIPT_MAX_BYTES, &len);
     if (text == NULL) {
         goto done;
     }

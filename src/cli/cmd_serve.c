@@ -259,7 +259,7 @@ int tg_cmd_serve(int argc, char **argv) {
     char *tls_cert = NULL, *tls_key = NULL;
     if (cfg.tls_cert[0]) {
         tls_cert = tg_cli_read_file(cfg.tls_cert, TG_TLS_FILE_MAX, NULL);
-        tls_key = tg_cli_read_file(cfg.tls_key, TG_TLS_FILE_MAX, NULL);
+        tls_key = tg_cli_read_secret_file(cfg.tls_key, TG_TLS_FILE_MAX, NULL);
         if (tls_cert == NULL || tls_key == NULL) {
             free(tls_cert);
             free(tls_key);

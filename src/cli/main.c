@@ -39,73 +39,30 @@ static void usage(FILE *out) {
     fprintf(out, "The HTTP API of `serve`: docs/API.md and docs/openapi.yaml in the sources.\n");
 }
 
-char *tg_cli_read_all(FILE *f, size_t max, size_t *len_out, const char *what) {
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    if (buf == NULL) {
-        fprintf(stderr, "trigguard: out of memory reading %s\n", what);
-        return NULL;
-    }
-    for (;;) {
-        if (len == cap - 1) {
-            if (cap - 1 >= max) {
-                fprintf(stderr, "trigguard: %s is larger than %zu bytes\n", what, max);
-                free(buf);
-                return NULL;
-            }
-            size_t ncap = cap * 2;
-            char *n = realloc(buf, ncap);
-            if (n == NULL) {
-                fprintf(stderr, "trigguard: out of memory reading %s\n", what);
-                free(buf);
-                return NULL;
-            }
-            buf = n;
-            cap = ncap;
-        }
-        size_t want = cap - 1 - len;
-        size_t got = fread(buf + len, 1, want, f);
-        len += got;
-        if (got < want) {
-            if (ferror(f)) {
-                fprintf(stderr, "trigguard: read error on %s\n", what);
-                free(buf);
-                return NULL;
-            }
-            break;
-        }
-    }
-    if (len > max) {
-        fprintf(stderr, "trigguard: %s is larger than %zu bytes\n", what, max);
-        free(buf);
-        return NULL;
-    }
-    buf[len] = '\0';
-    if (len_out != NULL) {
-        *len_out = len;
-    }
-    return buf;
-}
-
-char *tg_cli_read_file(const char *path, size_t max, size_t *len_out) {
-    if (strcmp(path, "-") == 0) {
-        return tg_cli_read_all(stdin, max, len_out, "standard input");
-    }
+/* Every file a command reads goes through tg_read_file (or tg_read_fd for "-"), so the
+ * caps, the FIFO refusal and the messages are those of the daemon's own files. */
+static char *read_input(const char *path, size_t max, size_t *len_out, unsigned flags) {
     tg_diag_t diag = {{0}};
-    int fd = -1;
-    if (tg_open_regular(&fd, path, path, &diag) != TG_OK) {
+    tg_file_t f;
+    tg_err_t rc = strcmp(path, "-") == 0
+                      ? tg_read_fd(&f, STDIN_FILENO, max, "standard input", flags, &diag)
+                      : tg_read_file(&f, path, max, path, flags, &diag);
+    if (rc) {
         fprintf(stderr, "trigguard: %s\n", diag.msg);
         return NULL;
     }
-    FILE *f = fdopen(fd, "rb");
-    if (f == NULL) {
-        fprintf(stderr, "trigguard: cannot read %s: %s\n", path, strerror(errno));
-        (void)close(fd);
-        return NULL;
+    if (len_out != NULL) {
+        *len_out = f.len;
     }
-    char *buf = tg_cli_read_all(f, max, len_out, path);
-    fclose(f);
-    return buf;
+    return f.data;
+}
+
+char *tg_cli_read_file(const char *path, size_t max, size_t *len_out) {
+    return read_input(path, max, len_out, 0);
+}
+
+char *tg_cli_read_secret_file(const char *path, size_t max, size_t *len_out) {
+    return read_input(path, max, len_out, TG_READ_SECRET);
 }
 
 bool tg_cli_add_keys(tg_keyring_t *ring, const char *path, bool is_json, const char *cmd) {

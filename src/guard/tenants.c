@@ -279,49 +279,21 @@ done:
 }
 
 tg_err_t tg_tenants_load_file(tg_tenants_t *t, const char *path, tg_diag_t *diag) {
-    FILE *f = NULL;
-    char *text = NULL;
-    size_t len = 0;
-    tg_err_t rc = TG_OK;
     if (t == NULL || path == NULL) {
         return tg_diag_set(diag, TG_ERR_INVALID_ARG, "tokens file: NULL argument");
     }
     char label[320];
-    int fd = -1;
     snprintf(label, sizeof label, "tokens file %s", path);
-    rc = tg_open_regular(&fd, path, label, diag);
-    if (rc) {
-        return rc;
+    /* Secret: the digests are as good as the tokens for a dictionary of weak ones. */
+    tg_file_t f;
+    tg_err_t rc = tg_read_file(&f, path, TG_GUARD_TOKENS_FILE_MAX, label, TG_READ_SECRET, diag);
+    if (rc == TG_ERR_LIMIT) {
+        return TG_ERR_CONFIG; /* guard.h: an oversized file is a configuration error */
     }
-    f = fdopen(fd, "rb");
-    if (f == NULL) {
-        (void)close(fd);
-        return tg_diag_set(diag, TG_ERR_NOMEM, "%s: cannot read tokens file", path);
+    if (rc == TG_OK) {
+        rc = tg_tenants_load_json(t, f.data, f.len, path, diag);
+        tg_file_free(&f);
     }
-    /* One byte more than allowed, so an oversized file is detected without reading it all. */
-    text = malloc(TG_GUARD_TOKENS_FILE_MAX + 1);
-    if (text == NULL) {
-        rc = tg_diag_set(diag, TG_ERR_NOMEM, "%s: out of memory", path);
-        goto done;
-    }
-    len = fread(text, 1, TG_GUARD_TOKENS_FILE_MAX + 1, f);
-    if (ferror(f)) {
-        rc = tg_diag_set(diag, TG_ERR_IO, "%s: read error", path);
-        goto done;
-    }
-    if (len > TG_GUARD_TOKENS_FILE_MAX) {
-        rc = tg_diag_set(diag, TG_ERR_CONFIG, "%s: larger than %zu bytes", path,
-                         TG_GUARD_TOKENS_FILE_MAX);
-        goto done;
-    }
-    rc = tg_tenants_load_json(t, text, len, path, diag);
-
-done:
-    if (text != NULL) {
-        sodium_memzero(text, len);
-        free(text);
-    }
-    fclose(f);
     return rc;
 }
 

@@ -1,4 +1,5 @@
 /* server.c — libmicrohttpd glue: bounded bodies, one handler call, one response. */
+#include "trigguard/clock.h"
 #include "trigguard/http.h"
 #include "trigguard/log.h"
 
@@ -71,12 +72,6 @@ typedef struct {
     bool in_suspended;   /* counted in srv->suspended (event thread only) */
     _Atomic int state;
 } req_ctx_t;
-
-static int64_t mono_ns(void) {
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* Request ids need to be unique, not secret: a per-thread random prefix and a
  * counter avoid a getrandom() call per request. */
@@ -473,7 +468,7 @@ static void ctx_begin(req_ctx_t *ctx, const char *url, const char *method, const
     tg_buf_init(&ex->out, 0);
     ex->http_ctx = ctx;
     ex->listener = srv->listener;
-    ex->start_ns = mono_ns();
+    ex->start_ns = tg_clock_mono_ns();
     ex->method = method;
     ex->path = url; /* libmicrohttpd passes the path without the query string */
     layout_rc_t layout = check_layout(ctx, url, method, version);
@@ -584,7 +579,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     if (*upload_data_size != 0) {
-        if (mono_ns() - ctx->ex.start_ns > srv->body_deadline_ns) {
+        if (tg_clock_mono_ns() - ctx->ex.start_ns > srv->body_deadline_ns) {
             /* libmicrohttpd's --connection-timeout restarts with every byte, so a body sent
              * a byte at a time would hold its connection (and up to --max-body of memory)
              * for as long as the sender likes. The whole body gets that long instead. */
@@ -811,7 +806,7 @@ static void *acceptor_main(void *arg) {
          * backlog; retry shortly rather than spin. Clients that come and go would turn one
          * line per failure into a flood: one line at most every few seconds, with a count. */
         failures++;
-        int64_t now = mono_ns();
+        int64_t now = tg_clock_mono_ns();
         if (warned_at < 0 || now - warned_at >= TG_HTTP_WARN_EVERY_S * INT64_C(1000000000)) {
             TG_LOG(TG_LOG_WARN, "accept_failed",
                    "listener %d: %s (%lu failures since the last such line); retrying every "
@@ -978,7 +973,7 @@ void tg_http_quiesce(tg_http_server_t *s) {
 static void wait_settled(tg_http_server_t *s, int64_t settle_ns, int64_t deadline) {
     int64_t quiet_since = -1;
     for (;;) {
-        int64_t now = mono_ns();
+        int64_t now = tg_clock_mono_ns();
         if (atomic_load(&s->in_flight) > 0) {
             quiet_since = -1;
         } else if (quiet_since < 0) {
@@ -1000,7 +995,7 @@ void tg_http_stop(tg_http_server_t *s, int64_t timeout_ms) {
     }
     tg_http_quiesce(s);
     atomic_store(&s->draining, true);
-    int64_t deadline = mono_ns() + timeout_ms * INT64_C(1000000);
+    int64_t deadline = tg_clock_mono_ns() + timeout_ms * INT64_C(1000000);
     wait_settled(s, TG_HTTP_SETTLE_MS * INT64_C(1000000), deadline);
     atomic_store(&s->stopping, true);
     /* What began meanwhile is answered at once (shutting_down): let those answers go. */
@@ -1013,8 +1008,8 @@ void tg_http_stop(tg_http_server_t *s, int64_t timeout_ms) {
                "listener %d: %u requests still waiting after %lld ms; answering them 503",
                s->listener, waiting, (long long)timeout_ms);
         s->abandon(s->ud);
-        int64_t until = mono_ns() + TG_HTTP_ABANDON_MS * INT64_C(1000000);
-        while (atomic_load(&s->suspended) > 0 && mono_ns() < until) {
+        int64_t until = tg_clock_mono_ns() + TG_HTTP_ABANDON_MS * INT64_C(1000000);
+        while (atomic_load(&s->suspended) > 0 && tg_clock_mono_ns() < until) {
             struct timespec ts = {0, 5L * 1000000L};
             nanosleep(&ts, NULL);
         }

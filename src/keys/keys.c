@@ -332,12 +332,8 @@ done:
 
 tg_err_t tg_key_load_file(tg_key_t *out, const char *path, const char *key_id_or_NULL,
                           tg_diag_t *diag) {
-    char text[TG_KEY_FILE_MAX + 1];
-    size_t len = 0;
-    struct stat st;
-    tg_err_t rc = TG_OK;
     char label[160];
-    int fd = -1;
+    tg_file_t f;
 
     memset(out, 0, sizeof *out);
     if (tg_config_path_showable(path)) {
@@ -349,53 +345,26 @@ tg_err_t tg_key_load_file(tg_key_t *out, const char *path, const char *key_id_or
                  "not a path)",
                  strlen(path));
     }
-    rc = tg_open_regular(&fd, path, label, diag);
+    tg_err_t rc = tg_read_file(&f, path, TG_KEY_FILE_MAX, label, TG_READ_SECRET, diag);
     if (rc) {
         return rc;
     }
-    if (fstat(fd, &st) != 0) {
-        rc = tg_diag_set(diag, TG_ERR_IO, "cannot stat %s: %s", label, strerror(errno));
-        goto done;
-    }
-    for (;;) {
-        ssize_t got = read(fd, text + len, sizeof text - len);
-        if (got < 0 && errno == EINTR) {
-            continue;
-        }
-        if (got < 0) {
-            rc = tg_diag_set(diag, TG_ERR_IO, "cannot read key file %s: %s", path, strerror(errno));
-            goto done;
-        }
-        if (got == 0) {
-            break;
-        }
-        len += (size_t)got;
-        if (len == sizeof text) {
-            rc = tg_diag_set(diag, TG_ERR_LIMIT, "key file %s is larger than %zu bytes", path,
-                             TG_KEY_FILE_MAX);
-            goto done;
-        }
-    }
-    rc = tg_key_parse_pem(out, text, len, key_id_or_NULL, diag);
+    rc = tg_key_parse_pem(out, f.data, f.len, key_id_or_NULL, diag);
     if (rc) {
         if (diag != NULL) { /* say which file: --verify-keys may list several */
             char why[sizeof diag->msg];
             memcpy(why, diag->msg, sizeof why);
             tg_diag_set(diag, rc, "%s: %s", label, why);
         }
-        goto done;
-    }
-    if (out->has_secret && (st.st_mode & 077) != 0) {
+    } else if (out->has_secret && (f.mode & 077) != 0) {
+        /* the mode of the file that was read, not of whatever the path names by now */
         tg_key_wipe(out);
         rc = tg_diag_set(diag, TG_ERR_KEY_PERMISSIONS,
                          "refusing private key file %s: mode %04o lets group or others access "
                          "it; run: chmod 600 %s",
-                         path, (unsigned)(st.st_mode & 07777), path);
-        goto done;
+                         path, f.mode & 07777, path);
     }
-done:
-    sodium_memzero(text, sizeof text);
-    (void)close(fd);
+    tg_file_free(&f);
     return rc;
 }
 
@@ -622,15 +591,6 @@ const tg_key_t *tg_keyring_signer(const tg_keyring_t *ring) {
     return k != NULL && k->has_secret ? k : NULL;
 }
 
-/* rc = e; on error jump to the function's one cleanup label. */
-#define TRY(e)                                                                                     \
-    do {                                                                                           \
-        rc = (e);                                                                                  \
-        if (rc) {                                                                                  \
-            goto done;                                                                             \
-        }                                                                                          \
-    } while (0)
-
 tg_err_t tg_keyring_keys_json(tg_buf_t *out, const tg_keyring_t *ring, const char *authority) {
     tg_buf_t pem;
     size_t start = out->len;
@@ -643,7 +603,7 @@ tg_err_t tg_keyring_keys_json(tg_buf_t *out, const tg_keyring_t *ring, const cha
         return TG_ERR_INVALID_ARG;
     }
     tg_buf_init(&pem, 1024);
-    TRY(tg_buf_puts(out, "{\"protocol\":\"" TG_PROTOCOL_VERSION "\",\"authority\":"));
+    TG_TRY(tg_buf_puts(out, "{\"protocol\":\"" TG_PROTOCOL_VERSION "\",\"authority\":"));
     rc = tg_canon_string(out, authority, strlen(authority));
     if (rc == TG_ERR_JSON_UTF8 || rc == TG_ERR_JSON_SURROGATE) {
         rc = TG_ERR_INVALID_ARG;
@@ -651,20 +611,20 @@ tg_err_t tg_keyring_keys_json(tg_buf_t *out, const tg_keyring_t *ring, const cha
     if (rc) {
         goto done;
     }
-    TRY(tg_buf_puts(out, ",\"keys\":["));
+    TG_TRY(tg_buf_puts(out, ",\"keys\":["));
     for (size_t i = 0; i < ring->count; i++) {
         const tg_keyring_entry_t *e = &ring->entries[i];
         tg_buf_reset(&pem);
-        TRY(tg_key_public_pem(&pem, &e->key));
-        TRY(tg_buf_puts(out, i == 0 ? "{\"keyId\":" : ",{\"keyId\":"));
-        TRY(tg_canon_string(out, e->key.key_id, strlen(e->key.key_id)));
-        TRY(tg_buf_puts(out, ",\"algorithm\":\"Ed25519\",\"status\":"));
-        TRY(tg_buf_puts(out, e->status == TG_KEY_ACTIVE ? "\"active\"" : "\"verify-only\""));
-        TRY(tg_buf_puts(out, ",\"publicKeyPem\":"));
-        TRY(tg_canon_string(out, pem.data, pem.len));
-        TRY(tg_buf_putc(out, '}'));
+        TG_TRY(tg_key_public_pem(&pem, &e->key));
+        TG_TRY(tg_buf_puts(out, i == 0 ? "{\"keyId\":" : ",{\"keyId\":"));
+        TG_TRY(tg_canon_string(out, e->key.key_id, strlen(e->key.key_id)));
+        TG_TRY(tg_buf_puts(out, ",\"algorithm\":\"Ed25519\",\"status\":"));
+        TG_TRY(tg_buf_puts(out, e->status == TG_KEY_ACTIVE ? "\"active\"" : "\"verify-only\""));
+        TG_TRY(tg_buf_puts(out, ",\"publicKeyPem\":"));
+        TG_TRY(tg_canon_string(out, pem.data, pem.len));
+        TG_TRY(tg_buf_putc(out, '}'));
     }
-    TRY(tg_buf_puts(out, "]}"));
+    TG_TRY(tg_buf_puts(out, "]}"));
 done:
     tg_buf_free(&pem);
     if (rc && out->data != NULL) {

@@ -165,12 +165,6 @@ struct tg_ledger {
     _Atomic uint64_t st_batch_hist[TG_LEDGER_BATCH_BUCKETS];
 };
 
-static int64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void abs_deadline(struct timespec *ts, int64_t at_ns) {
     ts->tv_sec = (time_t)(at_ns / 1000000000);
     ts->tv_nsec = (long)(at_ns % 1000000000);
@@ -178,7 +172,7 @@ static void abs_deadline(struct timespec *ts, int64_t at_ns) {
 
 /* Brackets file work (writes, syncs, rotation, ledger.head, recovery) for the stall watch.
  * The end also ends a stall the watch declared: the disk answered again. */
-static void io_begin(_Atomic int64_t *slot) { atomic_store(slot, mono_ns()); }
+static void io_begin(_Atomic int64_t *slot) { atomic_store(slot, tg_clock_mono_ns()); }
 
 static void io_end(tg_ledger_t *l, _Atomic int64_t *slot) {
     atomic_store(slot, 0);
@@ -186,7 +180,7 @@ static void io_end(tg_ledger_t *l, _Atomic int64_t *slot) {
         atomic_load(&l->io_inline_ns) == 0 && atomic_exchange(&l->stalled, false)) {
         TG_LOG(TG_LOG_WARN, "ledger_stall_ended",
                "%s: the stalled write or sync returned after %.1f s; records accepted again",
-               l->dir, (double)(mono_ns() - atomic_load(&l->stalled_since_ns)) / 1e9);
+               l->dir, (double)(tg_clock_mono_ns() - atomic_load(&l->stalled_since_ns)) / 1e9);
     }
 }
 
@@ -210,12 +204,12 @@ static void publish_head(tg_ledger_t *l) {
 /* One fdatasync, timed into the histogram. */
 /* fdatasync with its latency in the stats; touches only atomics, so it may run without wmu. */
 static int timed_fdatasync(tg_ledger_t *l, int fd) {
-    int64_t t0 = mono_ns();
+    int64_t t0 = tg_clock_mono_ns();
     int r = fdatasync(fd);
     if (r != 0) {
         return -1;
     }
-    uint64_t us = (uint64_t)(mono_ns() - t0) / 1000;
+    uint64_t us = (uint64_t)(tg_clock_mono_ns() - t0) / 1000;
     atomic_fetch_add_explicit(&l->st_fsyncs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&l->st_fsync_sum_us, us, memory_order_relaxed);
     atomic_fetch_add_explicit(
@@ -229,7 +223,7 @@ static int do_fdatasync(tg_ledger_t *l, int fd) {
     if (timed_fdatasync(l, fd) != 0) {
         return -1;
     }
-    l->last_sync_ns = mono_ns();
+    l->last_sync_ns = tg_clock_mono_ns();
     return 0;
 }
 
@@ -311,7 +305,7 @@ static int checkpoint(tg_ledger_t *l, bool force) {
     if (l->headfd < 0) {
         return 0;
     }
-    int64_t now = mono_ns();
+    int64_t now = tg_clock_mono_ns();
     if (!force && now - l->head_ns < (int64_t)HEAD_INTERVAL_MS * 1000000) {
         return 0;
     }
@@ -402,7 +396,7 @@ static void report_health(tg_ledger_t *l, const char *attempt) {
         l->failures_seen = failures;
         if (!l->down_logged) {
             l->down_logged = true;
-            l->down_since_ns = l->attempt_log_ns = mono_ns();
+            l->down_since_ns = l->attempt_log_ns = tg_clock_mono_ns();
             l->attempts = 0;
         }
     }
@@ -420,14 +414,14 @@ static void report_health(tg_ledger_t *l, const char *attempt) {
                "recovery succeeds, %s",
                l->dir, why, retry);
         l->down_logged = true;
-        l->down_since_ns = l->attempt_log_ns = mono_ns();
+        l->down_since_ns = l->attempt_log_ns = tg_clock_mono_ns();
         l->attempts = 0;
     }
     l->failures_seen = failures;
     if (!l->down_logged) {
         return;
     }
-    int64_t now = mono_ns();
+    int64_t now = tg_clock_mono_ns();
     if (atomic_load(&l->healthy)) {
         TG_LOG(TG_LOG_WARN, "ledger_recovered",
                "%s: records accepted again after %.1f s unhealthy (%llu failed recovery "
@@ -640,7 +634,7 @@ static bool identity_ok(tg_ledger_t *l, char *why, size_t n) {
     if (!atomic_load(&l->identity_lost)) {
         int64_t now = 0;
         if (l->durability == TG_DURABILITY_NONE) {
-            now = mono_ns();
+            now = tg_clock_mono_ns();
             struct stat st;
             if (now - l->id_full_ns < (int64_t)IDENTITY_FULL_MS * 1000000 &&
                 fstat(l->fd, &st) == 0 && st.st_nlink > 0) {
@@ -992,13 +986,13 @@ static void file_work_end(tg_ledger_t *l) {
 
 /* An unhealthy writer tries recovery on its own retry_ms after its last attempt or failure. */
 static void schedule_retry(tg_ledger_t *l) {
-    l->retry_ns = mono_ns() + (int64_t)l->retry_ms * 1000000;
+    l->retry_ns = tg_clock_mono_ns() + (int64_t)l->retry_ms * 1000000;
 }
 
 /* Caller holds mu. Before due_ns, sleeps on work_cv until then (or until woken) and returns
  * true, so the loop looks at everything again; false once due_ns has come. */
 static bool sleep_until(tg_ledger_t *l, int64_t due_ns) {
-    if (mono_ns() >= due_ns) {
+    if (tg_clock_mono_ns() >= due_ns) {
         return false;
     }
     struct timespec ts;
@@ -1079,13 +1073,13 @@ static bool commit_delay_applies(tg_ledger_t *l) {
  * false when the top of the loop decides (recovery, a failure, or nothing came). */
 static bool hold_for_commit_delay(tg_ledger_t *l) {
     bool concurrent = l->prev_batch >= 2;
-    int64_t deadline = mono_ns() + (int64_t)l->commit_delay_us * 1000;
+    int64_t deadline = tg_clock_mono_ns() + (int64_t)l->commit_delay_us * 1000;
     struct timespec ts;
     abs_deadline(&ts, deadline);
     l->delaying = true;
     l->delay_full = concurrent;
     while ((concurrent || atomic_load(&l->announced) > 0) && l->qcount < l->max_batch &&
-           !l->closing && !l->recover_req && mono_ns() < deadline) {
+           !l->closing && !l->recover_req && tg_clock_mono_ns() < deadline) {
         pthread_cond_timedwait(&l->work_cv, &l->mu, &ts);
     }
     l->delaying = false;
@@ -1143,7 +1137,7 @@ static void write_queued(tg_ledger_t *l) {
     pthread_mutex_lock(&l->wmu);
     if (atomic_load(&l->healthy) && l->durability == TG_DURABILITY_BATCH &&
         l->synced_end != l->acked_end &&
-        mono_ns() - l->last_sync_ns >= (int64_t)l->batch_interval_ms * 1000000) {
+        tg_clock_mono_ns() - l->last_sync_ns >= (int64_t)l->batch_interval_ms * 1000000) {
         (void)sync_segment(l, "");
     }
     pthread_mutex_unlock(&l->wmu);
@@ -1192,7 +1186,7 @@ static void flush_when_due(tg_ledger_t *l) {
     background_flush(l);
     (void)checkpoint(l, false);
     file_work_end(l);
-    l->flush_ns = mono_ns();
+    l->flush_ns = tg_clock_mono_ns();
 }
 
 /* Caller holds mu; nothing queued. Durable records reach ledger.head within
@@ -1243,7 +1237,7 @@ static void *writer_main(void *arg) {
     tg_ledger_t *l = arg;
     (void)prctl(PR_SET_NAME, "tg-ledger-wr", 0, 0, 0); /* top -H, ps -L */
     schedule_retry(l);
-    l->flush_ns = mono_ns();
+    l->flush_ns = tg_clock_mono_ns();
     pthread_mutex_lock(&l->mu);
     for (;;) {
         if (l->recover_req) {
@@ -1642,7 +1636,7 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
     l->no_create = opts->no_create;
     atomic_init(&l->announced, 0);
     atomic_init(&l->identity_lost, false);
-    l->last_sync_ns = mono_ns();
+    l->last_sync_ns = tg_clock_mono_ns();
     atomic_init(&l->healthy, true);
     tg_err_t rc = TG_OK;
     l->dir = strdup(opts->dir);
@@ -1674,7 +1668,7 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
     if (rc) {
         goto done;
     }
-    l->id_full_ns = mono_ns();
+    l->id_full_ns = tg_clock_mono_ns();
     /* Ready only once the disk has taken data: on a full disk the ledger would otherwise
      * look healthy until the first decision failed. Open still succeeds (the records are
      * sound); the writer's retry loop recovers it like after any failed write. Only the
@@ -1940,7 +1934,7 @@ bool tg_ledger_watch(tg_ledger_t *l, uint32_t stall_ms) {
         return false;
     }
     atomic_store(&l->stall_ms, stall_ms);
-    int64_t now = mono_ns();
+    int64_t now = tg_clock_mono_ns();
     int64_t bound = (int64_t)stall_ms * 1000000;
     int64_t w = atomic_load(&l->io_writer_ns);
     int64_t i = atomic_load(&l->io_inline_ns);

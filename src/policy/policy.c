@@ -1618,46 +1618,13 @@ tg_err_t tg_policy_load_file(tg_policy_t **out, const char *path, tg_diag_t *dia
     }
     *out = NULL;
     char label[320];
-    int fd = -1;
     snprintf(label, sizeof label, "policy %s", path);
-    tg_err_t orc = tg_open_regular(&fd, path, label, diag);
-    if (orc) {
-        return orc;
+    tg_file_t f;
+    tg_err_t rc = tg_read_file(&f, path, TG_POLICY_MAX_FILE, label, 0, diag);
+    if (rc == TG_OK) {
+        rc = tg_policy_load_text(out, f.data, f.len, diag);
+        tg_file_free(&f);
     }
-    FILE *f = fdopen(fd, "rb");
-    if (f == NULL) {
-        int e = errno;
-        (void)close(fd);
-        return tg_diag_set(diag, TG_ERR_NOMEM, "cannot read policy %s: %s", path, strerror(e));
-    }
-    tg_err_t rc = TG_OK;
-    size_t cap = TG_POLICY_MAX_FILE + 1;
-    char *buf = malloc(cap);
-    size_t len = 0;
-    if (buf == NULL) {
-        rc = tg_diag_set(diag, TG_ERR_NOMEM, "out of memory reading policy %s", path);
-        goto done;
-    }
-    while (len < cap) {
-        size_t got = fread(buf + len, 1, cap - len, f);
-        if (got == 0) {
-            break;
-        }
-        len += got;
-    }
-    if (ferror(f)) {
-        rc = tg_diag_set(diag, TG_ERR_IO, "cannot read policy %s", path);
-        goto done;
-    }
-    if (len > TG_POLICY_MAX_FILE) {
-        rc = tg_diag_set(diag, TG_ERR_LIMIT, "policy %s is larger than %zu bytes", path,
-                         TG_POLICY_MAX_FILE);
-        goto done;
-    }
-    rc = tg_policy_load_text(out, buf, len, diag);
-done:
-    free(buf);
-    fclose(f);
     return rc;
 }
 

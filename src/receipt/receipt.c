@@ -81,14 +81,6 @@ enum {
     M_TIMESTAMP = 21
 };
 
-#define TRY(e)                                                                                     \
-    do {                                                                                           \
-        rc = (e);                                                                                  \
-        if (rc) {                                                                                  \
-            goto done;                                                                             \
-        }                                                                                          \
-    } while (0)
-
 static bool is_lower_hex(const char *p, size_t n) {
     for (size_t i = 0; i < n; i++) {
         char c = p[i];
@@ -312,8 +304,8 @@ tg_err_t tg_receipt_sign_fields(tg_buf_t *out, tg_receipt_signed_t *info, const 
     if (key == NULL || !key->has_secret) {
         return tg_diag_set(diag, TG_ERR_NO_KEY, "no signing key: cannot sign a receipt");
     }
-    TRY(gather(vals, ts, exp, fields, diag));
-    TRY(write_unsigned(out, pos, vals, diag));
+    TG_TRY(gather(vals, ts, exp, fields, diag));
+    TG_TRY(write_unsigned(out, pos, vals, diag));
     rc = sign_and_insert(out, info, key, start, pos);
     if (rc) {
         rc = tg_diag_set(diag, rc, "cannot sign the receipt: %s", tg_strerror(rc));
@@ -449,8 +441,8 @@ tg_err_t tg_receipt_sign_json(tg_buf_t *out, tg_receipt_signed_t *info, const tg
     if (key == NULL || !key->has_secret) {
         return tg_diag_set(diag, TG_ERR_NO_KEY, "no signing key: cannot sign a receipt");
     }
-    TRY(check_shape(&sh, body, false, diag));
-    TRY(tg_canon_sha256(hash, body, diag));
+    TG_TRY(check_shape(&sh, body, false, diag));
+    TG_TRY(tg_canon_sha256(hash, body, diag));
     rc = tg_key_sign(sig, key, hash, sizeof hash);
     if (rc) {
         rc = tg_diag_set(diag, rc, "cannot sign the receipt: %s", tg_strerror(rc));
@@ -465,7 +457,7 @@ tg_err_t tg_receipt_sign_json(tg_buf_t *out, tg_receipt_signed_t *info, const tg
         rc = tg_diag_set(diag, TG_ERR_NOMEM, "out of memory building the signed receipt");
         goto done;
     }
-    TRY(tg_canon_write(out, copy, diag));
+    TG_TRY(tg_canon_write(out, copy, diag));
     if (info != NULL) {
         memcpy(info->hash, hash, sizeof hash);
         memcpy(info->hash_hex, hex, sizeof hex);
@@ -637,9 +629,9 @@ static tg_err_t verify_receipt(const tg_keyring_t *ring, const json_t *receipt,
     bool by_anchor = false;
     tg_err_t rc = TG_OK;
 
-    TRY(check_shape(&sh, receipt, true, diag));
+    TG_TRY(check_shape(&sh, receipt, true, diag));
     if (wrapper != NULL) {
-        TRY(check_wrapper(wrapper, &sh, diag));
+        TG_TRY(check_wrapper(wrapper, &sh, diag));
     }
     if (vd != NULL) {
         /* both fit: the shape check bounded the id to 64 and the time to 24 characters, and
@@ -650,7 +642,7 @@ static tg_err_t verify_receipt(const tg_keyring_t *ring, const json_t *receipt,
         (void)snprintf(vd->expires_at, sizeof vd->expires_at, "%.*s", (int)sh.len[M_EXPIRES_AT],
                        exp != NULL ? exp : "");
     }
-    TRY(find_signer(&key, &by_anchor, ring, &sh, diag));
+    TG_TRY(find_signer(&key, &by_anchor, ring, &sh, diag));
     if (vd != NULL) {
         vd->key = key;
         vd->by_anchor = by_anchor;
@@ -663,7 +655,7 @@ static tg_err_t verify_receipt(const tg_keyring_t *ring, const json_t *receipt,
     (void)json_object_del(copy, "receiptHash");
     (void)json_object_del(copy, "authoritySignature");
     (void)json_object_del(copy, "authorityKeyId");
-    TRY(tg_canon_sha256(recomputed, copy, diag));
+    TG_TRY(tg_canon_sha256(recomputed, copy, diag));
     if (sodium_memcmp(recomputed, sh.hash, sizeof recomputed) != 0) {
         rc = tg_diag_set(diag, TG_ERR_RECEIPT_HASH,
                          "receiptHash does not match the receipt's contents (signed hash is "

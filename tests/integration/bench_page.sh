@@ -6,16 +6,8 @@
 # chart per harness, the figures and ratios appear as computed by hand, nothing is loaded
 # from anywhere (check_page.py --static-only), text is escaped, and a summary that breaks the
 # schema is refused. BENCH_PAGE_CHROMIUM=1 also renders it in headless chromium.
-set -uo pipefail
-: "${TG_SRC:?TG_SRC must name the repository root}"
-if [ -x /usr/bin/python3 ]; then py=/usr/bin/python3; else py=$(command -v python3); fi
-export PYTHONDONTWRITEBYTECODE=1
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg-bench-page.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fails=0 checks=0
-ok() { checks=$((checks + 1)); }
-fail() { fails=$((fails + 1)); echo "[bench_page] FAIL: $*" >&2; }
-check() { local label=$1; shift; if "$@"; then ok; else fail "$label"; fi; }
+# shellcheck source=tests/integration/lib/checks.sh
+source "$(dirname "$0")/lib/checks.sh" bench_page
 
 mkdir -p "$tmp/bench"
 check "synthetic artifacts written" "$py" - "$TG_SRC/bench/report" "$tmp/bench" <<'PY'
@@ -162,8 +154,4 @@ if [ "${BENCH_PAGE_CHROMIUM:-0}" = 1 ]; then
         "$py" "$TG_SRC/bench/report/check_page.py" --screenshot "$tmp/index.png" "$page"
 fi
 
-if [ "$fails" -ne 0 ]; then
-    echo "[bench_page] FAILED: $fails of $((checks + fails)) checks failed" >&2
-    exit 1
-fi
-echo "[bench_page] PASSED: $checks checks"
+checks_done

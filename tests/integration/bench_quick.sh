@@ -8,19 +8,10 @@
 # recomputed from the raw samples, zero errors), that the validator rejects a corrupted
 # artifact, that the page is self-contained, and that the harnesses refuse non-loopback
 # targets. Counts can be raised through BENCH_* variables; ~20 s under ASan.
-set -uo pipefail
+# shellcheck source=tests/integration/lib/checks.sh
+source "$(dirname "$0")/lib/checks.sh" bench_quick
 : "${TG_BIN:?TG_BIN must name the trigguard binary}"
-: "${TG_SRC:?TG_SRC must name the repository root}"
 : "${TG_BUILD:?TG_BUILD must name the build directory}"
-if [ -x /usr/bin/python3 ]; then py=/usr/bin/python3; else py=$(command -v python3); fi
-export PYTHONDONTWRITEBYTECODE=1
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tg-bench-quick.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fails=0 checks=0
-ok() { checks=$((checks + 1)); }
-fail() { fails=$((fails + 1)); echo "[bench_quick] FAIL: $*" >&2; }
-check() { local label=$1; shift; if "$@"; then ok; else fail "$label"; fi; }
 
 command -v wrk >/dev/null || { echo "[bench_quick] wrk is not installed (scripts/deps wrk)" >&2; exit 1; }
 
@@ -135,8 +126,4 @@ rc=0
 BASE_URL=http://127.0.0.1:$free_port ITERATIONS=1 "$hb" >/dev/null 2>&1 || rc=$?
 check "http_latency_bench: nothing listening is a setup error" test "$rc" = 2
 
-if [ "$fails" -ne 0 ]; then
-    echo "[bench_quick] FAILED: $fails of $((checks + fails)) checks failed" >&2
-    exit 1
-fi
-echo "[bench_quick] PASSED: $checks checks"
+checks_done

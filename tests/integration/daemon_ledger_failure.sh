@@ -77,15 +77,8 @@ round() { # round NAME ROOM: limit = segment size + ROOM bytes
     fi
 
     tg_check "$name: prlimit lifts the limit" prlimit --pid "$pid" --fsize=unlimited:unlimited
-    local ok=0
-    for i in $(seq 1 60); do
-        if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$TG_URL/readyz")" == 200 ]; then
-            ok=1
-            break
-        fi
-        sleep 0.1
-    done
-    tg_eq "$ok" 1 "$name: /readyz is 200 again within 6 s of lifting the limit"
+    tg_check "$name: /readyz is 200 again within 6 s of lifting the limit" \
+        tg_wait_status /readyz 200 60 0.1
     tg_eq "$(grep -c '"event":"ledger_recovered"' "$log")" "$3" "$name: ledger_recovered is logged"
     post_ok "$name: a signed decision after recovery"
     tg_expect_py "j['decision'] == 'PERMIT' and 'receipt' in j" "$name: a signed PERMIT again"

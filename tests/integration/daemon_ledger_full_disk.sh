@@ -58,15 +58,7 @@ tg_check "full disk: the daemon keeps running" kill -0 "$(tg_pid fd2)"
 
 # Room again: the retry loop (every second) finds it without a restart.
 rm -f "$MNT/filler"
-ok=0
-for i in $(seq 1 60); do
-    if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$TG_URL/readyz")" == 200 ]; then
-        ok=1
-        break
-    fi
-    sleep 0.1
-done
-tg_eq "$ok" 1 "room again: /readyz 200 within 6 s"
+tg_check "room again: /readyz 200 within 6 s" tg_wait_status /readyz 200 60 0.1
 tg_check "room again: ledger_recovered is logged" grep -q '"event":"ledger_recovered"' "$log"
 tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"fd-3"')"
 tg_expect_status 200 "room again: decisions are signed"

@@ -169,15 +169,8 @@ tg_start li3 -- "${TG_STD_ARGS[@]}"
 tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"idle-1"')"
 tg_expect_status 200 "idle: a decision before"
 rm -rf "$TG_TMP/ledger-li3"
-ok=0
-for i in $(seq 1 40); do
-    if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$TG_URL/readyz")" == 503 ]; then
-        ok=1
-        break
-    fi
-    sleep 0.05
-done
-tg_eq "$ok" 1 "idle: /readyz turns 503 within 2 s without any decision"
+tg_check "idle: /readyz turns 503 within 2 s without any decision" \
+    tg_wait_status /readyz 503 40 0.05
 expect_lost li3 "idle"
 tg_stop li3
 refused_start li3 "idle: a restart right after" "no segment file is left"

@@ -3,21 +3,12 @@
 set -euo pipefail
 
 : "${TG_BIN:?TG_BIN must point at the trigguard binary}"
-for tool in openssl python3; do
-    command -v "$tool" >/dev/null || {
-        echo "FAIL: $tool is required for this test (scripts/test installs it)" >&2
-        exit 1
-    }
-done
-
-# the interpreter itself, not a (slow) version-manager shim
-PY=$(python3 -c 'import sys; print(sys.executable)')
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=tests/integration/lib/checks.sh
+source "$(dirname "$0")/lib/checks.sh" keys_openssl
+tg_require openssl python3
+PY=$py
 cd "$tmp"
 umask 022
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
 # Field $2 of key number $3 in the keys.json file $1.
 keys_field() {
@@ -150,8 +141,4 @@ rc=0
 out=$("$TG_BIN" verify --keys ring.json --now "$NOW" r1.json) || fail "rotation verify: $out"
 [ "$out" = VALID ] || fail "receipt of the verify-only key: '$out'"
 
-if [ "$fails" -ne 0 ]; then
-    echo "keys_openssl: $fails failure(s)" >&2
-    exit 1
-fi
-echo "keys_openssl: ok"
+checks_done

@@ -6,20 +6,11 @@
 set -euo pipefail
 
 : "${TG_BIN:?TG_BIN must point at the trigguard binary}"
-for tool in openssl python3; do
-    command -v "$tool" >/dev/null || {
-        echo "FAIL: $tool is required for this test (scripts/test installs it)" >&2
-        exit 1
-    }
-done
-
-# the interpreter itself, not a (slow) version-manager shim
-PY=$(python3 -c 'import sys; print(sys.executable)')
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=tests/integration/lib/checks.sh
+source "$(dirname "$0")/lib/checks.sh" receipt_interop
+tg_require openssl python3
+PY=$py
 cd "$tmp"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 NOW=2026-11-30T05:45:00.000Z
 
 # The independent side. JCS of an object whose members are all strings with ASCII names is
@@ -203,8 +194,4 @@ rc=0
 [ "$rc" = 2 ] || fail "verify with a bad --now: exit $rc, want 2"
 "$TG_BIN" verify --help | grep -q "authentic" || fail "verify --help does not explain expired"
 
-if [ "$fails" -ne 0 ]; then
-    echo "receipt_interop: $fails failure(s)" >&2
-    exit 1
-fi
-echo "receipt_interop: ok"
+checks_done

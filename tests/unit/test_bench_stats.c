@@ -13,12 +13,7 @@
 
 #include "env.h"
 #include "stats.h"
-
-/* ---- allocation fault injection (-Wl,--wrap=realloc, see tests/unit/CMakeLists.txt) ---- */
-void *__real_realloc(void *p, size_t n);
-void *__wrap_realloc(void *p, size_t n);
-static int fail_realloc;
-void *__wrap_realloc(void *p, size_t n) { return fail_realloc ? NULL : __real_realloc(p, n); }
+#include "support/fail_alloc.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -239,10 +234,10 @@ static void test_buffer_errors(void **state) {
     tg_buf_free(&b);
 
     tg_buf_init(&b, 0);
-    fail_realloc = 1;
+    tg_fail_alloc_all(true);
     assert_int_equal(tg_bench_put_digest(&b, s, 3), TG_ERR_NOMEM);
     assert_int_equal(tg_bench_put_str(&b, "x"), TG_ERR_NOMEM);
-    fail_realloc = 0;
+    tg_fail_alloc_all(false);
     tg_buf_free(&b);
 }
 

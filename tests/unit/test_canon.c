@@ -14,38 +14,13 @@
 
 #include "trigguard/canon.h"
 
+#include "support/read.h"
+
 /* ---------- helpers ---------- */
 
 /* The RFC 8785 vectors kept in the repository (tests/vectors/jcs, see its README); ctest
  * runs this test in tests/unit. */
 #define JCS_DIR "../vectors/jcs"
-
-static char *read_file(const char *path, size_t *len) {
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        fail_msg("cannot open %s", path);
-        return NULL;
-    }
-    size_t cap = 1024, n = 0;
-    char *buf = malloc(cap);
-    assert_non_null(buf);
-    for (;;) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) {
-            break;
-        }
-        cap *= 2;
-        buf = realloc(buf, cap);
-        assert_non_null(buf);
-    }
-    fclose(f);
-    buf = realloc(buf, n + 1);
-    assert_non_null(buf);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
 
 static int name_cmp(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -166,9 +141,9 @@ static void test_jcs_vectors(void **state) {
     for (size_t i = 0; i < n; i++) {
         size_t il, ol;
         snprintf(p, sizeof p, "%s/%s", dir_in, names[i]);
-        char *in = read_file(p, &il);
+        char *in = tg_test_read(p, &il);
         snprintf(p, sizeof p, "%s/%s", dir_out, names[i]);
-        char *out = read_file(p, &ol);
+        char *out = tg_test_read(p, &ol);
         expect_canon(in, il, NULL, out, ol, names[i]);
         free(in);
         free(out);
@@ -187,9 +162,9 @@ static void test_accept_vectors(void **state) {
     for (size_t i = 0; i < n; i++) {
         size_t il, ol;
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        char *in = read_file(p, &il);
+        char *in = tg_test_read(p, &il);
         snprintf(p, sizeof p, "%s/%.*s.out", dir, (int)(strlen(names[i]) - 5), names[i]);
-        char *out = read_file(p, &ol);
+        char *out = tg_test_read(p, &ol);
         expect_canon(in, il, NULL, out, ol, names[i]);
         free(in);
         free(out);
@@ -220,7 +195,7 @@ static void test_reject_vectors(void **state) {
         }
         size_t len;
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        char *in = read_file(p, &len);
+        char *in = tg_test_read(p, &len);
         expect_parse_err(in, len, NULL, want, names[i]);
         free(in);
     }

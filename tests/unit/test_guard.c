@@ -15,41 +15,7 @@
 #include "trigguard/canon.h"
 #include "trigguard/guard.h"
 
-/* ------------------------------------------------------------------ allocation faults
- * src/guard/CMakeLists.txt links this test with -Wl,--wrap for these symbols.
- * fail_in: -1 = pass through; k >= 0 = the allocation after k more successes fails. */
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t m);
-void *__real_aligned_alloc(size_t a, size_t n);
-int __real_sodium_init(void);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t m);
-void *__wrap_aligned_alloc(size_t a, size_t n);
-int __wrap_sodium_init(void);
-
-static atomic_long fail_in = -1;
-static atomic_int fail_sodium = 0;
-
-static int alloc_should_fail(void) {
-    long cur = atomic_load(&fail_in);
-    while (cur >= 0) {
-        long next = cur == 0 ? -1 : cur - 1;
-        if (atomic_compare_exchange_weak(&fail_in, &cur, next)) {
-            return cur == 0;
-        }
-    }
-    return 0;
-}
-
-void *__wrap_malloc(size_t n) { return alloc_should_fail() ? NULL : __real_malloc(n); }
-
-void *__wrap_calloc(size_t n, size_t m) { return alloc_should_fail() ? NULL : __real_calloc(n, m); }
-
-void *__wrap_aligned_alloc(size_t a, size_t n) {
-    return alloc_should_fail() ? NULL : __real_aligned_alloc(a, n);
-}
-
-int __wrap_sodium_init(void) { return atomic_load(&fail_sodium) ? -1 : __real_sodium_init(); }
+#include "support/fail_alloc.h"
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -881,33 +847,33 @@ static void test_nomem_and_crypto(void **state) {
     tg_bulkhead_t *b = NULL;
     tg_diag_t d;
 
-    atomic_store(&fail_in, 0);
+    tg_fail_alloc_after(0);
     assert_int_equal(tg_tenants_create(&t), TG_ERR_NOMEM);
     assert_null(t);
     for (long k = 0; k < 2; k++) {
-        atomic_store(&fail_in, k);
+        tg_fail_alloc_after(k);
         assert_int_equal(tg_rate_create(&r, NULL, &d), TG_ERR_NOMEM);
         assert_null(r);
-        atomic_store(&fail_in, k);
+        tg_fail_alloc_after(k);
         assert_int_equal(tg_bulkhead_create(&b, NULL, &d), TG_ERR_NOMEM);
         assert_null(b);
     }
-    atomic_store(&fail_in, -1);
+    tg_fail_alloc_off();
 
-    atomic_store(&fail_sodium, 1);
+    tg_fail_sodium_init(true);
     assert_int_equal(tg_tenants_create(&t), TG_ERR_CRYPTO);
-    atomic_store(&fail_sodium, 0);
+    tg_fail_sodium_init(false);
 
     t = mk_tenants();
     /* the staging array of each loader */
-    atomic_store(&fail_in, 0);
+    tg_fail_alloc_after(0);
     assert_int_equal(tg_tenants_load_env(t, S("a:b"), &d), TG_ERR_NOMEM);
-    atomic_store(&fail_in, 0);
+    tg_fail_alloc_after(0);
     assert_int_equal(tg_tenants_load_json(t, S("[]"), NULL, &d), TG_ERR_NOMEM);
     char *path = write_temp("[]", 2);
-    atomic_store(&fail_in, 0);
+    tg_fail_alloc_after(0);
     assert_int_equal(tg_tenants_load_file(t, path, &d), TG_ERR_NOMEM);
-    atomic_store(&fail_in, -1);
+    tg_fail_alloc_off();
     assert_int_equal(tg_tenants_load_file(t, path, &d), TG_OK);
     unlink(path);
     free(path);

@@ -16,52 +16,8 @@
 #include "trigguard/kernel.h"
 #include "trigguard/policy.h"
 
-/* ---- allocation spy (this executable is linked with -Wl,--wrap=malloc,...) ------------ */
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t m);
-void *__real_realloc(void *p, size_t n);
-void __real_free(void *p);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t m);
-void *__wrap_realloc(void *p, size_t n);
-void __wrap_free(void *p);
-
-/* volatile: GCC assumes malloc reads no user globals and would drop the arming store. */
-static volatile int alloc_armed;
-static volatile unsigned long alloc_calls_while_armed;
-
-/* While armed every allocation fails and is counted: the kernel must never get here. */
-void *__wrap_malloc(size_t n) {
-    if (alloc_armed) {
-        alloc_calls_while_armed++;
-        return NULL;
-    }
-    return __real_malloc(n);
-}
-
-void *__wrap_calloc(size_t n, size_t m) {
-    if (alloc_armed) {
-        alloc_calls_while_armed++;
-        return NULL;
-    }
-    return __real_calloc(n, m);
-}
-
-void *__wrap_realloc(void *p, size_t n) {
-    if (alloc_armed) {
-        alloc_calls_while_armed++;
-        return NULL;
-    }
-    return __real_realloc(p, n);
-}
-
-void __wrap_free(void *p) {
-    if (alloc_armed && p != NULL) {
-        alloc_calls_while_armed++;
-    }
-    __real_free(p);
-}
+#include "support/fail_alloc.h"
+#include "support/read.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
@@ -73,41 +29,9 @@ static const char *src_root(void) {
     return s != NULL && s[0] != '\0' ? s : "../..";
 }
 
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        return NULL;
-    }
-    size_t cap = 1u << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    size_t got;
-    while (buf != NULL && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            char *nb = realloc(buf, cap * 2 + 1);
-            if (nb == NULL) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (buf != NULL) {
-        buf[n] = '\0';
-        *len = n;
-    }
-    return buf;
-}
-
 static json_t *load_json(const char *path) {
     size_t len = 0;
-    char *text = read_text(path, &len);
-    if (text == NULL) {
-        fail_msg("cannot read %s", path);
-    }
+    char *text = tg_test_read(path, &len);
     tg_json_limits_t lim = TG_JSON_LIMITS_DEFAULT;
     lim.max_bytes = TG_POLICY_MAX_FILE;
     lim.max_keys = 1024;
@@ -538,12 +462,13 @@ static void test_kernel_never_allocates(void **state) {
     /* The spy works: an armed allocation from this file fails and is counted. The call
      * goes through a volatile pointer so the compiler cannot elide it. */
     void *(*volatile alloc_fn)(size_t) = malloc;
-    alloc_armed = 1;
+    long seen = tg_fail_alloc_seen();
+    tg_fail_alloc_all(true);
     void *probe = alloc_fn(16);
-    alloc_armed = 0;
+    tg_fail_alloc_all(false);
     assert_null(probe);
-    assert_int_equal(alloc_calls_while_armed, 1);
-    alloc_calls_while_armed = 0;
+    assert_int_equal(tg_fail_alloc_seen() - seen, 1);
+    seen = tg_fail_alloc_seen();
 
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/tests/unit/vectors/kernel", src_root());
@@ -558,17 +483,17 @@ static void test_kernel_never_allocates(void **state) {
         tg_frame_t f;
         if (tg_frame_from_request(&f, NULL, p, json_object_get(vec, "request"), NULL) == TG_OK) {
             tg_decision_t d;
-            alloc_armed = 1;
+            tg_fail_alloc_all(true);
             tg_kernel_decide(&d, tg_policy_tables(p), &f);
             tg_kernel_decide(&d, tg_policy_tables(p), NULL);
             tg_kernel_decide(&d, NULL, &f);
-            alloc_armed = 0;
+            tg_fail_alloc_all(false);
             decided++;
         }
         json_decref(vec);
         free(names[i]);
     }
-    assert_int_equal(alloc_calls_while_armed, 0);
+    assert_int_equal(tg_fail_alloc_seen() - seen, 0);
     assert_true(decided >= 150);
     cache_clear();
 }

@@ -17,6 +17,8 @@
 #include "trigguard/buf.h"
 #include "trigguard/keys.h"
 
+#include "support/read.h"
+
 #define SEED00_PRIV                                                                                \
     "-----BEGIN PRIVATE KEY-----\n"                                                                \
     "MC4CAQAwBQYDK2VwBCIEIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f\n"                           \
@@ -80,16 +82,6 @@ static tg_err_t parse(tg_key_t *k, const char *pem, tg_diag_t *d) {
     return tg_key_parse_pem(k, pem, strlen(pem), NULL, d);
 }
 
-static char *read_text(const char *path, size_t *len) {
-    static char buf[8192];
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    *len = fread(buf, 1, sizeof buf - 1, f);
-    buf[*len] = '\0';
-    fclose(f);
-    return buf;
-}
-
 static void write_file(const char *path, const char *text, mode_t mode) {
     (void)unlink(path);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
@@ -116,14 +108,16 @@ static void test_pem_bytes_match_openssl(void **state) {
     tg_buf_init(&b, 0);
     assert_int_equal(tg_key_private_pem(&b, &k), TG_OK);
     assert_string_equal(b.data, SEED00_PRIV);
-    const char *file = read_text("vectors/keys/seed00.pem", &len);
+    char *file = tg_test_read("vectors/keys/seed00.pem", &len);
     assert_int_equal(b.len, len);
     assert_memory_equal(b.data, file, len); /* byte-identical to openssl pkey output */
+    free(file);
     tg_buf_reset(&b);
     assert_int_equal(tg_key_public_pem(&b, &k), TG_OK);
-    file = read_text("vectors/keys/seed00.pub.pem", &len);
+    file = tg_test_read("vectors/keys/seed00.pub.pem", &len);
     assert_int_equal(b.len, len);
     assert_memory_equal(b.data, file, len);
+    free(file);
     tg_buf_free(&b);
     tg_key_wipe(&k);
     for (size_t i = 0; i < sizeof k; i++) {
@@ -377,15 +371,17 @@ static void test_reject_openssl_other_keys(void **state) {
                                         "vectors/keys/encrypted.pem"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         size_t len;
-        const char *t = read_text(files[i], &len);
+        char *t = tg_test_read(files[i], &len);
         tg_key_t k;
         tg_diag_t d;
         assert_int_equal(tg_key_parse_pem(&k, t, len, NULL, &d), TG_ERR_KEY_FORMAT);
+        free(t);
     }
     size_t len;
-    const char *t = read_text("vectors/keys/rfc8032-test1.pem", &len);
+    char *t = tg_test_read("vectors/keys/rfc8032-test1.pem", &len);
     tg_key_t k;
     assert_int_equal(tg_key_parse_pem(&k, t, len, NULL, NULL), TG_OK);
+    free(t);
     static const uint8_t rfc1_pk[32] = {0xd7, 0x5a, 0x98, 0x01, 0x82, 0xb1, 0x0a, 0xb7,
                                         0xd5, 0x4b, 0xfe, 0xd3, 0xc9, 0x64, 0x07, 0x3a,
                                         0x0e, 0xe1, 0x72, 0xf3, 0xda, 0xa6, 0x23, 0x25,
@@ -515,8 +511,9 @@ static void test_save_private(void **state) {
     assert_int_equal(rc, TG_OK);
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(st.st_mode & 07777, 0600);
-    const char *text = read_text(path, &len);
+    char *text = tg_test_read(path, &len);
     assert_string_equal(text, "trigguard-key-id: trigguard-key-1\n" SEED00_PRIV);
+    free(text);
     assert_int_equal(tg_key_load_file(&back, path, NULL, &d), TG_OK);
     assert_string_equal(back.key_id, "trigguard-key-1");
     assert_memory_equal(back.sk, k.sk, 64);
@@ -524,8 +521,9 @@ static void test_save_private(void **state) {
     /* never overwrites, and leaves the existing file alone */
     assert_int_equal(tg_key_save_private(path, &k, false, &d), TG_ERR_EXISTS);
     assert_non_null(strstr(d.msg, "already exists"));
-    text = read_text(path, &len);
+    text = tg_test_read(path, &len);
     assert_string_equal(text, "trigguard-key-id: trigguard-key-1\n" SEED00_PRIV);
+    free(text);
     /* not even through a symlink */
     char link_path[160];
     (void)snprintf(link_path, sizeof link_path, "%s/link.pem", tmpdir);
@@ -537,8 +535,9 @@ static void test_save_private(void **state) {
     (void)snprintf(path, sizeof path, "%s/saved2.pem", tmpdir);
     (void)unlink(path);
     assert_int_equal(tg_key_save_private(path, &k, false, &d), TG_OK);
-    text = read_text(path, &len);
+    text = tg_test_read(path, &len);
     assert_string_equal(text, SEED00_PRIV);
+    free(text);
     /* a directory that does not exist */
     (void)snprintf(path, sizeof path, "%s/no/such/dir.pem", tmpdir);
     assert_int_equal(tg_key_save_private(path, &k, false, &d), TG_ERR_IO);

@@ -20,9 +20,13 @@
 
 #include "trigguard/ledger.h"
 
+#include "support/fail_alloc.h"
+#include "support/read.h"
+
 /* ---- fault injection: -Wl,--wrap=pwrite,--wrap=fdatasync,--wrap=fsync,--wrap=write,
- * --wrap=malloc (see tests/unit/CMakeLists.txt). Each fault fails its next `count` calls
- * (-1 = every call) until disarmed; disarmed wrappers call the real function. ---- */
+ * --wrap=pthread_create (see tests/unit/CMakeLists.txt); allocation failures come from
+ * support/fail_alloc.h. Each fault fails its next `count` calls (-1 = every call) until
+ * disarmed; disarmed wrappers call the real function. ---- */
 
 typedef struct fault {
     atomic_int count;   /* calls left to fail; 0 = off; -1 = forever */
@@ -33,7 +37,7 @@ typedef struct fault {
     atomic_int calls; /* every call seen (armed or not) */
 } fault_t;
 
-static fault_t f_pwrite, f_fdatasync, f_fsync, f_write, f_malloc, f_thread;
+static fault_t f_pwrite, f_fdatasync, f_fsync, f_write, f_thread;
 static atomic_bool g_block_sync; /* fdatasync waits while set */
 static atomic_int g_sync_entered;
 
@@ -45,8 +49,6 @@ int __real_fsync(int fd);
 int __wrap_fsync(int fd);
 ssize_t __real_write(int fd, const void *buf, size_t n);
 ssize_t __wrap_write(int fd, const void *buf, size_t n);
-void *__real_malloc(size_t n);
-void *__wrap_malloc(size_t n);
 int __real_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg);
 int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg);
 
@@ -73,12 +75,13 @@ static void arm(fault_t *f, int count, int err, bool short_write) {
 }
 
 static void disarm_all(void) {
-    fault_t *all[] = {&f_pwrite, &f_fdatasync, &f_fsync, &f_write, &f_malloc, &f_thread};
+    fault_t *all[] = {&f_pwrite, &f_fdatasync, &f_fsync, &f_write, &f_thread};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         atomic_store(&all[i]->count, 0);
         atomic_store(&all[i]->short_, false);
     }
     atomic_store(&g_block_sync, false);
+    tg_fail_alloc_off();
 }
 
 ssize_t __wrap_pwrite(int fd, const void *buf, size_t n, off_t off) {
@@ -125,13 +128,6 @@ ssize_t __wrap_write(int fd, const void *buf, size_t n) {
     return __real_write(fd, buf, n);
 }
 
-void *__wrap_malloc(size_t n) {
-    if (atomic_load(&f_malloc.count) != 0 && take(&f_malloc)) {
-        return NULL;
-    }
-    return __real_malloc(n);
-}
-
 int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg) {
     if (take(&f_thread)) {
         return f_thread.err;
@@ -173,20 +169,7 @@ static void seg_path(char *out, size_t n, const tdir_t *d, uint32_t seg) {
     snprintf(out, n, "%s/%s", d->path, name);
 }
 
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long sz = ftell(f);
-    assert_true(sz >= 0);
-    rewind(f);
-    uint8_t *b = malloc((size_t)sz + 1);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)sz, f), (size_t)sz);
-    fclose(f);
-    *len = (size_t)sz;
-    return b;
-}
+static uint8_t *slurp(const char *path, size_t *len) { return (uint8_t *)tg_test_read(path, len); }
 
 static void spit(const char *path, const uint8_t *b, size_t len) {
     FILE *f = fopen(path, "wb");
@@ -530,7 +513,7 @@ static void test_args(void **state) {
     assert_int_equal(tg_ledger_append_sync(l, 2, NULL, 0, NULL, 0, &pos), TG_OK);
     assert_int_equal(pos.seq, 2);
     /* allocation failure when copying the record */
-    arm(&f_malloc, 1, 0, false);
+    tg_fail_alloc_after(0);
     assert_int_equal(tg_ledger_append_sync(l, 1, NULL, 0, "x", 1, &pos), TG_ERR_NOMEM);
     disarm_all();
     assert_false(tg_ledger_healthy(NULL));

@@ -20,6 +20,8 @@
 #include "trigguard/io.h"
 #include "trigguard/log.h"
 
+#include "support/read.h"
+
 typedef struct {
     char path[64];
     int fd;
@@ -51,23 +53,7 @@ static int sink_teardown(void **state) {
 }
 
 /* The whole file as a NUL-terminated string (caller frees). */
-static char *slurp(const sink_t *s, size_t *len) {
-    FILE *f = fopen(s->path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long n = ftell(f);
-    assert_true(n >= 0);
-    rewind(f);
-    char *buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    if (len != NULL) {
-        *len = (size_t)n;
-    }
-    return buf;
-}
+static char *slurp(const sink_t *s, size_t *len) { return tg_test_read(s->path, len); }
 
 static size_t count_lines(const char *text) {
     size_t n = 0;

@@ -16,41 +16,7 @@
 #include "trigguard/kernel.h"
 #include "trigguard/policy.h"
 
-/* ---- allocation fault injection (linked with -Wl,--wrap=malloc,...) ------------------- */
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t m);
-void *__real_realloc(void *p, size_t n);
-void __real_free(void *p);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t m);
-void *__wrap_realloc(void *p, size_t n);
-void __wrap_free(void *p);
-
-/* volatile: GCC assumes malloc reads no user globals. -1 = never fail. */
-static volatile long fail_countdown = -1;
-static volatile long failures_injected;
-
-static int should_fail(void) {
-    if (fail_countdown < 0) {
-        return 0;
-    }
-    if (fail_countdown == 0) {
-        fail_countdown = -1;
-        failures_injected++;
-        return 1;
-    }
-    fail_countdown--;
-    return 0;
-}
-
-void *__wrap_malloc(size_t n) { return should_fail() ? NULL : __real_malloc(n); }
-
-void *__wrap_calloc(size_t n, size_t m) { return should_fail() ? NULL : __real_calloc(n, m); }
-
-void *__wrap_realloc(void *p, size_t n) { return should_fail() ? NULL : __real_realloc(p, n); }
-
-void __wrap_free(void *p) { __real_free(p); }
+#include "support/fail_alloc.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
@@ -835,14 +801,15 @@ static void test_load_text_and_file(void **state) {
 static void test_allocation_failures(void **state) {
     (void)state;
     json_t *ex = load_example();
-    long injected_before = failures_injected;
+    long injected_before = tg_fail_alloc_injected();
     for (long n = 0;; n++) {
         tg_policy_t *p = NULL;
         tg_diag_t diag = {{0}};
-        fail_countdown = n;
+        long before = tg_fail_alloc_injected();
+        tg_fail_alloc_after(n);
         tg_err_t rc = tg_policy_compile(&p, ex, &diag);
-        int failed = fail_countdown < 0; /* the countdown fired */
-        fail_countdown = -1;
+        bool failed = tg_fail_alloc_injected() != before; /* the countdown fired */
+        tg_fail_alloc_off();
         if (!failed) {
             assert_int_equal(rc, TG_OK);
             tg_policy_destroy(p);
@@ -856,7 +823,7 @@ static void test_allocation_failures(void **state) {
         assert_null(p);
         assert_true(n < 100000);
     }
-    assert_true(failures_injected - injected_before >= 5);
+    assert_true(tg_fail_alloc_injected() - injected_before >= 5);
     json_decref(ex);
 }
 

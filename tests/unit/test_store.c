@@ -14,42 +14,7 @@
 
 #include "trigguard/store.h"
 
-/* ------------------------------------------------------------------ allocation faults
- * src/store/CMakeLists.txt links this test with -Wl,--wrap for these symbols, so calls from
- * the store library land here. fail_in: -1 = pass through, k >= 0 = the allocation after k
- * more successes fails (once). */
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t m);
-void *__real_aligned_alloc(size_t a, size_t n);
-int __real_sodium_init(void);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t m);
-void *__wrap_aligned_alloc(size_t a, size_t n);
-int __wrap_sodium_init(void);
-
-static atomic_long fail_in = -1;
-static atomic_int fail_sodium = 0;
-
-static int alloc_should_fail(void) {
-    long cur = atomic_load(&fail_in);
-    while (cur >= 0) {
-        long next = cur == 0 ? -1 : cur - 1;
-        if (atomic_compare_exchange_weak(&fail_in, &cur, next)) {
-            return cur == 0;
-        }
-    }
-    return 0;
-}
-
-void *__wrap_malloc(size_t n) { return alloc_should_fail() ? NULL : __real_malloc(n); }
-
-void *__wrap_calloc(size_t n, size_t m) { return alloc_should_fail() ? NULL : __real_calloc(n, m); }
-
-void *__wrap_aligned_alloc(size_t a, size_t n) {
-    return alloc_should_fail() ? NULL : __real_aligned_alloc(a, n);
-}
-
-int __wrap_sodium_init(void) { return atomic_load(&fail_sodium) ? -1 : __real_sodium_init(); }
+#include "support/fail_alloc.h"
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -682,10 +647,10 @@ static void test_idem_get(void **state) {
     assert_int_equal(tg_store_idem_get(s, S(T_B), S("r"), 6, NULL), TG_ERR_INVALID_ARG);
     assert_int_equal(tg_store_idem_get(s, S(T_B), "", 0, 6, &res), TG_ERR_INVALID_ARG);
     assert_int_equal(tg_store_idem_get(NULL, S(T_B), S("r"), 6, &res), TG_ERR_INVALID_ARG);
-    atomic_store(&fail_in, 0);
+    tg_fail_alloc_after(0);
     assert_int_equal(tg_store_idem_get(s, S(T_B), S("r"), 6, &res), TG_ERR_NOMEM);
     assert_int_equal(res.state, TG_IDEM_NONE);
-    atomic_store(&fail_in, -1);
+    tg_fail_alloc_off();
     /* expired. Last: a lookup at 10 + R also reclaims any expired entry that shares the
      * bucket, "r" included when the keyed hash puts them together (1 run in ~32), so no
      * read at an earlier time may follow it. */
@@ -757,11 +722,11 @@ static void test_idem_insert(void **state) {
         TG_ERR_LIMIT);
     /* the copy of the held entry cannot be made: out of memory, nothing changed (the new
      * entry and its body are allocated first, the copy third) */
-    atomic_store(&fail_in, 2);
+    tg_fail_alloc_after(2);
     assert_int_equal(
         tg_store_idem_insert(s, S(T_A), S("e1"), h, 200, S("pos-5"), now + R, now + R, &held),
         TG_ERR_NOMEM);
-    atomic_store(&fail_in, -1);
+    tg_fail_alloc_off();
     assert_int_equal(held.state, TG_IDEM_NONE);
     assert_int_equal(tg_store_idem_get(s, S(T_A), S("e1"), now + R, &res), TG_OK);
     assert_memory_equal(res.body, "pos-4", 5);
@@ -801,13 +766,13 @@ static void test_nomem_and_crypto(void **state) {
     tg_diag_t d;
 
     /* wrapping is active (otherwise this test cannot see anything) */
-    atomic_store(&fail_in, 0);
+    tg_fail_alloc_after(0);
     assert_int_equal(tg_store_create(&s, &o, &d), TG_ERR_NOMEM);
     assert_null(s);
     /* every allocation point of create fails cleanly (ASan checks for leaks) */
     int created = 0;
     for (long k = 1; k < 64 && !created; k++) {
-        atomic_store(&fail_in, k);
+        tg_fail_alloc_after(k);
         tg_err_t rc = tg_store_create(&s, &o, &d);
         if (rc == TG_OK) {
             created = 1;
@@ -816,13 +781,13 @@ static void test_nomem_and_crypto(void **state) {
             assert_null(s);
         }
     }
-    atomic_store(&fail_in, -1);
+    tg_fail_alloc_off();
     assert_true(created);
 
-    atomic_store(&fail_sodium, 1);
+    tg_fail_sodium_init(true);
     tg_store_t *s2 = NULL;
     assert_int_equal(tg_store_create(&s2, &o, &d), TG_ERR_CRYPTO);
-    atomic_store(&fail_sodium, 0);
+    tg_fail_sodium_init(false);
 
     uint8_t h[32];
     hash_of(h, 1);
@@ -830,31 +795,31 @@ static void test_nomem_and_crypto(void **state) {
     tg_idem_state_t stt;
     tg_store_stats_t st;
     /* begin: entry allocation */
-    atomic_store(&fail_in, 0);
+    tg_fail_alloc_after(0);
     assert_int_equal(tg_store_idem_begin(s, S(T_A), S("k"), h, 0, &res), TG_ERR_NOMEM);
     expect_new(s, T_A, "k", 1, 0);
     /* complete: body copy; the reservation survives */
-    atomic_store(&fail_in, 0);
+    tg_fail_alloc_after(0);
     assert_int_equal(complete(s, T_A, "k", 200, "body", 1), TG_ERR_NOMEM);
     assert_int_equal(begin_state(s, T_A, "k", 1, 1, &stt), TG_ERR_IN_FLIGHT);
     assert_int_equal(complete(s, T_A, "k", 200, "body", 1), TG_OK);
     /* replay: the copy handed out (the entry pre-allocation comes first) */
-    atomic_store(&fail_in, 1);
+    tg_fail_alloc_after(1);
     assert_int_equal(tg_store_idem_begin(s, S(T_A), S("k"), h, 2, &res), TG_ERR_NOMEM);
     assert_int_equal(res.state, TG_IDEM_NONE);
     expect_replay(s, T_A, "k", 1, 2, 200, "body");
     /* restore: entry, then body */
     for (long k = 0; k < 2; k++) {
-        atomic_store(&fail_in, k);
+        tg_fail_alloc_after(k);
         assert_int_equal(tg_store_idem_restore(s, S(T_A), S("r"), h, 200, S("b"), 0, 0),
                          TG_ERR_NOMEM);
     }
     /* nonces */
-    atomic_store(&fail_in, 0);
+    tg_fail_alloc_after(0);
     assert_int_equal(tg_store_nonce_use(s, S(T_A), S("n"), 0), TG_ERR_NOMEM);
-    atomic_store(&fail_in, 0);
+    tg_fail_alloc_after(0);
     assert_int_equal(tg_store_nonce_restore(s, S(T_A), S("n"), 0, 0), TG_ERR_NOMEM);
-    atomic_store(&fail_in, -1);
+    tg_fail_alloc_off();
     assert_int_equal(tg_store_nonce_use(s, S(T_A), S("n"), 0), TG_OK);
     tg_store_stats(s, &st);
     assert_int_equal(st.entries, 2);

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "trigguard/clock.h"
 #include "trigguard/swap.h"
 
 #define LIVE 0x4c495645
@@ -187,11 +188,7 @@ static void *reader(void *p) {
     return NULL;
 }
 
-static long elapsed_ms(const struct timespec *t0) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
-}
+static long elapsed_ms(int64_t t0_ns) { return (long)((tg_clock_mono_ns() - t0_ns) / 1000000); }
 
 static void test_stalled_readers_race_reloads(void **state) {
     (void)state;
@@ -203,15 +200,14 @@ static void test_stalled_readers_race_reloads(void **state) {
     for (int i = 0; i < READERS; i++) {
         assert_int_equal(pthread_create(&t[i], NULL, reader, (void *)(intptr_t)roles[i]), 0);
     }
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t t0 = tg_clock_mono_ns();
     unsigned id = 1;
     /* Long enough that reloads completed during several long stalls, even on a loaded
      * machine (each such stall is a use after free for the old scheme). */
     for (;;) {
         obj_retire(tg_swap_exchange(race.s, obj_new(id++)));
         atomic_fetch_add(&race.reloads, 1);
-        long ms = elapsed_ms(&t0);
+        long ms = elapsed_ms(t0);
         if ((ms >= MIN_RUN_MS && atomic_load(&race.overlaps) >= WANT_OVERLAPS) ||
             ms >= MAX_RUN_MS) {
             break;

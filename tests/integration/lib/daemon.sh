@@ -28,13 +28,11 @@ python3() { "$TG_PY" "$@"; }
 export PYTHONPATH="$TG_PYLIB${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONDONTWRITEBYTECODE=1
 
-# The daemon reads these from the environment: a test sets what it needs explicitly.
-unset PORT TG_DECIDE_PORT RATE_LIMIT_PER_TENANT RATE_LIMIT_GLOBAL RATE_LIMIT_BURST \
-    BULKHEAD_TENANT_MAX_IN_FLIGHT BULKHEAD_GLOBAL_MAX_IN_FLIGHT
-while IFS= read -r v; do unset "$v"; done < <(compgen -e | grep '^TRIGGUARD_' || true)
-# Loopback only: never let a proxy setting route test traffic elsewhere.
-unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy
-export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
+# Starting, waiting for and stopping a daemon: the code scripts/bench and scripts/peerbench
+# use too. The daemon reads the environment, so a test sets what it needs explicitly.
+# shellcheck source=scripts/lib/daemon.sh
+source "$TG_IT_DIR/../../scripts/lib/daemon.sh"
+tgd_clean_env
 
 TG_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tg-itest.XXXXXX")
 TG_FAILS=0
@@ -153,31 +151,18 @@ tg_start() {
         [ "$prev" == "--listen" ] && [ "$a" == "::1" ] && TG_HOSTS[$name]="[::1]"
         prev=$a
     done
-    rm -f "$pf"
-    "${TG_WRAPPER[@]}" env "${envs[@]}" "$TG_BIN" serve --port 0 --port-file "$pf" "$@" >>"$log" 2>&1 &
-    local pid=$!
-    TG_PIDS[$name]=$pid
+    TGD_HOST=${TG_HOSTS[$name]}
     TG_LOGS[$name]=$log
-    local deadline=$((SECONDS + TG_START_TIMEOUT))
-    while [ ! -s "$pf" ]; do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            wait "$pid"
-            local rc=$?
-            unset "TG_PIDS[$name]"
-            tg_die "daemon $name exited with $rc before listening; log:
+    if ! tgd_start "$pf" "$log" "$TG_START_TIMEOUT" \
+        "${TG_WRAPPER[@]}" env "${envs[@]}" "$TG_BIN" serve --port 0 --port-file "$pf" "$@"; then
+        [ -z "$TGD_PID" ] || TG_PIDS[$name]=$TGD_PID # still running: the EXIT trap stops it
+        tg_die "daemon $name $TGD_ERROR; log:
 $(tail -20 "$log")"
-        fi
-        [ $SECONDS -lt $deadline ] || tg_die "daemon $name wrote no port file in ${TG_START_TIMEOUT}s"
-        sleep 0.05
-    done
-    TG_PORTS[$name]=$(tr -d '[:space:]' <"$pf")
+    fi
+    local pid=$TGD_PID
+    TG_PIDS[$name]=$pid
+    TG_PORTS[$name]=$TGD_PORT
     tg_use "$name"
-    while ! curl -s -o /dev/null --max-time 2 "$TG_URL/healthz"; do
-        kill -0 "$pid" 2>/dev/null || tg_die "daemon $name died after listening; log:
-$(tail -20 "$log")"
-        [ $SECONDS -lt $deadline ] || tg_die "daemon $name: /healthz did not answer in ${TG_START_TIMEOUT}s"
-        sleep 0.05
-    done
     tg_log "daemon $name: pid $pid, port ${TG_PORTS[$name]}"
 }
 
@@ -203,17 +188,10 @@ tg_stop() {
     local name=$1 want=${2:-0}
     local pid=${TG_PIDS[$name]:-}
     [ -n "$pid" ] || return 0
-    kill -TERM "$pid" 2>/dev/null
-    local deadline=$((SECONDS + 20))
-    while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.05; done
-    if kill -0 "$pid" 2>/dev/null; then
-        tg_fail "daemon $name did not exit within 20 s of SIGTERM"
-        kill -KILL "$pid" 2>/dev/null
-    fi
-    wait "$pid"
-    local rc=$?
+    tgd_stop "$pid" 20
+    [ "$TGD_KILLED" = 0 ] || tg_fail "daemon $name did not exit within 20 s of SIGTERM"
     unset "TG_PIDS[$name]"
-    tg_expect_exit "$name" "$rc" "$want" "daemon $name exit status after SIGTERM"
+    tg_expect_exit "$name" "$TGD_STATUS" "$want" "daemon $name exit status after SIGTERM"
     tg_check_sanitizers "$name"
     return 0
 }
@@ -235,10 +213,7 @@ tg_cleanup() {
         kill -TERM "${TG_PIDS[$name]}" 2>/dev/null
     done
     for name in "${!TG_PIDS[@]}"; do
-        local pid=${TG_PIDS[$name]} i=0
-        while kill -0 "$pid" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
-        kill -KILL "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
+        tgd_stop "${TG_PIDS[$name]}" 10
     done
     if [ -n "${TG_KEEP_TMP:-}" ]; then
         echo "kept $TG_TMP" >&2
@@ -366,6 +341,18 @@ j = json.load(open(sys.argv[1]))
 r = j["receipt"]
 open(sys.argv[2], "w").write(json.dumps(r, separators=(",", ":"), ensure_ascii=False))
 PY
+}
+
+# tg_wait_status PATH STATUS TRIES INTERVAL: polls GET PATH on the current daemon (outside
+# tg_req: the last response is left alone) until it answers STATUS, at most TRIES times
+# INTERVAL seconds apart. Succeeds once it does: tg_check "label" tg_wait_status ...
+tg_wait_status() {
+    local i
+    for ((i = 0; i < $3; i++)); do
+        [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$TG_URL$1")" == "$2" ] && return 0
+        sleep "$4"
+    done
+    return 1
 }
 
 # Fetches keys.json from the current daemon into FILE.
