@@ -18,10 +18,6 @@
 #define TG_META_PROBE_HASH "0000000000000000000000000000000000000000000000000000000000000000"
 
 /* What a request carries from the synchronous part to the ledger's done callback. */
-/* What one receipt index entry costs the index's byte cap, about (entry, tenant,
- * execution id, ledger position): the room asked for before signing. */
-#define TG_RECEIPT_INDEX_ENTRY_BYTES 256
-
 typedef struct eval_req {
     tg_pipeline_t *p;
     tg_exchange_t *ex;
@@ -281,25 +277,21 @@ static tg_err_t append_trace(tg_buf_t *out, const tg_decision_t *d, const tg_pol
 
 /* ---- ledger completion ---------------------------------------------------------------- */
 
-static bool pos_of(tg_ledger_pos_t *pos, const tg_idem_result_t *res);
-
 /* Adds executionId -> ledger position to the receipt index, live (settle) or while the
  * index is rebuilt from the ledger at start (request_id NULL). An id already indexed for
  * another record is never repointed: GET /v1/receipts keeps answering with the receipt
  * it answered with first, and the collision is an error, logged with both records and
  * counted (trigguard_receipt_index_collisions_total), because two executions with one id
  * mean the derivation (receipt.h) or the ledger is not what it should be. Returns what
- * tg_store_idem_insert returned. */
+ * tg_receipts_insert returned. */
 static tg_err_t index_receipt(tg_pipeline_t *p, const char *tenant, size_t tenant_len,
                               const char *exec_id, const tg_ledger_pos_t *pos, int64_t stamp_ms,
                               int64_t now_ms, const char *request_id) {
-    tg_idem_result_t held;
-    tg_err_t rc = tg_store_idem_insert(p->receipts, tenant, tenant_len, exec_id, strlen(exec_id),
-                                       (const uint8_t[32]){0}, 200, (const char *)pos, sizeof *pos,
-                                       stamp_ms, now_ms, &held);
+    tg_ledger_pos_t first;
+    tg_err_t rc = tg_receipts_insert(p->receipts, tenant, tenant_len, exec_id, strlen(exec_id), pos,
+                                     stamp_ms, now_ms, &first);
     if (rc == TG_ERR_CONFLICT) {
-        tg_ledger_pos_t first;
-        unsigned long long first_seq = pos_of(&first, &held) ? (unsigned long long)first.seq : 0;
+        unsigned long long first_seq = (unsigned long long)first.seq;
         atomic_fetch_add_explicit(&p->metrics.receipt_index_collisions, 1, memory_order_relaxed);
         if (request_id != NULL) {
             TG_LOG(TG_LOG_ERROR, "receipt_index_collision",
@@ -316,7 +308,6 @@ static tg_err_t index_receipt(tg_pipeline_t *p, const char *tenant, size_t tenan
                    first_seq);
         }
     }
-    tg_idem_result_free(&held);
     return rc;
 }
 
@@ -334,15 +325,15 @@ static void settle_store(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *
     if (r->idem_reserved) {
         /* The entry keeps where the record is, not the response: a replay rebuilds the
          * response from the record (replay_response), the same way after a restart, so
-         * an entry costs ~150 bytes instead of a copy of a ~1.4 KB response. */
-        tg_err_t rc =
-            tg_store_idem_complete(p->store, r->tenant_name, r->tenant_len, r->idem, r->idem_len,
-                                   r->status, (const char *)pos, sizeof *pos, now);
+         * an entry costs ~160 bytes (store.h) instead of a copy of a ~1.4 KB response. */
+        tg_err_t rc = tg_store_idem_complete(p->store, r->tenant_name, r->tenant_len, r->idem,
+                                             r->idem_len, r->status, pos, now);
         if (rc != TG_OK) {
-            /* The record is durable and the response goes out, but the table could not
-             * keep it (full). Dropping the reservation would let a retry execute the
-             * request a second time, so it stays held: retries get 409 in flight until
-             * a restart rebuilds the entry from the ledger. Fail closed, say so. */
+            /* The record is durable and the response goes out, but the table did not take
+             * it (the reservation holds its room, so only a bug gets here). Dropping the
+             * reservation would let a retry execute the request a second time, so it stays
+             * held: retries get 409 in flight until a restart rebuilds the entry from the
+             * ledger. Fail closed, say so. */
             TG_LOG(TG_LOG_ERROR, "idempotency_store_full",
                    "request %s: response not stored (%s); retries of its key get 409", r->rid,
                    tg_strerror(rc));
@@ -622,7 +613,7 @@ static void respond_decide(eval_req_t *r, const tg_decision_t *d, const tg_polic
     tg_reply_json(ex, 200);
 }
 
-static tg_err_t replay_response(tg_pipeline_t *p, const tg_idem_result_t *res, tg_buf_t *out,
+static tg_err_t replay_response(tg_pipeline_t *p, const tg_ledger_pos_t *pos, tg_buf_t *out,
                                 bool *permit);
 
 /* Steps 5-6: idempotency, then nonce. Returns false when the request is answered. */
@@ -714,8 +705,7 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
         }
         if (res.state == TG_IDEM_REPLAY) {
             bool permit = false;
-            tg_err_t prc = replay_response(p, &res, &ex->out, &permit);
-            tg_idem_result_free(&res);
+            tg_err_t prc = replay_response(p, &res.entry.pos, &ex->out, &permit);
             if (prc != TG_OK) {
                 /* Never execute the request again: its record exists but cannot be read
                  * back, which is the operator's to look at (the log says which). */
@@ -883,7 +873,8 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
     /* A signed receipt must be readable by GET /v1/receipts: with the index full, refuse
      * now (503, claims released) rather than sign a receipt that route would deny
      * knowing. The insert after the ledger append stays the authority (see settle). */
-    if (d.verdict != TG_SILENCE && !tg_store_has_room(p->receipts, TG_RECEIPT_INDEX_ENTRY_BYTES)) {
+    if (d.verdict != TG_SILENCE &&
+        !tg_receipts_has_room(p->receipts, r->tenant_len, TG_RECEIPT_EXEC_ID_LEN)) {
         fail(r, TG_ERR_OVERLOADED, "the receipt index is full; retry later");
         return false;
     }
@@ -1116,30 +1107,16 @@ static tg_err_t record_view(record_view_t *v, const void *meta, size_t meta_len,
     return TG_OK;
 }
 
-/* Both tables (idempotency, receipt index) keep a record's ledger position as an entry's
- * body: false unless res is a stored entry of exactly that size. */
-static bool pos_of(tg_ledger_pos_t *pos, const tg_idem_result_t *res) {
-    if (res->state != TG_IDEM_REPLAY || res->body == NULL || res->body_len != sizeof *pos) {
-        return false;
-    }
-    memcpy(pos, res->body, sizeof *pos);
-    return true;
-}
-
 /* An idempotent replay: the stored entry says where the request's record is; the response
  * is rebuilt from it by compose_response, the function that built the original, so the
  * bytes are the same (without a ?explain trace, which is never stored). */
-static tg_err_t replay_response(tg_pipeline_t *p, const tg_idem_result_t *res, tg_buf_t *out,
+static tg_err_t replay_response(tg_pipeline_t *p, const tg_ledger_pos_t *pos, tg_buf_t *out,
                                 bool *permit) {
-    tg_ledger_pos_t pos;
-    if (!pos_of(&pos, res)) {
-        return TG_ERR_INTERNAL;
-    }
     tg_buf_t payload, meta;
     tg_buf_init(&payload, TG_LEDGER_PAYLOAD_MAX);
     tg_buf_init(&meta, TG_LEDGER_META_MAX);
     record_view_t v;
-    tg_err_t rc = tg_ledger_read_at(p->ledger, &pos, &payload, &meta, NULL);
+    tg_err_t rc = tg_ledger_read_at(p->ledger, pos, &payload, &meta, NULL);
     if (rc == TG_OK) {
         rc = record_view(&v, meta.data, meta.len, payload.data, payload.len);
     }
@@ -1176,9 +1153,9 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
      * them instead would let a forgotten idempotency key or nonce run its request again,
      * and make receipts already handed out unreadable through GET /v1/receipts. */
     if (v.key != NULL) {
-        rc =
-            tg_store_idem_restore(p->store, v.tenant, v.tenant_len, v.key, v.key_len, v.hash,
-                                  v.status, (const char *)&rec->pos, sizeof rec->pos, v.at_ms, now);
+        tg_idem_entry_t done = {.status = v.status, .pos = rec->pos, .stored_at_ms = v.at_ms};
+        memcpy(done.request_hash, v.hash, sizeof done.request_hash);
+        rc = tg_store_idem_restore(p->store, v.tenant, v.tenant_len, v.key, v.key_len, &done, now);
         if (rc == TG_ERR_LIMIT) {
             p->replay_unfit_store++;
             rc = TG_OK;
@@ -1210,13 +1187,12 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
 
 /* One table's verdict after the replay: TG_OK, or TG_ERR_CONFIG with the numbers, in a log
  * line of its own (both tables may be too small) and, shorter, in diag. */
-static tg_err_t unfit_check(const tg_pipeline_t *p, const tg_store_t *s, uint64_t unfit,
+static tg_err_t unfit_check(const tg_pipeline_t *p, const tg_store_stats_t *table, uint64_t unfit,
                             const char *what, const char *why, tg_diag_t *diag) {
     if (unfit == 0) {
         return TG_OK;
     }
-    tg_store_stats_t st;
-    tg_store_stats(s, &st);
+    tg_store_stats_t st = *table;
     unsigned long long need = (unsigned long long)st.entries + (unsigned long long)unfit;
     /* full by count, else by bytes */
     bool by_count = st.entries >= st.max_entries;
@@ -1242,9 +1218,12 @@ static tg_err_t unfit_check(const tg_pipeline_t *p, const tg_store_t *s, uint64_
 
 tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag) {
     tg_diag_t second = {{0}};
-    tg_err_t rc = unfit_check(p, p->store, p->replay_unfit_store, "idempotency keys and nonces",
+    tg_store_stats_t keys, receipts;
+    tg_store_stats(p->store, &keys);
+    tg_receipts_stats(p->receipts, &receipts);
+    tg_err_t rc = unfit_check(p, &keys, p->replay_unfit_store, "idempotency keys and nonces",
                               "their requests could run a second time", diag);
-    tg_err_t rc2 = unfit_check(p, p->receipts, p->replay_unfit_receipts, "receipt index",
+    tg_err_t rc2 = unfit_check(p, &receipts, p->replay_unfit_receipts, "receipt index",
                                "GET /v1/receipts would not find receipts already handed out",
                                rc == TG_OK ? diag : &second);
     return rc != TG_OK ? rc : rc2;
@@ -1267,15 +1246,11 @@ void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *ex
         char c = exec_id[i];
         ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
     }
-    tg_idem_result_t res;
-    memset(&res, 0, sizeof res);
-    tg_err_t rc = ok ? tg_store_idem_get(p->receipts, tn, tl, exec_id, strlen(exec_id),
-                                         tg_clock_now_ms(), &res)
-                     : TG_ERR_NOT_FOUND;
     tg_ledger_pos_t pos;
-    bool found = rc == TG_OK && pos_of(&pos, &res);
-    tg_idem_result_free(&res);
-    if (!found) {
+    tg_err_t rc =
+        ok ? tg_receipts_get(p->receipts, tn, tl, exec_id, strlen(exec_id), tg_clock_now_ms(), &pos)
+           : TG_ERR_NOT_FOUND;
+    if (rc != TG_OK) {
         /* Another tenant's receipt is indistinguishable from a missing one. */
         tg_reply_error(ex, TG_ERR_NOT_FOUND, "no receipt with this executionId for this tenant");
         return;

@@ -42,8 +42,8 @@ struct tg_pipeline {
     tg_rate_t *rate;
     tg_rate_t *verify_rate; /* RATE_LIMIT_VERIFY: verification needs no token, so no tenant */
     tg_bulkhead_t *bulkhead;
-    tg_store_t *store;    /* idempotency keys and nonces */
-    tg_store_t *receipts; /* executionId -> ledger position, per tenant */
+    tg_store_t *store;       /* idempotency keys and nonces */
+    tg_receipts_t *receipts; /* executionId -> ledger position, per tenant */
     tg_ledger_t *ledger;
 
     tg_metrics_t metrics;

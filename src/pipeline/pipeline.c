@@ -175,20 +175,18 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     const tg_config_t *c = &p->cfg;
     /* Idempotency entries hold the ledger position of their record (evaluate.c), never a
      * response; the receipt index maps executionId to the same. */
-    tg_store_opts_t so = {
-        .max_entries = (size_t)c->store_max_entries,
-        .max_bytes = (size_t)c->store_max_bytes,
-        .retention_ms = c->retention_s * 1000,
-        .max_key_len =
-            (size_t)(c->max_idempotency_key > c->max_nonce ? c->max_idempotency_key : c->max_nonce),
-        .max_response_len = sizeof(tg_ledger_pos_t)};
+    tg_store_opts_t so = {.max_entries = (size_t)c->store_max_entries,
+                          .max_bytes = (size_t)c->store_max_bytes,
+                          .retention_ms = c->retention_s * 1000,
+                          .max_key_len = (size_t)(c->max_idempotency_key > c->max_nonce
+                                                      ? c->max_idempotency_key
+                                                      : c->max_nonce)};
     tg_err_t rc = tg_store_create(&p->store, &so, diag);
     if (rc == TG_OK) {
         tg_store_opts_t ro = {.max_entries = (size_t)c->store_max_entries,
                               .max_bytes = (size_t)c->store_max_bytes,
-                              .retention_ms = c->retention_s * 1000,
-                              .max_response_len = sizeof(tg_ledger_pos_t)};
-        rc = tg_store_create(&p->receipts, &ro, diag);
+                              .retention_ms = c->retention_s * 1000};
+        rc = tg_receipts_create(&p->receipts, &ro, diag);
     }
     if (rc != TG_OK) {
         return rc;
@@ -401,7 +399,7 @@ tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) {
 void tg_pipeline_tick(tg_pipeline_t *p) {
     int64_t now = tg_clock_now_ms();
     (void)tg_store_sweep(p->store, now);
-    (void)tg_store_sweep(p->receipts, now);
+    (void)tg_receipts_sweep(p->receipts, now);
     if (p->ledger != NULL) {
         /* An idle ledger notices a deleted or moved directory too (and keeps the evidence)
          * within a tick, not only at the next decision: /readyz tells the truth. */
@@ -437,7 +435,7 @@ void tg_pipeline_destroy(tg_pipeline_t *p) {
     }
     tg_ledger_close(p->ledger);
     tg_store_destroy(p->store);
-    tg_store_destroy(p->receipts);
+    tg_receipts_destroy(p->receipts);
     tg_bulkhead_destroy(p->bulkhead);
     tg_rate_destroy(p->rate);
     tg_rate_destroy(p->verify_rate);
