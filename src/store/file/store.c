@@ -746,13 +746,13 @@ tg_err_t tg_receipts_insert(tg_receipts_t *r, const char *tenant, size_t tenant_
     if (existing != NULL) {
         memset(existing, 0, sizeof *existing);
     }
-    tg_store_t *s = r != NULL ? &r->t : NULL;
+    if (r == NULL || pos == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    tg_store_t *s = &r->t;
     tg_err_t rc = lookup_init(&lk, s, KIND_RECEIPT, tenant, tenant_len, id, id_len);
     if (rc) {
         return rc;
-    }
-    if (pos == NULL) {
-        return TG_ERR_INVALID_ARG;
     }
     if (past_retention(s, stamp_ms, now_ms)) {
         return TG_OK;
@@ -794,7 +794,10 @@ tg_err_t tg_receipts_get(tg_receipts_t *r, const char *tenant, size_t tenant_len
         return TG_ERR_INVALID_ARG;
     }
     memset(pos, 0, sizeof *pos);
-    tg_store_t *s = r != NULL ? &r->t : NULL;
+    if (r == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    tg_store_t *s = &r->t;
     tg_err_t rc = lookup_init(&lk, s, KIND_RECEIPT, tenant, tenant_len, id, id_len);
     if (rc) {
         return rc;
