@@ -75,7 +75,7 @@ static void eval_req_free(eval_req_t *r) { free(r); }
 static void announce_end(eval_req_t *r) {
     if (r->announced) {
         r->announced = false;
-        tg_ledger_announce_end(r->p->ledger);
+        tg_db_announce_end(r->p->db);
     }
 }
 
@@ -118,13 +118,12 @@ static void finish(eval_req_t *r) {
  * can run and the live tables match what a restart would rebuild. */
 static void release_reservations(eval_req_t *r) {
     if (r->idem_reserved) {
-        TG_IGNORE(
-            tg_store_idem_abort(r->p->store, r->tenant_name, r->tenant_len, r->idem, r->idem_len));
+        TG_IGNORE(tg_db_release_key(r->p->db, r->tenant_name, r->tenant_len, r->idem, r->idem_len));
         r->idem_reserved = false;
     }
     if (r->nonce_used) {
-        TG_IGNORE(tg_store_nonce_release(r->p->store, r->tenant_name, r->tenant_len, r->nonce,
-                                         r->nonce_len));
+        TG_IGNORE(
+            tg_db_release_nonce(r->p->db, r->tenant_name, r->tenant_len, r->nonce, r->nonce_len));
         r->nonce_used = false;
     }
 }
@@ -283,13 +282,13 @@ static tg_err_t append_trace(tg_buf_t *out, const tg_decision_t *d, const tg_pol
  * it answered with first, and the collision is an error, logged with both records and
  * counted (trigguard_receipt_index_collisions_total), because two executions with one id
  * mean the derivation (receipt.h) or the ledger is not what it should be. Returns what
- * tg_receipts_insert returned. */
+ * tg_db_index_receipt returned. */
 static tg_err_t index_receipt(tg_pipeline_t *p, const char *tenant, size_t tenant_len,
                               const char *exec_id, const tg_ledger_pos_t *pos, int64_t stamp_ms,
                               int64_t now_ms, const char *request_id) {
     tg_ledger_pos_t first;
-    tg_err_t rc = tg_receipts_insert(p->receipts, tenant, tenant_len, exec_id, strlen(exec_id), pos,
-                                     stamp_ms, now_ms, &first);
+    tg_err_t rc = tg_db_index_receipt(p->db, tenant, tenant_len, exec_id, strlen(exec_id), pos,
+                                      stamp_ms, now_ms, &first);
     if (rc == TG_ERR_CONFLICT) {
         unsigned long long first_seq = (unsigned long long)first.seq;
         atomic_fetch_add_explicit(&p->metrics.receipt_index_collisions, 1, memory_order_relaxed);
@@ -326,8 +325,8 @@ static void settle_store(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *
         /* The entry keeps where the record is, not the response: a replay rebuilds the
          * response from the record (replay_response), the same way after a restart, so
          * an entry costs ~160 bytes (store.h) instead of a copy of a ~1.4 KB response. */
-        tg_err_t rc = tg_store_idem_complete(p->store, r->tenant_name, r->tenant_len, r->idem,
-                                             r->idem_len, r->status, pos, now);
+        tg_err_t rc = tg_db_complete_key(p->db, r->tenant_name, r->tenant_len, r->idem, r->idem_len,
+                                         r->status, pos, now);
         if (rc != TG_OK) {
             /* The record is durable and the response goes out, but the table did not take
              * it (the reservation holds its room, so only a bug gets here). Dropping the
@@ -685,8 +684,8 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
     if (r->has_idem) {
         tg_idem_result_t res;
         memset(&res, 0, sizeof res);
-        tg_err_t rc = tg_store_idem_begin(p->store, r->tenant_name, r->tenant_len, r->idem,
-                                          r->idem_len, req_hash, tg_clock_now_ms(), &res);
+        tg_err_t rc = tg_db_claim_key(p->db, r->tenant_name, r->tenant_len, r->idem, r->idem_len,
+                                      req_hash, tg_clock_now_ms(), &res);
         if (rc == TG_ERR_LIMIT) {
             tg_reply_error(ex, TG_ERR_OVERLOADED, "idempotency table is full; retry later");
             return false;
@@ -727,8 +726,8 @@ static bool claim_keys(eval_req_t *r, const tg_request_meta_t *meta, const uint8
         r->idem_reserved = true;
     }
     if (r->has_nonce) {
-        tg_err_t rc = tg_store_nonce_use(p->store, r->tenant_name, r->tenant_len, r->nonce,
-                                         r->nonce_len, tg_clock_now_ms());
+        tg_err_t rc = tg_db_claim_nonce(p->db, r->tenant_name, r->tenant_len, r->nonce,
+                                        r->nonce_len, tg_clock_now_ms());
         if (rc == TG_ERR_REPLAY) {
             fail(r, rc, "this nonce was already used");
             return false;
@@ -874,7 +873,7 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
      * now (503, claims released) rather than sign a receipt that route would deny
      * knowing. The insert after the ledger append stays the authority (see settle). */
     if (d.verdict != TG_SILENCE &&
-        !tg_receipts_has_room(p->receipts, r->tenant_len, TG_RECEIPT_EXEC_ID_LEN)) {
+        !tg_db_receipt_room(p->db, r->tenant_len, TG_RECEIPT_EXEC_ID_LEN)) {
         fail(r, TG_ERR_OVERLOADED, "the receipt index is full; retry later");
         return false;
     }
@@ -956,11 +955,27 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
 
     /* step 9: durable before the response leaves. With --durability none there is no
      * fdatasync to share, so the record is written on this thread and the response goes
-     * out at once; otherwise the connection waits, suspended, for the group commit. */
+     * out at once; otherwise the connection waits, suspended, for the group commit. The
+     * record carries what it claims, typed, for a backend that stores claims beside it. */
+    const tg_db_record_t rec = {.type = type,
+                                .meta = meta_buf.data,
+                                .meta_len = meta_buf.len,
+                                .payload = record.data,
+                                .payload_len = record.len,
+                                .tenant = r->tenant_name,
+                                .tenant_len = r->tenant_len,
+                                .key = r->has_idem ? r->idem : NULL,
+                                .key_len = r->idem_len,
+                                .nonce = r->has_nonce ? r->nonce : NULL,
+                                .nonce_len = r->nonce_len,
+                                .exec_id = r->exec_id,
+                                .exec_id_len = strlen(r->exec_id),
+                                .request_hash = req_hash,
+                                .status = status,
+                                .at_ms = now};
     if (p->cfg.durability == TG_CONFIG_DURABILITY_NONE) {
         tg_ledger_pos_t pos;
-        rc = tg_ledger_append_now(p->ledger, type, meta_buf.data, meta_buf.len, record.data,
-                                  record.len, &pos);
+        rc = tg_db_append_now(p->db, &rec, &pos);
         settle(r, rc, &pos);
         goto done;
     }
@@ -978,8 +993,7 @@ static bool run(eval_req_t *r, tg_policy_ref_t *ref, json_t *req) {
     ex->on_resume = on_resume;
     ex->on_resume_ud = r;
     tg_exchange_defer(ex);
-    rc = tg_ledger_append(p->ledger, type, meta_buf.data, meta_buf.len, record.data, record.len,
-                          on_durable, r);
+    rc = tg_db_append(p->db, &rec, on_durable, r);
     if (rc != TG_OK) {
         on_durable(r, rc, NULL);
     }
@@ -1018,7 +1032,7 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
         goto out;
     }
     if (mode != TG_MODE_DECIDE && p->cfg.durability == TG_CONFIG_DURABILITY_FSYNC) {
-        tg_ledger_announce(p->ledger); /* a record is probably coming: see ledger.h */
+        tg_db_announce(p->db); /* a record is probably coming: see ledger.h */
         r->announced = true;
     }
     tg_diag_t diag = {{0}};
@@ -1116,7 +1130,7 @@ static tg_err_t replay_response(tg_pipeline_t *p, const tg_ledger_pos_t *pos, tg
     tg_buf_init(&payload, TG_LEDGER_PAYLOAD_MAX);
     tg_buf_init(&meta, TG_LEDGER_META_MAX);
     record_view_t v;
-    tg_err_t rc = tg_ledger_read_at(p->ledger, pos, &payload, &meta, NULL);
+    tg_err_t rc = tg_db_read(p->db, pos, &payload, &meta);
     if (rc == TG_OK) {
         rc = record_view(&v, meta.data, meta.len, payload.data, payload.len);
     }
@@ -1155,15 +1169,14 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
     if (v.key != NULL) {
         tg_idem_entry_t done = {.status = v.status, .pos = rec->pos, .stored_at_ms = v.at_ms};
         memcpy(done.request_hash, v.hash, sizeof done.request_hash);
-        rc = tg_store_idem_restore(p->store, v.tenant, v.tenant_len, v.key, v.key_len, &done, now);
+        rc = tg_db_restore_key(p->db, v.tenant, v.tenant_len, v.key, v.key_len, &done, now);
         if (rc == TG_ERR_LIMIT) {
             p->replay_unfit_store++;
             rc = TG_OK;
         }
     }
     if (rc == TG_OK && v.nonce != NULL) {
-        rc = tg_store_nonce_restore(p->store, v.tenant, v.tenant_len, v.nonce, v.nonce_len, v.at_ms,
-                                    now);
+        rc = tg_db_restore_nonce(p->db, v.tenant, v.tenant_len, v.nonce, v.nonce_len, v.at_ms, now);
         if (rc == TG_ERR_LIMIT) {
             p->replay_unfit_store++;
             rc = TG_OK;
@@ -1187,22 +1200,21 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
 
 /* One table's verdict after the replay: TG_OK, or TG_ERR_CONFIG with the numbers, in a log
  * line of its own (both tables may be too small) and, shorter, in diag. */
-static tg_err_t unfit_check(const tg_pipeline_t *p, const tg_store_stats_t *table, uint64_t unfit,
+static tg_err_t unfit_check(const tg_pipeline_t *p, const tg_store_stats_t *st, uint64_t unfit,
                             const char *what, const char *why, tg_diag_t *diag) {
     if (unfit == 0) {
         return TG_OK;
     }
-    tg_store_stats_t st = *table;
-    unsigned long long need = (unsigned long long)st.entries + (unsigned long long)unfit;
+    unsigned long long need = (unsigned long long)st->entries + (unsigned long long)unfit;
     /* full by count, else by bytes */
-    bool by_count = st.entries >= st.max_entries;
+    bool by_count = st->entries >= st->max_entries;
     const char *flag = by_count ? "--store-max-entries" : "--store-max-bytes";
-    unsigned long long cap = (unsigned long long)(by_count ? st.max_entries : st.max_bytes);
+    unsigned long long cap = (unsigned long long)(by_count ? st->max_entries : st->max_bytes);
     TG_LOG(TG_LOG_ERROR, "store_too_small",
            "%s: the ledger holds %llu live entries (within --retention %llds), %llu more than "
            "%s %llu admits (%llu entries, %llu bytes held); starting would drop them and %s",
            what, need, (long long)p->cfg.retention_s, (unsigned long long)unfit, flag, cap,
-           (unsigned long long)st.entries, (unsigned long long)st.bytes, why);
+           (unsigned long long)st->entries, (unsigned long long)st->bytes, why);
     if (by_count) {
         return tg_diag_set(diag, TG_ERR_CONFIG,
                            "%s: the ledger holds %llu live entries but --store-max-entries is "
@@ -1218,12 +1230,11 @@ static tg_err_t unfit_check(const tg_pipeline_t *p, const tg_store_stats_t *tabl
 
 tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag) {
     tg_diag_t second = {{0}};
-    tg_store_stats_t keys, receipts;
-    tg_store_stats(p->store, &keys);
-    tg_receipts_stats(p->receipts, &receipts);
-    tg_err_t rc = unfit_check(p, &keys, p->replay_unfit_store, "idempotency keys and nonces",
+    tg_db_stats_t st;
+    tg_db_stats(p->db, &st);
+    tg_err_t rc = unfit_check(p, &st.keys, p->replay_unfit_store, "idempotency keys and nonces",
                               "their requests could run a second time", diag);
-    tg_err_t rc2 = unfit_check(p, &receipts, p->replay_unfit_receipts, "receipt index",
+    tg_err_t rc2 = unfit_check(p, &st.receipts, p->replay_unfit_receipts, "receipt index",
                                "GET /v1/receipts would not find receipts already handed out",
                                rc == TG_OK ? diag : &second);
     return rc != TG_OK ? rc : rc2;
@@ -1248,7 +1259,7 @@ void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *ex
     }
     tg_ledger_pos_t pos;
     tg_err_t rc =
-        ok ? tg_receipts_get(p->receipts, tn, tl, exec_id, strlen(exec_id), tg_clock_now_ms(), &pos)
+        ok ? tg_db_find_receipt(p->db, tn, tl, exec_id, strlen(exec_id), tg_clock_now_ms(), &pos)
            : TG_ERR_NOT_FOUND;
     if (rc != TG_OK) {
         /* Another tenant's receipt is indistinguishable from a missing one. */
@@ -1256,7 +1267,7 @@ void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *ex
         return;
     }
     tg_buf_reset(&ex->out);
-    rc = tg_ledger_read_at(p->ledger, &pos, &ex->out, NULL, NULL);
+    rc = tg_db_read(p->db, &pos, &ex->out, NULL);
     if (rc != TG_OK) {
         TG_LOG(TG_LOG_ERROR, "receipt_read", "ledger read of seq %llu failed: %s",
                (unsigned long long)pos.seq, tg_strerror(rc));
