@@ -38,10 +38,11 @@
  *
  * Sharding. N shards (power of two) chosen by a keyed SipHash (libsodium crypto_shorthash,
  * random key per table, so callers cannot engineer collisions) of kind, tenant and key; one
- * mutex per shard, held for a hash-chain walk and an O(1) insert/unlink or a copy of at most
- * 64 bytes. Each shard has a chained hash table whose bucket array is pre-sized at create
- * from max_entries, so it never rehashes. No global lock; the only shared writes on the hot
- * path are two relaxed atomic counters (entries, bytes) that enforce the caps exactly.
+ * mutex per shard, held for a hash-chain walk and an O(1) insert/unlink or the copy of one
+ * value (at most 72 bytes). Each shard has a chained hash table whose bucket array is
+ * pre-sized at create from max_entries, so it never rehashes. No global lock; the only
+ * shared writes on the hot path are two relaxed atomic counters (entries, bytes) that
+ * enforce the caps exactly.
  *
  * Time. Every call takes now_ms from the caller (Unix wall-clock milliseconds, the clock the
  * ledger's timestamps use, so entries rebuilt from the ledger age correctly). An entry
