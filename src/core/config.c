@@ -86,8 +86,8 @@ static const opt_t options[] = {
      "cap on idempotency + nonce entries held in memory (and on the receipt index)"},
     {"store-max-bytes", "TRIGGUARD_STORE_MAX_BYTES", OPT_INT, F(store_max_bytes), "1073741824",
      1048576, I64MAX, NULL, 0,
-     "cap on the bytes those entries hold, per table (about 150 counted per entry; RSS is a "
-     "little more, docs/OPERATIONS.md)"},
+     "cap on the bytes those entries hold, per table (what malloc takes for each: about 160 "
+     "per idempotency key, docs/OPERATIONS.md)"},
     {"rate-limit-per-tenant", "RATE_LIMIT_PER_TENANT", OPT_INT, F(rate_per_tenant), "0", 0,
      TG_CONFIG_RATE_MAX, NULL, 0, "requests per minute per tenant; 0 = unlimited"},
     {"rate-limit-global", "RATE_LIMIT_GLOBAL", OPT_INT, F(rate_global), "0", 0, TG_CONFIG_RATE_MAX,

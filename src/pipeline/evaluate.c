@@ -21,10 +21,6 @@
 #define TG_META_PROBE_HASH "0000000000000000000000000000000000000000000000000000000000000000"
 
 /* What a request carries from the synchronous part to the ledger's done callback. */
-/* What one receipt index entry costs the index's byte cap, about (entry, tenant,
- * execution id, ledger position): the room asked for before signing. */
-#define TG_RECEIPT_INDEX_ENTRY_BYTES 256
-
 typedef struct eval_req {
     tg_pipeline_t *p;
     tg_exchange_t *ex;
@@ -81,6 +77,7 @@ typedef struct steps {
     char detail[TG_DETAIL_MAX]; /* SILENCE's detail (tg_decision_detail) */
     size_t detail_len;
     uint8_t type;              /* the record's ledger type */
+    int64_t at_ms;             /* the decision's time (receipt timestamp, meta "at") */
     tg_buf_t record, meta_buf; /* the record's payload and meta */
 } steps_t;
 
@@ -123,7 +120,7 @@ static void eval_req_free(eval_req_t *r) { free(r); }
 static void announce_end(eval_req_t *r) {
     if (r->announced) {
         r->announced = false;
-        tg_ledger_announce_end(r->p->ledger);
+        tg_db_announce_end(r->p->db);
     }
 }
 
@@ -175,13 +172,12 @@ static void finish(eval_req_t *r) {
  * can run and the live tables match what a restart would rebuild. */
 static void release_reservations(eval_req_t *r) {
     if (r->idem_reserved) {
-        TG_IGNORE(
-            tg_store_idem_abort(r->p->store, r->tenant_name, r->tenant_len, r->idem, r->idem_len));
+        TG_IGNORE(tg_db_release_key(r->p->db, r->tenant_name, r->tenant_len, r->idem, r->idem_len));
         r->idem_reserved = false;
     }
     if (r->nonce_used) {
-        TG_IGNORE(tg_store_nonce_release(r->p->store, r->tenant_name, r->tenant_len, r->nonce,
-                                         r->nonce_len));
+        TG_IGNORE(
+            tg_db_release_nonce(r->p->db, r->tenant_name, r->tenant_len, r->nonce, r->nonce_len));
         r->nonce_used = false;
     }
 }
@@ -208,25 +204,21 @@ static tg_record_meta_t meta_of(const eval_req_t *r, const char *req_hash, int64
 
 /* ---- ledger completion ---------------------------------------------------------------- */
 
-static bool pos_of(tg_ledger_pos_t *pos, const tg_idem_result_t *res);
-
 /* Adds executionId -> ledger position to the receipt index, live (settle) or while the
  * index is rebuilt from the ledger at start (request_id NULL). An id already indexed for
  * another record is never repointed: GET /v1/receipts keeps answering with the receipt
  * it answered with first, and the collision is an error, logged with both records and
  * counted (trigguard_receipt_index_collisions_total), because two executions with one id
  * mean the derivation (receipt.h) or the ledger is not what it should be. Returns what
- * tg_store_idem_insert returned. */
+ * tg_db_index_receipt returned. */
 static tg_err_t index_receipt(tg_pipeline_t *p, const char *tenant, size_t tenant_len,
                               const char *exec_id, const tg_ledger_pos_t *pos, int64_t stamp_ms,
                               int64_t now_ms, const char *request_id) {
-    tg_idem_result_t held;
-    tg_err_t rc = tg_store_idem_insert(p->receipts, tenant, tenant_len, exec_id, strlen(exec_id),
-                                       (const uint8_t[32]){0}, 200, (const char *)pos, sizeof *pos,
-                                       stamp_ms, now_ms, &held);
+    tg_ledger_pos_t first;
+    tg_err_t rc = tg_db_index_receipt(p->db, tenant, tenant_len, exec_id, strlen(exec_id), pos,
+                                      stamp_ms, now_ms, &first);
     if (rc == TG_ERR_CONFLICT) {
-        tg_ledger_pos_t first;
-        unsigned long long first_seq = pos_of(&first, &held) ? (unsigned long long)first.seq : 0;
+        unsigned long long first_seq = (unsigned long long)first.seq;
         atomic_fetch_add_explicit(&p->metrics.receipt_index_collisions, 1, memory_order_relaxed);
         if (request_id != NULL) {
             TG_LOG(TG_LOG_ERROR, "receipt_index_collision",
@@ -243,7 +235,6 @@ static tg_err_t index_receipt(tg_pipeline_t *p, const char *tenant, size_t tenan
                    first_seq);
         }
     }
-    tg_idem_result_free(&held);
     return rc;
 }
 
@@ -261,15 +252,15 @@ static void settle_store(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *
     if (r->idem_reserved) {
         /* The entry keeps where the record is, not the response: a replay rebuilds the
          * response from the record (replay_response), the same way after a restart, so
-         * an entry costs ~150 bytes instead of a copy of a ~1.4 KB response. */
-        tg_err_t rc =
-            tg_store_idem_complete(p->store, r->tenant_name, r->tenant_len, r->idem, r->idem_len,
-                                   r->status, (const char *)pos, sizeof *pos, now);
+         * an entry costs ~160 bytes (store.h) instead of a copy of a ~1.4 KB response. */
+        tg_err_t rc = tg_db_complete_key(p->db, r->tenant_name, r->tenant_len, r->idem, r->idem_len,
+                                         r->status, pos, now);
         if (rc != TG_OK) {
-            /* The record is durable and the response goes out, but the table could not
-             * keep it (full). Dropping the reservation would let a retry execute the
-             * request a second time, so it stays held: retries get 409 in flight until
-             * a restart rebuilds the entry from the ledger. Fail closed, say so. */
+            /* The record is durable and the response goes out, but the table did not take
+             * it (the reservation holds its room, so only a bug gets here). Dropping the
+             * reservation would let a retry execute the request a second time, so it stays
+             * held: retries get 409 in flight until a restart rebuilds the entry from the
+             * ledger. Fail closed, say so. */
             TG_LOG(TG_LOG_ERROR, "idempotency_store_full",
                    "request %s: response not stored (%s); retries of its key get 409", r->rid,
                    tg_strerror(rc));
@@ -560,7 +551,7 @@ static void respond_decide(eval_req_t *r, const tg_decision_t *d, const tg_polic
     tg_reply_ok(ex, TG_ANSWER_OK);
 }
 
-static tg_err_t replay_response(tg_pipeline_t *p, const tg_idem_result_t *res, tg_buf_t *out,
+static tg_err_t replay_response(tg_pipeline_t *p, const tg_ledger_pos_t *pos, tg_buf_t *out,
                                 bool *permit);
 
 /* Step 3, the transport fields: the idempotency key (body member or header, which must then
@@ -647,8 +638,8 @@ static step_t check_idempotency(eval_req_t *r, steps_t *s) {
     }
     tg_idem_result_t res;
     memset(&res, 0, sizeof res);
-    tg_err_t rc = tg_store_idem_begin(p->store, r->tenant_name, r->tenant_len, r->idem, r->idem_len,
-                                      s->req_hash, tg_clock_now_ms(), &res);
+    tg_err_t rc = tg_db_claim_key(p->db, r->tenant_name, r->tenant_len, r->idem, r->idem_len,
+                                  s->req_hash, tg_clock_now_ms(), &res);
     if (rc == TG_ERR_LIMIT) {
         tg_reply_error(ex, TG_ERR_OVERLOADED, "idempotency table is full; retry later");
         return STEP_ANSWERED;
@@ -667,8 +658,7 @@ static step_t check_idempotency(eval_req_t *r, steps_t *s) {
     }
     if (res.state == TG_IDEM_REPLAY) {
         bool permit = false;
-        tg_err_t prc = replay_response(p, &res, &ex->out, &permit);
-        tg_idem_result_free(&res);
+        tg_err_t prc = replay_response(p, &res.entry.pos, &ex->out, &permit);
         if (prc != TG_OK) {
             /* Never execute the request again: its record exists but cannot be read
              * back, which is the operator's to look at (the log says which). */
@@ -697,8 +687,8 @@ static step_t consume_nonce(eval_req_t *r, steps_t *s) {
     if (!r->has_nonce) {
         return STEP_NEXT;
     }
-    tg_err_t rc = tg_store_nonce_use(r->p->store, r->tenant_name, r->tenant_len, r->nonce,
-                                     r->nonce_len, tg_clock_now_ms());
+    tg_err_t rc = tg_db_claim_nonce(r->p->db, r->tenant_name, r->tenant_len, r->nonce, r->nonce_len,
+                                    tg_clock_now_ms());
     if (rc == TG_ERR_REPLAY) {
         fail(r, rc, "this nonce was already used");
         return STEP_ANSWERED;
@@ -830,7 +820,7 @@ static step_t decide(eval_req_t *r, steps_t *s) {
      * now (503, claims released) rather than sign a receipt that route would deny
      * knowing. The insert after the ledger append stays the authority (see settle). */
     if (s->d.verdict != TG_SILENCE &&
-        !tg_store_has_room(p->receipts, TG_RECEIPT_INDEX_ENTRY_BYTES)) {
+        !tg_db_receipt_room(p->db, r->tenant_len, TG_RECEIPT_EXEC_ID_LEN)) {
         fail(r, TG_ERR_OVERLOADED, "the receipt index is full; retry later");
         return STEP_ANSWERED;
     }
@@ -859,6 +849,7 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
     tg_exchange_t *ex = r->ex;
     const tg_decision_t *d = &s->d;
     int64_t now = tg_clock_now_ms();
+    s->at_ms = now;
     /* A receipt is ~1.1 KB and its response ~1.4 KB: one allocation each instead of the
      * doubling steps from 256 bytes (allocation failure here is retried by the appends). */
     TG_IGNORE(tg_buf_reserve(&s->record, 2048));
@@ -942,10 +933,27 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
 static step_t append_durably(eval_req_t *r, steps_t *s) {
     tg_pipeline_t *p = r->p;
     tg_exchange_t *ex = r->ex;
+    /* The record carries what it claims, typed, for a backend that stores claims beside
+     * it (db.h). */
+    const tg_db_record_t rec = {.type = s->type,
+                                .meta = s->meta_buf.data,
+                                .meta_len = s->meta_buf.len,
+                                .payload = s->record.data,
+                                .payload_len = s->record.len,
+                                .tenant = r->tenant_name,
+                                .tenant_len = r->tenant_len,
+                                .key = r->has_idem ? r->idem : NULL,
+                                .key_len = r->idem_len,
+                                .nonce = r->has_nonce ? r->nonce : NULL,
+                                .nonce_len = r->nonce_len,
+                                .exec_id = r->exec_id,
+                                .exec_id_len = strlen(r->exec_id),
+                                .request_hash = s->req_hash,
+                                .status = r->status,
+                                .at_ms = s->at_ms};
     if (p->cfg.durability == TG_CONFIG_DURABILITY_NONE) {
         tg_ledger_pos_t pos;
-        tg_err_t rc = tg_ledger_append_now(p->ledger, s->type, s->meta_buf.data, s->meta_buf.len,
-                                           s->record.data, s->record.len, &pos);
+        tg_err_t rc = tg_db_append_now(p->db, &rec, &pos);
         settle(r, rc, &pos);
         return STEP_ANSWERED;
     }
@@ -963,8 +971,7 @@ static step_t append_durably(eval_req_t *r, steps_t *s) {
     ex->on_resume = on_resume;
     ex->on_resume_ud = r;
     tg_exchange_defer(ex);
-    tg_err_t rc = tg_ledger_append(p->ledger, s->type, s->meta_buf.data, s->meta_buf.len,
-                                   s->record.data, s->record.len, on_durable, r);
+    tg_err_t rc = tg_db_append(p->db, &rec, on_durable, r);
     if (rc != TG_OK) {
         on_durable(r, rc, NULL);
     }
@@ -980,7 +987,7 @@ static step_t parse_request(eval_req_t *r, steps_t *s) {
         return STEP_ANSWERED;
     }
     if (r->mode != TG_MODE_DECIDE && p->cfg.durability == TG_CONFIG_DURABILITY_FSYNC) {
-        tg_ledger_announce(p->ledger); /* a record is probably coming: see ledger.h */
+        tg_db_announce(p->db); /* a record is probably coming: see ledger.h */
         r->announced = true;
     }
     tg_diag_t diag = {{0}};
@@ -1037,30 +1044,16 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
 
 /* ---- restart: rebuild the tables from the ledger ------------------------------------ */
 
-/* Both tables (idempotency, receipt index) keep a record's ledger position as an entry's
- * body: false unless res is a stored entry of exactly that size. */
-static bool pos_of(tg_ledger_pos_t *pos, const tg_idem_result_t *res) {
-    if (res->state != TG_IDEM_REPLAY || res->body == NULL || res->body_len != sizeof *pos) {
-        return false;
-    }
-    memcpy(pos, res->body, sizeof *pos);
-    return true;
-}
-
 /* An idempotent replay: the stored entry says where the request's record is; the response
- * is rebuilt from it by compose_response, the function that built the original, so the
+ * is rebuilt from it by tg_record_response, with the writer that built the original, so the
  * bytes are the same (without a ?explain trace, which is never stored). */
-static tg_err_t replay_response(tg_pipeline_t *p, const tg_idem_result_t *res, tg_buf_t *out,
+static tg_err_t replay_response(tg_pipeline_t *p, const tg_ledger_pos_t *pos, tg_buf_t *out,
                                 bool *permit) {
-    tg_ledger_pos_t pos;
-    if (!pos_of(&pos, res)) {
-        return TG_ERR_INTERNAL;
-    }
     tg_buf_t payload, meta;
     tg_buf_init(&payload, TG_LEDGER_PAYLOAD_MAX);
     tg_buf_init(&meta, TG_LEDGER_META_MAX);
     tg_record_view_t v;
-    tg_err_t rc = tg_ledger_read_at(p->ledger, &pos, &payload, &meta, NULL);
+    tg_err_t rc = tg_db_read(p->db, pos, &payload, &meta);
     if (rc == TG_OK) {
         rc = tg_record_view(&v, meta.data, meta.len, payload.data, payload.len);
     }
@@ -1093,17 +1086,18 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
      * and make receipts already handed out unreadable through GET /v1/receipts. */
     const tg_record_meta_t *m = &v.meta;
     if (m->key.ptr != NULL) {
-        rc = tg_store_idem_restore(p->store, m->tenant.ptr, m->tenant.len, m->key.ptr, m->key.len,
-                                   v.request_hash, m->status, (const char *)&rec->pos,
-                                   sizeof rec->pos, m->at_ms, now);
+        tg_idem_entry_t done = {.status = m->status, .pos = rec->pos, .stored_at_ms = m->at_ms};
+        memcpy(done.request_hash, v.request_hash, sizeof done.request_hash);
+        rc = tg_db_restore_key(p->db, m->tenant.ptr, m->tenant.len, m->key.ptr, m->key.len, &done,
+                               now);
         if (rc == TG_ERR_LIMIT) {
             p->replay_unfit_store++;
             rc = TG_OK;
         }
     }
     if (rc == TG_OK && m->nonce.ptr != NULL) {
-        rc = tg_store_nonce_restore(p->store, m->tenant.ptr, m->tenant.len, m->nonce.ptr,
-                                    m->nonce.len, m->at_ms, now);
+        rc = tg_db_restore_nonce(p->db, m->tenant.ptr, m->tenant.len, m->nonce.ptr, m->nonce.len,
+                                 m->at_ms, now);
         if (rc == TG_ERR_LIMIT) {
             p->replay_unfit_store++;
             rc = TG_OK;
@@ -1130,23 +1124,21 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
 
 /* One table's verdict after the replay: TG_OK, or TG_ERR_CONFIG with the numbers, in a log
  * line of its own (both tables may be too small) and, shorter, in diag. */
-static tg_err_t unfit_check(const tg_pipeline_t *p, const tg_store_t *s, uint64_t unfit,
+static tg_err_t unfit_check(const tg_pipeline_t *p, const tg_store_stats_t *st, uint64_t unfit,
                             const char *what, const char *why, tg_diag_t *diag) {
     if (unfit == 0) {
         return TG_OK;
     }
-    tg_store_stats_t st;
-    tg_store_stats(s, &st);
-    unsigned long long need = (unsigned long long)st.entries + (unsigned long long)unfit;
+    unsigned long long need = (unsigned long long)st->entries + (unsigned long long)unfit;
     /* full by count, else by bytes */
-    bool by_count = st.entries >= st.max_entries;
+    bool by_count = st->entries >= st->max_entries;
     const char *flag = by_count ? "--store-max-entries" : "--store-max-bytes";
-    unsigned long long cap = (unsigned long long)(by_count ? st.max_entries : st.max_bytes);
+    unsigned long long cap = (unsigned long long)(by_count ? st->max_entries : st->max_bytes);
     TG_LOG(TG_LOG_ERROR, "store_too_small",
            "%s: the ledger holds %llu live entries (within --retention %llds), %llu more than "
            "%s %llu admits (%llu entries, %llu bytes held); starting would drop them and %s",
            what, need, (long long)p->cfg.retention_s, (unsigned long long)unfit, flag, cap,
-           (unsigned long long)st.entries, (unsigned long long)st.bytes, why);
+           (unsigned long long)st->entries, (unsigned long long)st->bytes, why);
     if (by_count) {
         return tg_diag_set(diag, TG_ERR_CONFIG,
                            "%s: the ledger holds %llu live entries but --store-max-entries is "
@@ -1162,9 +1154,11 @@ static tg_err_t unfit_check(const tg_pipeline_t *p, const tg_store_t *s, uint64_
 
 tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag) {
     tg_diag_t second = {{0}};
-    tg_err_t rc = unfit_check(p, p->store, p->replay_unfit_store, "idempotency keys and nonces",
+    tg_db_stats_t st;
+    tg_db_stats(p->db, &st);
+    tg_err_t rc = unfit_check(p, &st.keys, p->replay_unfit_store, "idempotency keys and nonces",
                               "their requests could run a second time", diag);
-    tg_err_t rc2 = unfit_check(p, p->receipts, p->replay_unfit_receipts, "receipt index",
+    tg_err_t rc2 = unfit_check(p, &st.receipts, p->replay_unfit_receipts, "receipt index",
                                "GET /v1/receipts would not find receipts already handed out",
                                rc == TG_OK ? diag : &second);
     return rc != TG_OK ? rc : rc2;
@@ -1187,21 +1181,17 @@ void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *ex
         char c = exec_id[i];
         ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
     }
-    tg_idem_result_t res;
-    memset(&res, 0, sizeof res);
-    tg_err_t rc = ok ? tg_store_idem_get(p->receipts, tn, tl, exec_id, strlen(exec_id),
-                                         tg_clock_now_ms(), &res)
-                     : TG_ERR_NOT_FOUND;
     tg_ledger_pos_t pos;
-    bool found = rc == TG_OK && pos_of(&pos, &res);
-    tg_idem_result_free(&res);
-    if (!found) {
+    tg_err_t rc =
+        ok ? tg_db_find_receipt(p->db, tn, tl, exec_id, strlen(exec_id), tg_clock_now_ms(), &pos)
+           : TG_ERR_NOT_FOUND;
+    if (rc != TG_OK) {
         /* Another tenant's receipt is indistinguishable from a missing one. */
         tg_reply_error(ex, TG_ERR_NOT_FOUND, "no receipt with this executionId for this tenant");
         return;
     }
     tg_buf_reset(&ex->out);
-    rc = tg_ledger_read_at(p->ledger, &pos, &ex->out, NULL, NULL);
+    rc = tg_db_read(p->db, &pos, &ex->out, NULL);
     if (rc != TG_OK) {
         TG_LOG(TG_LOG_ERROR, "receipt_read", "ledger read of seq %llu failed: %s",
                (unsigned long long)pos.seq, tg_strerror(rc));

@@ -10,13 +10,13 @@
 #include "metrics.h"
 #include "trigguard/canon.h"
 #include "trigguard/config.h"
+#include "trigguard/db.h"
 #include "trigguard/guard.h"
 #include "trigguard/http.h"
 #include "trigguard/keys.h"
 #include "trigguard/ledger.h"
 #include "trigguard/pipeline.h"
 #include "trigguard/policy.h"
-#include "trigguard/store.h"
 #include "trigguard/swap.h"
 
 /* A loaded policy plus what is derived from it once. Requests hold a reference through the
@@ -42,9 +42,12 @@ struct tg_pipeline {
     tg_rate_t *rate;
     tg_rate_t *verify_rate; /* RATE_LIMIT_VERIFY: verification needs no token, so no tenant */
     tg_bulkhead_t *bulkhead;
-    tg_store_t *store;    /* idempotency keys and nonces */
-    tg_store_t *receipts; /* executionId -> ledger position, per tenant */
+    tg_db_t *db; /* claims, records, the receipt index (db.h) */
+    /* The file backend's ledger and key table, borrowed from db for routes.c's /readyz
+     * and /metrics until those read tg_db_health / tg_db_stats; nothing else uses
+     * them, and they are not owned here. */
     tg_ledger_t *ledger;
+    tg_store_t *store;
 
     tg_metrics_t metrics;
     atomic_bool serving;

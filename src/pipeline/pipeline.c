@@ -9,10 +9,10 @@
 
 #include "internal.h"
 #include "trigguard/clock.h"
+#include "trigguard/db.h"
 #include "trigguard/io.h"
 #include "trigguard/log.h"
 #include "trigguard/receipt.h"
-#include "trigguard/store.h"
 
 /* The option table's bounds are the whole truth about what starts (config.c): where a module
  * enforces a bound of its own, the table's is the same number, so a value `serve --help`
@@ -181,24 +181,16 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     const tg_config_t *c = &p->cfg;
     /* Idempotency entries hold the ledger position of their record (evaluate.c), never a
      * response; the receipt index maps executionId to the same. */
-    tg_store_opts_t so = {
-        .max_entries = (size_t)c->store_max_entries,
-        .max_bytes = (size_t)c->store_max_bytes,
-        .retention_ms = c->retention_s * 1000,
-        .max_key_len =
-            (size_t)(c->max_idempotency_key > c->max_nonce ? c->max_idempotency_key : c->max_nonce),
-        .max_response_len = sizeof(tg_ledger_pos_t)};
-    tg_err_t rc = tg_store_create(&p->store, &so, diag);
-    if (rc == TG_OK) {
-        tg_store_opts_t ro = {.max_entries = (size_t)c->store_max_entries,
-                              .max_bytes = (size_t)c->store_max_bytes,
-                              .retention_ms = c->retention_s * 1000,
-                              .max_response_len = sizeof(tg_ledger_pos_t)};
-        rc = tg_store_create(&p->receipts, &ro, diag);
-    }
-    if (rc != TG_OK) {
-        return rc;
-    }
+    tg_db_opts_t so = {.backend = TG_DB_FILE};
+    so.keys = (tg_store_opts_t){.max_entries = (size_t)c->store_max_entries,
+                                .max_bytes = (size_t)c->store_max_bytes,
+                                .retention_ms = c->retention_s * 1000,
+                                .max_key_len = (size_t)(c->max_idempotency_key > c->max_nonce
+                                                            ? c->max_idempotency_key
+                                                            : c->max_nonce)};
+    so.receipts = (tg_store_opts_t){.max_entries = (size_t)c->store_max_entries,
+                                    .max_bytes = (size_t)c->store_max_bytes,
+                                    .retention_ms = c->retention_s * 1000};
     tg_ledger_opts_t lo = TG_LEDGER_OPTS_INIT;
     lo.dir = c->ledger;
     lo.durability = c->durability == TG_CONFIG_DURABILITY_BATCH  ? TG_DURABILITY_BATCH
@@ -208,9 +200,17 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     lo.commit_delay_us = (uint32_t)c->commit_delay_us;
     lo.segment_max_bytes = (uint64_t)c->segment_bytes;
     lo.no_create = c->ledger_no_create;
+    so.ledger = lo;
+    tg_err_t rc = tg_db_open(&p->db, &so, diag);
+    if (rc != TG_OK) {
+        return rc;
+    }
     tg_ledger_recovery_t rep;
     memset(&rep, 0, sizeof rep);
-    rc = tg_ledger_open(&p->ledger, &lo, tg_pipeline_replay_record, p, &rep, diag);
+    rc = tg_db_start(p->db, tg_pipeline_replay_record, p, &rep, diag);
+    /* routes.c's /readyz and /metrics still read these two directly (db.h) */
+    p->ledger = tg_db_file_ledger(p->db);
+    p->store = tg_db_file_keys(p->db);
     if (rc == TG_ERR_NOT_FOUND && c->ledger_no_create && diag != NULL) {
         char why[TG_DIAG_MAX];
         snprintf(why, sizeof why, "%s", diag->msg);
@@ -246,7 +246,7 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
            (unsigned long long)rep.records, rep.segments, (unsigned long long)rep.last_seq,
            tg_config_durability_name(c->durability));
     char why[256];
-    if (!tg_ledger_health(p->ledger, why, sizeof why)) {
+    if (!tg_db_health(p->db, why, sizeof why)) {
         TG_LOG(TG_LOG_ERROR, "ledger_not_ready",
                "%s: %s. Serving, but /readyz is 503 and decisions get 503 until a write "
                "succeeds (retried every second)",
@@ -405,16 +405,11 @@ tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) {
  * first live one), so it runs on every tick: expired entries are already invisible to
  * lookups, the sweep returns their memory and their share of the caps within a tick. */
 void tg_pipeline_tick(tg_pipeline_t *p) {
-    int64_t now = tg_clock_now_ms();
-    (void)tg_store_sweep(p->store, now);
-    (void)tg_store_sweep(p->receipts, now);
-    if (p->ledger != NULL) {
-        /* An idle ledger notices a deleted or moved directory too (and keeps the evidence)
-         * within a tick, not only at the next decision: /readyz tells the truth. */
-        (void)tg_ledger_check_identity(p->ledger);
-        /* A disk that stops answering fails nothing by itself: declare the stall (new
-         * records fail fast, /readyz 503), then answer whoever waited past the bound. */
-        (void)tg_ledger_watch(p->ledger, (uint32_t)p->cfg.ledger_stall_timeout_ms);
+    if (p->db != NULL) {
+        /* Sweeps, and the record log's watchdogs: a deleted or moved ledger directory and
+         * a disk that stops answering are noticed by an idle daemon too (db.h). Then
+         * answer whoever waited for the ledger past the bound. */
+        tg_db_tick(p->db, tg_clock_now_ms(), (uint32_t)p->cfg.ledger_stall_timeout_ms);
         (void)tg_pipeline_abandon_waits(p, p->cfg.ledger_stall_timeout_ms * INT64_C(1000000),
                                         false);
     }
@@ -441,9 +436,7 @@ void tg_pipeline_destroy(tg_pipeline_t *p) {
     if (p == NULL) {
         return;
     }
-    tg_ledger_close(p->ledger);
-    tg_store_destroy(p->store);
-    tg_store_destroy(p->receipts);
+    tg_db_close(p->db);
     tg_bulkhead_destroy(p->bulkhead);
     tg_rate_destroy(p->rate);
     tg_rate_destroy(p->verify_rate);

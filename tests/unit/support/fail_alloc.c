@@ -38,6 +38,8 @@ void tg_fail_alloc_off(void) {
 
 long tg_fail_alloc_injected(void) { return atomic_load(&injected); }
 
+long tg_fail_alloc_pending(void) { return atomic_load(&countdown); }
+
 long tg_fail_alloc_seen(void) { return atomic_load(&seen); }
 
 void tg_fail_sodium_init(bool on) { atomic_store(&fail_sodium, on); }

@@ -25,6 +25,11 @@ void tg_fail_alloc_all(bool on);
 /* Disarms everything above and tg_fail_sodium_init. */
 void tg_fail_alloc_off(void);
 
+/* The countdown armed by tg_fail_alloc_after: the successful allocations left before the
+ * failing one, or -1 once it fired (or when off). A test that armed 0 and sees 0 afterwards
+ * knows the code it called allocated nothing. */
+long tg_fail_alloc_pending(void);
+
 /* Allocations made to fail so far (both modes): how a test tells that its countdown fired. */
 long tg_fail_alloc_injected(void);
 

@@ -1,4 +1,4 @@
-/* store.c — sharded idempotency and nonce tables with retention and hard caps. */
+/* store.c — sharded idempotency, nonce and receipt-index tables with retention and hard caps. */
 #include "trigguard/store.h"
 
 #include <pthread.h>
@@ -9,9 +9,11 @@
 #include <string.h>
 #include <sys/mman.h>
 
-enum { KIND_IDEM = 1, KIND_NONCE = 2 };
+enum { KIND_IDEM = 1, KIND_NONCE = 2, KIND_RECEIPT = 3 };
 enum { ST_IN_FLIGHT = 1, ST_DONE = 2 };
 
+/* What every entry starts with. A nonce is only this; the other kinds' values follow it in
+ * the same allocation (idem_entry_t, receipt_entry_t), then the tenant and key bytes. */
 typedef struct entry {
     struct entry *next;     /* bucket chain */
     struct entry **pprev;   /* the slot that points at this entry, so unlinking needs no walk */
@@ -19,17 +21,30 @@ typedef struct entry {
     struct entry *age_next;
     uint64_t hash;
     int64_t stamp_ms; /* reservation time while in flight, then store / first-use time */
-    size_t bytes;     /* what this entry adds to store->bytes */
-    char *body;       /* DONE idempotency entries: malloc'd, NUL after body_len */
-    size_t body_len;
-    int status;
+    uint16_t key_len;
+    uint16_t status; /* DONE idempotency entries; here because it fits what would be padding */
+    uint8_t tenant_len;
     uint8_t kind;
     uint8_t state;
-    uint8_t tenant_len;
-    uint16_t key_len;
-    uint8_t request_hash[32];
-    char name[]; /* tenant bytes followed by key bytes */
+    uint8_t name_off; /* where the tenant bytes begin: the size of the kind's struct */
 } entry_t;
+
+typedef struct idem_entry {
+    entry_t h;
+    uint8_t request_hash[32];
+    tg_ledger_pos_t pos; /* once DONE */
+} idem_entry_t;
+
+typedef struct receipt_entry {
+    entry_t h;
+    tg_ledger_pos_t pos;
+} receipt_entry_t;
+
+/* The sizes store.h's table of costs is made of. */
+_Static_assert(sizeof(void *) != 8 || sizeof(entry_t) == 56, "store.h: 56-byte entry header");
+_Static_assert(sizeof(void *) != 8 || sizeof(idem_entry_t) == 112, "store.h: idempotency 112");
+_Static_assert(sizeof(void *) != 8 || sizeof(receipt_entry_t) == 80, "store.h: receipt 80");
+_Static_assert(sizeof(idem_entry_t) <= UINT8_MAX, "name_off holds every kind's struct size");
 
 typedef struct shard {
     _Alignas(64) pthread_mutex_t mu;
@@ -39,6 +54,7 @@ typedef struct shard {
     size_t in_flight; /* counts below are guarded by mu */
     size_t done;
     size_t nonces;
+    size_t receipts;
 } shard_t;
 
 struct tg_store {
@@ -51,13 +67,18 @@ struct tg_store {
     size_t max_entries;
     size_t max_bytes;
     size_t max_key_len;
-    size_t max_response_len;
     int64_t retention_ms;
     unsigned char hkey[crypto_shorthash_KEYBYTES];
     _Alignas(64) atomic_size_t entries;
     atomic_size_t bytes;
     _Alignas(64) atomic_uint_fast64_t limit_rejections;
     atomic_uint_fast64_t expired_reclaimed;
+};
+
+/* The receipt index is a table of its own type, so that no idempotency or nonce call can be
+ * made on it; its engine is the same. t is the first member: the two share an address. */
+struct tg_receipts {
+    struct tg_store t;
 };
 
 /* A lookup key: everything that identifies an entry, plus its hash. */
@@ -80,7 +101,10 @@ static size_t next_pow2(size_t v) {
     return p;
 }
 
-tg_err_t tg_store_create(tg_store_t **out, const tg_store_opts_t *opts, tg_diag_t *diag) {
+/* Creates a table in a zeroed allocation of `size` bytes (a struct tg_store, or a struct
+ * that begins with one), so both table types share one constructor. */
+static tg_err_t table_create(tg_store_t **out, size_t size, const tg_store_opts_t *opts,
+                             tg_diag_t *diag) {
     tg_store_opts_t o = {0};
     tg_store_t *s = NULL;
     size_t i = 0;
@@ -106,9 +130,6 @@ tg_err_t tg_store_create(tg_store_t **out, const tg_store_opts_t *opts, tg_diag_
     if (o.max_key_len == 0) {
         o.max_key_len = TG_STORE_DEFAULT_MAX_KEY_LEN;
     }
-    if (o.max_response_len == 0) {
-        o.max_response_len = TG_STORE_DEFAULT_MAX_RESPONSE_LEN;
-    }
     if (!is_pow2(o.shards) || o.shards > TG_STORE_MAX_SHARDS) {
         return tg_diag_set(diag, TG_ERR_CONFIG,
                            "store: shards must be a power of two in 1..%d (got %zu)",
@@ -125,19 +146,15 @@ tg_err_t tg_store_create(tg_store_t **out, const tg_store_opts_t *opts, tg_diag_
         return tg_diag_set(diag, TG_ERR_CONFIG, "store: max_key_len %zu is above %d", o.max_key_len,
                            TG_STORE_MAX_KEY_LEN_LIMIT);
     }
-    if (o.max_response_len > TG_STORE_MAX_RESPONSE_LEN_LIMIT) {
-        return tg_diag_set(diag, TG_ERR_CONFIG, "store: max_response_len %zu is above %zu",
-                           o.max_response_len, TG_STORE_MAX_RESPONSE_LEN_LIMIT);
-    }
     if (sodium_init() < 0) {
         return tg_diag_set(diag, TG_ERR_CRYPTO, "store: sodium_init failed");
     }
 
-    s = aligned_alloc(64, (sizeof *s + 63) / 64 * 64);
+    s = aligned_alloc(64, (size + 63) / 64 * 64);
     if (s == NULL) {
         return tg_diag_set(diag, TG_ERR_NOMEM, "store: out of memory");
     }
-    memset(s, 0, sizeof *s);
+    memset(s, 0, size);
     s->nshards = o.shards;
     while (((size_t)1 << s->shard_bits) < o.shards) {
         s->shard_bits++;
@@ -150,7 +167,6 @@ tg_err_t tg_store_create(tg_store_t **out, const tg_store_opts_t *opts, tg_diag_
     s->max_entries = o.max_entries;
     s->max_bytes = o.max_bytes;
     s->max_key_len = o.max_key_len;
-    s->max_response_len = o.max_response_len;
     s->retention_ms = o.retention_ms;
     randombytes_buf(s->hkey, sizeof s->hkey);
     atomic_init(&s->entries, 0);
@@ -199,11 +215,18 @@ nomem:
     return tg_diag_set(diag, TG_ERR_NOMEM, "store: out of memory");
 }
 
-static void entry_free(entry_t *e) {
-    if (e != NULL) {
-        free(e->body);
-        free(e);
+tg_err_t tg_store_create(tg_store_t **out, const tg_store_opts_t *opts, tg_diag_t *diag) {
+    return table_create(out, sizeof(struct tg_store), opts, diag);
+}
+
+tg_err_t tg_receipts_create(tg_receipts_t **out, const tg_store_opts_t *opts, tg_diag_t *diag) {
+    tg_store_t *t = NULL;
+    if (out == NULL) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "store: out is NULL");
     }
+    tg_err_t rc = table_create(&t, sizeof(struct tg_receipts), opts, diag);
+    *out = (tg_receipts_t *)t; /* t is the first member of the allocation's tg_receipts */
+    return rc;
 }
 
 void tg_store_destroy(tg_store_t *s) {
@@ -217,7 +240,7 @@ void tg_store_destroy(tg_store_t *s) {
                 entry_t *e = sh->buckets[b];
                 while (e != NULL) {
                     entry_t *next = e->next;
-                    entry_free(e);
+                    free(e);
                     e = next;
                 }
             }
@@ -232,21 +255,32 @@ void tg_store_destroy(tg_store_t *s) {
     free(s);
 }
 
+void tg_receipts_destroy(tg_receipts_t *r) { tg_store_destroy(r != NULL ? &r->t : NULL); }
+
 size_t tg_store_max_key_len(const tg_store_t *s) { return s != NULL ? s->max_key_len : 0; }
 
-size_t tg_store_max_response_len(const tg_store_t *s) {
-    return s != NULL ? s->max_response_len : 0;
-}
-
-void tg_idem_result_free(tg_idem_result_t *res) {
-    if (res == NULL) {
-        return;
-    }
-    free(res->body);
-    memset(res, 0, sizeof *res);
-}
-
 /* ------------------------------------------------------------------ internals */
+
+static idem_entry_t *as_idem(entry_t *e) { return (idem_entry_t *)e; }
+static receipt_entry_t *as_receipt(entry_t *e) { return (receipt_entry_t *)e; }
+
+static const char *entry_name(const entry_t *e) { return (const char *)e + e->name_off; }
+
+/* What the entry is charged against max_bytes: its allocation, as store.h counts it. */
+static size_t entry_cost(const entry_t *e) {
+    return TG_STORE_ALLOC_COST((size_t)e->name_off + e->tenant_len + e->key_len);
+}
+
+static size_t kind_size(uint8_t kind) {
+    return kind == KIND_IDEM      ? sizeof(idem_entry_t)
+           : kind == KIND_RECEIPT ? sizeof(receipt_entry_t)
+                                  : sizeof(entry_t);
+}
+
+static bool pos_equal(const tg_ledger_pos_t *a, const tg_ledger_pos_t *b) {
+    return a->seq == b->seq && a->offset == b->offset && a->segment == b->segment &&
+           a->length == b->length;
+}
 
 static tg_err_t lookup_init(lookup_t *lk, const tg_store_t *s, uint8_t kind, const char *tenant,
                             size_t tenant_len, const char *key, size_t key_len) {
@@ -285,9 +319,10 @@ static entry_t **bucket_of(const tg_store_t *s, shard_t *sh, const lookup_t *lk)
 }
 
 static bool entry_matches(const entry_t *e, const lookup_t *lk) {
+    const char *name = entry_name(e);
     return e->hash == lk->hash && e->kind == lk->kind && e->tenant_len == lk->tenant_len &&
-           e->key_len == lk->key_len && memcmp(e->name, lk->tenant, lk->tenant_len) == 0 &&
-           memcmp(e->name + e->tenant_len, lk->key, lk->key_len) == 0;
+           e->key_len == lk->key_len && memcmp(name, lk->tenant, lk->tenant_len) == 0 &&
+           memcmp(name + e->tenant_len, lk->key, lk->key_len) == 0;
 }
 
 /* now - stamp >= retention, without signed overflow; in-flight reservations never expire. */
@@ -302,7 +337,6 @@ static bool past_retention(const tg_store_t *s, int64_t stamp_ms, int64_t now_ms
     return now_ms > stamp_ms && (uint64_t)now_ms - (uint64_t)stamp_ms >= (uint64_t)s->retention_ms;
 }
 
-/* Caller holds sh->mu. Gives back the entry's share of the global counters. */
 static void age_remove(shard_t *sh, entry_t *e) {
     if (e->age_prev != NULL) {
         e->age_prev->age_next = e->age_next;
@@ -337,6 +371,15 @@ static void age_touch(shard_t *sh, entry_t *e) {
     }
 }
 
+/* The shard's count for e's kind and state. */
+static size_t *shard_count(shard_t *sh, const entry_t *e) {
+    return e->kind == KIND_NONCE      ? &sh->nonces
+           : e->kind == KIND_RECEIPT  ? &sh->receipts
+           : e->state == ST_IN_FLIGHT ? &sh->in_flight
+                                      : &sh->done;
+}
+
+/* Caller holds sh->mu. Gives back the entry's share of the global counters. */
 static void shard_unlink(tg_store_t *s, shard_t *sh, entry_t *e) {
     /* Through e->pprev, not a bucket walk: only stores land on the bucket's cache line, and
      * a sweep unlinking entries in age order would otherwise wait on a miss per entry. */
@@ -349,15 +392,9 @@ static void shard_unlink(tg_store_t *s, shard_t *sh, entry_t *e) {
     e->next = NULL;
     e->pprev = NULL;
     age_remove(sh, e);
-    if (e->kind == KIND_NONCE) {
-        sh->nonces--;
-    } else if (e->state == ST_IN_FLIGHT) {
-        sh->in_flight--;
-    } else {
-        sh->done--;
-    }
+    (*shard_count(sh, e))--;
     atomic_fetch_sub_explicit(&s->entries, 1, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&s->bytes, e->bytes, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&s->bytes, entry_cost(e), memory_order_relaxed);
 }
 
 /* Caller holds sh->mu. Walks the bucket of lk; expired entries met on the way are unlinked
@@ -385,30 +422,26 @@ static entry_t *shard_find(tg_store_t *s, shard_t *sh, const lookup_t *lk, int64
 static void graveyard_free(entry_t *g) {
     while (g != NULL) {
         entry_t *next = g->next;
-        entry_free(g);
+        free(g);
         g = next;
     }
 }
 
-/* Takes n entries and nbytes from the caps, or nothing. CAS loops, so the counters never
+/* Takes one entry and nbytes from the caps, or nothing. CAS loops, so the counters never
  * pass the caps even for an instant and a concurrent caller near the cap is never refused
  * because of someone else's doomed attempt. */
-static bool caps_take(tg_store_t *s, size_t n, size_t nbytes) {
-    if (n > 0) {
-        size_t cur = atomic_load_explicit(&s->entries, memory_order_relaxed);
-        do {
-            if (cur + n > s->max_entries) {
-                goto refuse;
-            }
-        } while (!atomic_compare_exchange_weak_explicit(
-            &s->entries, &cur, cur + n, memory_order_relaxed, memory_order_relaxed));
-    }
-    size_t cur = atomic_load_explicit(&s->bytes, memory_order_relaxed);
+static bool caps_take(tg_store_t *s, size_t nbytes) {
+    size_t cur = atomic_load_explicit(&s->entries, memory_order_relaxed);
+    do {
+        if (cur + 1 > s->max_entries) {
+            goto refuse;
+        }
+    } while (!atomic_compare_exchange_weak_explicit(&s->entries, &cur, cur + 1,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    cur = atomic_load_explicit(&s->bytes, memory_order_relaxed);
     do {
         if (nbytes > s->max_bytes || cur > s->max_bytes - nbytes) {
-            if (n > 0) {
-                atomic_fetch_sub_explicit(&s->entries, n, memory_order_relaxed);
-            }
+            atomic_fetch_sub_explicit(&s->entries, 1, memory_order_relaxed);
             goto refuse;
         }
     } while (!atomic_compare_exchange_weak_explicit(&s->bytes, &cur, cur + nbytes,
@@ -420,22 +453,23 @@ refuse:
     return false;
 }
 
-/* A detached entry for lk (not yet counted anywhere). */
+/* A detached entry for lk (not yet counted anywhere), its value zeroed for the caller. */
 static entry_t *entry_new(const lookup_t *lk, uint8_t state, int64_t stamp_ms) {
-    entry_t *e = malloc(sizeof *e + lk->tenant_len + lk->key_len);
+    size_t head = kind_size(lk->kind);
+    entry_t *e = malloc(head + lk->tenant_len + lk->key_len);
     if (e == NULL) {
         return NULL;
     }
-    memset(e, 0, sizeof *e);
+    memset(e, 0, head);
     e->hash = lk->hash;
     e->stamp_ms = stamp_ms;
     e->kind = lk->kind;
     e->state = state;
     e->tenant_len = (uint8_t)lk->tenant_len;
     e->key_len = (uint16_t)lk->key_len;
-    e->bytes = sizeof *e + lk->tenant_len + lk->key_len;
-    memcpy(e->name, lk->tenant, lk->tenant_len);
-    memcpy(e->name + lk->tenant_len, lk->key, lk->key_len);
+    e->name_off = (uint8_t)head;
+    memcpy((char *)e + head, lk->tenant, lk->tenant_len);
+    memcpy((char *)e + head + lk->tenant_len, lk->key, lk->key_len);
     return e;
 }
 
@@ -448,28 +482,18 @@ static void shard_insert(tg_store_t *s, shard_t *sh, const lookup_t *lk, entry_t
     e->pprev = head;
     *head = e;
     age_append(sh, e);
-    if (e->kind == KIND_NONCE) {
-        sh->nonces++;
-    } else if (e->state == ST_IN_FLIGHT) {
-        sh->in_flight++;
-    } else {
-        sh->done++;
-    }
-}
-
-/* A malloc'd copy of body with a trailing NUL (body may be NULL when len is 0). */
-static char *body_dup(const char *body, size_t len) {
-    char *c = malloc(len + 1);
-    if (c != NULL) {
-        if (len > 0) {
-            memcpy(c, body, len);
-        }
-        c[len] = '\0';
-    }
-    return c;
+    (*shard_count(sh, e))++;
 }
 
 /* ------------------------------------------------------------------ idempotency */
+
+static void idem_copy_out(tg_idem_entry_t *out, entry_t *e) {
+    idem_entry_t *ie = as_idem(e);
+    memcpy(out->request_hash, ie->request_hash, sizeof out->request_hash);
+    out->status = e->status;
+    out->pos = ie->pos;
+    out->stored_at_ms = e->stamp_ms;
+}
 
 tg_err_t tg_store_idem_begin(tg_store_t *s, const char *tenant, size_t tenant_len, const char *key,
                              size_t key_len, const uint8_t request_hash[32], int64_t now_ms,
@@ -494,28 +518,21 @@ tg_err_t tg_store_idem_begin(tg_store_t *s, const char *tenant, size_t tenant_le
     if (fresh == NULL) {
         return TG_ERR_NOMEM;
     }
-    memcpy(fresh->request_hash, request_hash, 32);
+    memcpy(as_idem(fresh)->request_hash, request_hash, 32);
 
     shard_t *sh = shard_of(s, &lk);
     pthread_mutex_lock(&sh->mu);
     entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard);
     if (e != NULL) {
-        if (memcmp(e->request_hash, request_hash, 32) != 0) {
+        if (memcmp(as_idem(e)->request_hash, request_hash, 32) != 0) {
             rc = TG_ERR_CONFLICT;
         } else if (e->state == ST_IN_FLIGHT) {
             rc = TG_ERR_IN_FLIGHT;
         } else {
-            res->body = body_dup(e->body, e->body_len);
-            if (res->body == NULL) {
-                rc = TG_ERR_NOMEM;
-            } else {
-                res->state = TG_IDEM_REPLAY;
-                res->status = e->status;
-                res->body_len = e->body_len;
-                res->stored_at_ms = e->stamp_ms;
-            }
+            idem_copy_out(&res->entry, e);
+            res->state = TG_IDEM_REPLAY;
         }
-    } else if (!caps_take(s, 1, fresh->bytes)) {
+    } else if (!caps_take(s, entry_cost(fresh))) {
         rc = TG_ERR_LIMIT;
     } else {
         shard_insert(s, sh, &lk, fresh);
@@ -524,52 +541,39 @@ tg_err_t tg_store_idem_begin(tg_store_t *s, const char *tenant, size_t tenant_le
     }
     pthread_mutex_unlock(&sh->mu);
 
-    entry_free(fresh);
+    free(fresh);
     graveyard_free(graveyard);
     return rc;
 }
 
 tg_err_t tg_store_idem_complete(tg_store_t *s, const char *tenant, size_t tenant_len,
-                                const char *key, size_t key_len, int status, const char *body,
-                                size_t body_len, int64_t now_ms) {
+                                const char *key, size_t key_len, int status,
+                                const tg_ledger_pos_t *pos, int64_t now_ms) {
     lookup_t lk;
     entry_t *graveyard = NULL;
-    char *copy = NULL;
     tg_err_t rc = lookup_init(&lk, s, KIND_IDEM, tenant, tenant_len, key, key_len);
     if (rc) {
         return rc;
     }
-    if (status < 100 || status > 599 || (body == NULL && body_len > 0) ||
-        body_len > s->max_response_len) {
+    if (status < 100 || status > 599 || pos == NULL) {
         return TG_ERR_INVALID_ARG;
     }
-    copy = body_dup(body, body_len);
-    if (copy == NULL) {
-        return TG_ERR_NOMEM;
-    }
-
     shard_t *sh = shard_of(s, &lk);
     pthread_mutex_lock(&sh->mu);
     entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard);
     if (e == NULL || e->state != ST_IN_FLIGHT) {
         rc = TG_ERR_NOT_FOUND;
-    } else if (!caps_take(s, 0, body_len)) {
-        rc = TG_ERR_LIMIT;
     } else {
-        e->body = copy;
-        e->body_len = body_len;
-        e->bytes += body_len;
-        e->status = status;
+        /* The reservation was charged its whole size at begin: nothing more to take. */
+        as_idem(e)->pos = *pos;
+        e->status = (uint16_t)status;
+        sh->in_flight--;
         e->state = ST_DONE;
+        sh->done++;
         e->stamp_ms = now_ms;
         age_touch(sh, e);
-        sh->in_flight--;
-        sh->done++;
-        copy = NULL;
     }
     pthread_mutex_unlock(&sh->mu);
-
-    free(copy);
     graveyard_free(graveyard);
     return rc;
 }
@@ -595,7 +599,7 @@ static tg_err_t remove_live(tg_store_t *s, uint8_t kind, const char *tenant, siz
         victim = e;
     }
     pthread_mutex_unlock(&sh->mu);
-    entry_free(victim);
+    free(victim);
     return rc;
 }
 
@@ -604,61 +608,9 @@ tg_err_t tg_store_idem_abort(tg_store_t *s, const char *tenant, size_t tenant_le
     return remove_live(s, KIND_IDEM, tenant, tenant_len, key, key_len, true);
 }
 
-tg_err_t tg_store_idem_get(tg_store_t *s, const char *tenant, size_t tenant_len, const char *key,
-                           size_t key_len, int64_t now_ms, tg_idem_result_t *res) {
-    lookup_t lk;
-    entry_t *graveyard = NULL;
-    tg_err_t rc = TG_OK;
-    if (res == NULL) {
-        return TG_ERR_INVALID_ARG;
-    }
-    memset(res, 0, sizeof *res);
-    rc = lookup_init(&lk, s, KIND_IDEM, tenant, tenant_len, key, key_len);
-    if (rc) {
-        return rc;
-    }
-    shard_t *sh = shard_of(s, &lk);
-    pthread_mutex_lock(&sh->mu);
-    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard);
-    if (e == NULL || e->state != ST_DONE) {
-        rc = TG_ERR_NOT_FOUND;
-    } else {
-        res->body = body_dup(e->body, e->body_len);
-        if (res->body == NULL) {
-            rc = TG_ERR_NOMEM;
-        } else {
-            res->state = TG_IDEM_REPLAY;
-            res->status = e->status;
-            res->body_len = e->body_len;
-            res->stored_at_ms = e->stamp_ms;
-        }
-    }
-    pthread_mutex_unlock(&sh->mu);
-    graveyard_free(graveyard);
-    return rc;
-}
-
-/* How put_done treats a live DONE entry already held for the key. */
-typedef enum { PUT_LATER_WINS, PUT_KEEP_FIRST } put_mode_t;
-
-/* A malloc'd copy of e's stored response in res (state REPLAY), or TG_ERR_NOMEM. */
-static tg_err_t copy_out(tg_idem_result_t *res, const entry_t *e) {
-    res->body = body_dup(e->body, e->body_len);
-    if (res->body == NULL) {
-        return TG_ERR_NOMEM;
-    }
-    res->state = TG_IDEM_REPLAY;
-    res->status = e->status;
-    res->body_len = e->body_len;
-    res->stored_at_ms = e->stamp_ms;
-    return TG_OK;
-}
-
-/* tg_store_idem_restore (PUT_LATER_WINS) and tg_store_idem_insert (PUT_KEEP_FIRST). */
-static tg_err_t put_done(tg_store_t *s, put_mode_t mode, const char *tenant, size_t tenant_len,
-                         const char *key, size_t key_len, const uint8_t request_hash[32],
-                         int status, const char *body, size_t body_len, int64_t stored_at_ms,
-                         int64_t now_ms, tg_idem_result_t *existing) {
+tg_err_t tg_store_idem_restore(tg_store_t *s, const char *tenant, size_t tenant_len,
+                               const char *key, size_t key_len, const tg_idem_entry_t *entry,
+                               int64_t now_ms) {
     lookup_t lk;
     entry_t *graveyard = NULL;
     entry_t *fresh = NULL;
@@ -667,43 +619,28 @@ static tg_err_t put_done(tg_store_t *s, put_mode_t mode, const char *tenant, siz
     if (rc) {
         return rc;
     }
-    if (request_hash == NULL || status < 100 || status > 599 || (body == NULL && body_len > 0) ||
-        body_len > s->max_response_len) {
+    if (entry == NULL || entry->status < 100 || entry->status > 599) {
         return TG_ERR_INVALID_ARG;
     }
-    if (past_retention(s, stored_at_ms, now_ms)) {
+    if (past_retention(s, entry->stored_at_ms, now_ms)) {
         return TG_OK;
     }
-    fresh = entry_new(&lk, ST_DONE, stored_at_ms);
+    fresh = entry_new(&lk, ST_DONE, entry->stored_at_ms);
     if (fresh == NULL) {
         return TG_ERR_NOMEM;
     }
-    fresh->body = body_dup(body, body_len);
-    if (fresh->body == NULL) {
-        entry_free(fresh);
-        return TG_ERR_NOMEM;
-    }
-    fresh->body_len = body_len;
-    fresh->bytes += body_len;
-    fresh->status = status;
-    memcpy(fresh->request_hash, request_hash, 32);
+    memcpy(as_idem(fresh)->request_hash, entry->request_hash, 32);
+    as_idem(fresh)->pos = entry->pos;
+    fresh->status = (uint16_t)entry->status;
 
     shard_t *sh = shard_of(s, &lk);
     pthread_mutex_lock(&sh->mu);
     entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard);
     if (e != NULL && e->state == ST_IN_FLIGHT) {
         rc = TG_ERR_IN_FLIGHT;
-    } else if (e != NULL && mode == PUT_KEEP_FIRST) {
-        bool same = e->status == status && e->body_len == body_len &&
-                    (body_len == 0 || memcmp(e->body, body, body_len) == 0);
-        if (!same) {
-            /* The copy is made under the lock: the entry may be reclaimed right after. */
-            rc =
-                existing != NULL && copy_out(existing, e) != TG_OK ? TG_ERR_NOMEM : TG_ERR_CONFLICT;
-        }
-    } else if (e != NULL && e->stamp_ms > stored_at_ms) {
+    } else if (e != NULL && e->stamp_ms > entry->stored_at_ms) {
         rc = TG_OK; /* the later record already holds the key */
-    } else if (!caps_take(s, 1, fresh->bytes)) {
+    } else if (!caps_take(s, entry_cost(fresh))) {
         rc = TG_ERR_LIMIT;
     } else {
         if (e != NULL) {
@@ -717,29 +654,10 @@ static tg_err_t put_done(tg_store_t *s, put_mode_t mode, const char *tenant, siz
     }
     pthread_mutex_unlock(&sh->mu);
 
-    entry_free(fresh);
-    entry_free(old);
+    free(fresh);
+    free(old);
     graveyard_free(graveyard);
     return rc;
-}
-
-tg_err_t tg_store_idem_restore(tg_store_t *s, const char *tenant, size_t tenant_len,
-                               const char *key, size_t key_len, const uint8_t request_hash[32],
-                               int status, const char *body, size_t body_len, int64_t stored_at_ms,
-                               int64_t now_ms) {
-    return put_done(s, PUT_LATER_WINS, tenant, tenant_len, key, key_len, request_hash, status, body,
-                    body_len, stored_at_ms, now_ms, NULL);
-}
-
-tg_err_t tg_store_idem_insert(tg_store_t *s, const char *tenant, size_t tenant_len, const char *key,
-                              size_t key_len, const uint8_t request_hash[32], int status,
-                              const char *body, size_t body_len, int64_t stored_at_ms,
-                              int64_t now_ms, tg_idem_result_t *existing) {
-    if (existing != NULL) {
-        memset(existing, 0, sizeof *existing);
-    }
-    return put_done(s, PUT_KEEP_FIRST, tenant, tenant_len, key, key_len, request_hash, status, body,
-                    body_len, stored_at_ms, now_ms, existing);
 }
 
 /* ------------------------------------------------------------------ nonces */
@@ -761,7 +679,7 @@ tg_err_t tg_store_nonce_use(tg_store_t *s, const char *tenant, size_t tenant_len
     pthread_mutex_lock(&sh->mu);
     if (shard_find(s, sh, &lk, now_ms, true, &graveyard) != NULL) {
         rc = TG_ERR_REPLAY;
-    } else if (!caps_take(s, 1, fresh->bytes)) {
+    } else if (!caps_take(s, entry_cost(fresh))) {
         rc = TG_ERR_LIMIT;
     } else {
         shard_insert(s, sh, &lk, fresh);
@@ -769,7 +687,7 @@ tg_err_t tg_store_nonce_use(tg_store_t *s, const char *tenant, size_t tenant_len
     }
     pthread_mutex_unlock(&sh->mu);
 
-    entry_free(fresh);
+    free(fresh);
     graveyard_free(graveyard);
     return rc;
 }
@@ -804,7 +722,7 @@ tg_err_t tg_store_nonce_restore(tg_store_t *s, const char *tenant, size_t tenant
             e->stamp_ms = used_at_ms;
             age_touch(sh, e);
         }
-    } else if (!caps_take(s, 1, fresh->bytes)) {
+    } else if (!caps_take(s, entry_cost(fresh))) {
         rc = TG_ERR_LIMIT;
     } else {
         shard_insert(s, sh, &lk, fresh);
@@ -812,9 +730,101 @@ tg_err_t tg_store_nonce_restore(tg_store_t *s, const char *tenant, size_t tenant
     }
     pthread_mutex_unlock(&sh->mu);
 
-    entry_free(fresh);
+    free(fresh);
     graveyard_free(graveyard);
     return rc;
+}
+
+/* ------------------------------------------------------------------ the receipt index */
+
+tg_err_t tg_receipts_insert(tg_receipts_t *r, const char *tenant, size_t tenant_len, const char *id,
+                            size_t id_len, const tg_ledger_pos_t *pos, int64_t stamp_ms,
+                            int64_t now_ms, tg_ledger_pos_t *existing) {
+    lookup_t lk;
+    entry_t *graveyard = NULL;
+    entry_t *fresh = NULL;
+    if (existing != NULL) {
+        memset(existing, 0, sizeof *existing);
+    }
+    if (r == NULL || pos == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    tg_store_t *s = &r->t;
+    tg_err_t rc = lookup_init(&lk, s, KIND_RECEIPT, tenant, tenant_len, id, id_len);
+    if (rc) {
+        return rc;
+    }
+    if (past_retention(s, stamp_ms, now_ms)) {
+        return TG_OK;
+    }
+    fresh = entry_new(&lk, ST_DONE, stamp_ms);
+    if (fresh == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    as_receipt(fresh)->pos = *pos;
+
+    shard_t *sh = shard_of(s, &lk);
+    pthread_mutex_lock(&sh->mu);
+    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard);
+    if (e != NULL) {
+        if (!pos_equal(&as_receipt(e)->pos, pos)) {
+            rc = TG_ERR_CONFLICT;
+            if (existing != NULL) {
+                *existing = as_receipt(e)->pos; /* under the lock: e may be reclaimed after */
+            }
+        }
+    } else if (!caps_take(s, entry_cost(fresh))) {
+        rc = TG_ERR_LIMIT;
+    } else {
+        shard_insert(s, sh, &lk, fresh);
+        fresh = NULL;
+    }
+    pthread_mutex_unlock(&sh->mu);
+
+    free(fresh);
+    graveyard_free(graveyard);
+    return rc;
+}
+
+tg_err_t tg_receipts_get(tg_receipts_t *r, const char *tenant, size_t tenant_len, const char *id,
+                         size_t id_len, int64_t now_ms, tg_ledger_pos_t *pos) {
+    lookup_t lk;
+    entry_t *graveyard = NULL;
+    if (pos == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    memset(pos, 0, sizeof *pos);
+    if (r == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    tg_store_t *s = &r->t;
+    tg_err_t rc = lookup_init(&lk, s, KIND_RECEIPT, tenant, tenant_len, id, id_len);
+    if (rc) {
+        return rc;
+    }
+    shard_t *sh = shard_of(s, &lk);
+    pthread_mutex_lock(&sh->mu);
+    entry_t *e = shard_find(s, sh, &lk, now_ms, true, &graveyard);
+    if (e == NULL) {
+        rc = TG_ERR_NOT_FOUND;
+    } else {
+        *pos = as_receipt(e)->pos;
+    }
+    pthread_mutex_unlock(&sh->mu);
+    graveyard_free(graveyard);
+    return rc;
+}
+
+bool tg_receipts_has_room(const tg_receipts_t *r, size_t tenant_len, size_t id_len) {
+    /* atomic loads of a const object: C11 takes them through a non-const pointer */
+    tg_store_t *s = (tg_store_t *)&r->t;
+    if (tenant_len > TG_STORE_TENANT_MAX || id_len > s->max_key_len) {
+        return false; /* the insert would refuse it anyway (and the sum below cannot wrap) */
+    }
+    size_t bytes = TG_STORE_ALLOC_COST(sizeof(receipt_entry_t) + tenant_len + id_len);
+    size_t n = atomic_load_explicit(&s->entries, memory_order_relaxed);
+    size_t b = atomic_load_explicit(&s->bytes, memory_order_relaxed);
+    return n < s->max_entries && bytes <= s->max_bytes && b <= s->max_bytes - bytes;
 }
 
 /* ------------------------------------------------------------------ maintenance */
@@ -865,10 +875,8 @@ size_t tg_store_sweep(tg_store_t *s, int64_t now_ms) {
     return freed;
 }
 
-bool tg_store_has_room(const tg_store_t *s, size_t bytes) {
-    size_t n = atomic_load_explicit(&((tg_store_t *)s)->entries, memory_order_relaxed);
-    size_t b = atomic_load_explicit(&((tg_store_t *)s)->bytes, memory_order_relaxed);
-    return n < s->max_entries && bytes <= s->max_bytes && b <= s->max_bytes - bytes;
+size_t tg_receipts_sweep(tg_receipts_t *r, int64_t now_ms) {
+    return tg_store_sweep(r != NULL ? &r->t : NULL, now_ms);
 }
 
 void tg_store_stats(const tg_store_t *s, tg_store_stats_t *out) {
@@ -885,6 +893,7 @@ void tg_store_stats(const tg_store_t *s, tg_store_stats_t *out) {
         out->idem_in_flight += sh->in_flight;
         out->idem_done += sh->done;
         out->nonces += sh->nonces;
+        out->receipts += sh->receipts;
         pthread_mutex_unlock(&sh->mu);
     }
     out->entries = atomic_load_explicit(&s->entries, memory_order_relaxed);
@@ -893,4 +902,8 @@ void tg_store_stats(const tg_store_t *s, tg_store_stats_t *out) {
     out->max_bytes = s->max_bytes;
     out->limit_rejections = atomic_load_explicit(&s->limit_rejections, memory_order_relaxed);
     out->expired_reclaimed = atomic_load_explicit(&s->expired_reclaimed, memory_order_relaxed);
+}
+
+void tg_receipts_stats(const tg_receipts_t *r, tg_store_stats_t *out) {
+    tg_store_stats(r != NULL ? &r->t : NULL, out);
 }

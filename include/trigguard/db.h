@@ -1,0 +1,244 @@
+/* db.h — the daemon's database, as the pipeline sees it: claims on idempotency keys and
+ * nonces, durable decision records, the receipt index. One interface, one implementation
+ * per backend ("db" because "state" is the kernel's FSM, kernel.h).
+ *
+ * ## Why this shape
+ * Everything an evaluation must remember lives behind this header, so that where it lives
+ * (one ledger directory and tables in memory, or rows in PostgreSQL shared by several
+ * daemons, SPEC §13) is a backend's business and not the pipeline's. The operations are the
+ * pipeline's steps, in its order (SPEC §3.3):
+ *
+ *   step   operation                what it does
+ *   5      tg_db_claim_key          claim (tenant, key) for this request hash, or find the
+ *                                   entry to replay
+ *   6      tg_db_claim_nonce        consume (tenant, nonce)
+ *   7      tg_db_receipt_room       room to index one more receipt? (asked before signing)
+ *   9      tg_db_append(_now)       make the record durable; it carries what it claims
+ *   9+     tg_db_complete_key       the claim is DONE at the record's position
+ *          tg_db_index_receipt      executionId -> the record's position, never repointed
+ *   fail   tg_db_release_key/nonce  nothing durable happened: undo the claims
+ *   read   tg_db_find_receipt       executionId -> position (GET /v1/receipts)
+ *          tg_db_read               the record at a position (replays, receipt reads)
+ *   start  tg_db_start              open the record log; rebuild what lives in memory
+ *          tg_db_restore_key/nonce  through the caller's replay callback
+ *   tick   tg_db_tick               retention sweeps, the record log's watchdogs
+ *
+ * ## What the pipeline may assume
+ * - A durable record is the truth for everything it claims. Once tg_db_append reported
+ *   TG_OK for it, its key is DONE at its position, its nonce is used and its receipt (type
+ *   RECEIPT) is indexed, for every later lookup, from every instance and after any restart,
+ *   until retention passes: the backend derives those from the record itself (file: the
+ *   ledger is replayed at start; pg: the record's row and its claims' outcomes are written
+ *   in one transaction). complete_key and index_receipt, called after the append's TG_OK,
+ *   bring a backend's fast lookup structures up to date; they are not what makes the
+ *   outcome durable, and a crash between the append and them loses nothing.
+ * - A record whose append failed was never written and never will be: releasing its claims
+ *   then makes every instance, and any restart, agree that the request did not happen.
+ * - A claim is exclusive: while one is held (NEW, until complete or release), any other
+ *   claim of the same (tenant, key) answers TG_ERR_IN_FLIGHT or TG_ERR_CONFLICT, on every
+ *   instance. A claim is never dropped behind the pipeline's back (fail closed): the file
+ *   backend never expires one; pg fences its claims, so that one taken over after a lease
+ *   can no longer commit (the backend keeps its fencing token by (tenant, key): nothing of
+ *   it passes through the pipeline).
+ * - TG_ERR_LIMIT from a claim, a restore or an index insert means "full": answer 503.
+ * - append never blocks. Claims, releases, completions, index calls and lookups never wait
+ *   for a disk (file: memory); pg answers them with one round trip under a statement
+ *   timeout. read waits for one record's read, start and close for the whole log.
+ *
+ * ## Which backend does what
+ *   file   (today; src/store/file/) the tables are the in-memory ones of store.h, rebuilt at
+ *          start from the ledger (ledger.h) by replaying every record through the caller's
+ *          callback; records go to the ledger, whose writer thread group-commits them (one
+ *          fdatasync per batch) and calls done on its completion thread. meta carries the
+ *          record's claims for the replay, so the typed claims of tg_db_record_t are not
+ *          read.
+ *   pg     (SPEC §13, next) claims are rows; one transaction per group commit inserts the
+ *          batch's records and their claims' outcomes (DONE keys, nonces, receipt index
+ *          rows) from the typed claims of each tg_db_record_t; done runs once it has
+ *          committed. start connects and checks the schema and never calls replay.
+ *
+ * Positions: a record's place is a tg_ledger_pos_t. seq names the record in every backend;
+ * segment/offset/length locate it in a ledger directory (file), and are 0 where a backend
+ * finds records by seq alone (pg).
+ *
+ * Thread safety: after tg_db_start returned TG_OK, every function except tg_db_close may be
+ * called from any number of threads at once. done callbacks may call the claim, complete,
+ * release and index functions, never append, read, tick or close.
+ */
+#ifndef TRIGGUARD_DB_H
+#define TRIGGUARD_DB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trigguard/buf.h"
+#include "trigguard/err.h"
+#include "trigguard/ledger.h"
+#include "trigguard/store.h"
+
+typedef struct tg_db tg_db_t;
+
+typedef enum tg_db_backend {
+    TG_DB_FILE = 0, /* the ledger directory + tables in memory */
+} tg_db_backend_t;
+
+typedef struct tg_db_opts {
+    tg_db_backend_t backend;
+    tg_store_opts_t keys;     /* idempotency keys and nonces: caps, retention, key length */
+    tg_store_opts_t receipts; /* the receipt index: caps, retention */
+    tg_ledger_opts_t ledger;  /* file: the ledger directory and its durability */
+} tg_db_opts_t;
+
+/* A decision record on its way to durability, and what it claims. Pointers are read
+ * during the call only. */
+typedef struct tg_db_record {
+    uint8_t type; /* TG_LEDGER_TYPE_RECEIPT or TG_LEDGER_TYPE_SILENCE */
+    const void *meta;
+    size_t meta_len; /* 0..TG_LEDGER_META_MAX: the pipeline's record meta */
+    const void *payload;
+    size_t payload_len; /* 0..TG_LEDGER_PAYLOAD_MAX: the receipt or SILENCE record */
+    /* The same facts meta holds, typed, for a backend that stores claims beside records: */
+    const char *tenant;
+    size_t tenant_len;
+    const char *key; /* the idempotency key it completes; NULL when none */
+    size_t key_len;
+    const char *nonce; /* the nonce it consumed; NULL when none */
+    size_t nonce_len;
+    const char *exec_id; /* its executionId (indexed when type is RECEIPT) */
+    size_t exec_id_len;
+    const uint8_t *request_hash; /* 32 bytes */
+    int status;                  /* the HTTP status the decision answered */
+    int64_t at_ms;               /* when it was decided (the stamp retention counts from) */
+} tg_db_record_t;
+
+/* The append's answer: exactly once per accepted append, status TG_OK (durable as the
+ * configured durability promises; *pos filled) or TG_ERR_LEDGER_UNHEALTHY (never written;
+ * *pos all zero). Runs on a backend thread, one at a time, in record order; pos is valid
+ * during the call only. It must be short and must not block. */
+typedef tg_ledger_done_fn tg_db_done_fn;
+
+/* Rebuild callback for backends whose tables live in memory: called by tg_db_start for
+ * every record, in order, before anything else can use the db. It reads the record's
+ * meta and payload and calls tg_db_restore_key, tg_db_restore_nonce and
+ * tg_db_index_receipt. A non-TG_OK return stops the start with that error. */
+typedef tg_ledger_replay_fn tg_db_replay_fn;
+
+/* Creates the db's tables (nothing is opened yet). Errors: TG_ERR_INVALID_ARG (NULL
+ * out/opts), TG_ERR_CONFIG (an option out of range, or a backend not built in; diag says
+ * which), TG_ERR_CRYPTO, TG_ERR_NOMEM. *out is NULL on error. Not thread-safe. */
+tg_err_t tg_db_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *diag) TG_MUST_USE;
+
+/* Opens the record log and rebuilds what lives in memory: file: tg_ledger_open with the
+ * ledger options (its errors, e.g. TG_ERR_NOT_FOUND with no_create), calling replay(ud, rec)
+ * for every record; report (may be NULL) gets the ledger's recovery report. Once, after
+ * tg_db_open. On error the db may only be closed. Not thread-safe. */
+tg_err_t tg_db_start(tg_db_t *db, tg_db_replay_fn replay, void *ud, tg_ledger_recovery_t *report,
+                     tg_diag_t *diag) TG_MUST_USE;
+
+/* Stops the record log (every outstanding done is called first; they may still use the
+ * claim functions) and frees everything. NULL-safe. Nothing else may run concurrently. */
+void tg_db_close(tg_db_t *db);
+
+/* ---- claims (SPEC §3.3 steps 5-6) ----
+ * As tg_store_idem_begin and tg_store_nonce_use (store.h): the same results and errors. */
+tg_err_t tg_db_claim_key(tg_db_t *db, const char *tenant, size_t tenant_len, const char *key,
+                         size_t key_len, const uint8_t request_hash[32], int64_t now_ms,
+                         tg_idem_result_t *res) TG_MUST_USE;
+tg_err_t tg_db_claim_nonce(tg_db_t *db, const char *tenant, size_t tenant_len, const char *nonce,
+                           size_t nonce_len, int64_t now_ms) TG_MUST_USE;
+
+/* Undo a claim whose request ended with nothing durable (never after its record's append
+ * reported TG_OK). As tg_store_idem_abort and tg_store_nonce_release. */
+tg_err_t tg_db_release_key(tg_db_t *db, const char *tenant, size_t tenant_len, const char *key,
+                           size_t key_len) TG_MUST_USE;
+tg_err_t tg_db_release_nonce(tg_db_t *db, const char *tenant, size_t tenant_len, const char *nonce,
+                             size_t nonce_len) TG_MUST_USE;
+
+/* A hint (tg_receipts_has_room): whether the receipt index would take one more id of
+ * id_len bytes for a tenant_len-byte tenant now. Never blocks. */
+bool tg_db_receipt_room(tg_db_t *db, size_t tenant_len, size_t id_len);
+
+/* ---- records (step 9) ---- */
+
+/* Group-commit hints (tg_ledger_announce): the caller will probably append soon. Each
+ * announce is followed by exactly one announce_end, before the caller's own append. */
+void tg_db_announce(tg_db_t *db);
+void tg_db_announce_end(tg_db_t *db);
+
+/* Queues rec; done(ud, ...) follows exactly once on TG_OK (possibly before this returns),
+ * never on error. Never blocks. Errors: TG_ERR_INVALID_ARG (bad type, NULL with a length),
+ * TG_ERR_LIMIT (meta or payload over its cap), TG_ERR_LEDGER_UNHEALTHY (the log cannot make
+ * records durable now), TG_ERR_OVERLOADED (queue full), TG_ERR_NOMEM. */
+tg_err_t tg_db_append(tg_db_t *db, const tg_db_record_t *rec, tg_db_done_fn done,
+                      void *ud) TG_MUST_USE;
+
+/* Writes rec on the calling thread when there is no sync to share (file: durability none,
+ * tg_ledger_append_now) and returns when it is as durable as the mode promises; *pos set on
+ * TG_OK. Errors as tg_db_append, and TG_ERR_INVALID_ARG where the durability is not none. */
+tg_err_t tg_db_append_now(tg_db_t *db, const tg_db_record_t *rec, tg_ledger_pos_t *pos) TG_MUST_USE;
+
+/* ---- after the record is durable ---- */
+
+/* The claim (tenant, key) is DONE with status, at *pos, stamped now_ms. As
+ * tg_store_idem_complete: TG_OK, TG_ERR_NOT_FOUND (no claim held: a caller bug),
+ * TG_ERR_INVALID_ARG. */
+tg_err_t tg_db_complete_key(tg_db_t *db, const char *tenant, size_t tenant_len, const char *key,
+                            size_t key_len, int status, const tg_ledger_pos_t *pos,
+                            int64_t now_ms) TG_MUST_USE;
+
+/* (tenant, id) -> *pos, stamped stamp_ms; also while rebuilding. As tg_receipts_insert: an
+ * id live at another position is never repointed (TG_ERR_CONFLICT, *existing gets that
+ * position), TG_ERR_LIMIT when full. */
+tg_err_t tg_db_index_receipt(tg_db_t *db, const char *tenant, size_t tenant_len, const char *id,
+                             size_t id_len, const tg_ledger_pos_t *pos, int64_t stamp_ms,
+                             int64_t now_ms, tg_ledger_pos_t *existing) TG_MUST_USE;
+
+/* ---- lookups ---- */
+
+/* (tenant, id) -> *pos, as tg_receipts_get: TG_OK, TG_ERR_NOT_FOUND, TG_ERR_INVALID_ARG. */
+tg_err_t tg_db_find_receipt(tg_db_t *db, const char *tenant, size_t tenant_len, const char *id,
+                            size_t id_len, int64_t now_ms, tg_ledger_pos_t *pos) TG_MUST_USE;
+
+/* The record at *pos, re-verified (tg_ledger_read_at): resets and fills payload_out and
+ * meta_out (either may be NULL). TG_ERR_NOT_FOUND, TG_ERR_LEDGER_CORRUPT, TG_ERR_IO, buffer
+ * errors. May block for the disk or the network. */
+tg_err_t tg_db_read(tg_db_t *db, const tg_ledger_pos_t *pos, tg_buf_t *payload_out,
+                    tg_buf_t *meta_out) TG_MUST_USE;
+
+/* ---- rebuild (from the replay callback only) ----
+ * As tg_store_idem_restore (later stamp wins) and tg_store_nonce_restore; receipts go
+ * through tg_db_index_receipt. A backend that never replays never gets these calls. */
+tg_err_t tg_db_restore_key(tg_db_t *db, const char *tenant, size_t tenant_len, const char *key,
+                           size_t key_len, const tg_idem_entry_t *entry,
+                           int64_t now_ms) TG_MUST_USE;
+tg_err_t tg_db_restore_nonce(tg_db_t *db, const char *tenant, size_t tenant_len, const char *nonce,
+                             size_t nonce_len, int64_t used_at_ms, int64_t now_ms) TG_MUST_USE;
+
+/* ---- upkeep and observation ---- */
+
+/* Periodic upkeep, from one thread (serve: every 100 ms): reclaims expired entries in
+ * small doses and runs the record log's watchdogs (file: the ledger's identity check and
+ * its stall watch with stall_ms, 0 = off; ledger.h). Never waits behind a write. */
+void tg_db_tick(tg_db_t *db, int64_t now_ms, uint32_t stall_ms);
+
+/* Whether records can be made durable now, and when not, why (one sentence without paths
+ * into why[0..why_len), "" while healthy; tg_ledger_health). Never blocks. */
+bool tg_db_health(tg_db_t *db, char *why, size_t why_len);
+
+typedef struct tg_db_stats {
+    tg_store_stats_t keys;     /* idempotency keys and nonces */
+    tg_store_stats_t receipts; /* the receipt index */
+} tg_db_stats_t;
+
+/* Fills *out (all zero for a NULL db). Thread-safe. */
+void tg_db_stats(tg_db_t *db, tg_db_stats_t *out);
+
+/* ---- the file backend's parts (transitional) ----
+ * The /readyz and /metrics code (routes.c) still reads the ledger and the key table
+ * directly. These hand it the parts until it reads tg_db_health and tg_db_stats, and
+ * are to go then. NULL for another backend (and for a NULL db). */
+tg_ledger_t *tg_db_file_ledger(tg_db_t *db);
+tg_store_t *tg_db_file_keys(tg_db_t *db);
+
+#endif /* TRIGGUARD_DB_H */

@@ -1,0 +1,169 @@
+/* db.c — the db interface (db.h): picks a backend at open, then forwards each call to it. */
+#include "trigguard/db.h"
+
+#include <string.h>
+
+#include "backend.h"
+
+tg_err_t tg_db_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *diag) {
+    if (out == NULL || opts == NULL) {
+        if (out != NULL) {
+            *out = NULL;
+        }
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "db: out or opts is NULL");
+    }
+    *out = NULL;
+    switch (opts->backend) {
+    case TG_DB_FILE:
+        return tg_db_file_open(out, opts, diag);
+    }
+    return tg_diag_set(diag, TG_ERR_CONFIG, "db: backend %d is not built in", (int)opts->backend);
+}
+
+tg_err_t tg_db_start(tg_db_t *db, tg_db_replay_fn replay, void *ud, tg_ledger_recovery_t *report,
+                     tg_diag_t *diag) {
+    if (db == NULL) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "db: NULL");
+    }
+    return db->ops->start(db, replay, ud, report, diag);
+}
+
+void tg_db_close(tg_db_t *db) {
+    if (db != NULL) {
+        db->ops->close(db);
+    }
+}
+
+tg_err_t tg_db_claim_key(tg_db_t *db, const char *tenant, size_t tenant_len, const char *key,
+                         size_t key_len, const uint8_t request_hash[32], int64_t now_ms,
+                         tg_idem_result_t *res) {
+    if (db == NULL) {
+        if (res != NULL) {
+            memset(res, 0, sizeof *res);
+        }
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->claim_key(db, tenant, tenant_len, key, key_len, request_hash, now_ms, res);
+}
+
+tg_err_t tg_db_claim_nonce(tg_db_t *db, const char *tenant, size_t tenant_len, const char *nonce,
+                           size_t nonce_len, int64_t now_ms) {
+    return db == NULL ? TG_ERR_INVALID_ARG
+                      : db->ops->claim_nonce(db, tenant, tenant_len, nonce, nonce_len, now_ms);
+}
+
+tg_err_t tg_db_release_key(tg_db_t *db, const char *tenant, size_t tenant_len, const char *key,
+                           size_t key_len) {
+    return db == NULL ? TG_ERR_INVALID_ARG
+                      : db->ops->release_key(db, tenant, tenant_len, key, key_len);
+}
+
+tg_err_t tg_db_release_nonce(tg_db_t *db, const char *tenant, size_t tenant_len, const char *nonce,
+                             size_t nonce_len) {
+    return db == NULL ? TG_ERR_INVALID_ARG
+                      : db->ops->release_nonce(db, tenant, tenant_len, nonce, nonce_len);
+}
+
+bool tg_db_receipt_room(tg_db_t *db, size_t tenant_len, size_t id_len) {
+    return db != NULL && db->ops->receipt_room(db, tenant_len, id_len);
+}
+
+void tg_db_announce(tg_db_t *db) {
+    if (db != NULL) {
+        db->ops->announce(db);
+    }
+}
+
+void tg_db_announce_end(tg_db_t *db) {
+    if (db != NULL) {
+        db->ops->announce_end(db);
+    }
+}
+
+tg_err_t tg_db_append(tg_db_t *db, const tg_db_record_t *rec, tg_db_done_fn done, void *ud) {
+    return db == NULL || rec == NULL ? TG_ERR_INVALID_ARG : db->ops->append(db, rec, done, ud);
+}
+
+tg_err_t tg_db_append_now(tg_db_t *db, const tg_db_record_t *rec, tg_ledger_pos_t *pos) {
+    return db == NULL || rec == NULL ? TG_ERR_INVALID_ARG : db->ops->append_now(db, rec, pos);
+}
+
+tg_err_t tg_db_complete_key(tg_db_t *db, const char *tenant, size_t tenant_len, const char *key,
+                            size_t key_len, int status, const tg_ledger_pos_t *pos,
+                            int64_t now_ms) {
+    return db == NULL
+               ? TG_ERR_INVALID_ARG
+               : db->ops->complete_key(db, tenant, tenant_len, key, key_len, status, pos, now_ms);
+}
+
+tg_err_t tg_db_index_receipt(tg_db_t *db, const char *tenant, size_t tenant_len, const char *id,
+                             size_t id_len, const tg_ledger_pos_t *pos, int64_t stamp_ms,
+                             int64_t now_ms, tg_ledger_pos_t *existing) {
+    if (db == NULL) {
+        if (existing != NULL) {
+            memset(existing, 0, sizeof *existing);
+        }
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->index_receipt(db, tenant, tenant_len, id, id_len, pos, stamp_ms, now_ms,
+                                  existing);
+}
+
+tg_err_t tg_db_find_receipt(tg_db_t *db, const char *tenant, size_t tenant_len, const char *id,
+                            size_t id_len, int64_t now_ms, tg_ledger_pos_t *pos) {
+    if (db == NULL) {
+        if (pos != NULL) {
+            memset(pos, 0, sizeof *pos);
+        }
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->find_receipt(db, tenant, tenant_len, id, id_len, now_ms, pos);
+}
+
+tg_err_t tg_db_read(tg_db_t *db, const tg_ledger_pos_t *pos, tg_buf_t *payload_out,
+                    tg_buf_t *meta_out) {
+    return db == NULL ? TG_ERR_INVALID_ARG : db->ops->read(db, pos, payload_out, meta_out);
+}
+
+tg_err_t tg_db_restore_key(tg_db_t *db, const char *tenant, size_t tenant_len, const char *key,
+                           size_t key_len, const tg_idem_entry_t *entry, int64_t now_ms) {
+    return db == NULL ? TG_ERR_INVALID_ARG
+                      : db->ops->restore_key(db, tenant, tenant_len, key, key_len, entry, now_ms);
+}
+
+tg_err_t tg_db_restore_nonce(tg_db_t *db, const char *tenant, size_t tenant_len, const char *nonce,
+                             size_t nonce_len, int64_t used_at_ms, int64_t now_ms) {
+    return db == NULL ? TG_ERR_INVALID_ARG
+                      : db->ops->restore_nonce(db, tenant, tenant_len, nonce, nonce_len, used_at_ms,
+                                               now_ms);
+}
+
+void tg_db_tick(tg_db_t *db, int64_t now_ms, uint32_t stall_ms) {
+    if (db != NULL) {
+        db->ops->tick(db, now_ms, stall_ms);
+    }
+}
+
+bool tg_db_health(tg_db_t *db, char *why, size_t why_len) {
+    if (db == NULL) {
+        if (why != NULL && why_len > 0) {
+            why[0] = '\0';
+        }
+        return false;
+    }
+    return db->ops->health(db, why, why_len);
+}
+
+void tg_db_stats(tg_db_t *db, tg_db_stats_t *out) {
+    if (out == NULL) {
+        return;
+    }
+    memset(out, 0, sizeof *out);
+    if (db != NULL) {
+        db->ops->stats(db, out);
+    }
+}
+
+tg_ledger_t *tg_db_file_ledger(tg_db_t *db) { return db != NULL ? db->ops->ledger(db) : NULL; }
+
+tg_store_t *tg_db_file_keys(tg_db_t *db) { return db != NULL ? db->ops->keys(db) : NULL; }
