@@ -149,6 +149,22 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec);
 tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag);
 void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *exec_id);
 
+/* records.c. The response an idempotent replay sends: rebuilt from the record at pos
+ * (tg_record_response), so it is the original byte for byte; *permit says whether the
+ * stored decision was a PERMIT (/execute answers 403 otherwise). Errors: the db's read
+ * errors, TG_ERR_LEDGER_CORRUPT (the record is not what this server writes), tg_buf errors. */
+tg_err_t tg_pipeline_replay_response(tg_pipeline_t *p, const tg_ledger_pos_t *pos, tg_buf_t *out,
+                                     bool *permit) TG_MUST_USE;
+
+/* Indexes executionId -> pos for GET /v1/receipts, live (request_id names the request) or
+ * while the index is rebuilt at start (request_id NULL). An id already indexed for another
+ * record is never repointed: TG_ERR_CONFLICT, logged with both records and counted
+ * (trigguard_receipt_index_collisions_total). Other errors as tg_db_index_receipt. */
+tg_err_t tg_pipeline_index_receipt(tg_pipeline_t *p, const char *tenant, size_t tenant_len,
+                                   const char *exec_id, const tg_ledger_pos_t *pos,
+                                   int64_t stamp_ms, int64_t now_ms,
+                                   const char *request_id) TG_MUST_USE;
+
 /* The read-only endpoints (readonly.c), called by the route table; rest is the path after a
  * prefix route's prefix ("" otherwise). Each answers the exchange. */
 void tg_route_healthz(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);

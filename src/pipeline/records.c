@@ -1,0 +1,206 @@
+/* records.c — the ledger's records read back: the response of an idempotent replay, the
+ * tables rebuilt at start, the receipt index, and GET /v1/receipts/{executionId}. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "trigguard/clock.h"
+#include "trigguard/log.h"
+#include "trigguard/receipt.h"
+#include "trigguard/record.h"
+
+/* Adds executionId -> ledger position to the receipt index, live (settle) or while the
+ * index is rebuilt from the ledger at start (request_id NULL). An id already indexed for
+ * another record is never repointed: GET /v1/receipts keeps answering with the receipt
+ * it answered with first, and the collision is an error, logged with both records and
+ * counted (trigguard_receipt_index_collisions_total), because two executions with one id
+ * mean the derivation (receipt.h) or the ledger is not what it should be. Returns what
+ * tg_db_index_receipt returned. */
+tg_err_t tg_pipeline_index_receipt(tg_pipeline_t *p, const char *tenant, size_t tenant_len,
+                                   const char *exec_id, const tg_ledger_pos_t *pos,
+                                   int64_t stamp_ms, int64_t now_ms, const char *request_id) {
+    tg_ledger_pos_t first;
+    tg_err_t rc = tg_db_index_receipt(p->db, tenant, tenant_len, exec_id, strlen(exec_id), pos,
+                                      stamp_ms, now_ms, &first);
+    if (rc == TG_ERR_CONFLICT) {
+        unsigned long long first_seq = (unsigned long long)first.seq;
+        atomic_fetch_add_explicit(&p->metrics.receipt_index_collisions, 1, memory_order_relaxed);
+        if (request_id != NULL) {
+            TG_LOG(TG_LOG_ERROR, "receipt_index_collision",
+                   "request %s: executionId %s (tenant %.*s) is already indexed for ledger seq "
+                   "%llu; this request's receipt is at seq %llu, but GET /v1/receipts keeps "
+                   "returning seq %llu",
+                   request_id, exec_id, (int)tenant_len, tenant, first_seq,
+                   (unsigned long long)pos->seq, first_seq);
+        } else {
+            TG_LOG(TG_LOG_ERROR, "receipt_index_collision",
+                   "ledger seq %llu: executionId %s (tenant %.*s) is already indexed for seq "
+                   "%llu; GET /v1/receipts keeps returning seq %llu, the first",
+                   (unsigned long long)pos->seq, exec_id, (int)tenant_len, tenant, first_seq,
+                   first_seq);
+        }
+    }
+    return rc;
+}
+
+/* ---- restart: rebuild the tables from the ledger ------------------------------------ */
+
+/* An idempotent replay: the stored entry says where the request's record is; the response
+ * is rebuilt from it by tg_record_response, with the writer that built the original, so the
+ * bytes are the same (without a ?explain trace, which is never stored). */
+tg_err_t tg_pipeline_replay_response(tg_pipeline_t *p, const tg_ledger_pos_t *pos, tg_buf_t *out,
+                                     bool *permit) {
+    tg_buf_t payload, meta;
+    tg_buf_init(&payload, TG_LEDGER_PAYLOAD_MAX);
+    tg_buf_init(&meta, TG_LEDGER_META_MAX);
+    tg_record_view_t v;
+    tg_err_t rc = tg_db_read(p->db, pos, &payload, &meta);
+    if (rc == TG_OK) {
+        rc = tg_record_view(&v, meta.data, meta.len, payload.data, payload.len);
+    }
+    if (rc == TG_OK) {
+        *permit = strcmp(v.decision, "PERMIT") == 0;
+        tg_buf_reset(out);
+        rc = tg_record_response(out, &v, payload.data, payload.len);
+        tg_record_view_free(&v);
+    }
+    tg_buf_free(&payload);
+    tg_buf_free(&meta);
+    return rc;
+}
+
+tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
+    tg_pipeline_t *p = ud;
+    tg_record_view_t v;
+    tg_err_t rc = tg_record_view(&v, rec->meta, rec->meta_len, rec->payload, rec->payload_len);
+    if (rc != TG_OK) {
+        TG_LOG(TG_LOG_ERROR, "ledger_replay",
+               "record seq %llu: metadata or payload is not what this server writes",
+               (unsigned long long)rec->seq);
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    int64_t now = tg_clock_now_ms();
+    /* A table too small for the ledger's live entries (a restart with smaller caps) is not
+     * a reason to stop reading: every entry that does not fit is counted, so that the start
+     * is refused afterwards with how many there are (tg_pipeline_replay_check). Dropping
+     * them instead would let a forgotten idempotency key or nonce run its request again,
+     * and make receipts already handed out unreadable through GET /v1/receipts. */
+    const tg_record_meta_t *m = &v.meta;
+    if (m->key.ptr != NULL) {
+        tg_idem_entry_t done = {.status = m->status, .pos = rec->pos, .stored_at_ms = m->at_ms};
+        memcpy(done.request_hash, v.request_hash, sizeof done.request_hash);
+        rc = tg_db_restore_key(p->db, m->tenant.ptr, m->tenant.len, m->key.ptr, m->key.len, &done,
+                               now);
+        if (rc == TG_ERR_LIMIT) {
+            p->replay_unfit_store++;
+            rc = TG_OK;
+        }
+    }
+    if (rc == TG_OK && m->nonce.ptr != NULL) {
+        rc = tg_db_restore_nonce(p->db, m->tenant.ptr, m->tenant.len, m->nonce.ptr, m->nonce.len,
+                                 m->at_ms, now);
+        if (rc == TG_ERR_LIMIT) {
+            p->replay_unfit_store++;
+            rc = TG_OK;
+        }
+    }
+    if (rc == TG_OK && rec->type == TG_LEDGER_TYPE_RECEIPT) {
+        /* the id is ours: "exec_" + 32 hex (the index needs it NUL-terminated) */
+        char id[TG_RECEIPT_EXEC_ID_LEN + 1];
+        (void)snprintf(id, sizeof id, "%.*s", (int)v.execution_id.len, v.execution_id.ptr);
+        rc = tg_pipeline_index_receipt(p, m->tenant.ptr, m->tenant.len, id, &rec->pos, m->at_ms,
+                                       now, NULL);
+        if (rc == TG_ERR_LIMIT) {
+            p->replay_unfit_receipts++;
+        }
+        if (rc == TG_ERR_LIMIT || rc == TG_ERR_CONFLICT) {
+            rc = TG_OK; /* counted (and a collision logged): the start decides */
+        }
+    }
+    if (rc == TG_OK) {
+        p->replayed_records++;
+    }
+    tg_record_view_free(&v);
+    return rc;
+}
+
+/* One table's verdict after the replay: TG_OK, or TG_ERR_CONFIG with the numbers, in a log
+ * line of its own (both tables may be too small) and, shorter, in diag. */
+static tg_err_t unfit_check(const tg_pipeline_t *p, const tg_store_stats_t *st, uint64_t unfit,
+                            const char *what, const char *why, tg_diag_t *diag) {
+    if (unfit == 0) {
+        return TG_OK;
+    }
+    unsigned long long need = (unsigned long long)st->entries + (unsigned long long)unfit;
+    /* full by count, else by bytes */
+    bool by_count = st->entries >= st->max_entries;
+    const char *flag = by_count ? "--store-max-entries" : "--store-max-bytes";
+    unsigned long long cap = (unsigned long long)(by_count ? st->max_entries : st->max_bytes);
+    TG_LOG(TG_LOG_ERROR, "store_too_small",
+           "%s: the ledger holds %llu live entries (within --retention %llds), %llu more than "
+           "%s %llu admits (%llu entries, %llu bytes held); starting would drop them and %s",
+           what, need, (long long)p->cfg.retention_s, (unsigned long long)unfit, flag, cap,
+           (unsigned long long)st->entries, (unsigned long long)st->bytes, why);
+    if (by_count) {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "%s: the ledger holds %llu live entries but --store-max-entries is "
+                           "%llu; start refused, none dropped: use --store-max-entries %llu or "
+                           "more",
+                           what, need, cap, need);
+    }
+    return tg_diag_set(diag, TG_ERR_CONFIG,
+                       "%s: the ledger holds %llu live entries, %llu more than --store-max-bytes "
+                       "%llu holds; start refused, none dropped: raise --store-max-bytes",
+                       what, need, (unsigned long long)unfit, cap);
+}
+
+tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag) {
+    tg_diag_t second = {{0}};
+    tg_db_stats_t st;
+    tg_db_stats(p->db, &st);
+    tg_err_t rc = unfit_check(p, &st.keys, p->replay_unfit_store, "idempotency keys and nonces",
+                              "their requests could run a second time", diag);
+    tg_err_t rc2 = unfit_check(p, &st.receipts, p->replay_unfit_receipts, "receipt index",
+                               "GET /v1/receipts would not find receipts already handed out",
+                               rc == TG_OK ? diag : &second);
+    return rc != TG_OK ? rc : rc2;
+}
+
+/* ---- GET /v1/receipts/{executionId} -------------------------------------------------- */
+
+void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *exec_id) {
+    int tenant = TG_GUARD_NO_TENANT;
+    const char *auth = ex->authorization;
+    if (tg_auth_check(p->tenants, auth, auth ? strlen(auth) : 0, &tenant) != TG_OK) {
+        tg_reply_error(ex, TG_ERR_UNAUTHORIZED, "a valid bearer token is required");
+        return;
+    }
+    size_t tl = 0;
+    const char *tn = tg_tenants_name(p->tenants, tenant, &tl);
+    bool ok = tn != NULL && strlen(exec_id) == TG_RECEIPT_EXEC_ID_LEN &&
+              strncmp(exec_id, "exec_", 5) == 0;
+    for (size_t i = 5; ok && i < TG_RECEIPT_EXEC_ID_LEN; i++) {
+        char c = exec_id[i];
+        ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+    }
+    tg_ledger_pos_t pos;
+    tg_err_t rc =
+        ok ? tg_db_find_receipt(p->db, tn, tl, exec_id, strlen(exec_id), tg_clock_now_ms(), &pos)
+           : TG_ERR_NOT_FOUND;
+    if (rc != TG_OK) {
+        /* Another tenant's receipt is indistinguishable from a missing one. */
+        tg_reply_error(ex, TG_ERR_NOT_FOUND, "no receipt with this executionId for this tenant");
+        return;
+    }
+    tg_buf_reset(&ex->out);
+    rc = tg_db_read(p->db, &pos, &ex->out, NULL);
+    if (rc != TG_OK) {
+        TG_LOG(TG_LOG_ERROR, "receipt_read", "ledger read of seq %llu failed: %s",
+               (unsigned long long)pos.seq, tg_strerror(rc));
+        tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
+        return;
+    }
+    tg_reply_ok(ex, TG_ANSWER_OK);
+    ex->content_type_out = "application/trigguard-receipt+json";
+}
