@@ -357,7 +357,8 @@ static int ledger_append(int argc, char **argv) {
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             ledger_usage(stdout);
             return TG_EXIT_OK;
-        } else if (strcmp(a, "--silence") == 0) {
+        }
+        if (strcmp(a, "--silence") == 0) {
             type = TG_LEDGER_TYPE_SILENCE;
         } else if (strcmp(a, "--meta") == 0 && i + 1 < argc) {
             meta = argv[++i];

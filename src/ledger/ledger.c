@@ -1640,7 +1640,7 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
     atomic_init(&l->healthy, true);
     tg_err_t rc = TG_OK;
     l->dir = strdup(opts->dir);
-    l->ents = calloc(l->max_batch, sizeof *l->ents);
+    l->ents = calloc(l->max_batch, sizeof(entry_t *));
     if (l->dir == NULL || l->ents == NULL) {
         rc = tg_diag_set(diag, TG_ERR_NOMEM, "ledger open: out of memory");
         goto done;

@@ -23,10 +23,9 @@ _Static_assert(TG_CONFIG_STORE_ENTRIES_MAX <= (INT64_C(1) << 32), "store: max_en
 _Static_assert(TG_CONFIG_KEY_MAX <= TG_STORE_MAX_KEY_LEN_LIMIT, "store: max_key_len");
 _Static_assert(TG_GUARD_TENANT_NAME_MAX <= TG_STORE_TENANT_MAX, "store keys hold every tenant");
 /* surface, version and authority go into receipts as text fields */
-_Static_assert(TG_POLICY_MAX_NAME <= TG_RECEIPT_TEXT_MAX &&
-                   TG_POLICY_MAX_VERSION <= TG_RECEIPT_TEXT_MAX &&
-                   TG_POLICY_MAX_AUTHORITY <= TG_RECEIPT_TEXT_MAX,
-               "policy strings fit a receipt field");
+_Static_assert(TG_POLICY_MAX_NAME <= TG_RECEIPT_TEXT_MAX, "surface names fit a receipt field");
+_Static_assert(TG_POLICY_MAX_VERSION <= TG_RECEIPT_TEXT_MAX, "versions fit a receipt field");
+_Static_assert(TG_POLICY_MAX_AUTHORITY <= TG_RECEIPT_TEXT_MAX, "authorities fit a receipt field");
 
 /* ---- policy references ---------------------------------------------------------------
  * The policy lives in a tg_swap_t (swap.h): requests count themselves in the swap's own

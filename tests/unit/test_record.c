@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "trigguard/canon.h"
 #include "trigguard/ledger.h"
 #include "trigguard/policy.h"
 #include "trigguard/record.h"
@@ -45,6 +46,47 @@ static void test_meta_bytes(void **state) {
     assert_int_equal(tg_record_meta_write(&b, &m), TG_OK);
     assert_string_equal(b.data,
                         "{\"at\":1796017500123,\"rh\":\"" RH "\",\"s\":403,\"t\":\"acme\"}");
+    tg_buf_free(&b);
+}
+
+static tg_record_silence_t silence_example(void);
+
+/* The hand-written meta writer and the tree-built SILENCE writer both produce RFC 8785
+ * text: parsed and written again by the canonical writer, the bytes do not change. */
+static void expect_canonical(const tg_buf_t *b) {
+    json_t *v = NULL;
+    assert_int_equal(tg_json_parse(&v, b->data, b->len, NULL, NULL), TG_OK);
+    tg_buf_t again;
+    tg_buf_init(&again, 0);
+    assert_int_equal(tg_canon_write(&again, v, NULL), TG_OK);
+    assert_string_equal(again.data, b->data);
+    tg_buf_free(&again);
+    json_decref(v);
+}
+
+static void test_canonical_round_trip(void **state) {
+    (void)state;
+    tg_buf_t b;
+    tg_buf_init(&b, TG_LEDGER_PAYLOAD_MAX);
+    tg_record_meta_t m = meta_example();
+    const char *keys[] = {"plain",
+                          "quote\"and\\slash",
+                          "\x01\x1f ctl",
+                          "caf\xc3\xa9 \xe2\x82\xac",
+                          "\xf0\x9f\x98\x80 astral",
+                          "</script>"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        m.key = (tg_text_t){keys[i], strlen(keys[i])};
+        m.nonce = (tg_text_t){keys[i], strlen(keys[i])};
+        m.at_ms = (int64_t)i * 1000003;
+        tg_buf_reset(&b);
+        assert_int_equal(tg_record_meta_write(&b, &m), TG_OK);
+        expect_canonical(&b);
+    }
+    tg_record_silence_t s = silence_example();
+    tg_buf_reset(&b);
+    assert_int_equal(tg_record_silence_write(&b, &s), TG_OK);
+    expect_canonical(&b);
     tg_buf_free(&b);
 }
 
@@ -229,9 +271,10 @@ static void test_view_refuses(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_meta_bytes),         cmocka_unit_test(test_meta_errors),
-        cmocka_unit_test(test_silence_bytes),      cmocka_unit_test(test_round_trip_silence),
-        cmocka_unit_test(test_round_trip_receipt), cmocka_unit_test(test_view_refuses),
+        cmocka_unit_test(test_meta_bytes),           cmocka_unit_test(test_meta_errors),
+        cmocka_unit_test(test_silence_bytes),        cmocka_unit_test(test_round_trip_silence),
+        cmocka_unit_test(test_round_trip_receipt),   cmocka_unit_test(test_view_refuses),
+        cmocka_unit_test(test_canonical_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
