@@ -1863,7 +1863,9 @@ tg_err_t tg_ledger_append_now(tg_ledger_t *l, uint8_t type, const void *meta, si
      * HTTP event thread, which must not wait for it longer than the stall bound (every
      * connection of the thread would wait with it). */
     uint32_t bound = atomic_load(&l->stall_ms);
-    if (bound == 0) {
+    if (pthread_mutex_trylock(&l->wmu) == 0) {
+        /* uncontended, the usual case: no deadline to compute */
+    } else if (bound == 0) {
         pthread_mutex_lock(&l->wmu);
     } else {
         struct timespec until;
