@@ -241,6 +241,25 @@ tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) {
     return rc;
 }
 
+/* The _bucket lines of a histogram kept per bucket (not cumulative): n buckets, the last
+ * one +Inf, bounds[i] / scale its upper bounds. %g prints integers as integers, so one
+ * writer serves the seconds and the counts. */
+static tg_err_t put_buckets(tg_buf_t *o, const char *name, const uint64_t *hist, int n,
+                            const uint64_t *bounds, double scale) {
+    tg_err_t rc = TG_OK;
+    uint64_t cum = 0;
+    for (int b = 0; b < n && rc == TG_OK; b++) {
+        cum += hist[b];
+        if (b < n - 1) {
+            rc = tg_buf_printf(o, "%s_bucket{le=\"%g\"} %llu\n", name, (double)bounds[b] / scale,
+                               (unsigned long long)cum);
+        } else {
+            rc = tg_buf_printf(o, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+        }
+    }
+    return rc;
+}
+
 /* The other modules' counters, rendered here so that every line of the exposition has
  * one writer. */
 tg_err_t tg_metrics_render_state(tg_buf_t *o, const tg_metrics_state_t *st) {
@@ -273,16 +292,9 @@ tg_err_t tg_metrics_render_state(tg_buf_t *o, const tg_metrics_state_t *st) {
                            (unsigned long long)ls.failures, ls.healthy ? 1 : 0, ls.stalled ? 1 : 0,
                            (unsigned long long)ls.stalls);
     }
-    uint64_t cum = 0;
-    for (int b = 0; b < TG_LEDGER_FSYNC_BUCKETS && rc == TG_OK; b++) {
-        cum += ls.fsync_hist[b];
-        if (b < TG_LEDGER_FSYNC_BUCKETS - 1) {
-            rc = tg_buf_printf(o, "trigguard_ledger_fsync_seconds_bucket{le=\"%g\"} %llu\n",
-                               (double)tg_ledger_fsync_bounds_us[b] / 1e6, (unsigned long long)cum);
-        } else {
-            rc = tg_buf_printf(o, "trigguard_ledger_fsync_seconds_bucket{le=\"+Inf\"} %llu\n",
-                               (unsigned long long)cum);
-        }
+    if (rc == TG_OK) {
+        rc = put_buckets(o, "trigguard_ledger_fsync_seconds", ls.fsync_hist,
+                         TG_LEDGER_FSYNC_BUCKETS, tg_ledger_fsync_bounds_us, 1e6);
     }
     if (rc == TG_OK) {
         rc = tg_buf_printf(o,
@@ -292,17 +304,9 @@ tg_err_t tg_metrics_render_state(tg_buf_t *o, const tg_metrics_state_t *st) {
                            "# TYPE trigguard_ledger_batch_records histogram\n",
                            (double)ls.fsync_sum_us / 1e6, (unsigned long long)ls.fsyncs);
     }
-    cum = 0;
-    for (int b = 0; b < TG_LEDGER_BATCH_BUCKETS && rc == TG_OK; b++) {
-        cum += ls.batch_hist[b];
-        if (b < TG_LEDGER_BATCH_BUCKETS - 1) {
-            rc = tg_buf_printf(o, "trigguard_ledger_batch_records_bucket{le=\"%llu\"} %llu\n",
-                               (unsigned long long)tg_ledger_batch_bounds[b],
-                               (unsigned long long)cum);
-        } else {
-            rc = tg_buf_printf(o, "trigguard_ledger_batch_records_bucket{le=\"+Inf\"} %llu\n",
-                               (unsigned long long)cum);
-        }
+    if (rc == TG_OK) {
+        rc = put_buckets(o, "trigguard_ledger_batch_records", ls.batch_hist,
+                         TG_LEDGER_BATCH_BUCKETS, tg_ledger_batch_bounds, 1);
     }
     if (rc == TG_OK) {
         rc = tg_buf_printf(o,

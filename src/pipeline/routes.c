@@ -20,7 +20,8 @@ typedef struct {
     const char *path; /* exact path, or prefix when it ends in '/' */
     method_t method;
     tg_route_t id;
-    route_fn fn;
+    route_fn fn;         /* NULL for a decision route: tg_pipeline_evaluate in `mode` */
+    tg_eval_mode_t mode; /* decision routes only */
 } route_t;
 
 static void finish_simple(tg_pipeline_t *p, tg_exchange_t *ex, tg_route_t id) {
@@ -34,35 +35,22 @@ static void finish_simple(tg_pipeline_t *p, tg_exchange_t *ex, tg_route_t id) {
     tg_log_request(&line);
 }
 
-static void r_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
-    (void)rest;
-    tg_pipeline_evaluate(p, ex, TG_MODE_EVALUATE);
-}
-
-static void r_execute(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
-    (void)rest;
-    tg_pipeline_evaluate(p, ex, TG_MODE_EXECUTE);
-}
-
-static void r_decide(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
-    (void)rest;
-    tg_pipeline_evaluate(p, ex, TG_MODE_DECIDE);
-}
-
 static const route_t routes[] = {
-    {"/v1/evaluate", M_POST, TG_ROUTE_EVALUATE, r_evaluate},
-    {"/execute", M_POST, TG_ROUTE_EXECUTE, r_execute},
-    {"/decide", M_POST, TG_ROUTE_DECIDE, r_decide},
-    {"/v1/verify", M_POST, TG_ROUTE_VERIFY, tg_route_verify},
-    {"/verify-receipt", M_POST, TG_ROUTE_VERIFY, tg_route_verify},
-    {"/protocol/verify-receipt", M_POST, TG_ROUTE_PROTOCOL_VERIFY, tg_route_protocol_verify},
-    {"/v1/receipts/", M_GET, TG_ROUTE_RECEIPTS, tg_route_receipts},
-    {"/.well-known/trigguard/keys.json", M_GET, TG_ROUTE_KEYS, tg_route_keys},
-    {"/protocol/capabilities", M_GET, TG_ROUTE_CAPABILITIES, tg_route_capabilities},
-    {"/healthz", M_GET, TG_ROUTE_HEALTHZ, tg_route_healthz},
-    {"/readyz", M_GET, TG_ROUTE_READYZ, tg_route_readyz},
-    {"/version", M_GET, TG_ROUTE_VERSION, tg_route_version},
-    {"/metrics", M_GET, TG_ROUTE_METRICS, tg_route_metrics},
+    {"/v1/evaluate", M_POST, TG_ROUTE_EVALUATE, NULL, TG_MODE_EVALUATE},
+    {"/execute", M_POST, TG_ROUTE_EXECUTE, NULL, TG_MODE_EXECUTE},
+    {"/decide", M_POST, TG_ROUTE_DECIDE, NULL, TG_MODE_DECIDE},
+    {"/v1/verify", M_POST, TG_ROUTE_VERIFY, tg_route_verify, TG_MODE_EVALUATE},
+    {"/verify-receipt", M_POST, TG_ROUTE_VERIFY, tg_route_verify, TG_MODE_EVALUATE},
+    {"/protocol/verify-receipt", M_POST, TG_ROUTE_PROTOCOL_VERIFY, tg_route_protocol_verify,
+     TG_MODE_EVALUATE},
+    {"/v1/receipts/", M_GET, TG_ROUTE_RECEIPTS, tg_route_receipts, TG_MODE_EVALUATE},
+    {"/.well-known/trigguard/keys.json", M_GET, TG_ROUTE_KEYS, tg_route_keys, TG_MODE_EVALUATE},
+    {"/protocol/capabilities", M_GET, TG_ROUTE_CAPABILITIES, tg_route_capabilities,
+     TG_MODE_EVALUATE},
+    {"/healthz", M_GET, TG_ROUTE_HEALTHZ, tg_route_healthz, TG_MODE_EVALUATE},
+    {"/readyz", M_GET, TG_ROUTE_READYZ, tg_route_readyz, TG_MODE_EVALUATE},
+    {"/version", M_GET, TG_ROUTE_VERSION, tg_route_version, TG_MODE_EVALUATE},
+    {"/metrics", M_GET, TG_ROUTE_METRICS, tg_route_metrics, TG_MODE_EVALUATE},
 };
 
 #define N_ROUTES (sizeof routes / sizeof routes[0])
@@ -164,11 +152,12 @@ void tg_pipeline_handle(void *ud, tg_exchange_t *ex) {
         finish_simple(p, ex, m.known_id);
         return;
     }
-    m.hit->fn(p, ex, m.rest);
-    /* The decision routes do their own accounting (they may finish later). */
-    if (!is_decision_route(m.hit->id)) {
-        finish_simple(p, ex, m.hit->id);
+    if (m.hit->fn == NULL) {
+        tg_pipeline_evaluate(p, ex, m.hit->mode);
+        return; /* the decision routes do their own accounting (they may finish later) */
     }
+    m.hit->fn(p, ex, m.rest);
+    finish_simple(p, ex, m.hit->id);
 }
 
 /* Why: a `100 Continue` invites the caller to send up to --max-body bytes, which a caller
