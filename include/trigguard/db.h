@@ -229,16 +229,10 @@ bool tg_db_health(tg_db_t *db, char *why, size_t why_len);
 typedef struct tg_db_stats {
     tg_store_stats_t keys;     /* idempotency keys and nonces */
     tg_store_stats_t receipts; /* the receipt index */
+    tg_ledger_stats_t records; /* the record log's counters (file: the ledger's; ledger.h) */
 } tg_db_stats_t;
 
 /* Fills *out (all zero for a NULL db). Thread-safe. */
 void tg_db_stats(tg_db_t *db, tg_db_stats_t *out);
-
-/* ---- the file backend's parts (transitional) ----
- * The /readyz and /metrics code (routes.c) still reads the ledger and the key table
- * directly. These hand it the parts until it reads tg_db_health and tg_db_stats, and
- * are to go then. NULL for another backend (and for a NULL db). */
-tg_ledger_t *tg_db_file_ledger(tg_db_t *db);
-tg_store_t *tg_db_file_keys(tg_db_t *db);
 
 #endif /* TRIGGUARD_DB_H */

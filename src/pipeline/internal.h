@@ -43,11 +43,6 @@ struct tg_pipeline {
     tg_rate_t *verify_rate; /* RATE_LIMIT_VERIFY: verification needs no token, so no tenant */
     tg_bulkhead_t *bulkhead;
     tg_db_t *db; /* claims, records, the receipt index (db.h) */
-    /* The file backend's ledger and key table, borrowed from db for routes.c's /readyz
-     * and /metrics until those read tg_db_health / tg_db_stats; nothing else uses
-     * them, and they are not owned here. */
-    tg_ledger_t *ledger;
-    tg_store_t *store;
 
     tg_metrics_t metrics;
     atomic_bool serving;

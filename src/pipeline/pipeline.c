@@ -208,8 +208,6 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     memset(&rep, 0, sizeof rep);
     rc = tg_db_start(p->db, tg_pipeline_replay_record, p, &rep, diag);
     /* routes.c's /readyz and /metrics still read these two directly (db.h) */
-    p->ledger = tg_db_file_ledger(p->db);
-    p->store = tg_db_file_keys(p->db);
     if (rc == TG_ERR_NOT_FOUND && c->ledger_no_create && diag != NULL) {
         char why[TG_DIAG_MAX];
         snprintf(why, sizeof why, "%s", diag->msg);

@@ -31,7 +31,7 @@ void tg_route_readyz(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     bool policy = tg_swap_peek(p->policy) != NULL;
     bool key = p->signer != NULL;
     char ledger_why[256];
-    bool ledger = tg_ledger_health(p->ledger, ledger_why, sizeof ledger_why);
+    bool ledger = tg_db_health(p->db, ledger_why, sizeof ledger_why);
     bool serving = atomic_load(&p->serving);
     bool ready = policy && key && ledger && serving;
     tg_err_t rc =
@@ -206,11 +206,13 @@ void tg_route_receipts(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
 void tg_route_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     (void)rest;
     tg_metrics_state_t st;
-    tg_ledger_stats(p->ledger, &st.ledger);
+    tg_db_stats_t ds;
+    tg_db_stats(p->db, &ds);
+    st.ledger = ds.records;
     tg_rate_stats(p->rate, &st.rate);
     tg_rate_stats(p->verify_rate, &st.verify_rate);
     tg_bulkhead_stats(p->bulkhead, &st.bulkhead);
-    tg_store_stats(p->store, &st.store);
+    st.store = ds.keys;
     tg_err_t rc = tg_metrics_render(&ex->out, &p->metrics);
     if (rc == TG_OK) {
         rc = tg_metrics_render_state(&ex->out, &st);

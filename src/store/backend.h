@@ -42,8 +42,6 @@ typedef struct tg_db_ops {
     void (*tick)(tg_db_t *db, int64_t now_ms, uint32_t stall_ms);
     bool (*health)(tg_db_t *db, char *why, size_t why_len);
     void (*stats)(tg_db_t *db, tg_db_stats_t *out);
-    tg_ledger_t *(*ledger)(tg_db_t *db);
-    tg_store_t *(*keys)(tg_db_t *db);
 } tg_db_ops_t;
 
 /* Every backend's db begins with this, so db.c can find the table. */

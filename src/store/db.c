@@ -163,7 +163,3 @@ void tg_db_stats(tg_db_t *db, tg_db_stats_t *out) {
         db->ops->stats(db, out);
     }
 }
-
-tg_ledger_t *tg_db_file_ledger(tg_db_t *db) { return db != NULL ? db->ops->ledger(db) : NULL; }
-
-tg_store_t *tg_db_file_keys(tg_db_t *db) { return db != NULL ? db->ops->keys(db) : NULL; }

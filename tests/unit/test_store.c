@@ -1439,8 +1439,6 @@ static void test_db_args(void **state) {
     tg_db_announce(NULL);
     tg_db_announce_end(NULL);
     tg_db_close(NULL);
-    assert_null(tg_db_file_ledger(NULL));
-    assert_null(tg_db_file_keys(NULL));
 }
 
 /* What a record of these tests says in its meta ("tenant key nonce id"), decoded by the
@@ -1548,8 +1546,9 @@ static void test_db_file(void **state) {
     char why[128] = "x";
     assert_true(tg_db_health(db, why, sizeof why));
     assert_string_equal(why, "");
-    assert_non_null(tg_db_file_ledger(db));
-    assert_non_null(tg_db_file_keys(db));
+    tg_db_stats_t dst;
+    tg_db_stats(db, &dst);
+    assert_true(dst.records.healthy); /* the record log's counters come through the db */
 
     /* steps 5-6, 7, 9, 9+ */
     tg_idem_result_t res;

@@ -133,11 +133,8 @@ static bool fs_health(tg_db_t *db, char *why, size_t why_len) {
 static void fs_stats(tg_db_t *db, tg_db_stats_t *out) {
     tg_store_stats(fs_of(db)->keys, &out->keys);
     tg_receipts_stats(fs_of(db)->receipts, &out->receipts);
+    tg_ledger_stats(fs_of(db)->ledger, &out->records);
 }
-
-static tg_ledger_t *fs_ledger(tg_db_t *db) { return fs_of(db)->ledger; }
-
-static tg_store_t *fs_keys(tg_db_t *db) { return fs_of(db)->keys; }
 
 static const tg_db_ops_t file_ops = {
     .start = fs_start,
@@ -160,8 +157,6 @@ static const tg_db_ops_t file_ops = {
     .tick = fs_tick,
     .health = fs_health,
     .stats = fs_stats,
-    .ledger = fs_ledger,
-    .keys = fs_keys,
 };
 
 tg_err_t tg_db_file_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *diag) {
