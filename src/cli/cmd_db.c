@@ -57,9 +57,13 @@ int tg_cmd_db(int argc, char **argv) {
         }
         sub = argv[i];
     }
-    if (sub == NULL || (strcmp(sub, "migrate") != 0 && strcmp(sub, "status") != 0)) {
-        fprintf(stderr, "trigguard db: %s%s%s\n\n", sub == NULL ? "no subcommand given" : "",
-                sub == NULL ? "" : "unknown subcommand ", sub == NULL ? "" : sub);
+    if (sub == NULL) {
+        fprintf(stderr, "trigguard db: no subcommand given\n\n");
+        db_usage(stderr);
+        return TG_EXIT_USAGE;
+    }
+    if (strcmp(sub, "migrate") != 0 && strcmp(sub, "status") != 0) {
+        fprintf(stderr, "trigguard db: unknown subcommand '%s'\n\n", sub);
         db_usage(stderr);
         return TG_EXIT_USAGE;
     }
