@@ -20,7 +20,9 @@ static const char *const tg_pg_v1[] = {
      * the receipt index point at. Gaps are possible (a rolled back insert still takes an
      * identity value), so completeness is proven by the chains, not by seq: each writing
      * instance keeps its own hash chain (instance_id, chain_seq 1, 2, ... without gaps,
-     * prev_hash = the record_hash before it in that chain). */
+     * prev_hash = the record_hash before it in that chain). log_index is the record's leaf
+     * in the one transparency log (SPEC §12, §13), assigned in commit order by the one
+     * integrator afterwards: NULL until then, never two records at one leaf. */
     "CREATE TABLE tg_records ("
     " seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
     " instance_id text NOT NULL,"
@@ -32,7 +34,9 @@ static const char *const tg_pg_v1[] = {
     " prev_hash bytea NOT NULL CHECK (octet_length(prev_hash) = 32),"
     " record_hash bytea NOT NULL CHECK (octet_length(record_hash) = 32),"
     " created_at timestamptz NOT NULL DEFAULT now(),"
-    " CONSTRAINT tg_records_chain UNIQUE (instance_id, chain_seq))",
+    " log_index bigint CHECK (log_index >= 0),"
+    " CONSTRAINT tg_records_chain UNIQUE (instance_id, chain_seq),"
+    " CONSTRAINT tg_records_log_index UNIQUE (log_index))",
     /* Idempotency claims, one row per (tenant, key): the primary key is what makes a key
      * claimable once across all instances. in_flight rows carry the fencing token
      * (claim_id, from one sequence, so a takeover always gets a larger one) and a lease;
