@@ -48,6 +48,7 @@ int tg_cmd_receipt(int argc, char **argv);
 int tg_cmd_verify(int argc, char **argv);
 int tg_cmd_check(int argc, char **argv);
 int tg_cmd_policy(int argc, char **argv);
+int tg_cmd_db(int argc, char **argv);
 int tg_cmd_serve(int argc, char **argv);
 int tg_cmd_ledger(int argc, char **argv);
 

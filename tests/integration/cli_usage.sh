@@ -122,7 +122,7 @@ grep -q "^usage: trigguard <command>" err || fail "unknown command: no usage on 
 
 # Every command of tg_commands[] is listed by --help, has a --help of its own, and has cases
 # in this file: a new command must bring its usage cases here.
-known="canon check keygen keys ledger policy receipt serve verify"
+known="canon check db keygen keys ledger policy receipt serve verify"
 table=$(sed -n 's/^ *{"\([a-z-]*\)", tg_cmd_[a-z_]*,.*/\1/p' "$TG_SRC/src/cli/main.c" | sort | xargs)
 listed=$(sed -n 's/^  \([a-z-]*\)  .*/\1/p' help.out | grep -vx version | sort | xargs)
 checks=$((checks + 1))
@@ -302,6 +302,23 @@ err_ok 2 "policy unknown subcommand" "trigguard policy: unknown subcommand 'frob
 err_ok 2 "policy check missing file" "cannot open nopolicy.json" policy check nopolicy.json
 err_ok 2 "policy check invalid" "trigguard policy check: req.json: surface: unknown member" \
     policy check req.json
+
+# ---- db (tests/integration/db_migrate.sh runs it against a server) ----
+dusage="usage: trigguard db migrate [--database-url URL]"
+help_ok "db -h" "$dusage" db -h
+help_ok "db migrate --help" "$dusage" db migrate --help
+err_ok 2 "db without subcommand" "trigguard db: no subcommand given" db
+err_ok 2 "db unknown subcommand" "trigguard db: unknown subcommand 'frob'" db frob
+err_ok 2 "db two subcommands" "trigguard db: unexpected argument 'status'" db migrate status
+err_ok 2 "db unknown option" "trigguard db: unexpected argument '--frobnicate'" db migrate --frobnicate
+err_ok 2 "db --database-url without value" "trigguard db: --database-url needs a value" \
+    db migrate --database-url
+err_ok 2 "db migrate without a URL" "trigguard db migrate: no database: give --database-url" db migrate
+err_ok 2 "db status with an empty URL" "trigguard db status: no database" db status --database-url ""
+err_ok 2 "db migrate unparseable URL" "trigguard db migrate: the database URL does not parse" \
+    db migrate --database-url "postgresql://%zz"
+TRIGGUARD_DATABASE_URL="not a conninfo" err_ok 2 "db status unparseable URL from the environment" \
+    "trigguard db status: the database URL does not parse" db status
 
 # ---- ledger ----
 lusage="usage: trigguard ledger verify PATH"

@@ -1,0 +1,289 @@
+/* schema.c — the PostgreSQL schema's migrations (pg_schema.h, docs/POSTGRES.md). */
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trigguard/pg_schema.h"
+
+/* One migration: the statements that take the schema from version - 1 to version. Each list
+ * runs in one transaction with the insert of its version row. Never edit a released one:
+ * a database that applied it would not see the change; add the next version instead. */
+typedef struct {
+    int version;
+    const char *const *sql;
+} tg_pg_migration_t;
+
+static const char *const tg_pg_v1[] = {
+    /* Every ledger record. seq is the record's position (tg_db pos): the key readers and
+     * the receipt index point at. Gaps are possible (a rolled back insert still takes an
+     * identity value), so completeness is proven by the chains, not by seq: each writing
+     * instance keeps its own hash chain (instance_id, chain_seq 1, 2, ... without gaps,
+     * prev_hash = the record_hash before it in that chain). log_index is the record's leaf
+     * in the one transparency log (SPEC §12, §13), assigned in commit order by the one
+     * integrator afterwards: NULL until then, never two records at one leaf. */
+    "CREATE TABLE tg_records ("
+    " seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+    " instance_id text NOT NULL,"
+    " chain_seq bigint NOT NULL CHECK (chain_seq >= 1),"
+    " tenant text NOT NULL,"
+    " type smallint NOT NULL,"
+    " meta bytea NOT NULL,"
+    " payload bytea NOT NULL,"
+    " prev_hash bytea NOT NULL CHECK (octet_length(prev_hash) = 32),"
+    " record_hash bytea NOT NULL CHECK (octet_length(record_hash) = 32),"
+    " created_at timestamptz NOT NULL DEFAULT now(),"
+    " log_index bigint CHECK (log_index >= 0),"
+    " CONSTRAINT tg_records_chain UNIQUE (instance_id, chain_seq),"
+    " CONSTRAINT tg_records_log_index UNIQUE (log_index))",
+    /* Idempotency claims, one row per (tenant, key): the primary key is what makes a key
+     * claimable once across all instances. in_flight rows carry the fencing token
+     * (claim_id, from one sequence, so a takeover always gets a larger one) and a lease;
+     * the commit that makes a row done names its claim_id, so a claim taken over after
+     * its lease can no longer be completed by its old owner. */
+    "CREATE SEQUENCE tg_claim_id_seq AS bigint",
+    "CREATE TABLE tg_idem_claims ("
+    " tenant text NOT NULL,"
+    " idem_key text NOT NULL,"
+    " request_hash bytea NOT NULL CHECK (octet_length(request_hash) = 32),"
+    " state text NOT NULL CHECK (state IN ('in_flight', 'done')),"
+    " claim_id bigint NOT NULL,"
+    " owner text NOT NULL,"
+    " claimed_at timestamptz NOT NULL DEFAULT now(),"
+    " lease_until timestamptz,"
+    " record_seq bigint,"
+    " http_status smallint,"
+    " completed_at timestamptz,"
+    " expires_at timestamptz NOT NULL,"
+    " PRIMARY KEY (tenant, idem_key),"
+    " CONSTRAINT tg_idem_claims_state CHECK ("
+    "  (state = 'in_flight' AND lease_until IS NOT NULL AND record_seq IS NULL)"
+    "  OR (state = 'done' AND record_seq IS NOT NULL AND completed_at IS NOT NULL)))",
+    /* The lease sweep: in-flight claims past their lease, oldest first. */
+    "CREATE INDEX tg_idem_claims_lease ON tg_idem_claims (lease_until)"
+    " WHERE state = 'in_flight'",
+    /* The retention job: rows past expires_at, in order, without a full scan. */
+    "CREATE INDEX tg_idem_claims_expires ON tg_idem_claims (expires_at)",
+    /* Nonces: used once per tenant across all instances (the primary key). */
+    "CREATE TABLE tg_nonces ("
+    " tenant text NOT NULL,"
+    " nonce text NOT NULL,"
+    " used_at timestamptz NOT NULL DEFAULT now(),"
+    " expires_at timestamptz NOT NULL,"
+    " PRIMARY KEY (tenant, nonce))",
+    "CREATE INDEX tg_nonces_expires ON tg_nonces (expires_at)",
+    /* executionId -> record, per tenant; a record has at most one receipt, never repointed
+     * (no UPDATE path exists, and the record it points at must exist). */
+    "CREATE TABLE tg_receipts ("
+    " tenant text NOT NULL,"
+    " execution_id text NOT NULL,"
+    " record_seq bigint NOT NULL REFERENCES tg_records (seq),"
+    " PRIMARY KEY (tenant, execution_id),"
+    " CONSTRAINT tg_receipts_record UNIQUE (record_seq))",
+    NULL,
+};
+
+static const tg_pg_migration_t tg_pg_migrations[] = {
+    {1, tg_pg_v1},
+};
+
+_Static_assert(sizeof tg_pg_migrations / sizeof tg_pg_migrations[0] == TG_PG_SCHEMA_VERSION,
+               "one migration per schema version");
+
+tg_err_t tg_pg_check_url(const char *url, tg_diag_t *diag) {
+    char *why = NULL;
+    if (url == NULL || url[0] == '\0') {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "no database URL given");
+    }
+    PQconninfoOption *opts = PQconninfoParse(url, &why);
+    if (opts == NULL) {
+        /* libpq's sentence ends in a newline; ours do not */
+        size_t n = why != NULL ? strcspn(why, "\n") : 0;
+        tg_err_t rc = tg_diag_set(diag, why != NULL ? TG_ERR_CONFIG : TG_ERR_NOMEM,
+                                  "the database URL does not parse: %.*s", (int)n,
+                                  why != NULL ? why : "out of memory");
+        PQfreemem(why);
+        return rc;
+    }
+    PQconninfoFree(opts);
+    return TG_OK;
+}
+
+/* libpq's last error on conn, without its trailing newline, for a diag. */
+static tg_err_t pg_fail(tg_diag_t *diag, PGconn *conn, const char *what) {
+    const char *msg = conn != NULL ? PQerrorMessage(conn) : "out of memory";
+    size_t n = strcspn(msg, "\n");
+    return tg_diag_set(diag, TG_ERR_IO, "%s: %.*s", what, (int)n, msg);
+}
+
+/* Notices (a NOTICE from the server) would go to stderr by default; the commands say what
+ * happened themselves. */
+static void pg_quiet(void *arg, const char *message) {
+    (void)arg;
+    (void)message;
+}
+
+static tg_err_t pg_connect(const char *url, PGconn **out, tg_diag_t *diag) {
+    *out = NULL;
+    tg_err_t rc = tg_pg_check_url(url, diag);
+    if (rc) {
+        return rc;
+    }
+    /* dbname is expanded last, so anything the URL sets (connect_timeout too) wins over
+     * these defaults: a bounded connect, and a name in pg_stat_activity. */
+    const char *const keys[] = {"connect_timeout", "fallback_application_name", "dbname", NULL};
+    const char *const vals[] = {"10", "trigguard", url, NULL};
+    PGconn *conn = PQconnectdbParams(keys, vals, 1);
+    if (conn == NULL || PQstatus(conn) != CONNECTION_OK) {
+        rc = pg_fail(diag, conn, "cannot connect to the database");
+        PQfinish(conn);
+        return rc;
+    }
+    PQsetNoticeProcessor(conn, pg_quiet, NULL);
+    *out = conn;
+    return TG_OK;
+}
+
+/* Runs one statement (nparams text parameters, never spliced into sql); *res_out (may be
+ * NULL) gets the result on success, for the caller to PQclear. */
+static tg_err_t pg_exec(PGconn *conn, const char *sql, int nparams, const char *const *params,
+                        PGresult **res_out, tg_diag_t *diag) {
+    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    ExecStatusType st = PQresultStatus(res);
+    if (res == NULL || (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)) {
+        const char *msg = res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(conn);
+        size_t n = strcspn(msg, "\n");
+        tg_err_t rc = tg_diag_set(diag, TG_ERR_IO, "%.60s: %.*s", sql, (int)n, msg);
+        PQclear(res);
+        return rc;
+    }
+    if (res_out != NULL) {
+        *res_out = res;
+    } else {
+        PQclear(res);
+    }
+    return TG_OK;
+}
+
+/* The database's version: 0 without a trigguard_schema table. */
+static tg_err_t pg_read_version(PGconn *conn, int *version, tg_diag_t *diag) {
+    PGresult *res = NULL;
+    tg_err_t rc = pg_exec(conn,
+                          "SELECT CASE WHEN to_regclass('trigguard_schema') IS NULL THEN -1"
+                          " ELSE 0 END",
+                          0, NULL, &res, diag);
+    if (rc) {
+        return rc;
+    }
+    bool exists = strcmp(PQgetvalue(res, 0, 0), "0") == 0;
+    PQclear(res);
+    *version = 0;
+    if (!exists) {
+        return TG_OK;
+    }
+    rc = pg_exec(conn, "SELECT coalesce(max(version), 0) FROM trigguard_schema", 0, NULL, &res,
+                 diag);
+    if (rc) {
+        return rc;
+    }
+    char *end = NULL;
+    long v = strtol(PQgetvalue(res, 0, 0), &end, 10);
+    bool whole = end != NULL && *end == '\0';
+    PQclear(res); /* end pointed into it: read before this */
+    if (!whole || v < 0 || v > 1000000) {
+        return tg_diag_set(diag, TG_ERR_IO, "trigguard_schema holds an unreadable version");
+    }
+    *version = (int)v;
+    return TG_OK;
+}
+
+tg_err_t tg_pg_schema_version(const char *url, int *version, tg_diag_t *diag) {
+    PGconn *conn = NULL;
+    tg_err_t rc = pg_connect(url, &conn, diag);
+    if (rc == TG_OK) {
+        rc = pg_read_version(conn, version, diag);
+    }
+    PQfinish(conn);
+    return rc;
+}
+
+/* Applies migration m in one transaction with its version row. */
+static tg_err_t pg_apply(PGconn *conn, const tg_pg_migration_t *m, tg_diag_t *diag) {
+    char version[16];
+    snprintf(version, sizeof version, "%d", m->version);
+    const char *const params[] = {version};
+    tg_err_t rc = pg_exec(conn, "BEGIN", 0, NULL, NULL, diag);
+    if (rc) {
+        return rc;
+    }
+    for (const char *const *sql = m->sql; *sql != NULL && rc == TG_OK; sql++) {
+        rc = pg_exec(conn, *sql, 0, NULL, NULL, diag);
+    }
+    if (rc == TG_OK) {
+        rc = pg_exec(conn, "INSERT INTO trigguard_schema (version) VALUES ($1::integer)", 1, params,
+                     NULL, diag);
+    }
+    if (rc == TG_OK) {
+        return pg_exec(conn, "COMMIT", 0, NULL, NULL, diag);
+    }
+    /* the first error is the one to report; the rollback's own failure adds nothing */
+    PQclear(PQexec(conn, "ROLLBACK"));
+    return rc;
+}
+
+tg_err_t tg_pg_migrate(const char *url, tg_pg_migration_result_t *out, tg_diag_t *diag) {
+    PGconn *conn = NULL;
+    int version = 0;
+    char lock_key[24];
+    snprintf(lock_key, sizeof lock_key, "%lld", (long long)TG_PG_SCHEMA_LOCK);
+    const char *const lock_params[] = {lock_key};
+    tg_err_t rc = pg_connect(url, &conn, diag);
+    if (rc) {
+        return rc;
+    }
+    /* Bounded waits: behind another migrator for the lock, and for any one statement. */
+    TG_TRY(pg_exec(conn, "SET lock_timeout = '60s'", 0, NULL, NULL, diag));
+    TG_TRY(pg_exec(conn, "SET statement_timeout = '120s'", 0, NULL, NULL, diag));
+    /* A session lock: held across the migrations' transactions, released by the server
+     * when the connection ends however this process ends. */
+    TG_TRY(pg_exec(conn, "SELECT pg_advisory_lock($1::bigint)", 1, lock_params, NULL, diag));
+    /* Under the lock, so two first migrations never race on creating it. */
+    TG_TRY(pg_exec(conn,
+                   "CREATE TABLE IF NOT EXISTS trigguard_schema ("
+                   " version integer PRIMARY KEY CHECK (version >= 1),"
+                   " applied_at timestamptz NOT NULL DEFAULT now())",
+                   0, NULL, NULL, diag));
+    TG_TRY(pg_read_version(conn, &version, diag));
+    if (out != NULL) {
+        out->from = version;
+        out->to = version;
+    }
+    if (version > TG_PG_SCHEMA_VERSION) {
+        rc = tg_diag_set(diag, TG_ERR_SCHEMA_VERSION,
+                         "the database has schema version %d; this binary knows up to %d "
+                         "(upgrade trigguard before migrating)",
+                         version, TG_PG_SCHEMA_VERSION);
+        goto done;
+    }
+    for (size_t i = 0; i < sizeof tg_pg_migrations / sizeof tg_pg_migrations[0]; i++) {
+        if (tg_pg_migrations[i].version <= version) {
+            continue;
+        }
+        rc = pg_apply(conn, &tg_pg_migrations[i], diag);
+        if (rc) {
+            goto done;
+        }
+        version = tg_pg_migrations[i].version;
+        if (out != NULL) {
+            out->to = version;
+        }
+    }
+done:
+    /* Closing the connection releases the session lock too; the explicit unlock only
+     * saves a pooler from keeping it. */
+    PQclear(PQexecParams(conn, "SELECT pg_advisory_unlock($1::bigint)", 1, NULL, lock_params, NULL,
+                         NULL, 0));
+    PQfinish(conn);
+    return rc;
+}

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# db_migrate.sh — `trigguard db migrate|status` against a throwaway PostgreSQL
+# (scripts/lib/pg.sh): from empty, again (nothing to do), two at once, a newer schema
+# refused, bad URLs refused with exit 2 or 1 and a sentence, never a crash.
+set -uo pipefail
+
+: "${TG_BIN:?TG_BIN must point at the trigguard binary}"
+# shellcheck source=tests/integration/lib/checks.sh
+source "$(dirname "$0")/lib/checks.sh" db_migrate
+# shellcheck source=scripts/lib/pg.sh
+source "$TG_SRC/scripts/lib/pg.sh"
+unset TRIGGUARD_DATABASE_URL
+
+if ! tg_pg_start; then
+    fail "start PostgreSQL: $TG_PG_ERROR"
+    checks_done
+fi
+sql() { "$TG_PG_PSQL" "$TG_PG_URL" -X -At -v ON_ERROR_STOP=1 -c "$1" 2>&1; }
+# shellcheck disable=SC2317 # called through check
+sql_quiet() { sql "$1" >/dev/null; }
+# run NAME ARGS...: the binary's exit status in $rc, its output in $tmp/NAME.{out,err}.
+run() {
+    local name=$1
+    shift
+    "$TG_BIN" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+    rc=$?
+}
+# shellcheck disable=SC2317 # called through check
+has() { grep -q -- "$2" "$tmp/$1"; }
+# A sanitizer report or a signal is a crash whatever the exit status says.
+# shellcheck disable=SC2317 # called through check
+no_crash() { ! grep -q -e 'Sanitizer' -e 'runtime error' "$tmp/$1.err" && [ "$rc" -lt 128 ]; }
+
+# status on an empty database: version 0
+run status0 db status --database-url "$TG_PG_URL"
+check "status on an empty database exits 0 (rc=$rc)" test "$rc" -eq 0
+check "status on an empty database says version 0" has status0.out 'schema version 0 '
+
+# from empty: version 1, every table of docs/POSTGRES.md
+run m1 db migrate --database-url "$TG_PG_URL"
+check "migrate from empty exits 0 (rc=$rc: $(cat "$tmp/m1.err"))" test "$rc" -eq 0
+check "migrate from empty says 0 -> 1" has m1.out 'schema version 0 -> 1: migrated'
+tables=$(sql "select string_agg(tablename, ',' order by tablename) from pg_tables where schemaname = 'public'")
+check "the tables of schema v1 ($tables)" \
+    test "$tables" = "tg_idem_claims,tg_nonces,tg_receipts,tg_records,trigguard_schema"
+check "one version row" test "$(sql 'select count(*), max(version) from trigguard_schema')" = "1|1"
+
+# again: nothing to do, nothing written
+TRIGGUARD_DATABASE_URL=$TG_PG_URL run m2 db migrate
+check "migrate again (URL from the environment) exits 0 (rc=$rc)" test "$rc" -eq 0
+check "migrate again says nothing to do" has m2.out 'up to date, nothing to do'
+check "still one version row" test "$(sql 'select count(*) from trigguard_schema')" = 1
+
+run status1 db status --database-url="$TG_PG_URL"
+check "status says version 1, up to date" has status1.out 'schema version 1 .*up to date'
+
+# The constraints that make uniqueness exact.
+sql "insert into tg_nonces (tenant, nonce, expires_at) values ('a', 'n1', now())" >/dev/null
+out=$(sql "insert into tg_nonces (tenant, nonce, expires_at) values ('a', 'n1', now())")
+check "a nonce is single-use per tenant" grep -q 'duplicate key' <<<"$out"
+check "the same nonce in another tenant is fine" \
+    sql_quiet "insert into tg_nonces (tenant, nonce, expires_at) values ('b', 'n1', now())"
+out=$(sql "insert into tg_idem_claims (tenant, idem_key, request_hash, state, claim_id, owner, expires_at) values ('a', 'k', '\\x$(printf '%064d' 0)', 'in_flight', 1, 'i1', now())")
+check "an in-flight claim needs its lease" grep -q 'tg_idem_claims_state' <<<"$out"
+
+# two at once on a fresh database: both succeed, one schema, one version row
+"$TG_PG_PSQL" "$TG_PG_ADMIN_URL" -X -q -c "create database trigguard2 owner trigguard" >/dev/null
+url2=${TG_PG_URL/trigguard?/trigguard2?}
+"$TG_BIN" db migrate --database-url "$url2" >"$tmp/c1.out" 2>"$tmp/c1.err" &
+p1=$!
+"$TG_BIN" db migrate --database-url "$url2" >"$tmp/c2.out" 2>"$tmp/c2.err" &
+p2=$!
+wait "$p1"
+rc1=$?
+wait "$p2"
+rc2=$?
+check "two concurrent migrations both exit 0 ($rc1, $rc2: $(cat "$tmp/c1.err" "$tmp/c2.err"))" \
+    test "$rc1" -eq 0 -a "$rc2" -eq 0
+check "exactly one of them migrated" \
+    test "$(cat "$tmp/c1.out" "$tmp/c2.out" | grep -c 'migrated')" -eq 1
+v2=$("$TG_PG_PSQL" "$url2" -X -At -c 'select count(*), max(version) from trigguard_schema' 2>&1)
+check "one version row after both ($v2)" test "$v2" = "1|1"
+
+# a newer schema is refused, and left alone
+sql "insert into trigguard_schema (version) values ($((1 + 1)))" >/dev/null
+run newer db migrate --database-url "$TG_PG_URL"
+check "migrate refuses a newer schema with exit 2 (rc=$rc)" test "$rc" -eq 2
+check "and says why" has newer.err 'schema version 2; this binary knows up to 1'
+check "the newer schema is untouched" test "$(sql 'select count(*) from trigguard_schema')" = 2
+run newer_status db status --database-url "$TG_PG_URL"
+check "status reports the newer version" has newer_status.out 'schema version 2 .*newer than this binary'
+
+# bad URLs: a sentence and an exit status, never a crash
+run bad1 db migrate --database-url 'postgresql://%zz'
+check "an unparseable URI exits 2 (rc=$rc)" test "$rc" -eq 2
+check "an unparseable URI is named as such" has bad1.err 'database URL does not parse'
+check "an unparseable URI does not crash" no_crash bad1
+run bad2 db status --database-url 'no equals sign'
+check "an unparseable conninfo exits 2 (rc=$rc)" test "$rc" -eq 2
+check "an unparseable conninfo does not crash" no_crash bad2
+run bad3 db migrate --database-url "postgresql:///trigguard?host=$tmp/nowhere"
+check "an unreachable server exits 1 (rc=$rc)" test "$rc" -eq 1
+check "an unreachable server is named" has bad3.err 'cannot connect to the database'
+check "an unreachable server does not crash" no_crash bad3
+run bad4 db migrate --database-url "${TG_PG_URL/user=trigguard/user=nobody}"
+check "an unknown role exits 1 (rc=$rc)" test "$rc" -eq 1
+check "an unknown role is named" has bad4.err 'role "nobody" does not exist'
+run nourl db migrate
+check "no URL at all exits 2 (rc=$rc)" test "$rc" -eq 2
+check "no URL at all says how to give one" has nourl.err 'TRIGGUARD_DATABASE_URL'
+run nosub db --database-url "$TG_PG_URL"
+check "no subcommand exits 2 (rc=$rc)" test "$rc" -eq 2
+run help db --help
+check "db --help exits 0 and names both subcommands" \
+    bash -c "[ $rc -eq 0 ] && grep -q 'db migrate' '$tmp/help.out' && grep -q 'db status' '$tmp/help.out'"
+
+check "stop PostgreSQL" tg_pg_stop
+checks_done
