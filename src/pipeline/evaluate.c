@@ -925,16 +925,22 @@ static step_t append_durably(eval_req_t *r, steps_t *s) {
      * (the connection ended before the ledger answered) releases, never stores. */
     r->ledger_status = TG_ERR_LEDGER_UNHEALTHY;
     announce_end(r); /* before the append: the writer must not wait for this very record */
-    if (!wait_enlist(r)) {
-        /* The server is stopping and gave up on every waiting request: this one must not
-         * start waiting now (its connection would outlive the HTTP server). */
-        release_reservations(r);
-        tg_reply_fail(ex, TG_ANSWER_OVERLOADED, "the server is shutting down; retry shortly");
-        return STEP_ANSWERED;
-    }
+    /* Suspended first, enlisted second: whoever gives up on a listed request (the stall
+     * bound, the stop) completes an exchange that is already deferred, never one that is
+     * about to be. */
     ex->on_resume = on_resume;
     ex->on_resume_ud = r;
     tg_exchange_defer(ex);
+    if (!wait_enlist(r)) {
+        /* The server is stopping and gave up on every waiting request: this one must not
+         * start waiting now (its connection would outlive the HTTP server). Answered at
+         * once through the deferral already made; r is the caller's to free. */
+        ex->on_resume = NULL;
+        release_reservations(r);
+        tg_reply_fail(ex, TG_ANSWER_OVERLOADED, "the server is shutting down; retry shortly");
+        tg_exchange_complete(ex);
+        return STEP_ANSWERED;
+    }
     tg_err_t rc = tg_db_append(p->db, &rec, on_durable, r);
     if (rc != TG_OK) {
         on_durable(r, rc, NULL);
