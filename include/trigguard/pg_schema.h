@@ -49,4 +49,16 @@ TG_MUST_USE tg_err_t tg_pg_migrate(const char *url, tg_pg_migration_result_t *ou
  * A version newer than TG_PG_SCHEMA_VERSION is reported, not refused (TG_OK). */
 TG_MUST_USE tg_err_t tg_pg_schema_version(const char *url, int *version, tg_diag_t *diag);
 
+/* libpq's connection (libpq-fe.h's PGconn), named here so this header needs no libpq. */
+struct pg_conn;
+
+/* Opens a connection to url with the defaults every trigguard tool uses (a bounded connect,
+ * the application name), notices silenced; *out is closed by the caller (PQfinish). For
+ * tools that run their own statements on the schema (db import). */
+TG_MUST_USE tg_err_t tg_pg_connect(const char *url, struct pg_conn **out, tg_diag_t *diag);
+
+/* *version = the schema version of the database conn is connected to (as
+ * tg_pg_schema_version). */
+TG_MUST_USE tg_err_t tg_pg_conn_version(struct pg_conn *conn, int *version, tg_diag_t *diag);
+
 #endif /* TRIGGUARD_PG_SCHEMA_H */

@@ -124,7 +124,7 @@ static void pg_quiet(void *arg, const char *message) {
     (void)message;
 }
 
-static tg_err_t pg_connect(const char *url, PGconn **out, tg_diag_t *diag) {
+tg_err_t tg_pg_connect(const char *url, PGconn **out, tg_diag_t *diag) {
     *out = NULL;
     tg_err_t rc = tg_pg_check_url(url, diag);
     if (rc) {
@@ -198,9 +198,13 @@ static tg_err_t pg_read_version(PGconn *conn, int *version, tg_diag_t *diag) {
     return TG_OK;
 }
 
+tg_err_t tg_pg_conn_version(PGconn *conn, int *version, tg_diag_t *diag) {
+    return pg_read_version(conn, version, diag);
+}
+
 tg_err_t tg_pg_schema_version(const char *url, int *version, tg_diag_t *diag) {
     PGconn *conn = NULL;
-    tg_err_t rc = pg_connect(url, &conn, diag);
+    tg_err_t rc = tg_pg_connect(url, &conn, diag);
     if (rc == TG_OK) {
         rc = pg_read_version(conn, version, diag);
     }
@@ -238,7 +242,7 @@ tg_err_t tg_pg_migrate(const char *url, tg_pg_migration_result_t *out, tg_diag_t
     char lock_key[24];
     snprintf(lock_key, sizeof lock_key, "%lld", (long long)TG_PG_SCHEMA_LOCK);
     const char *const lock_params[] = {lock_key};
-    tg_err_t rc = pg_connect(url, &conn, diag);
+    tg_err_t rc = tg_pg_connect(url, &conn, diag);
     if (rc) {
         return rc;
     }
