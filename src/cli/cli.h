@@ -25,6 +25,10 @@ enum {
 
 typedef int (*tg_cmd_fn)(int argc, char **argv);
 
+/* `db import` (cmd_db_import.c): argv[0] = "import"; url = the default database URL (the
+ * environment's, may be NULL), overridden by --database-url. */
+int tg_cmd_db_import(int argc, char **argv, const char *url);
+
 /* Reads the file at path ("-": standard input), at most `max` bytes, into a new
  * NUL-terminated heap buffer the caller frees; *len_out (may be NULL) gets its length.
  * Returns NULL, after printing why on stderr (tg_read_file's message, naming the path), on

@@ -10,11 +10,14 @@ static void db_usage(FILE *out) {
     fprintf(out,
             "usage: trigguard db migrate [--database-url URL]\n"
             "       trigguard db status [--database-url URL]\n"
+            "       trigguard db import DIR [--database-url URL] [--retention SECONDS]\n"
             "\n"
             "migrate  creates or upgrades the PostgreSQL schema to the version this binary\n"
             "         knows (%d). Safe to run again (nothing to do) and from several\n"
             "         processes at once (they take turns under an advisory lock).\n"
             "status   prints the database's schema version.\n"
+            "import   copies the file ledger in DIR into the database (once: running it\n"
+            "         again writes nothing); `trigguard db import --help` says more.\n"
             "\n"
             "URL is a libpq connection URI (postgresql://...) or key=value conninfo;\n"
             "default: the environment variable TRIGGUARD_DATABASE_URL.\n"
@@ -33,6 +36,17 @@ int tg_cmd_db(int argc, char **argv) {
     const char *url = getenv("TRIGGUARD_DATABASE_URL");
     const char *sub = NULL;
     tg_diag_t diag = {{0}};
+    /* import has its own arguments (a directory, --retention): it parses them itself */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "import") == 0) {
+            return tg_cmd_db_import(argc - i, argv + i, url);
+        }
+        if (strcmp(argv[i], "--database-url") == 0 && i + 1 < argc) {
+            url = argv[++i];
+        } else if (argv[i][0] != '-') {
+            break;
+        }
+    }
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             db_usage(stdout);
