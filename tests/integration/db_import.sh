@@ -81,6 +81,18 @@ tg_check "import again reports everything as already present ($(cat "$TG_TMP/i2.
 after=$(sql "$TG_PG_URL" "select md5(string_agg(seq || instance_id || chain_seq || encode(record_hash, 'hex'), ',' order by seq)) || (select count(*) from tg_idem_claims) || (select count(*) from tg_nonces) || (select count(*) from tg_receipts) from tg_records")
 tg_eq "$after" "$before" "the second import changed nothing"
 
+# the ledger grew: only the new record is written, at the end of the same chain
+tg_start main -- "${TG_STD_ARGS[@]}"
+tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"k-4"')"
+tg_expect_py "j['decision'] == 'PERMIT'" "PERMIT k-4 after a restart"
+tg_stop main
+run i3 db import "$ledger" --database-url "$TG_PG_URL"
+tg_eq "$rc" 0 "import of the grown ledger exits 0 ($(cat "$TG_TMP/i3.err"))"
+tg_check "only the new record is new ($(cat "$TG_TMP/i3.out"))" \
+    has i3.out 'imported 7 records (6 already present), 6 idempotency keys, 2 nonces, 6 receipts'
+tg_eq "$(sql "$TG_PG_URL" "select string_agg(chain_seq::text, ',' order by seq) || ' ' || count(distinct instance_id) from tg_records")" \
+    "1,2,3,4,5,6,7 1" "the new record extends the same chain, last"
+
 # --retention 1 after the records aged: records and receipts, no keys or nonces
 newdb tgret
 run mret db migrate --database-url "$url_new"
@@ -88,7 +100,7 @@ sleep 2
 run iret db import "$ledger" --database-url "$url_new" --retention 1
 tg_eq "$rc" 0 "import with a short retention exits 0"
 tg_check "expired keys and nonces are not imported ($(cat "$TG_TMP/iret.out"))" \
-    has iret.out 'imported 6 records (0 already present), 0 idempotency keys, 0 nonces, 5 receipts'
+    has iret.out 'imported 7 records (0 already present), 0 idempotency keys, 0 nonces, 6 receipts'
 
 # a tampered ledger: refused, nothing written (the damage is in the 5th record, after four
 # records were already inserted in the transaction)
