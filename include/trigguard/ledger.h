@@ -429,6 +429,14 @@ typedef struct tg_ledger_verify_report {
 tg_err_t tg_ledger_verify_path(tg_ledger_verify_report_t *rep, const char *path,
                                const tg_ledger_verify_opts_t *opts, tg_diag_t *diag) TG_MUST_USE;
 
+/* Whether want is the record_hash of a record with these fields, in either format version
+ * (a ledger may hold both, LEDGER.md): for stores that keep a record's fields rather than its
+ * bytes (PostgreSQL's tg_records, docs/POSTGRES.md), so they verify the chain the way the
+ * file ledger does. Lengths above the caps never match. Thread-safe. */
+bool tg_ledger_hash_matches(uint8_t type, uint64_t seq, const uint8_t prev[TG_LEDGER_HASH_SIZE],
+                            const uint8_t *meta, size_t meta_len, const uint8_t *payload,
+                            size_t payload_len, const uint8_t want[TG_LEDGER_HASH_SIZE]);
+
 /* "ledger-000042.tgl" into out (NUL-terminated). TG_ERR_BUFFER_TOO_SMALL if it does not fit. */
 tg_err_t tg_ledger_segment_name(char *out, size_t out_len, uint32_t segment) TG_MUST_USE;
 

@@ -103,6 +103,50 @@ void tg_lg_encode(uint8_t *dst, uint8_t hash[HSZ], uint8_t type, uint64_t seq,
     memcpy(dst + HDR + meta_len + payload_len, hash, HSZ);
 }
 
+bool tg_ledger_hash_matches(uint8_t type, uint64_t seq, const uint8_t prev[HSZ],
+                            const uint8_t *meta, size_t meta_len, const uint8_t *payload,
+                            size_t payload_len, const uint8_t want[HSZ]) {
+    if (meta_len > TG_LEDGER_META_MAX || payload_len > TG_LEDGER_PAYLOAD_MAX) {
+        return false;
+    }
+    /* The header as tg_lg_encode writes it, once per version byte: the version is part of
+     * the hashed header and the store does not keep it. */
+    uint8_t hdr[HDR], hc[HSZ], body[HSZ], got[HSZ];
+    memcpy(hdr, TG_LEDGER_MAGIC, 4);
+    hdr[5] = type;
+    put_u16(hdr + 6, 0);
+    tg_lg_put_u64(hdr + 8, seq);
+    memcpy(hdr + 16, prev, HSZ);
+    put_u32(hdr + 48, (uint32_t)meta_len);
+    put_u32(hdr + 52, (uint32_t)payload_len);
+    for (uint8_t version = TG_LEDGER_FORMAT_VERSION_MIN; version <= TG_LEDGER_FORMAT_VERSION;
+         version++) {
+        hdr[4] = version;
+        crypto_hash_sha256(hc, hdr, 56);
+        memcpy(hdr + 56, hc, 4);
+        if (version == 1) {
+            /* version 1: one SHA-256 over the header, meta and payload */
+            crypto_hash_sha256_state st;
+            crypto_hash_sha256_init(&st);
+            crypto_hash_sha256_update(&st, hdr, HDR);
+            if (meta_len) {
+                crypto_hash_sha256_update(&st, meta, meta_len);
+            }
+            if (payload_len) {
+                crypto_hash_sha256_update(&st, payload, payload_len);
+            }
+            crypto_hash_sha256_final(&st, got);
+        } else {
+            tg_lg_body_digest(body, meta, (uint32_t)meta_len, payload, (uint32_t)payload_len);
+            record_hash_v2(got, hdr, body);
+        }
+        if (sodium_memcmp(got, want, HSZ) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 tg_err_t tg_lg_hdr_parse(tg_lg_hdr_t *h, const uint8_t *p, char *what, size_t what_len) {
     uint8_t hc[HSZ];
     if (memcmp(p, TG_LEDGER_MAGIC, 4) != 0) {
