@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "trigguard/keys.h"
+#include "trigguard/ledger.h"
 
 enum {
     TG_EXIT_OK = 0,
@@ -55,5 +56,12 @@ int tg_cmd_policy(int argc, char **argv);
 int tg_cmd_db(int argc, char **argv);
 int tg_cmd_serve(int argc, char **argv);
 int tg_cmd_ledger(int argc, char **argv);
+
+/* `ledger verify --database-url URL` (cmd_ledger_db.c): every chain in the PostgreSQL schema,
+ * each record also through check(ud, ...) (the directory form's per-record check);
+ * signatures: that check's count of verified signatures, NULL when keys were not given.
+ * Prints the summary or the first fault; returns the exit status. */
+int tg_ledger_verify_db(const char *url, tg_ledger_check_fn check, void *ud,
+                        const uint64_t *signatures);
 
 #endif /* TRIGGUARD_CLI_H */

@@ -16,6 +16,8 @@ static void ledger_usage(FILE *out) {
     fprintf(out,
             "usage: trigguard ledger verify PATH [--keys keys.json]... [--key KEY.pem]...\n"
             "                              [--head HASH] [--allow-torn] [--json]\n"
+            "       trigguard ledger verify --database-url URL [--keys keys.json]... [--key "
+            "KEY.pem]...\n"
             "       trigguard ledger dump PATH\n"
             "       trigguard ledger append DIR [--silence] [--meta TEXT] [--durability MODE]\n"
             "                              [--segment-bytes N] FILE...\n"
@@ -31,6 +33,12 @@ static void ledger_usage(FILE *out) {
             "hash recorded elsewhere detects removal of whole records at the end).\n"
             "--allow-torn accepts a torn final record (a daemon restart would drop it).\n"
             "Prints a summary, or the first fault: file, sequence number, byte offset, what.\n"
+            "--database-url URL (default: TRIGGUARD_DATABASE_URL when no PATH is given) checks\n"
+            "the records in PostgreSQL instead (docs/POSTGRES.md): every instance's chain\n"
+            "(chain_seq 1, 2, ... without gaps, prev_hash, record hash), each record as above,\n"
+            "and that every idempotency claim and receipt index row points at a record of its\n"
+            "tenant; a fault names the instance and chain_seq. A bad URL, an unreachable\n"
+            "database or another schema version exit 2.\n"
             "\n"
             "dump: one JSON object per line per record (seq, type, segment, offset, length,\n"
             "hash, prev_hash, meta_hex, payload as canonical JSON or payload_hex), stopping at\n"
@@ -217,7 +225,7 @@ static void print_json_summary(const tg_ledger_verify_report_t *rep, const char 
 }
 
 static int ledger_verify(int argc, char **argv, bool dump) {
-    const char *path = NULL, *head = NULL;
+    const char *path = NULL, *head = NULL, *url = NULL;
     bool allow_torn = false, json = false;
     tg_keyring_t ring;
     check_ctx_t c;
@@ -240,6 +248,8 @@ static int ledger_verify(int argc, char **argv, bool dump) {
             c.ring = &ring;
         } else if (!dump && strcmp(a, "--head") == 0 && i + 1 < argc) {
             head = argv[++i];
+        } else if (!dump && strcmp(a, "--database-url") == 0 && i + 1 < argc) {
+            url = argv[++i];
         } else if (!dump && strcmp(a, "--allow-torn") == 0) {
             allow_torn = true;
         } else if (!dump && strcmp(a, "--json") == 0) {
@@ -251,6 +261,24 @@ static int ledger_verify(int argc, char **argv, bool dump) {
             ledger_usage(stderr);
             goto done;
         }
+    }
+    const char *env_url = getenv("TRIGGUARD_DATABASE_URL");
+    if (!dump && path == NULL && url == NULL && env_url != NULL && env_url[0] != '\0') {
+        url = env_url;
+    }
+    if (url != NULL) {
+        /* the database form: the directory-only options have no meaning there */
+        if (path != NULL || head != NULL || allow_torn || json) {
+            fprintf(stderr, "trigguard ledger verify: --database-url takes no PATH, --head, "
+                            "--allow-torn or --json\n");
+            goto done;
+        }
+        if (url[0] == '\0') {
+            fprintf(stderr, "trigguard ledger verify: --database-url is empty\n");
+            goto done;
+        }
+        status = tg_ledger_verify_db(url, check_record, &c, c.ring != NULL ? &c.signatures : NULL);
+        goto done;
     }
     if (path == NULL) {
         fprintf(stderr, "trigguard ledger %s: PATH is required\n\n", cmd);

@@ -1,0 +1,251 @@
+/* cmd_ledger_db.c — `trigguard ledger verify --database-url URL`: the checks of the directory
+ * verify, on the records stored in PostgreSQL schema v1 (docs/POSTGRES.md).
+ *
+ * Every instance's chain is read in (instance_id, chain_seq) order by keyset pagination, a
+ * page of TG_VERIFY_PAGE rows at a time, so memory does not grow with the table. Each row
+ * must take the next place of its chain (chain_seq 1, 2, 3 ... without a gap), carry the
+ * previous row's record_hash as its prev_hash (32 zero bytes at chain_seq 1, the file
+ * ledger's start value), and have the record_hash the file ledger would compute for its
+ * fields; then the directory form's per-record check runs (signatures with --keys). A
+ * deleted row leaves a gap, an altered one a hash that no longer matches, and reordered
+ * rows a prev_hash that points elsewhere. Deleting a chain's tail is not detectable from
+ * the table alone (docs/POSTGRES.md). Last, every idempotency claim and receipt index row
+ * must point at a record of its own tenant. */
+#include <inttypes.h>
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "trigguard/ledger.h"
+#include "trigguard/pg_schema.h"
+
+/* Rows per page: large enough that round trips do not dominate, small enough that one page
+ * (at most 64 KiB + 1 KiB per row) stays a few tens of MiB. */
+#define TG_VERIFY_PAGE "256"
+
+typedef struct {
+    char instance[256]; /* the chain being read ("" before the first row) */
+    uint64_t chain_seq; /* its last place seen */
+    uint8_t head[TG_LEDGER_HASH_SIZE];
+    uint64_t chains, records, receipts, silences;
+    /* the first fault */
+    bool fault;
+    char fault_instance[256];
+    uint64_t fault_seq;
+    char what[TG_DIAG_MAX];
+} tg_dbv_t;
+
+static uint64_t be_u64(const char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        v = (v << 8) | (uint8_t)p[i];
+    }
+    return v;
+}
+
+/* Records the first fault at (instance, seq). */
+static void dbv_fault(tg_dbv_t *v, const char *instance, uint64_t seq, const char *what) {
+    v->fault = true;
+    snprintf(v->fault_instance, sizeof v->fault_instance, "%s", instance);
+    v->fault_seq = seq;
+    snprintf(v->what, sizeof v->what, "%s", what);
+}
+
+static PGresult *dbv_query(PGconn *conn, const char *sql, int n, const char *const *vals,
+                           tg_diag_t *diag) {
+    /* binary results: bytea and bigint arrive as their bytes, nothing to unescape */
+    PGresult *res = PQexecParams(conn, sql, n, NULL, vals, NULL, NULL, 1);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        const char *msg = res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(conn);
+        (void)tg_diag_set(diag, TG_ERR_IO, "%.*s", (int)strcspn(msg, "\n"), msg);
+        PQclear(res);
+        return NULL;
+    }
+    return res;
+}
+
+/* Checks one row (columns as in dbv_chains' query); false when it is the first fault. */
+static bool dbv_row(tg_dbv_t *v, PGresult *res, int r, tg_ledger_check_fn check, void *ud) {
+    int ilen = PQgetlength(res, r, 0);
+    const char *inst = PQgetvalue(res, r, 0);
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", ilen, inst);
+    uint64_t seq = PQgetlength(res, r, 1) == 8 ? be_u64(PQgetvalue(res, r, 1)) : 0;
+    char what[TG_DIAG_MAX];
+    if (strcmp(name, v->instance) != 0) {
+        snprintf(v->instance, sizeof v->instance, "%s", name);
+        v->chain_seq = 0;
+        memset(v->head, 0, sizeof v->head);
+        v->chains++;
+    }
+    if (seq != v->chain_seq + 1) {
+        snprintf(what, sizeof what,
+                 "chain_seq %" PRIu64 " follows %" PRIu64 ": record %" PRIu64
+                 " is missing (deleted?)",
+                 seq, v->chain_seq, v->chain_seq + 1);
+        dbv_fault(v, name, v->chain_seq + 1, what);
+        return false;
+    }
+    tg_ledger_record_t rec;
+    memset(&rec, 0, sizeof rec);
+    rec.seq = seq;
+    rec.type = PQgetlength(res, r, 2) == 2 ? (uint8_t)PQgetvalue(res, r, 2)[1] : 0;
+    rec.meta = (const uint8_t *)PQgetvalue(res, r, 3);
+    rec.meta_len = (size_t)PQgetlength(res, r, 3);
+    rec.payload = (const uint8_t *)PQgetvalue(res, r, 4);
+    rec.payload_len = (size_t)PQgetlength(res, r, 4);
+    if (PQgetlength(res, r, 5) != TG_LEDGER_HASH_SIZE ||
+        PQgetlength(res, r, 6) != TG_LEDGER_HASH_SIZE) {
+        dbv_fault(v, name, seq, "prev_hash or record_hash is not 32 bytes");
+        return false;
+    }
+    memcpy(rec.prev_hash, PQgetvalue(res, r, 5), TG_LEDGER_HASH_SIZE);
+    memcpy(rec.hash, PQgetvalue(res, r, 6), TG_LEDGER_HASH_SIZE);
+    if (rec.type != TG_LEDGER_TYPE_RECEIPT && rec.type != TG_LEDGER_TYPE_SILENCE) {
+        dbv_fault(v, name, seq, "unknown record type");
+        return false;
+    }
+    if (memcmp(rec.prev_hash, v->head, sizeof v->head) != 0) {
+        dbv_fault(v, name, seq,
+                  seq == 1 ? "prev_hash of the chain's first record is not the start value"
+                           : "prev_hash differs from the previous record's record_hash "
+                             "(altered or reordered)");
+        return false;
+    }
+    if (!tg_ledger_hash_matches(rec.type, seq, rec.prev_hash, rec.meta, rec.meta_len, rec.payload,
+                                rec.payload_len, rec.hash)) {
+        dbv_fault(v, name, seq, "record hash mismatch (record altered)");
+        return false;
+    }
+    tg_diag_t d = {{0}};
+    if (check != NULL && check(ud, &rec, &d) != TG_OK) {
+        dbv_fault(v, name, seq, d.msg);
+        return false;
+    }
+    memcpy(v->head, rec.hash, sizeof v->head);
+    v->chain_seq = seq;
+    v->records++;
+    if (rec.type == TG_LEDGER_TYPE_RECEIPT) {
+        v->receipts++;
+    } else {
+        v->silences++;
+    }
+    return true;
+}
+
+/* Reads every chain page by page; TG_OK also when a fault was found (v->fault). */
+static tg_err_t dbv_chains(tg_dbv_t *v, PGconn *conn, tg_ledger_check_fn check, void *ud,
+                           tg_diag_t *diag) {
+    char after[24];
+    for (;;) {
+        snprintf(after, sizeof after, "%" PRIu64, v->chain_seq);
+        const char *vals[] = {v->instance, after};
+        PGresult *res =
+            dbv_query(conn,
+                      "SELECT instance_id, chain_seq, type, meta, payload, prev_hash, record_hash"
+                      " FROM tg_records WHERE (instance_id, chain_seq) > ($1, $2::bigint)"
+                      " ORDER BY instance_id, chain_seq LIMIT " TG_VERIFY_PAGE,
+                      2, vals, diag);
+        if (res == NULL) {
+            return TG_ERR_IO;
+        }
+        int n = PQntuples(res);
+        for (int r = 0; r < n && !v->fault; r++) {
+            (void)dbv_row(v, res, r, check, ud);
+        }
+        PQclear(res);
+        if (v->fault || n == 0) {
+            return TG_OK;
+        }
+    }
+}
+
+/* The first claim or receipt index row whose record is missing or another tenant's. */
+static tg_err_t dbv_refs(tg_dbv_t *v, PGconn *conn, tg_diag_t *diag) {
+    static const char *const sql[] = {
+        "SELECT c.tenant, c.idem_key, c.record_seq::text, r.seq IS NULL FROM tg_idem_claims c"
+        " LEFT JOIN tg_records r ON r.seq = c.record_seq WHERE c.record_seq IS NOT NULL"
+        " AND (r.seq IS NULL OR r.tenant <> c.tenant) LIMIT 1",
+        "SELECT x.tenant, x.execution_id, x.record_seq::text, r.seq IS NULL FROM tg_receipts x"
+        " LEFT JOIN tg_records r ON r.seq = x.record_seq WHERE r.seq IS NULL"
+        " OR r.tenant <> x.tenant LIMIT 1",
+    };
+    static const char *const what[] = {"tg_idem_claims", "tg_receipts"};
+    for (size_t i = 0; i < 2; i++) {
+        PGresult *res = dbv_query(conn, sql[i], 0, NULL, diag);
+        if (res == NULL) {
+            return TG_ERR_IO;
+        }
+        if (PQntuples(res) == 1) {
+            char msg[TG_DIAG_MAX];
+            snprintf(msg, sizeof msg, "%s row (tenant %.64s, %.64s) points at record seq %.20s: %s",
+                     what[i], PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
+                     PQgetvalue(res, 0, 3)[0] ? "no such record" : "another tenant's record");
+            dbv_fault(v, what[i], 0, msg);
+        }
+        PQclear(res);
+        if (v->fault) {
+            break;
+        }
+    }
+    return TG_OK;
+}
+
+int tg_ledger_verify_db(const char *url, tg_ledger_check_fn check, void *ud,
+                        const uint64_t *signatures) {
+    tg_dbv_t v;
+    memset(&v, 0, sizeof v);
+    tg_diag_t diag = {{0}};
+    PGconn *conn = NULL;
+    int version = 0;
+    tg_err_t rc = tg_pg_connect(url, &conn, &diag);
+    if (rc == TG_OK) {
+        rc = tg_pg_conn_version(conn, &version, &diag);
+    }
+    if (rc == TG_OK && version != TG_PG_SCHEMA_VERSION) {
+        rc = tg_diag_set(&diag, TG_ERR_SCHEMA_VERSION,
+                         "the database has schema version %d; this binary verifies %d", version,
+                         TG_PG_SCHEMA_VERSION);
+    }
+    /* one snapshot for all the reads: rows committed meanwhile do not look like faults */
+    PGresult *begin =
+        rc == TG_OK ? PQexec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") : NULL;
+    if (rc == TG_OK && PQresultStatus(begin) != PGRES_COMMAND_OK) {
+        rc = tg_diag_set(&diag, TG_ERR_IO, "%.200s", PQerrorMessage(conn));
+    }
+    PQclear(begin);
+    if (rc == TG_OK) {
+        rc = dbv_chains(&v, conn, check, ud, &diag);
+    }
+    if (rc == TG_OK && !v.fault) {
+        rc = dbv_refs(&v, conn, &diag);
+    }
+    PQfinish(conn);
+    if (rc) {
+        /* nothing was checked: the database itself is unusable */
+        fprintf(stderr, "trigguard ledger verify: %s\n", diag.msg[0] ? diag.msg : tg_strerror(rc));
+        return TG_EXIT_USAGE;
+    }
+    if (v.fault) {
+        printf("ledger FAULT: %s\n", tg_strerror(TG_ERR_LEDGER_CORRUPT));
+        printf("  instance:  %s\n", v.fault_instance);
+        printf("  chain_seq: %" PRIu64 "\n", v.fault_seq);
+        printf("  what:      %s\n", v.what);
+        printf("valid before the fault: %" PRIu64 " records in %" PRIu64 " chains\n", v.records,
+               v.chains);
+        return TG_EXIT_FAIL;
+    }
+    printf("ledger OK: database\n");
+    printf("  chains:     %" PRIu64 "\n", v.chains);
+    printf("  records:    %" PRIu64 " (%" PRIu64 " receipts, %" PRIu64 " silence)\n", v.records,
+           v.receipts, v.silences);
+    if (signatures != NULL) {
+        printf("  signatures: %" PRIu64 " verified\n", *signatures);
+    } else {
+        printf("  signatures: not checked (give --keys keys.json)\n");
+    }
+    printf("  references: every claim and receipt index row points at its tenant's record\n");
+    return TG_EXIT_OK;
+}
