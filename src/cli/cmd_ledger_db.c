@@ -91,7 +91,10 @@ static bool dbv_row(tg_dbv_t *v, PGresult *res, int r, tg_ledger_check_fn check,
     tg_ledger_record_t rec;
     memset(&rec, 0, sizeof rec);
     rec.seq = seq;
-    rec.type = PQgetlength(res, r, 2) == 2 ? (uint8_t)PQgetvalue(res, r, 2)[1] : 0;
+    /* smallint arrives big-endian; a high byte other than 0 is no type (0 is rejected below),
+     * never the low byte alone, which the hash would cover as a valid type */
+    const char *ty = PQgetvalue(res, r, 2);
+    rec.type = PQgetlength(res, r, 2) == 2 && ty[0] == 0 ? (uint8_t)ty[1] : 0;
     rec.meta = (const uint8_t *)PQgetvalue(res, r, 3);
     rec.meta_len = (size_t)PQgetlength(res, r, 3);
     rec.payload = (const uint8_t *)PQgetvalue(res, r, 4);
