@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "trigguard/ledger.h"
 #include "trigguard/pg_schema.h"
+#include "trigguard/record.h"
 
 /* Rows per page: large enough that round trips do not dominate, small enough that one page
  * (at most 64 KiB + 1 KiB per row) stays a few tens of MiB. */
@@ -122,6 +123,21 @@ static bool dbv_row(tg_dbv_t *v, PGresult *res, int r, tg_ledger_check_fn check,
         dbv_fault(v, name, seq, "record hash mismatch (record altered)");
         return false;
     }
+    /* the tenant column is outside the hash: it must be the one the hashed meta names, or
+     * an edit of it would move a record to another tenant unseen */
+    tg_record_view_t rv;
+    if (tg_record_view(&rv, rec.meta, rec.meta_len, rec.payload, rec.payload_len) != TG_OK) {
+        dbv_fault(v, name, seq, "not a record this server writes (meta or payload)");
+        return false;
+    }
+    bool same_tenant = rv.meta.tenant.ptr != NULL &&
+                       rv.meta.tenant.len == (size_t)PQgetlength(res, r, 7) &&
+                       memcmp(rv.meta.tenant.ptr, PQgetvalue(res, r, 7), rv.meta.tenant.len) == 0;
+    tg_record_view_free(&rv);
+    if (!same_tenant) {
+        dbv_fault(v, name, seq, "tenant column differs from the record's own tenant (altered)");
+        return false;
+    }
     tg_diag_t d = {{0}};
     if (check != NULL && check(ud, &rec, &d) != TG_OK) {
         dbv_fault(v, name, seq, d.msg);
@@ -145,12 +161,12 @@ static tg_err_t dbv_chains(tg_dbv_t *v, PGconn *conn, tg_ledger_check_fn check, 
     for (;;) {
         snprintf(after, sizeof after, "%" PRIu64, v->chain_seq);
         const char *vals[] = {v->instance, after};
-        PGresult *res =
-            dbv_query(conn,
-                      "SELECT instance_id, chain_seq, type, meta, payload, prev_hash, record_hash"
-                      " FROM tg_records WHERE (instance_id, chain_seq) > ($1, $2::bigint)"
-                      " ORDER BY instance_id, chain_seq LIMIT " TG_VERIFY_PAGE,
-                      2, vals, diag);
+        PGresult *res = dbv_query(
+            conn,
+            "SELECT instance_id, chain_seq, type, meta, payload, prev_hash, record_hash, tenant"
+            " FROM tg_records WHERE (instance_id, chain_seq) > ($1, $2::bigint)"
+            " ORDER BY instance_id, chain_seq LIMIT " TG_VERIFY_PAGE,
+            2, vals, diag);
         if (res == NULL) {
             return TG_ERR_IO;
         }

@@ -81,6 +81,7 @@ damaged tgprev "update tg_records set prev_hash = set_byte(prev_hash, 0, get_byt
 damaged tgswap "update tg_records set chain_seq = 100 where chain_seq = 2; update tg_records set chain_seq = 2 where chain_seq = 3; update tg_records set chain_seq = 3 where chain_seq = 100" \
     'chain_seq: 2'
 damaged tgtype "update tg_records set type = 257 where chain_seq = 1" 'unknown record type'
+damaged tgtenant "update tg_records set tenant = 'other' where chain_seq = 2" 'tenant column differs'
 damaged tgclaim "update tg_idem_claims set record_seq = 999 where idem_key = 'k-2'" \
     'tg_idem_claims row (tenant acme, k-2) points at record seq 999: no such record'
 
