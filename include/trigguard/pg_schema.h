@@ -21,6 +21,10 @@
 #ifndef TRIGGUARD_PG_SCHEMA_H
 #define TRIGGUARD_PG_SCHEMA_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include "trigguard/err.h"
 
 /* The newest schema version this binary knows (the number of its migrations). */
@@ -56,6 +60,27 @@ struct pg_conn;
  * the application name), notices silenced; *out is closed by the caller (PQfinish). For
  * tools that run their own statements on the schema (db import). */
 TG_MUST_USE tg_err_t tg_pg_connect(const char *url, struct pg_conn **out, tg_diag_t *diag);
+
+/* libpq's result (libpq-fe.h's PGresult). */
+struct pg_result;
+
+/* One statement parameter: NUL-terminated text when len is TG_PG_TEXT, else len bytes sent
+ * in binary (bytea, or a text value that need not be NUL-terminated). */
+#define TG_PG_TEXT SIZE_MAX
+#define TG_PG_MAX_PARAMS 16
+typedef struct tg_pg_param {
+    const char *ptr;
+    size_t len;
+} tg_pg_param_t;
+
+/* Runs sql with n parameters (PQexecParams: values are never spliced into sql), results in
+ * binary when binary_result. On success *res_out (may be NULL) gets the result, for the
+ * caller to PQclear. Errors: TG_ERR_IO (the statement failed; the first line of libpq's
+ * reason in diag), TG_ERR_LIMIT (more than TG_PG_MAX_PARAMS, or a value over 2^31 - 1
+ * bytes). The one way every trigguard tool talks to the server. */
+TG_MUST_USE tg_err_t tg_pg_exec(struct pg_conn *conn, const char *sql, const tg_pg_param_t *p,
+                                int n, bool binary_result, struct pg_result **res_out,
+                                tg_diag_t *diag);
 
 /* *version = the schema version of the database conn is connected to (as
  * tg_pg_schema_version). */

@@ -31,50 +31,11 @@ typedef struct {
     uint64_t records, present, keys, nonces, receipts;
 } tg_import_t;
 
-/* One parameter of a statement: text when len is SIZE_MAX (a NUL-terminated number),
- * else binary bytes (bytea, or text views that need not be NUL-terminated). */
-typedef struct {
-    const char *ptr;
-    size_t len;
-} tg_param_t;
-
-#define TG_IMPORT_MAX_PARAMS 12
-
-/* Runs sql with params; *res_out gets the result on success (caller clears). */
-static tg_err_t imp_exec(PGconn *conn, const char *sql, const tg_param_t *p, int n,
-                         PGresult **res_out, tg_diag_t *diag) {
-    const char *vals[TG_IMPORT_MAX_PARAMS];
-    int lens[TG_IMPORT_MAX_PARAMS];
-    int fmts[TG_IMPORT_MAX_PARAMS];
-    for (int i = 0; i < n; i++) {
-        bool text = p[i].len == SIZE_MAX;
-        if (!text && p[i].len > (size_t)INT32_MAX) {
-            return tg_diag_set(diag, TG_ERR_LIMIT, "a value too large for one parameter");
-        }
-        vals[i] = p[i].ptr;
-        lens[i] = text ? 0 : (int)p[i].len;
-        fmts[i] = text ? 0 : 1;
-    }
-    PGresult *res = PQexecParams(conn, sql, n, NULL, vals, lens, fmts, 0);
-    ExecStatusType st = PQresultStatus(res);
-    if (res == NULL || (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)) {
-        const char *msg = res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(conn);
-        size_t len = strcspn(msg, "\n");
-        tg_err_t rc = tg_diag_set(diag, TG_ERR_IO, "%.40s: %.*s", sql, (int)len, msg);
-        PQclear(res);
-        return rc;
-    }
-    if (res_out != NULL) {
-        *res_out = res;
-    } else {
-        PQclear(res);
-    }
-    return TG_OK;
+static tg_pg_param_t p_text(tg_text_t t) { return (tg_pg_param_t){t.ptr, t.len}; }
+static tg_pg_param_t p_bytes(const void *b, size_t n) {
+    return (tg_pg_param_t){(const char *)b, n};
 }
-
-static tg_param_t p_text(tg_text_t t) { return (tg_param_t){t.ptr, t.len}; }
-static tg_param_t p_bytes(const void *b, size_t n) { return (tg_param_t){(const char *)b, n}; }
-static tg_param_t p_num(const char *s) { return (tg_param_t){s, SIZE_MAX}; }
+static tg_pg_param_t p_num(const char *s) { return (tg_pg_param_t){s, TG_PG_TEXT}; }
 
 /* The record's seq in tg_records: its new row, or the row a previous run inserted (which
  * must be this very record: same hash, else the database holds another ledger under this
@@ -86,7 +47,7 @@ static tg_err_t imp_record(tg_import_t *im, const tg_ledger_record_t *rec,
     snprintf(chain_seq, sizeof chain_seq, "%" PRIu64, rec->seq);
     snprintf(type, sizeof type, "%u", (unsigned)rec->type);
     snprintf(at, sizeof at, "%" PRId64, v->meta.at_ms);
-    const tg_param_t ins[] = {
+    const tg_pg_param_t ins[] = {
         p_bytes(im->instance, strlen(im->instance)),
         p_num(chain_seq),
         p_text(v->meta.tenant),
@@ -99,12 +60,12 @@ static tg_err_t imp_record(tg_import_t *im, const tg_ledger_record_t *rec,
     };
     PGresult *res = NULL;
     tg_err_t rc =
-        imp_exec(im->conn,
-                 "INSERT INTO tg_records (instance_id, chain_seq, tenant, type, meta, payload,"
-                 " prev_hash, record_hash, created_at) VALUES ($1, $2::bigint, $3,"
-                 " $4::smallint, $5, $6, $7, $8, to_timestamp($9::bigint / 1000.0))"
-                 " ON CONFLICT ON CONSTRAINT tg_records_chain DO NOTHING RETURNING seq",
-                 ins, 9, &res, diag);
+        tg_pg_exec(im->conn,
+                   "INSERT INTO tg_records (instance_id, chain_seq, tenant, type, meta, payload,"
+                   " prev_hash, record_hash, created_at) VALUES ($1, $2::bigint, $3,"
+                   " $4::smallint, $5, $6, $7, $8, to_timestamp($9::bigint / 1000.0))"
+                   " ON CONFLICT ON CONSTRAINT tg_records_chain DO NOTHING RETURNING seq",
+                   ins, 9, false, &res, diag);
     if (rc) {
         return rc;
     }
@@ -114,11 +75,11 @@ static tg_err_t imp_record(tg_import_t *im, const tg_ledger_record_t *rec,
         return TG_OK;
     }
     PQclear(res);
-    const tg_param_t sel[] = {ins[0], ins[1], ins[7]};
-    rc = imp_exec(im->conn,
-                  "SELECT seq, record_hash = $3 FROM tg_records"
-                  " WHERE instance_id = $1 AND chain_seq = $2::bigint",
-                  sel, 3, &res, diag);
+    const tg_pg_param_t sel[] = {ins[0], ins[1], ins[7]};
+    rc = tg_pg_exec(im->conn,
+                    "SELECT seq, record_hash = $3 FROM tg_records"
+                    " WHERE instance_id = $1 AND chain_seq = $2::bigint",
+                    sel, 3, false, &res, diag);
     if (rc) {
         return rc;
     }
@@ -165,7 +126,7 @@ static tg_err_t imp_check(void *ud, const tg_ledger_record_t *rec, tg_diag_t *di
     bool live = v.meta.at_ms > im->now_ms - im->retention_ms;
     PGresult *res = NULL;
     if (rc == TG_OK && live && v.meta.key.ptr != NULL) {
-        const tg_param_t p[] = {
+        const tg_pg_param_t p[] = {
             p_text(v.meta.tenant),
             p_text(v.meta.key),
             p_bytes(v.request_hash, sizeof v.request_hash),
@@ -175,39 +136,39 @@ static tg_err_t imp_check(void *ud, const tg_ledger_record_t *rec, tg_diag_t *di
             p_num(status),
             p_num(retention),
         };
-        rc = imp_exec(im->conn,
-                      "INSERT INTO tg_idem_claims (tenant, idem_key, request_hash, state,"
-                      " claim_id, owner, claimed_at, record_seq, http_status, completed_at,"
-                      " expires_at) VALUES ($1, $2, $3, 'done', nextval('tg_claim_id_seq'), $4,"
-                      " to_timestamp($5::bigint / 1000.0), $6::bigint, $7::smallint,"
-                      " to_timestamp($5::bigint / 1000.0),"
-                      " to_timestamp(($5::bigint + $8::bigint) / 1000.0))"
-                      " ON CONFLICT DO NOTHING",
-                      p, 8, &res, diag);
+        rc = tg_pg_exec(im->conn,
+                        "INSERT INTO tg_idem_claims (tenant, idem_key, request_hash, state,"
+                        " claim_id, owner, claimed_at, record_seq, http_status, completed_at,"
+                        " expires_at) VALUES ($1, $2, $3, 'done', nextval('tg_claim_id_seq'), $4,"
+                        " to_timestamp($5::bigint / 1000.0), $6::bigint, $7::smallint,"
+                        " to_timestamp($5::bigint / 1000.0),"
+                        " to_timestamp(($5::bigint + $8::bigint) / 1000.0))"
+                        " ON CONFLICT DO NOTHING",
+                        p, 8, false, &res, diag);
         if (rc == TG_OK) {
             PQclear(res);
             im->keys++;
         }
     }
     if (rc == TG_OK && live && v.meta.nonce.ptr != NULL) {
-        const tg_param_t p[] = {p_text(v.meta.tenant), p_text(v.meta.nonce), p_num(at),
-                                p_num(retention)};
-        rc = imp_exec(im->conn,
-                      "INSERT INTO tg_nonces (tenant, nonce, used_at, expires_at) VALUES ($1, $2,"
-                      " to_timestamp($3::bigint / 1000.0),"
-                      " to_timestamp(($3::bigint + $4::bigint) / 1000.0)) ON CONFLICT DO NOTHING",
-                      p, 4, &res, diag);
+        const tg_pg_param_t p[] = {p_text(v.meta.tenant), p_text(v.meta.nonce), p_num(at),
+                                   p_num(retention)};
+        rc = tg_pg_exec(im->conn,
+                        "INSERT INTO tg_nonces (tenant, nonce, used_at, expires_at) VALUES ($1, $2,"
+                        " to_timestamp($3::bigint / 1000.0),"
+                        " to_timestamp(($3::bigint + $4::bigint) / 1000.0)) ON CONFLICT DO NOTHING",
+                        p, 4, false, &res, diag);
         if (rc == TG_OK) {
             PQclear(res);
             im->nonces++;
         }
     }
     if (rc == TG_OK && v.receipt && v.execution_id.ptr != NULL) {
-        const tg_param_t p[] = {p_text(v.meta.tenant), p_text(v.execution_id), p_num(seq)};
-        rc = imp_exec(im->conn,
-                      "INSERT INTO tg_receipts (tenant, execution_id, record_seq)"
-                      " VALUES ($1, $2, $3::bigint) ON CONFLICT DO NOTHING",
-                      p, 3, &res, diag);
+        const tg_pg_param_t p[] = {p_text(v.meta.tenant), p_text(v.execution_id), p_num(seq)};
+        rc = tg_pg_exec(im->conn,
+                        "INSERT INTO tg_receipts (tenant, execution_id, record_seq)"
+                        " VALUES ($1, $2, $3::bigint) ON CONFLICT DO NOTHING",
+                        p, 3, false, &res, diag);
         if (rc == TG_OK) {
             PQclear(res);
             im->receipts++;
@@ -256,7 +217,7 @@ static tg_err_t import_run(tg_import_t *im, const char *url, const char *dir, tg
                            version, TG_PG_SCHEMA_VERSION,
                            version < TG_PG_SCHEMA_VERSION ? " (run `trigguard db migrate`)" : "");
     }
-    rc = imp_exec(im->conn, "BEGIN", NULL, 0, NULL, diag);
+    rc = tg_pg_exec(im->conn, "BEGIN", NULL, 0, false, NULL, diag);
     if (rc) {
         return rc;
     }
@@ -264,7 +225,7 @@ static tg_err_t import_run(tg_import_t *im, const char *url, const char *dir, tg
     const tg_ledger_verify_opts_t vopts = {.check = imp_check, .check_ud = im};
     rc = tg_ledger_verify_path(&rep, dir, &vopts, diag);
     if (rc == TG_OK) {
-        return imp_exec(im->conn, "COMMIT", NULL, 0, NULL, diag);
+        return tg_pg_exec(im->conn, "COMMIT", NULL, 0, false, NULL, diag);
     }
     /* the first error is the one to report; the rollback's own failure adds nothing */
     PQclear(PQexec(im->conn, "ROLLBACK"));

@@ -54,17 +54,16 @@ static void dbv_fault(tg_dbv_t *v, const char *instance, uint64_t seq, const cha
     snprintf(v->what, sizeof v->what, "%s", what);
 }
 
+/* A query with text parameters and binary results (bytea and bigint arrive as their bytes,
+ * nothing to unescape); NULL on failure, with the reason in diag. */
 static PGresult *dbv_query(PGconn *conn, const char *sql, int n, const char *const *vals,
                            tg_diag_t *diag) {
-    /* binary results: bytea and bigint arrive as their bytes, nothing to unescape */
-    PGresult *res = PQexecParams(conn, sql, n, NULL, vals, NULL, NULL, 1);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        const char *msg = res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(conn);
-        (void)tg_diag_set(diag, TG_ERR_IO, "%.*s", (int)strcspn(msg, "\n"), msg);
-        PQclear(res);
-        return NULL;
+    tg_pg_param_t p[TG_PG_MAX_PARAMS];
+    for (int i = 0; i < n && i < TG_PG_MAX_PARAMS; i++) {
+        p[i] = (tg_pg_param_t){vals[i], TG_PG_TEXT};
     }
-    return res;
+    PGresult *res = NULL;
+    return tg_pg_exec(conn, sql, p, n, true, &res, diag) == TG_OK ? res : NULL;
 }
 
 /* Checks one row (columns as in dbv_chains' query); false when it is the first fault. */

@@ -5,26 +5,8 @@
 # schema version and a bad URL are refused with exit 2 and nothing written.
 # shellcheck source=tests/integration/lib/daemon.sh
 source "$(dirname "$0")/lib/daemon.sh"
-# shellcheck source=scripts/lib/pg.sh
-source "$TG_SRC/scripts/lib/pg.sh"
-unset TRIGGUARD_DATABASE_URL
-
-tg_pg_start || tg_die "start PostgreSQL: $TG_PG_ERROR"
-sql() { "$TG_PG_PSQL" "$1" -X -At -v ON_ERROR_STOP=1 -c "$2" 2>&1; }
-# run NAME ARGS...: the binary's exit status in $rc, its output in $TG_TMP/NAME.{out,err}.
-run() {
-    local name=$1
-    shift
-    "$TG_BIN" "$@" >"$TG_TMP/$name.out" 2>"$TG_TMP/$name.err"
-    rc=$?
-}
-# shellcheck disable=SC2317 # called through tg_check
-has() { grep -q -- "$2" "$TG_TMP/$1"; }
-# newdb NAME: a fresh database owned by trigguard; its URL in $url_new.
-newdb() {
-    "$TG_PG_PSQL" "$TG_PG_ADMIN_URL" -X -q -c "create database $1 owner trigguard" >/dev/null
-    url_new=${TG_PG_URL/trigguard?/$1?}
-}
+# shellcheck source=tests/integration/lib/pgtest.sh
+source "$(dirname "$0")/lib/pgtest.sh"
 
 # A ledger written by the daemon: 3 PERMITs with keys (two with nonces), a DENY with a key,
 # a SILENCE with a key, and one PERMIT with neither.

@@ -7,25 +7,11 @@
 # exit 2. Each damage gets its own freshly imported database.
 # shellcheck source=tests/integration/lib/daemon.sh
 source "$(dirname "$0")/lib/daemon.sh"
-# shellcheck source=scripts/lib/pg.sh
-source "$TG_SRC/scripts/lib/pg.sh"
-unset TRIGGUARD_DATABASE_URL
-
-tg_pg_start || tg_die "start PostgreSQL: $TG_PG_ERROR"
-sql() { "$TG_PG_PSQL" "$1" -X -At -v ON_ERROR_STOP=1 -c "$2" 2>&1; }
-# run NAME ARGS...: the binary's exit status in $rc, its output in $TG_TMP/NAME.{out,err}.
-run() {
-    local name=$1
-    shift
-    "$TG_BIN" "$@" >"$TG_TMP/$name.out" 2>"$TG_TMP/$name.err"
-    rc=$?
-}
-# shellcheck disable=SC2317 # called through tg_check
-has() { grep -q -- "$2" "$TG_TMP/$1"; }
+# shellcheck source=tests/integration/lib/pgtest.sh
+source "$(dirname "$0")/lib/pgtest.sh"
 # fresh NAME: a new database with the ledger imported; its URL in $url_new.
 fresh() {
-    "$TG_PG_PSQL" "$TG_PG_ADMIN_URL" -X -q -c "create database $1 owner trigguard" >/dev/null
-    url_new=${TG_PG_URL/trigguard?/$1?}
+    newdb "$1"
     "$TG_BIN" db migrate --database-url "$url_new" >/dev/null 2>&1 || tg_die "migrate $1"
     "$TG_BIN" db import "$ledger" --database-url "$url_new" >/dev/null 2>&1 || tg_die "import $1"
 }

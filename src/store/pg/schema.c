@@ -145,16 +145,30 @@ tg_err_t tg_pg_connect(const char *url, PGconn **out, tg_diag_t *diag) {
     return TG_OK;
 }
 
-/* Runs one statement (nparams text parameters, never spliced into sql); *res_out (may be
- * NULL) gets the result on success, for the caller to PQclear. */
-static tg_err_t pg_exec(PGconn *conn, const char *sql, int nparams, const char *const *params,
-                        PGresult **res_out, tg_diag_t *diag) {
-    PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+tg_err_t tg_pg_exec(PGconn *conn, const char *sql, const tg_pg_param_t *p, int n,
+                    bool binary_result, PGresult **res_out, tg_diag_t *diag) {
+    const char *vals[TG_PG_MAX_PARAMS];
+    int lens[TG_PG_MAX_PARAMS];
+    int fmts[TG_PG_MAX_PARAMS];
+    if (n < 0 || n > TG_PG_MAX_PARAMS || (n > 0 && p == NULL)) {
+        return tg_diag_set(diag, TG_ERR_LIMIT, "%d statement parameters (at most %d)", n,
+                           TG_PG_MAX_PARAMS);
+    }
+    for (int i = 0; i < n; i++) {
+        bool text = p[i].len == TG_PG_TEXT;
+        if (!text && p[i].len > (size_t)INT32_MAX) {
+            return tg_diag_set(diag, TG_ERR_LIMIT, "a value too large for one parameter");
+        }
+        vals[i] = p[i].ptr;
+        lens[i] = text ? 0 : (int)p[i].len;
+        fmts[i] = text ? 0 : 1;
+    }
+    PGresult *res = PQexecParams(conn, sql, n, NULL, vals, lens, fmts, binary_result ? 1 : 0);
     ExecStatusType st = PQresultStatus(res);
     if (res == NULL || (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)) {
         const char *msg = res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(conn);
-        size_t n = strcspn(msg, "\n");
-        tg_err_t rc = tg_diag_set(diag, TG_ERR_IO, "%.60s: %.*s", sql, (int)n, msg);
+        size_t len = strcspn(msg, "\n");
+        tg_err_t rc = tg_diag_set(diag, TG_ERR_IO, "%.60s: %.*s", sql, (int)len, msg);
         PQclear(res);
         return rc;
     }
@@ -166,13 +180,18 @@ static tg_err_t pg_exec(PGconn *conn, const char *sql, int nparams, const char *
     return TG_OK;
 }
 
+/* A statement without parameters or result. */
+static tg_err_t pg_run(PGconn *conn, const char *sql, tg_diag_t *diag) {
+    return tg_pg_exec(conn, sql, NULL, 0, false, NULL, diag);
+}
+
 /* The database's version: 0 without a trigguard_schema table. */
 static tg_err_t pg_read_version(PGconn *conn, int *version, tg_diag_t *diag) {
     PGresult *res = NULL;
-    tg_err_t rc = pg_exec(conn,
-                          "SELECT CASE WHEN to_regclass('trigguard_schema') IS NULL THEN -1"
-                          " ELSE 0 END",
-                          0, NULL, &res, diag);
+    tg_err_t rc = tg_pg_exec(conn,
+                             "SELECT CASE WHEN to_regclass('trigguard_schema') IS NULL THEN -1"
+                             " ELSE 0 END",
+                             NULL, 0, false, &res, diag);
     if (rc) {
         return rc;
     }
@@ -182,8 +201,8 @@ static tg_err_t pg_read_version(PGconn *conn, int *version, tg_diag_t *diag) {
     if (!exists) {
         return TG_OK;
     }
-    rc = pg_exec(conn, "SELECT coalesce(max(version), 0) FROM trigguard_schema", 0, NULL, &res,
-                 diag);
+    rc = tg_pg_exec(conn, "SELECT coalesce(max(version), 0) FROM trigguard_schema", NULL, 0, false,
+                    &res, diag);
     if (rc) {
         return rc;
     }
@@ -216,20 +235,20 @@ tg_err_t tg_pg_schema_version(const char *url, int *version, tg_diag_t *diag) {
 static tg_err_t pg_apply(PGconn *conn, const tg_pg_migration_t *m, tg_diag_t *diag) {
     char version[16];
     snprintf(version, sizeof version, "%d", m->version);
-    const char *const params[] = {version};
-    tg_err_t rc = pg_exec(conn, "BEGIN", 0, NULL, NULL, diag);
+    const tg_pg_param_t params[] = {{version, TG_PG_TEXT}};
+    tg_err_t rc = pg_run(conn, "BEGIN", diag);
     if (rc) {
         return rc;
     }
     for (const char *const *sql = m->sql; *sql != NULL && rc == TG_OK; sql++) {
-        rc = pg_exec(conn, *sql, 0, NULL, NULL, diag);
+        rc = pg_run(conn, *sql, diag);
     }
     if (rc == TG_OK) {
-        rc = pg_exec(conn, "INSERT INTO trigguard_schema (version) VALUES ($1::integer)", 1, params,
-                     NULL, diag);
+        rc = tg_pg_exec(conn, "INSERT INTO trigguard_schema (version) VALUES ($1::integer)", params,
+                        1, false, NULL, diag);
     }
     if (rc == TG_OK) {
-        return pg_exec(conn, "COMMIT", 0, NULL, NULL, diag);
+        return pg_run(conn, "COMMIT", diag);
     }
     /* the first error is the one to report; the rollback's own failure adds nothing */
     PQclear(PQexec(conn, "ROLLBACK"));
@@ -241,23 +260,24 @@ tg_err_t tg_pg_migrate(const char *url, tg_pg_migration_result_t *out, tg_diag_t
     int version = 0;
     char lock_key[24];
     snprintf(lock_key, sizeof lock_key, "%lld", (long long)TG_PG_SCHEMA_LOCK);
-    const char *const lock_params[] = {lock_key};
+    const tg_pg_param_t lock_params[] = {{lock_key, TG_PG_TEXT}};
     tg_err_t rc = tg_pg_connect(url, &conn, diag);
     if (rc) {
         return rc;
     }
     /* Bounded waits: behind another migrator for the lock, and for any one statement. */
-    TG_TRY(pg_exec(conn, "SET lock_timeout = '60s'", 0, NULL, NULL, diag));
-    TG_TRY(pg_exec(conn, "SET statement_timeout = '120s'", 0, NULL, NULL, diag));
+    TG_TRY(pg_run(conn, "SET lock_timeout = '60s'", diag));
+    TG_TRY(pg_run(conn, "SET statement_timeout = '120s'", diag));
     /* A session lock: held across the migrations' transactions, released by the server
      * when the connection ends however this process ends. */
-    TG_TRY(pg_exec(conn, "SELECT pg_advisory_lock($1::bigint)", 1, lock_params, NULL, diag));
+    TG_TRY(
+        tg_pg_exec(conn, "SELECT pg_advisory_lock($1::bigint)", lock_params, 1, false, NULL, diag));
     /* Under the lock, so two first migrations never race on creating it. */
-    TG_TRY(pg_exec(conn,
-                   "CREATE TABLE IF NOT EXISTS trigguard_schema ("
-                   " version integer PRIMARY KEY CHECK (version >= 1),"
-                   " applied_at timestamptz NOT NULL DEFAULT now())",
-                   0, NULL, NULL, diag));
+    TG_TRY(pg_run(conn,
+                  "CREATE TABLE IF NOT EXISTS trigguard_schema ("
+                  " version integer PRIMARY KEY CHECK (version >= 1),"
+                  " applied_at timestamptz NOT NULL DEFAULT now())",
+                  diag));
     TG_TRY(pg_read_version(conn, &version, diag));
     if (out != NULL) {
         out->from = version;
@@ -286,8 +306,9 @@ tg_err_t tg_pg_migrate(const char *url, tg_pg_migration_result_t *out, tg_diag_t
 done:
     /* Closing the connection releases the session lock too; the explicit unlock only
      * saves a pooler from keeping it. */
-    PQclear(PQexecParams(conn, "SELECT pg_advisory_unlock($1::bigint)", 1, NULL, lock_params, NULL,
-                         NULL, 0));
+    /* best effort: the server releases the lock with the connection anyway */
+    TG_IGNORE(tg_pg_exec(conn, "SELECT pg_advisory_unlock($1::bigint)", lock_params, 1, false, NULL,
+                         NULL));
     PQfinish(conn);
     return rc;
 }
