@@ -210,6 +210,181 @@ def server_facts(base_url):
     return {k: str(j.get(k, "unknown")) for k in keys}
 
 
+# ---- the ledger's own counters: GET /metrics ------------------------------------------------
+
+METRIC_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+LEDGER_COUNTERS = ("trigguard_ledger_records_total", "trigguard_ledger_batches_total",
+                   "trigguard_ledger_batch_records_sum", "trigguard_ledger_batch_records_count",
+                   "trigguard_ledger_fsync_seconds_sum", "trigguard_ledger_fsync_seconds_count")
+
+
+def scrape_metrics(base_url):
+    """GET /metrics of a daemon (loopback only) -> ({name: value} of the unlabelled samples,
+    {le: cumulative count} of trigguard_ledger_fsync_seconds_bucket). Raises OSError when
+    it does not answer: a missing scrape must not pass for zero commits."""
+    url = check_loopback(base_url) + "/metrics"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=10) as r:
+        text = r.read().decode("utf-8", "replace")
+    plain, buckets = {}, {}
+    for line in text.splitlines():
+        m = METRIC_LINE.match(line)
+        if not m or line.startswith("#"):
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        if not m.group(2):
+            plain[m.group(1)] = value
+        elif m.group(1) == "trigguard_ledger_fsync_seconds_bucket":
+            le = re.search(r'le="([^"]*)"', m.group(2))
+            if le:
+                buckets[le.group(1)] = value
+    missing = [k for k in LEDGER_COUNTERS if k not in plain]
+    if missing:
+        raise OSError(f"{url} lacks {', '.join(missing)}")
+    return plain, buckets
+
+
+def _bucket_bound_at(buckets0, buckets1, q):
+    """The upper bound (seconds) of the first fsync/commit histogram bucket whose count,
+    between two scrapes, reaches the fraction q of all; None when nothing was counted."""
+    bounds = sorted(((float("inf") if le == "+Inf" else float(le)), le) for le in buckets1)
+    total = buckets1.get("+Inf", 0.0) - buckets0.get("+Inf", 0.0)
+    if total <= 0:
+        return None
+    for bound, le in bounds:
+        if buckets1[le] - buckets0.get(le, 0.0) >= q * total:
+            return bound
+    return None
+
+
+def ledger_delta(before, after):
+    """What the ledgers of the scraped instances did between two lists of scrapes (one per
+    instance, same order): records, commits (group commits; for the PostgreSQL store one
+    transaction each), records per commit from the batch-size histogram, and the mean commit
+    (file: fdatasync; PostgreSQL: COMMIT round trip) latency from its histogram."""
+    per = []
+    for (p0, b0), (p1, b1) in zip(before, after):
+        d = {k: p1[k] - p0[k] for k in LEDGER_COUNTERS}
+        bound = _bucket_bound_at(b0, b1, 0.99)
+        per.append({
+            "records": int(d["trigguard_ledger_records_total"]),
+            "commits": int(d["trigguard_ledger_batches_total"]),
+            "batch_records_sum": int(d["trigguard_ledger_batch_records_sum"]),
+            "batch_records_count": int(d["trigguard_ledger_batch_records_count"]),
+            "commit_seconds_sum": round(d["trigguard_ledger_fsync_seconds_sum"], 6),
+            "commit_seconds_count": int(d["trigguard_ledger_fsync_seconds_count"]),
+            "commit_p99_bucket_le_ms": None if bound is None
+            else ("+Inf" if math.isinf(bound) else round(bound * 1000.0, 6)),
+        })
+    tot = {k: sum(x[k] for x in per) for k in ("records", "commits", "batch_records_sum",
+                                               "batch_records_count", "commit_seconds_count")}
+    tot["commit_seconds_sum"] = round(sum(x["commit_seconds_sum"] for x in per), 6)
+    out = {"source": "GET /metrics of every instance right before and right after the timed "
+                     "window: differences of the counters",
+           "instances": len(per), **tot,
+           "records_per_commit": round(tot["batch_records_sum"] / tot["batch_records_count"], 4)
+           if tot["batch_records_count"] else None,
+           "mean_commit_ms": round(1000.0 * tot["commit_seconds_sum"]
+                                   / tot["commit_seconds_count"], 6)
+           if tot["commit_seconds_count"] else None}
+    if len(per) > 1:
+        out["per_instance"] = per
+    else:
+        out["commit_p99_bucket_le_ms"] = per[0]["commit_p99_bucket_le_ms"] if per else None
+    return out
+
+
+# ---- CPU time from /proc ------------------------------------------------------------------
+
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _proc_stat(pid):
+    """(ppid, utime + stime, cutime + cstime) in ticks of /proc/PID/stat, or None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) "
+    # fields[0] is state (field 3): ppid is field 4, utime..cstime fields 14..17.
+    return int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
+
+
+def process_tree_ticks(root):
+    """CPU ticks of a process and every live descendant (threads are in their process's
+    figure), plus what its reaped children left in its cutime/cstime: a child that exits
+    during a window moves from one term to the other instead of vanishing."""
+    stats = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = _proc_stat(int(name))
+            if st is not None:
+                stats[int(name)] = st
+    if root not in stats:
+        return None
+    children = {}
+    for pid, (ppid, _, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = stats[root][2], [root]
+    while todo:
+        pid = todo.pop()
+        total += stats[pid][1]
+        todo.extend(children.get(pid, []))
+    return total
+
+
+def machine_busy_ticks():
+    """All CPUs' non-idle ticks of /proc/stat (user nice system irq softirq steal; idle and
+    iowait left out)."""
+    with open("/proc/stat", encoding="ascii") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)
+
+
+def cpu_sample(groups):
+    """groups: {name: [pid, ...]} -> {name: ticks} (None for a group none of whose
+    processes exists), and "machine"."""
+    out = {"machine": machine_busy_ticks()}
+    for name, pids in groups.items():
+        t = [process_tree_ticks(p) for p in pids]
+        out[name] = None if all(x is None for x in t) else sum(x or 0 for x in t)
+    return out
+
+
+def cpu_delta(groups, before, after, window_s, requests, extra=None):
+    """The CPU block of a load run: seconds of CPU each group and the whole machine used in
+    the window, and per request (µs). extra: {name: seconds} measured otherwise (wrk's
+    rusage)."""
+    cores = os.cpu_count() or 1
+
+    def entry(seconds, pids=None):
+        e = {"cpu_s": round(seconds, 3),
+             "us_per_request": round(1e6 * seconds / requests, 2) if requests else None}
+        if pids is not None:
+            e["pids"] = pids
+        return e
+
+    procs = {}
+    for name, pids in groups.items():
+        if before.get(name) is None or after.get(name) is None:
+            continue
+        procs[name] = entry((after[name] - before[name]) / CLK_TCK, pids)
+    for name, seconds in (extra or {}).items():
+        procs[name] = entry(seconds)
+    busy = (after["machine"] - before["machine"]) / CLK_TCK
+    machine = entry(busy)
+    machine["utilization"] = round(busy / (window_s * cores), 4) if window_s > 0 else None
+    return {"source": f"/proc/PID/stat utime+stime of each process tree (with reaped "
+                      f"children) and /proc/stat busy time, {CLK_TCK} ticks/s, read right "
+                      "before and right after the timed window; wrk: getrusage of the child",
+            "window_s": round(window_s, 3), "cores": cores, "machine": machine,
+            "processes": procs}
+
+
 # ---- validation -------------------------------------------------------------------------
 
 class SchemaError(ValueError):
@@ -298,11 +473,73 @@ def validate_run(run, where):
     _req(sum(kinds.values()) == err["count"], where, "errors.count must equal sum(by_kind)")
     _req(err["count"] >= run["requests"] - run["ok"], where,
          "errors.count must cover every request that was not ok")
+    if "ledger" in run:
+        validate_ledger(run["ledger"], where + ".ledger")
+    if "cpu" in run:
+        validate_cpu(run["cpu"], run["requests"], where + ".cpu")
     validate_digest(run.get("digest"), where)
     d = run["digest"]["latency_ms"]
     # The digest and the summary come from the same samples: the ends must agree.
     _req(abs(d[0] - lat["min"]) <= 1e-6 + 1e-9 * lat["min"], where, "digest p0 != min")
     _req(abs(d[-1] - lat["max"]) <= 1e-6 + 1e-9 * lat["max"], where, "digest p100 != max")
+
+
+def validate_ledger(led, where):
+    """A load run's "ledger" block (ledger_delta): counts >= 0, and the two derived figures
+    are the ratios of the counts beside them."""
+    _req(isinstance(led, dict), where, "must be an object")
+    _req(_nonempty_str(led.get("source")), where, "source must say where the counts come from")
+    _req(_is_int(led.get("instances")) and led["instances"] >= 1, where, "instances >= 1")
+    for k in ("records", "commits", "batch_records_sum", "batch_records_count",
+              "commit_seconds_count"):
+        _req(_is_int(led.get(k)) and led[k] >= 0, where, f"{k} must be an integer >= 0")
+    _req(_is_num(led.get("commit_seconds_sum")) and led["commit_seconds_sum"] >= 0, where,
+         "commit_seconds_sum must be a number >= 0")
+    rpc, mc = led.get("records_per_commit"), led.get("mean_commit_ms")
+    if led["batch_records_count"]:
+        _req(_is_num(rpc) and abs(rpc - led["batch_records_sum"] / led["batch_records_count"])
+             <= 1e-4 * max(1.0, rpc), where, "records_per_commit must be "
+             "batch_records_sum / batch_records_count")
+    else:
+        _req(rpc is None, where, "records_per_commit must be null without commits")
+    if led["commit_seconds_count"]:
+        _req(_is_num(mc) and abs(mc - 1000 * led["commit_seconds_sum"]
+                                 / led["commit_seconds_count"]) <= 1e-5 * max(1.0, mc),
+             where, "mean_commit_ms must be 1000 * commit_seconds_sum / commit_seconds_count")
+    else:
+        _req(mc is None, where, "mean_commit_ms must be null without commits")
+    per = led.get("per_instance")
+    if per is not None:
+        _req(isinstance(per, list) and len(per) == led["instances"], where,
+             "per_instance must have one entry per instance")
+        for k in ("records", "commits", "batch_records_sum", "batch_records_count"):
+            _req(sum(p.get(k, 0) for p in per) == led[k], where,
+                 f"{k} must be the sum over per_instance")
+
+
+def validate_cpu(cpu, requests, where):
+    _req(isinstance(cpu, dict), where, "must be an object")
+    _req(_nonempty_str(cpu.get("source")), where, "source must say how CPU was read")
+    _req(_is_num(cpu.get("window_s")) and cpu["window_s"] > 0, where, "window_s > 0")
+    entries = [("machine", cpu.get("machine"))] + list((cpu.get("processes") or {}).items())
+    _req(isinstance(cpu.get("processes"), dict), where, "processes must be an object")
+    for name, e in entries:
+        _req(isinstance(e, dict) and _is_num(e.get("cpu_s")) and e["cpu_s"] >= 0, where,
+             f"{name}.cpu_s must be a number >= 0")
+        if requests:
+            _req(_is_num(e.get("us_per_request"))
+                 and abs(e["us_per_request"] - 1e6 * e["cpu_s"] / requests)
+                 <= 0.01 + 1e-3 * e["us_per_request"] + 1e6 * 0.0005 / requests, where,
+                 f"{name}.us_per_request must be cpu_s / requests")
+
+
+def validate_store(st, where):
+    """An artifact's "store": which ledger backend and how many instances served the load."""
+    _req(isinstance(st, dict), where, "must be an object")
+    _req(st.get("kind") in ("file", "postgres"), where, "kind must be file or postgres")
+    _req(_is_int(st.get("instances")) and st["instances"] >= 1, where, "instances >= 1")
+    _req(st["instances"] == 1 or _nonempty_str(st.get("balancer")), where,
+         "more than one instance needs the balancer named")
 
 
 def validate_floor(doc, where):
@@ -348,6 +585,15 @@ def validate_artifact(doc, where="artifact"):
         _req(all(r["concurrency"] == 1 for r in runs), where, "sequential runs have concurrency 1")
     if doc["benchmark"] == "handler_latency":
         validate_floor(doc, where)
+    if "store" in doc:
+        validate_store(doc["store"], where + ".store")
+        if doc["store"]["kind"] == "postgres":
+            # The point of a PostgreSQL run is what the commits did: no run without them.
+            for i, r in enumerate(runs):
+                _req("ledger" in r, f"{where}.runs[{i}]",
+                     "a PostgreSQL run needs the ledger counters of /metrics")
+                _req(r["ledger"]["instances"] == doc["store"]["instances"],
+                     f"{where}.runs[{i}]", "ledger.instances must be store.instances")
     if doc["benchmark"] not in IN_PROCESS:
         _req(_nonempty_str(doc.get("server", {}).get("durability")), where,
              "server.durability must say the daemon's durability mode")
