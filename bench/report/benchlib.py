@@ -636,6 +636,72 @@ def validate_summary(s, where="summary"):
     _req(isinstance(pub, dict) and _nonempty_str(pub.get("hardware")), where,
          "published.hardware must say what the original ran on")
     _req(isinstance(s.get("artifacts"), list), where, "artifacts must be an array")
+    if "stores" in s:
+        sc = s["stores"]
+        _req(isinstance(sc, dict) and isinstance(sc.get("skipped"), list), where,
+             "stores must be an object with a skipped list")
+        _req(sc == store_comparison(hs, sc["skipped"]), where,
+             "stores must be what the harnesses' runs give (ratios, criteria, rows)")
+
+
+# ---- the store comparison: PostgreSQL beside the file ledger, same run ---------------------
+
+# The issue's bar for one instance on PostgreSQL (shared 2-core machine, so a ratio).
+STORE_CRITERIA = {"min_ratio_to_file_fsync": 0.40, "max_p99_ms": 20.0, "max_errors": 0,
+                  "applies_to": "postgres, 1 instance",
+                  "what": "one instance on PostgreSQL reaches at least 40 % of the RPS of the "
+                          "same daemon on the file ledger with --durability fsync at the same "
+                          "connection count in the same run, with p99 <= 20 ms and 0 errors"}
+
+
+def _store_row(h, r, ref):
+    st = h.get("store") or {"kind": "file", "instances": 1}
+    led, cpu = r.get("ledger") or {}, r.get("cpu") or {}
+    ratio = (round(r["throughput_per_s"] / ref["throughput_per_s"], 4)
+             if ref is not None and ref["throughput_per_s"] > 0 else None)
+    variant = (f"file ledger, durability {h['durability']}" if st["kind"] == "file" else
+               "PostgreSQL, 1 instance" if st["instances"] == 1 else
+               f"PostgreSQL, {st['instances']} instances behind {st['balancer'].split(',')[0]}")
+    return {"variant": variant, "file": h["file"], "store": st["kind"],
+            "instances": st["instances"], "concurrency": r["concurrency"],
+            "throughput_per_s": r["throughput_per_s"], "p50_ms": r["latency_ms"]["p50"],
+            "p99_ms": r["latency_ms"]["p99"], "errors": r["errors"]["count"],
+            "ratio_to_file_fsync": ratio,
+            "records_per_commit": led.get("records_per_commit"),
+            "mean_commit_ms": led.get("mean_commit_ms"),
+            "cpu_us_per_request": (cpu.get("machine") or {}).get("us_per_request")}
+
+
+def store_comparison(harnesses, skipped=()):
+    """The PostgreSQL rows beside the file-fsync rows of the same run, at each connection
+    count the PostgreSQL runs used; None when no PostgreSQL load ran and nothing was
+    skipped. Computed from the harnesses' runs alone (validate_summary recomputes it)."""
+    loads = [h for h in harnesses if h["benchmark"] == "http_evaluate_load"]
+    pg = [h for h in loads if (h.get("store") or {}).get("kind") == "postgres"]
+    if not pg and not skipped:
+        return None
+    ref_h = next((h for h in loads if (h.get("store") or {}).get("kind", "file") == "file"
+                  and h["durability"] == "fsync"), None)
+    conns = sorted({r["concurrency"] for h in pg for r in h["runs"]})
+    rows = []
+    for c in conns:
+        ref = next((r for r in ref_h["runs"] if r["concurrency"] == c), None) if ref_h else None
+        if ref is not None:
+            rows.append(_store_row(ref_h, ref, ref))
+        for h in sorted(pg, key=lambda x: x["store"]["instances"]):
+            for r in h["runs"]:
+                if r["concurrency"] == c:
+                    rows.append(_store_row(h, r, ref))
+    for row in rows:
+        row["meets_criteria"] = None
+        if row["store"] == "postgres" and row["instances"] == 1:
+            row["meets_criteria"] = (row["ratio_to_file_fsync"] is not None
+                                     and row["ratio_to_file_fsync"]
+                                     >= STORE_CRITERIA["min_ratio_to_file_fsync"]
+                                     and row["p99_ms"] <= STORE_CRITERIA["max_p99_ms"]
+                                     and row["errors"] <= STORE_CRITERIA["max_errors"])
+    return {"reference": ref_h["file"] if ref_h else None, "criteria": STORE_CRITERIA,
+            "rows": rows, "skipped": list(skipped)}
 
 
 def run_main(main, prog, catch=(SchemaError,), what="schema violation: "):

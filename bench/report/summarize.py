@@ -76,7 +76,12 @@ def build_summary(a):
         durability = (doc.get("server", {}).get("durability")
                       or doc["environment"].get("durability", "not applicable"))
         title = TITLES[doc["benchmark"]]
-        if doc["benchmark"] in ("http_evaluate_sequential", "http_evaluate_load"):
+        store = doc.get("store")
+        if store and store["kind"] == "postgres":
+            title += (" (PostgreSQL store, one instance)" if store["instances"] == 1 else
+                      f" (PostgreSQL store, {store['instances']} instances behind "
+                      f"{store['balancer'].split(',')[0]})")
+        elif doc["benchmark"] in ("http_evaluate_sequential", "http_evaluate_load"):
             title += f" (durability {durability})"
         h = {"benchmark": doc["benchmark"], "file": name, "title": title, "what": doc["what"],
              "method": doc["method"], "not_measured": doc["not_measured"],
@@ -87,10 +92,16 @@ def build_summary(a):
             h["clock"] = doc.get("clock")
         if doc["benchmark"] == "handler_latency":
             h["floor"] = doc.get("floor")
+        if store:
+            h["store"] = store
         harnesses.append(h)
 
-    def find(bench, durability=None):
-        return [h for h in harnesses if h["benchmark"] == bench
+    def kind(h):
+        return (h.get("store") or {}).get("kind", "file")
+
+    def find(bench, durability=None, store="file"):
+        """The harnesses of one benchmark on one store (the file ledger unless asked)."""
+        return [h for h in harnesses if h["benchmark"] == bench and kind(h) == store
                 and (durability is None or h["durability"] == durability)]
 
     pub = benchlib.load_json(os.path.join(HERE, "published.json"))
@@ -177,6 +188,20 @@ def build_summary(a):
                 f"ours: the best of {', '.join(str(r['concurrency']) for r in h['runs'])} "
                 "connections, not a saturation search")
 
+    stores = benchlib.store_comparison(harnesses, a.skip)
+    for row in (stores or {}).get("rows", []):
+        if row["store"] != "postgres":
+            continue
+        tag = "postgres" if row["instances"] == 1 else f"postgres_x{row['instances']}"
+        c = row["concurrency"]
+        ratio = ("" if row["ratio_to_file_fsync"] is None
+                 else f"{100 * row['ratio_to_file_fsync']:.0f} % of the file ledger (fsync); ")
+        item(f"load_{tag}_c{c}_rps", f"{c} connections RPS ({row['variant']})",
+             row["throughput_per_s"], "/s",
+             f"{ratio}p99 {row['p99_ms']:.2f} ms, errors {row['errors']}, "
+             f"{row['records_per_commit']} records per commit, commit "
+             f"{row['mean_commit_ms']} ms (mean)")
+
     env = benchlib.environment(a.build_dir or None, ", ".join(modes) or "not applicable",
                                git_facts()["commit"])
     kernel = find("kernel_fsm_latency")
@@ -227,6 +252,26 @@ def build_summary(a):
             + (f" ({floor['mandatory_crypto_p50_ns'] / 1e3:.1f} us here)"
                if "mandatory_crypto_p50_ns" in floor else "")
             + " is a floor under any /v1/evaluate handler on this machine."))
+    pg_h = find("http_evaluate_load", store="postgres")
+    if pg_h:
+        pst = pg_h[0]["store"].get("postgres", {})
+        sett = pst.get("settings", {})
+        changed = pst.get("changed_from_initdb_defaults") or []
+        methodology.append(
+            "PostgreSQL store: a throwaway PostgreSQL "
+            f"{sett.get('server_version', '')} cluster on this machine (scripts/lib/pg.sh, "
+            "Unix socket, trust authentication), one fresh database per run migrated with "
+            "trigguard db migrate, fsync " + sett.get("fsync", "?") + ", synchronous_commit "
+            + sett.get("synchronous_commit", "?") + ", wal_sync_method "
+            + sett.get("wal_sync_method", "?") + "; "
+            + ("settings changed from initdb's defaults: " + ", ".join(changed)
+               if changed else "no setting changed from initdb's defaults") + ". The "
+            "daemon runs with --store postgres (claim pool " + str(pst.get("db_pool", "?"))
+            + "); the same wrk load as the file runs; records per commit and commit latency "
+            "are the differences of the ledger's /metrics counters (batches, batch_records, "
+            "fsync_seconds: for PostgreSQL one transaction's COMMIT) over the timed window. "
+            "The database server, the daemons, the balancer and wrk share the same cores, so "
+            "the PostgreSQL figures are quoted as ratios to the file ledger of the same run.")
     if load1 is not None:
         busy = ("other processes were competing for the CPU during this run, which inflates "
                 "tails and lowers throughput" if load1 > 0.5 * cores
@@ -284,6 +329,11 @@ def build_summary(a):
          "command": "python3 bench/report/render_page.py --output evidence/index.html "
                     "evidence/artifacts/benchmarks/benchmark_summary.json"},
     ]
+    if pg_h:
+        reproduce.insert(2, {
+            "what": "only the PostgreSQL runs beside the file ledger with fsync (the reference "
+                    "of their ratio)",
+            "command": "scripts/bench --durability fsync --stores file,postgres --lb"})
     summary = {
         "schema": benchlib.SUMMARY_SCHEMA,
         "generated": benchlib.utc_now(),
@@ -301,6 +351,8 @@ def build_summary(a):
         "comparison": comparison,
         "reproduce": reproduce,
     }
+    if stores is not None:
+        summary["stores"] = stores
     benchlib.validate_summary(summary)
     return summary
 
@@ -319,6 +371,20 @@ def print_summary(path):
     for c in s["comparison"]:
         print(f"  vs original: {c['metric']:<62} ours {c['ours']:>12,.4g} theirs "
               f"{c['theirs']:>10,.4g} {c['unit']:<3} x{c['advantage']:.2f}")
+    st = s.get("stores")
+    if st:
+        for row in st["rows"]:
+            ratio = row["ratio_to_file_fsync"]
+            verdict = {True: "  meets the bar", False: "  BELOW the bar", None: ""}[
+                row["meets_criteria"]]
+            print(f"  store: {row['variant']:<44} c={row['concurrency']:<4} "
+                  f"{row['throughput_per_s']:>10,.0f}/s  p99 {row['p99_ms']:8.3f} ms  "
+                  f"errors {row['errors']}  ratio {'n/a' if ratio is None else f'{ratio:.3f}'}"
+                  f"  records/commit {row['records_per_commit']}  commit "
+                  f"{row['mean_commit_ms']} ms  cpu {row['cpu_us_per_request']} us/req"
+                  f"{verdict}")
+        for why in st["skipped"]:
+            print(f"  skipped: {why}")
     return 0
 
 
@@ -329,6 +395,8 @@ def main(argv):
     p.add_argument("--loadavg-before", default="")
     p.add_argument("--build-dir", default="")
     p.add_argument("--note", default=os.environ.get("BENCH_NOTE", ""))
+    p.add_argument("--skip", action="append", default=[],
+                   help="a step the pipeline skipped and why (repeatable; shown on the page)")
     p.add_argument("--output")
     p.add_argument("--print", dest="print_path")
     p.add_argument("artifacts", nargs="*")
