@@ -256,13 +256,17 @@ def load_table(s):
     loads = [h for h in s["harnesses"] if h["benchmark"].endswith("_load")]
     if not loads:
         return "<p>No load run in this summary.</p>"
-    head = ["durability", "connections", "RPS", "p50", "p95", "p99", "p99.9", "max",
+    head = ["store, durability", "connections", "RPS", "p50", "p95", "p99", "p99.9", "max",
             "requests", "errors", "error rate"]
     rows = []
     for h in loads:
+        st = h.get("store") or {"kind": "file", "instances": 1}
+        label = (f"file, {h['durability']}" if st["kind"] == "file" else
+                 "PostgreSQL" if st["instances"] == 1 else
+                 f"PostgreSQL ×{st['instances']}, {st.get('balancer', '').split(',')[0]}")
         for r in h["runs"]:
             lat = r["latency_ms"]
-            rows.append(f"<tr><td>{esc(h['durability'])}</td><td>{r['concurrency']}</td>"
+            rows.append(f"<tr><td>{esc(label)}</td><td>{r['concurrency']}</td>"
                         f"<td><b>{fmt_rate(r['throughput_per_s'])}</b></td>"
                         + "".join(f"<td>{fmt_ms(lat[k])}</td>"
                                   for k in ("p50", "p95", "p99", "p99_9", "max"))
@@ -272,6 +276,75 @@ def load_table(s):
             + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
             + '<p class="note">Latencies in ms. RPS = responses per second over the timed '
               "window (wrk); every response checked for 2xx and PERMIT.</p>")
+
+
+def opt(v, fmt):
+    return "n/a" if v is None else fmt(v)
+
+
+def stores_section(s):
+    """PostgreSQL beside the file ledger of the same run (the summary's "stores")."""
+    st = s.get("stores")
+    if not st:
+        return ("<p>This run measured the file ledger only (no PostgreSQL runs were "
+                "asked for).</p>")
+    crit = st["criteria"]
+    out = [f"<p>The bar ({esc(crit['applies_to'])}): {esc(crit['what'])}. Everything shares "
+           "this machine's cores (database server, daemons, balancer and wrk), so the "
+           "PostgreSQL figures are read as ratios to the file ledger measured by the same "
+           "run.</p>"]
+    for why in st["skipped"]:
+        out.append(f'<p class="bad">Skipped: {esc(why)}.</p>')
+    if st["rows"]:
+        head = ["store", "connections", "RPS", "÷ file fsync", "p50", "p99", "errors",
+                "records / commit", "commit, mean ms", "CPU µs / request", "bar"]
+        rows = []
+        for r in st["rows"]:
+            bar = {True: '<span class="good">met</span>', False: '<span class="bad">not met'
+                   "</span>", None: ""}[r["meets_criteria"]]
+            err_cls = "bad" if r["errors"] else ""
+            rows.append(
+                f"<tr><td>{esc(r['variant'])}</td><td>{r['concurrency']}</td>"
+                f"<td><b>{fmt_rate(r['throughput_per_s'])}</b></td>"
+                f"<td>{opt(r['ratio_to_file_fsync'], lambda v: f'{100 * v:.1f} %')}</td>"
+                f"<td>{fmt_ms(r['p50_ms'])}</td><td>{fmt_ms(r['p99_ms'])}</td>"
+                f"<td class=\"{err_cls}\">{r['errors']:,}</td>"
+                f"<td>{opt(r['records_per_commit'], lambda v: f'{v:.2f}')}</td>"
+                f"<td>{opt(r['mean_commit_ms'], fmt_ms)}</td>"
+                f"<td>{opt(r['cpu_us_per_request'], lambda v: f'{v:,.0f}')}</td>"
+                f"<td>{bar}</td></tr>")
+        out.append("<table><thead><tr>" + "".join(f"<th>{esc(c)}</th>" for c in head)
+                   + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+        out.append(
+            '<p class="note">Records per commit and commit latency are differences of the '
+            "ledger's own /metrics counters over the timed window "
+            "(trigguard_ledger_batch_records, trigguard_ledger_fsync_seconds: fdatasync for "
+            "the file ledger, one transaction's COMMIT round trip for PostgreSQL). CPU per "
+            "request is the whole machine's busy time from /proc/stat over the window "
+            "divided by the requests; per process:</p>")
+        procs = []
+        for h in s["harnesses"]:
+            if h["benchmark"] != "http_evaluate_load":
+                continue
+            for r in h["runs"]:
+                cpu = r.get("cpu")
+                if not cpu or r["concurrency"] not in {x["concurrency"] for x in st["rows"]}:
+                    continue
+                parts = ", ".join(f"{esc(n)} {e['us_per_request']:,.0f} µs"
+                                  for n, e in cpu["processes"].items()
+                                  if e.get("us_per_request") is not None)
+                procs.append(f"<li>{esc(h['title'])}, {r['concurrency']} connections: "
+                             f"{parts} (machine {cpu['machine']['utilization'] * 100:.0f} % "
+                             "busy)</li>")
+        out.append("<ul>" + "".join(procs) + "</ul>")
+        pg = next((h for h in s["harnesses"] if (h.get("store") or {}).get("kind")
+                   == "postgres"), None)
+        if pg:
+            sett = pg["store"].get("postgres", {}).get("settings", {})
+            out.append('<p class="note">PostgreSQL settings read from the server: '
+                       + esc(", ".join(f"{k} {v}" for k, v in sorted(sett.items())))
+                       + ".</p>")
+    return "\n".join(out)
 
 
 def comparison_table(s):
@@ -349,7 +422,8 @@ commit {esc(s['git']['commit'])}). Every figure below was measured by the run th
 these files; none is typed in except the original product's published figures.</p>
 <nav><a href="#headline">Headline</a><a href="#original">Beside the original</a>
 <a href="#environment">Environment</a><a href="#methodology">Methodology</a>
-<a href="#harnesses">Harnesses</a><a href="#load">Load</a><a href="#reproduce">Reproduce</a>
+<a href="#harnesses">Harnesses</a><a href="#load">Load</a><a href="#stores">PostgreSQL</a>
+<a href="#reproduce">Reproduce</a>
 <a href="#artifacts">Artifacts</a></nav>
 
 <h2 id="headline">Headline figures</h2>
@@ -378,6 +452,9 @@ own hardware, not code on equal hardware.</p>
 
 <h2 id="load">Load: RPS and percentiles per concurrency</h2>
 {load_table(s)}
+
+<h2 id="stores">PostgreSQL store beside the file ledger</h2>
+{stores_section(s)}
 
 <h2 id="reproduce">Reproduce</h2>
 <p>From a clone of the repository on Debian 12 (the scripts install what is missing when

@@ -7,13 +7,28 @@
 # schema of docs/BENCHMARKS.md (bench/report/validate.py: schema, sha256, percentiles
 # recomputed from the raw samples, zero errors), that the validator rejects a corrupted
 # artifact, that the page is self-contained, and that the harnesses refuse non-loopback
-# targets. Counts can be raised through BENCH_* variables; ~20 s under ASan.
+# targets. With a PostgreSQL server installed and a binary that has `serve --store`, the
+# pipeline's default stores include PostgreSQL: one instance, and two behind nginx when
+# nginx is installed, at the last connection count; their artifacts must then be there and
+# carry the ledger's /metrics counters, and without them the summary must say what was
+# skipped. Counts can be raised through BENCH_* variables; ~20 s under ASan (~30 s with
+# PostgreSQL).
 # shellcheck source=tests/integration/lib/checks.sh
 source "$(dirname "$0")/lib/checks.sh" bench_quick
 : "${TG_BIN:?TG_BIN must name the trigguard binary}"
 : "${TG_BUILD:?TG_BUILD must name the build directory}"
 
 command -v wrk >/dev/null || { echo "[bench_quick] wrk is not installed (scripts/deps wrk)" >&2; exit 1; }
+
+# What the pipeline should run here, decided the way it decides (scripts/bench step 3).
+pg=0 lb=0
+# (The help is read whole first: grep -q stopping early would SIGPIPE it under pipefail.)
+help=$("$TG_BIN" serve --help 2>&1 || true)
+if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && grep -qE '^ +--store [A-Z]' <<<"$help"; then
+    pg=1
+    PATH="$PATH:/usr/sbin:/sbin" command -v nginx >/dev/null 2>&1 && lb=1
+fi
+echo "[bench_quick] PostgreSQL runs expected: $pg; behind nginx: $lb" >&2
 
 out=$tmp/out
 rc=0
@@ -37,6 +52,14 @@ for f in kernel_fsm_latency handler_latency http_decide_sequential http_evaluate
     check "artifact $f.json written" test -s "$out/$f.json"
 done
 check "raw samples of /decide kept" test -s "$out/raw/http_decide_sequential.ns.txt.gz"
+if [ "$pg" = 1 ]; then
+    check "artifact http_evaluate_load_postgres.json written" \
+        test -s "$out/http_evaluate_load_postgres.json"
+fi
+if [ "$lb" = 1 ]; then
+    check "artifact http_evaluate_load_postgres_lb.json written" \
+        test -s "$out/http_evaluate_load_postgres_lb.json"
+fi
 
 if "$py" "$TG_SRC/bench/report/validate.py" --expect-zero-errors "$out/benchmark_summary.json" \
     >"$tmp/validate.log" 2>&1; then
@@ -47,9 +70,10 @@ else
 fi
 
 # The requested counts reached the documents (no silent defaults).
-check "counts as requested" "$py" - "$out" "${BENCH_HANDLER_ITERATIONS:-500}" <<'PY'
+check "counts as requested" "$py" - "$out" "${BENCH_HANDLER_ITERATIONS:-500}" "$pg" "$lb" <<'PY'
 import json, sys
 d = sys.argv[1]
+pg, lb = sys.argv[3] == "1", sys.argv[4] == "1"
 k = json.load(open(f"{d}/kernel_fsm_latency.json"))
 h = json.load(open(f"{d}/handler_latency.json"))
 dec = json.load(open(f"{d}/http_decide_sequential.json"))
@@ -61,7 +85,43 @@ assert dec["runs"][0]["requests"] == dec["runs"][0]["ok"] == 200
 assert ev["runs"][0]["requests"] == 50 and ev["server"]["durability"] == "none"
 assert [r["concurrency"] for r in ld["runs"]] == [2, 8] and ld["server"]["durability"] == "fsync"
 assert all(r["requests"] > 0 and r["errors"]["count"] == 0 for r in ld["runs"])
-assert s["mode"] == "quick" and len(s["harnesses"]) == 7 and s["comparison"]
+assert s["mode"] == "quick" and len(s["harnesses"]) == 7 + pg + lb and s["comparison"]
+# Every load level read the ledger's /metrics and the CPU of the daemon around it.
+for r in ld["runs"]:
+    # wrk stops with a request in flight per connection: those commit uncounted by wrk.
+    assert 0 <= r["ledger"]["records"] - r["ok"] <= 2 * r["concurrency"], (r["ok"], r["ledger"])
+    assert r["ledger"]["commits"] > 0, r["ledger"]
+    assert r["cpu"]["processes"]["daemon"]["cpu_s"] > 0, r["cpu"]
+st = s["stores"]
+if not pg:
+    assert not st["rows"] and st["skipped"], st
+else:
+    # PostgreSQL at the last connection count beside the file fsync run at that count.
+    p1 = json.load(open(f"{d}/http_evaluate_load_postgres.json"))
+    assert p1["store"]["kind"] == "postgres" and p1["store"]["instances"] == 1
+    assert p1["store"]["postgres"]["settings"]["fsync"] == "on"
+    assert p1["store"]["postgres"]["settings"]["synchronous_commit"] == "on"
+    assert [r["concurrency"] for r in p1["runs"]] == [8], p1["runs"]
+    r = p1["runs"][0]
+    assert r["errors"]["count"] == 0 and r["ok"] > 0, r
+    assert 0 <= r["ledger"]["records"] - r["ok"] <= 2 * r["concurrency"], (r["ok"], r["ledger"])
+    assert r["ledger"]["commits"] > 0 and r["ledger"]["mean_commit_ms"] > 0, r["ledger"]
+    assert "postgres" in r["cpu"]["processes"], r["cpu"]
+    rows = {x["variant"]: x for x in st["rows"]}
+    ref = rows["file ledger, durability fsync"]
+    one = rows["PostgreSQL, 1 instance"]
+    assert abs(one["ratio_to_file_fsync"]
+               - round(r["throughput_per_s"] / ref["throughput_per_s"], 4)) < 1e-9, rows
+    assert isinstance(one["meets_criteria"], bool)
+    if lb:
+        p2 = json.load(open(f"{d}/http_evaluate_load_postgres_lb.json"))
+        assert p2["store"]["instances"] == 2 and "nginx" in p2["store"]["balancer"]
+        r2 = p2["runs"][0]
+        assert r2["errors"]["count"] == 0 and len(r2["ledger"]["per_instance"]) == 2
+        # Round robin: both instances committed records.
+        assert all(x["records"] > 0 for x in r2["ledger"]["per_instance"]), r2["ledger"]
+        assert 0 <= r2["ledger"]["records"] - r2["ok"] <= 2 * r2["concurrency"], r2["ledger"]
+        assert "nginx" in r2["cpu"]["processes"], r2["cpu"]
 # The handler harness: every call of each run answered as expected, and its floor is there.
 n = int(sys.argv[2])
 assert [r["iterations"] for r in h["runs"]] == [n] * 6, h["runs"]
@@ -105,6 +165,28 @@ PY
 if "$py" "$TG_SRC/bench/report/validate.py" "$tmp/bad/handler_latency.json" >/dev/null 2>&1; then
     fail "validate.py accepted a handler floor that disagrees with the runs"
 else ok; fi
+
+# ... and a stores block whose ratio (or bar) is not what its harnesses give.
+"$py" - "$tmp/bad/benchmark_summary.json" "$tmp/bad/stores.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+st = s["stores"]
+if st["rows"]:
+    row = next(r for r in st["rows"] if r["store"] == "postgres")
+    row["ratio_to_file_fsync"] = round(row["ratio_to_file_fsync"] * 2, 4)
+else:
+    st["criteria"]["min_ratio_to_file_fsync"] = 0.1
+json.dump(s, open(sys.argv[2], "w"))
+PY
+rc=0
+"$py" - "$TG_SRC/bench/report" "$tmp/bad/stores.json" >/dev/null 2>&1 <<'PY' || rc=$?
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import benchlib
+benchlib.validate_summary(json.load(open(sys.argv[2])))
+PY
+check "a summary whose stores block disagrees with its harnesses is refused" test "$rc" != 0
+check "the page has the PostgreSQL section" grep -q 'id="stores"' "$tmp/index.html"
 
 check "page is self-contained with every section" \
     "$py" "$TG_SRC/bench/report/check_page.py" --static-only "$tmp/index.html"
