@@ -104,6 +104,8 @@ for p in clang llvm clang-tidy clang-format libcmocka-dev wrk libclang-rt-14-dev
 done
 check "bench group has wrk" has "$bench_list" wrk
 check "bench group has python3" has "$bench_list" python3
+check "bench group has postgresql-15 (the PostgreSQL store runs)" has "$bench_list" postgresql-15
+check "bench group has nginx-light (the two-instance run)" has "$bench_list" nginx-light
 checks=$((checks + 1))
 ! has "$bench_list" clang-tidy || fail "bench group installs clang-tidy"
 check "no group = every group" test "$all_list" = "$(printf '%s\n' "$run_list" "$test_list" "$bench_list" | awk '!s[$0]++')"
