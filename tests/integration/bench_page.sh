@@ -149,6 +149,96 @@ rc=0
 check "render_page.py refuses a summary without the original's hardware" test "$rc" = 1
 check "no page for a bad summary" test ! -e "$tmp/bad.html"
 
+# The PostgreSQL store beside the file ledger: one instance and two behind a balancer at 50
+# connections, with hand-made /metrics and CPU blocks.
+check "synthetic PostgreSQL artifacts written" "$py" - "$TG_SRC/bench/report" "$tmp/bench" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import benchlib
+out = sys.argv[2]
+ld = json.load(open(f"{out}/l.json"))
+c50 = next(r for r in ld["runs"] if r["concurrency"] == 50)
+
+def pg_doc(instances, rps, records, commits, commit_s):
+    r = dict(json.loads(json.dumps(c50)), throughput_per_s=rps,
+             errors={"count": 0, "rate": 0.0, "by_kind": {}})
+    r["ok"] = r["requests"]
+    r["ledger"] = {"source": "synthetic", "instances": instances, "records": records,
+                   "commits": commits, "batch_records_sum": records,
+                   "batch_records_count": commits, "records_per_commit": records / commits,
+                   "commit_seconds_sum": commit_s, "commit_seconds_count": commits,
+                   "mean_commit_ms": 1000 * commit_s / commits}
+    if instances > 1:
+        half = {k: r["ledger"][k] // 2 for k in ("records", "commits", "batch_records_sum",
+                                                  "batch_records_count")}
+        r["ledger"]["per_instance"] = [half, half]
+    r["cpu"] = {"source": "synthetic", "window_s": 1.0, "cores": 2,
+                "machine": {"cpu_s": 0.5, "us_per_request": 500.0, "utilization": 0.25},
+                "processes": {"postgres": {"cpu_s": 0.25, "us_per_request": 250.0}}}
+    d = json.loads(json.dumps(ld))
+    d["runs"] = [r]
+    d["store"] = {"kind": "postgres", "instances": instances,
+                  "postgres": {"settings": {"fsync": "on", "synchronous_commit": "on"}}}
+    if instances > 1:
+        d["store"]["balancer"] = "nginx 1.22.1, <1> worker"
+    benchlib.validate_artifact(d, "pg")
+    return d
+
+# 4,156 / 8,312 = 50.0 %; 6,234 / 8,312 = 75.0 %; 1,000 records in 100 commits of 0.15 s
+json.dump(pg_doc(1, 4156.0, 1000, 100, 0.15), open(f"{out}/p1.json", "w"))
+json.dump(pg_doc(2, 6234.0, 1000, 400, 0.8), open(f"{out}/p2.json", "w"))
+# The validator refuses a PostgreSQL run without its counters, and a derived figure that is
+# not the ratio of its counts.
+bad = pg_doc(1, 4156.0, 1000, 100, 0.15)
+del bad["runs"][0]["ledger"]
+try:
+    benchlib.validate_artifact(bad)
+    raise AssertionError("a PostgreSQL run without ledger counters accepted")
+except benchlib.SchemaError:
+    pass
+bad = pg_doc(1, 4156.0, 1000, 100, 0.15)
+bad["runs"][0]["ledger"]["records_per_commit"] = 12.0
+try:
+    benchlib.validate_artifact(bad)
+    raise AssertionError("records_per_commit that is not sum/count accepted")
+except benchlib.SchemaError:
+    pass
+PY
+check "summarize.py aggregates them with the file runs" "$py" \
+    "$TG_SRC/bench/report/summarize.py" --mode custom --command "test command" \
+    --skip "a <skipped> step" --output "$tmp/summary-pg.json" "$tmp/bench/k.json" \
+    "$tmp/bench/d.json" "$tmp/bench/e.json" "$tmp/bench/l.json" "$tmp/bench/p1.json" \
+    "$tmp/bench/p2.json"
+check "stores: ratios, bar and counters as computed by hand" "$py" - "$tmp/summary-pg.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+st = s["stores"]
+rows = {r["variant"]: r for r in st["rows"]}
+assert st["reference"] == "l.json" and st["skipped"] == ["a <skipped> step"], st
+f, one = rows["file ledger, durability fsync"], rows["PostgreSQL, 1 instance"]
+two = rows["PostgreSQL, 2 instances behind nginx 1.22.1"]
+assert f["ratio_to_file_fsync"] == 1.0 and f["meets_criteria"] is None
+assert one["ratio_to_file_fsync"] == 0.5 and one["meets_criteria"] is True, one
+assert one["p99_ms"] == 9.9 and one["records_per_commit"] == 10.0, one
+assert abs(one["mean_commit_ms"] - 1.5) < 1e-9 and one["cpu_us_per_request"] == 500.0, one
+assert two["ratio_to_file_fsync"] == 0.75 and two["meets_criteria"] is None, two
+assert two["records_per_commit"] == 2.5 and abs(two["mean_commit_ms"] - 2.0) < 1e-9, two
+head = {i["key"]: i for i in s["headline"]["items"]}
+assert head["load_postgres_c50_rps"]["value"] == 4156.0
+assert "50 % of the file ledger" in head["load_postgres_c50_rps"]["detail"]
+assert head["load_postgres_x2_c50_rps"]["value"] == 6234.0
+# The PostgreSQL runs are not compared with the original (only the file ledger's are).
+assert not any("postgres" in c["metric"].lower() for c in s["comparison"])
+PY
+check "render_page.py writes the page with the PostgreSQL section" "$py" \
+    "$TG_SRC/bench/report/render_page.py" --output "$tmp/index-pg.html" "$tmp/summary-pg.json"
+for text in 'id="stores"' '50.0 %' '75.0 %' '>met<' '10.00' '2.50' '>500<' \
+    'Skipped: a &lt;skipped&gt; step' 'PostgreSQL ×2, nginx 1.22.1' 'fsync on, synchronous_commit on'; do
+    check "PostgreSQL page shows: $text" grep -qF -- "$text" "$tmp/index-pg.html"
+done
+check "the PostgreSQL page is self-contained" \
+    "$py" "$TG_SRC/bench/report/check_page.py" --static-only "$tmp/index-pg.html"
+
 if [ "${BENCH_PAGE_CHROMIUM:-0}" = 1 ]; then
     check "renders in headless chromium without console messages" \
         "$py" "$TG_SRC/bench/report/check_page.py" --screenshot "$tmp/index.png" "$page"
