@@ -321,7 +321,9 @@ def stores_section(s):
             "(trigguard_ledger_batch_records, trigguard_ledger_fsync_seconds: fdatasync for "
             "the file ledger, one transaction's COMMIT round trip for PostgreSQL). CPU per "
             "request is the whole machine's busy time from /proc/stat over the window "
-            "divided by the requests; per process:</p>")
+            "divided by the requests (it includes anything else that ran meanwhile: see the "
+            "load average under Environment); the benchmark's own processes, per "
+            "request:</p>")
         procs = []
         for h in s["harnesses"]:
             if h["benchmark"] != "http_evaluate_load":
