@@ -302,6 +302,19 @@ def stores_section(s):
         for r in st["rows"]:
             bar = {True: '<span class="good">met</span>', False: '<span class="bad">not met'
                    "</span>", None: ""}[r["meets_criteria"]]
+            if r["meets_criteria"] is False:
+                why = []
+                ratio = r["ratio_to_file_fsync"]
+                if ratio is None:
+                    why.append("no file-fsync run at this count")
+                elif ratio < crit["min_ratio_to_file_fsync"]:
+                    why.append(f"{100 * ratio:.1f} % &lt; "
+                               f"{100 * crit['min_ratio_to_file_fsync']:.0f} %")
+                if r["p99_ms"] > crit["max_p99_ms"]:
+                    why.append(f"p99 {fmt_ms(r['p99_ms'])} &gt; {crit['max_p99_ms']:g} ms")
+                if r["errors"] > crit["max_errors"]:
+                    why.append(f"{r['errors']:,} errors")
+                bar += '<br><span class="note">' + "; ".join(why) + "</span>"
             err_cls = "bad" if r["errors"] else ""
             rows.append(
                 f"<tr><td>{esc(r['variant'])}</td><td>{r['concurrency']}</td>"

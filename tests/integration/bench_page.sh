@@ -186,6 +186,8 @@ def pg_doc(instances, rps, records, commits, commit_s):
 
 # 4,156 / 8,312 = 50.0 %; 6,234 / 8,312 = 75.0 %; 1,000 records in 100 commits of 0.15 s
 json.dump(pg_doc(1, 4156.0, 1000, 100, 0.15), open(f"{out}/p1.json", "w"))
+# 2,078 / 8,312 = 25.0 %: below the bar, and the page says why.
+json.dump(pg_doc(1, 2078.0, 1000, 100, 0.15), open(f"{out}/p1low.json", "w"))
 json.dump(pg_doc(2, 6234.0, 1000, 400, 0.8), open(f"{out}/p2.json", "w"))
 # The validator refuses a PostgreSQL run without its counters, and a derived figure that is
 # not the ratio of its counts.
@@ -236,6 +238,13 @@ for text in 'id="stores"' '50.0 %' '75.0 %' '>met<' '10.00' '2.50' '>500<' \
     'Skipped: a &lt;skipped&gt; step' 'PostgreSQL ×2, nginx 1.22.1' 'fsync on, synchronous_commit on'; do
     check "PostgreSQL page shows: $text" grep -qF -- "$text" "$tmp/index-pg.html"
 done
+check "a run below the bar" "$py" "$TG_SRC/bench/report/summarize.py" --mode custom \
+    --command "test command" --output "$tmp/summary-low.json" "$tmp/bench/l.json" \
+    "$tmp/bench/p1low.json"
+check "render_page.py writes it" "$py" "$TG_SRC/bench/report/render_page.py" \
+    --output "$tmp/index-low.html" "$tmp/summary-low.json"
+check "the page says the bar was not met, and why" \
+    grep -qF 'not met</span><br><span class="note">25.0 % &lt; 40 %</span>' "$tmp/index-low.html"
 check "the PostgreSQL page is self-contained" \
     "$py" "$TG_SRC/bench/report/check_page.py" --static-only "$tmp/index-pg.html"
 
