@@ -640,8 +640,10 @@ def validate_summary(s, where="summary"):
         sc = s["stores"]
         _req(isinstance(sc, dict) and isinstance(sc.get("skipped"), list), where,
              "stores must be an object with a skipped list")
-        _req(sc == store_comparison(hs, sc["skipped"]), where,
-             "stores must be what the harnesses' runs give (ratios, criteria, rows)")
+        _req({k: v for k, v in sc.items() if k != "ab"} == store_comparison(hs, sc["skipped"]),
+             where, "stores must be what the harnesses' runs give (ratios, criteria, rows)")
+        if "ab" in sc:
+            validate_store_ab(sc["ab"], where + ".stores.ab")
 
 
 # ---- the store comparison: PostgreSQL beside the file ledger, same run ---------------------
@@ -702,6 +704,73 @@ def store_comparison(harnesses, skipped=()):
                                      and row["errors"] <= STORE_CRITERIA["max_errors"])
     return {"reference": ref_h["file"] if ref_h else None, "criteria": STORE_CRITERIA,
             "rows": rows, "skipped": list(skipped)}
+
+
+def _median(xs):
+    """The lower middle value (nearest rank, as every percentile here)."""
+    s = sorted(xs)
+    return s[(len(s) - 1) // 2] if s else None
+
+
+def _ab_side(doc):
+    r = doc["runs"][0]
+    led, cpu = r.get("ledger") or {}, r.get("cpu") or {}
+    return {"file": None, "throughput_per_s": r["throughput_per_s"],
+            "p99_ms": r["latency_ms"]["p99"], "errors": r["errors"]["count"],
+            "records_per_commit": led.get("records_per_commit"),
+            "mean_commit_ms": led.get("mean_commit_ms"),
+            "cpu_us_per_request": (cpu.get("machine") or {}).get("us_per_request")}
+
+
+def store_ab(docs):
+    """docs: [(name, artifact)] of the A/B rounds, named r<N>_file.json / r<N>_postgres.json
+    -> {rounds: [{round, concurrency, file: side, postgres: side, ratio}], median_ratio,
+    min_ratio, max_ratio}: the ratio of each round's PostgreSQL RPS to its file-fsync RPS."""
+    sides = {}
+    for name, doc in docs:
+        m = re.search(r"r(\d+)_(file|postgres)\.json$", name)
+        if not m:
+            raise SchemaError(f"{name}: A/B rounds are named r<N>_file.json, r<N>_postgres.json")
+        kind = (doc.get("store") or {}).get("kind", "file")
+        _req(kind == m.group(2), name, "store.kind must be the one its name says")
+        _req(len(doc["runs"]) == 1, name, "an A/B round has one run")
+        side = _ab_side(doc)
+        side["file"] = name
+        sides[(int(m.group(1)), kind)] = (side, doc["runs"][0]["concurrency"])
+    rounds = []
+    for n in sorted({k[0] for k in sides}):
+        _req((n, "file") in sides and (n, "postgres") in sides, f"A/B round {n}",
+             "needs both its file and its postgres side")
+        (f, cf), (p, cp) = sides[(n, "file")], sides[(n, "postgres")]
+        _req(cf == cp, f"A/B round {n}", "both sides at one connection count")
+        rounds.append({"round": n, "concurrency": cf, "file": f, "postgres": p,
+                       "ratio": round(p["throughput_per_s"] / f["throughput_per_s"], 4)
+                       if f["throughput_per_s"] > 0 else 0.0})
+    ratios = [r["ratio"] for r in rounds]
+    return {"what": "the file ledger (--durability fsync) and one PostgreSQL instance "
+                    "alternately, a fresh daemon and ledger or database per side and round, "
+                    "so both sides of a round see the same background load",
+            "rounds": rounds, "median_ratio": _median(ratios),
+            "min_ratio": min(ratios) if ratios else None,
+            "max_ratio": max(ratios) if ratios else None}
+
+
+def validate_store_ab(ab, where):
+    _req(isinstance(ab, dict) and isinstance(ab.get("rounds"), list) and ab["rounds"], where,
+         "ab must hold its rounds")
+    ratios = []
+    for r in ab["rounds"]:
+        f, p = r.get("file") or {}, r.get("postgres") or {}
+        _req(_is_num(f.get("throughput_per_s")) and _is_num(p.get("throughput_per_s")), where,
+             "each round needs both sides' throughput")
+        want = round(p["throughput_per_s"] / f["throughput_per_s"], 4) \
+            if f["throughput_per_s"] > 0 else 0.0
+        _req(r.get("ratio") == want, where, f"round {r.get('round')}: ratio must be "
+                                            "postgres / file throughput")
+        ratios.append(want)
+    _req(ab.get("median_ratio") == _median(ratios) and ab.get("min_ratio") == min(ratios)
+         and ab.get("max_ratio") == max(ratios), where,
+         "median_ratio, min_ratio, max_ratio must be those of the rounds")
 
 
 def run_main(main, prog, catch=(SchemaError,), what="schema violation: "):

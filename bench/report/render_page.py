@@ -86,6 +86,8 @@ def fmt_rate(v):
 
 
 def fmt_value(v, unit):
+    if unit == "ratio":
+        return f"{100 * v:.1f} %"
     if unit == "ms" and v is not None and v < 0.01:
         return f"{fmt_ms(v)} ms ({v * 1e6:,.0f} ns)"
     return (fmt_ms(v) + " ms") if unit == "ms" else (fmt_rate(v) + (" /s" if unit == "/s" else
@@ -352,6 +354,27 @@ def stores_section(s):
                              f"{parts} (machine {cpu['machine']['utilization'] * 100:.0f} % "
                              "busy)</li>")
         out.append("<ul>" + "".join(procs) + "</ul>")
+        ab = st.get("ab")
+        if ab:
+            out.append(f"<h3>A/B: alternating rounds</h3><p>{esc(ab['what'])}. Median ratio "
+                       f"<b>{100 * ab['median_ratio']:.1f} %</b> (min "
+                       f"{100 * ab['min_ratio']:.1f} %, max {100 * ab['max_ratio']:.1f} %).</p>")
+            head = ["round", "connections", "file RPS", "file p99", "PostgreSQL RPS",
+                    "PostgreSQL p99", "PostgreSQL errors", "records / commit",
+                    "commit, mean ms", "÷ file fsync"]
+            rows = []
+            for r in ab["rounds"]:
+                f, p = r["file"], r["postgres"]
+                rows.append(
+                    f"<tr><td>{r['round']}</td><td>{r['concurrency']}</td>"
+                    f"<td>{fmt_rate(f['throughput_per_s'])}</td><td>{fmt_ms(f['p99_ms'])}</td>"
+                    f"<td>{fmt_rate(p['throughput_per_s'])}</td><td>{fmt_ms(p['p99_ms'])}</td>"
+                    f"<td>{p['errors']:,}</td>"
+                    f"<td>{opt(p['records_per_commit'], lambda v: f'{v:.2f}')}</td>"
+                    f"<td>{opt(p['mean_commit_ms'], fmt_ms)}</td>"
+                    f"<td><b>{100 * r['ratio']:.1f} %</b></td></tr>")
+            out.append("<table><thead><tr>" + "".join(f"<th>{esc(c)}</th>" for c in head)
+                       + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
         pg = next((h for h in s["harnesses"] if (h.get("store") or {}).get("kind")
                    == "postgres"), None)
         if pg:

@@ -189,6 +189,19 @@ def build_summary(a):
                 "connections, not a saturation search")
 
     stores = benchlib.store_comparison(harnesses, a.skip)
+    if a.store_ab:
+        docs = []
+        for path in a.store_ab:
+            doc = benchlib.load_json(path)
+            name = os.path.relpath(os.path.abspath(path), out_dir)
+            benchlib.validate_artifact(doc, name)
+            artifacts.append({"file": name, "benchmark": doc["benchmark"],
+                              "sha256": sha256(path), "raw_samples": None})
+            docs.append((name, doc))
+        if stores is None:
+            stores = {"reference": None, "criteria": benchlib.STORE_CRITERIA, "rows": [],
+                      "skipped": list(a.skip)}
+        stores["ab"] = benchlib.store_ab(docs)
     for row in (stores or {}).get("rows", []):
         if row["store"] != "postgres":
             continue
@@ -201,6 +214,13 @@ def build_summary(a):
              f"{ratio}p99 {row['p99_ms']:.2f} ms, errors {row['errors']}, "
              f"{row['records_per_commit']} records per commit, commit "
              f"{row['mean_commit_ms']} ms (mean)")
+
+    ab = (stores or {}).get("ab")
+    if ab:
+        item("store_ab_median_ratio", "PostgreSQL ÷ file ledger (fsync), A/B median",
+             ab["median_ratio"], "ratio",
+             f"{len(ab['rounds'])} alternating rounds at {ab['rounds'][0]['concurrency']} "
+             f"connections; min {ab['min_ratio']:.3f}, max {ab['max_ratio']:.3f}")
 
     env = benchlib.environment(a.build_dir or None, ", ".join(modes) or "not applicable",
                                git_facts()["commit"])
@@ -383,6 +403,16 @@ def print_summary(path):
                   f"  records/commit {row['records_per_commit']}  commit "
                   f"{row['mean_commit_ms']} ms  cpu {row['cpu_us_per_request']} us/req"
                   f"{verdict}")
+        ab = st.get("ab")
+        if ab:
+            for r in ab["rounds"]:
+                print(f"  store A/B round {r['round']}: file {r['file']['throughput_per_s']:,.0f}/s"
+                      f" (p99 {r['file']['p99_ms']:.2f} ms), postgres "
+                      f"{r['postgres']['throughput_per_s']:,.0f}/s (p99 "
+                      f"{r['postgres']['p99_ms']:.2f} ms, errors {r['postgres']['errors']}): "
+                      f"ratio {r['ratio']:.3f}")
+            print(f"  store A/B: median ratio {ab['median_ratio']:.3f} (min {ab['min_ratio']:.3f},"
+                  f" max {ab['max_ratio']:.3f}) over {len(ab['rounds'])} rounds")
         for why in st["skipped"]:
             print(f"  skipped: {why}")
     return 0
@@ -395,6 +425,8 @@ def main(argv):
     p.add_argument("--loadavg-before", default="")
     p.add_argument("--build-dir", default="")
     p.add_argument("--note", default=os.environ.get("BENCH_NOTE", ""))
+    p.add_argument("--store-ab", action="append", default=[],
+                   help="an A/B round's load artifact, r<N>_file.json or r<N>_postgres.json")
     p.add_argument("--skip", action="append", default=[],
                    help="a step the pipeline skipped and why (repeatable; shown on the page)")
     p.add_argument("--output")

@@ -68,6 +68,15 @@ def main(argv):
                     print(f"validate.py: {art['file']}: percentiles recomputed from {n} raw "
                           "samples match")
                 checked += 1
+            ab = (doc.get("stores") or {}).get("ab")
+            if ab is not None:
+                docs = [(a["file"], benchlib.load_json(os.path.join(base, a["file"])))
+                        for a in doc["artifacts"] if a["file"].startswith("store_ab/")]
+                if benchlib.store_ab(docs) != ab:
+                    raise benchlib.SchemaError(f"{path}: stores.ab is not what its round "
+                                               "artifacts give")
+                print(f"validate.py: store A/B: {len(ab['rounds'])} rounds recomputed from "
+                      "their artifacts match")
             runs = [r for h in doc["harnesses"] for r in h["runs"]]
         else:
             benchlib.validate_artifact(doc, path)

@@ -113,6 +113,13 @@ else:
     assert abs(one["ratio_to_file_fsync"]
                - round(r["throughput_per_s"] / ref["throughput_per_s"], 4)) < 1e-9, rows
     assert isinstance(one["meets_criteria"], bool)
+    # --quick: one A/B round, file then PostgreSQL, at the same count.
+    ab = st["ab"]
+    assert [r["round"] for r in ab["rounds"]] == [1] and ab["rounds"][0]["concurrency"] == 8, ab
+    ra = json.load(open(f"{d}/store_ab/r1_file.json"))["runs"][0]
+    rb = json.load(open(f"{d}/store_ab/r1_postgres.json"))["runs"][0]
+    assert ab["median_ratio"] == round(rb["throughput_per_s"] / ra["throughput_per_s"], 4), ab
+    assert rb["errors"]["count"] == 0 and rb["ledger"]["commits"] > 0, rb
     if lb:
         p2 = json.load(open(f"{d}/http_evaluate_load_postgres_lb.json"))
         assert p2["store"]["instances"] == 2 and "nginx" in p2["store"]["balancer"]
@@ -186,6 +193,39 @@ import benchlib
 benchlib.validate_summary(json.load(open(sys.argv[2])))
 PY
 check "a summary whose stores block disagrees with its harnesses is refused" test "$rc" != 0
+if [ "$pg" = 1 ]; then
+    # ... and an A/B median that is not its rounds', or rounds that are not their artifacts'.
+    rm -rf "$tmp/ab-bad"
+    cp -r "$out" "$tmp/ab-bad"
+    for what in median round; do
+        rc=0
+        "$py" - "$TG_SRC/bench/report" "$out/benchmark_summary.json" "$what" \
+            "$tmp/ab-bad/benchmark_summary.json" >/dev/null 2>&1 <<'PY' || rc=$?
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import benchlib
+s = json.load(open(sys.argv[2]))
+ab = s["stores"]["ab"]
+if sys.argv[3] == "median":
+    ab["median_ratio"] += 0.1
+    benchlib.validate_summary(s)
+else:  # consistent in itself, but not what r1_postgres.json says
+    ab["rounds"][0]["postgres"]["throughput_per_s"] *= 2
+    r = ab["rounds"][0]
+    r["ratio"] = ab["median_ratio"] = ab["min_ratio"] = ab["max_ratio"] = round(
+        r["postgres"]["throughput_per_s"] / r["file"]["throughput_per_s"], 4)
+    benchlib.validate_summary(s)  # passes: only the artifacts can tell
+    json.dump(s, open(sys.argv[4], "w"))
+PY
+        if [ "$what" = round ]; then
+            [ "$rc" = 0 ] || fail "the tampered A/B round was not written"
+            rc=0
+            "$py" "$TG_SRC/bench/report/validate.py" "$tmp/ab-bad/benchmark_summary.json" \
+                >/dev/null 2>&1 || rc=$?
+        fi
+        check "an A/B $what that disagrees is refused" test "$rc" != 0
+    done
+fi
 check "the page has the PostgreSQL section" grep -q 'id="stores"' "$tmp/index.html"
 
 check "page is self-contained with every section" \
