@@ -747,7 +747,7 @@ def store_ab(docs):
                        "ratio": round(p["throughput_per_s"] / f["throughput_per_s"], 4)
                        if f["throughput_per_s"] > 0 else 0.0})
     ratios = [r["ratio"] for r in rounds]
-    return {"what": "the file ledger (--durability fsync) and one PostgreSQL instance "
+    return {"what": "The file ledger (--durability fsync) and one PostgreSQL instance "
                     "alternately, a fresh daemon and ledger or database per side and round, "
                     "so both sides of a round see the same background load",
             "rounds": rounds, "median_ratio": _median(ratios),
