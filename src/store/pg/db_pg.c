@@ -293,7 +293,8 @@ static const stmt_t st_claim_key = {
     "  state = 'in_flight', claim_id = excluded.claim_id, owner = excluded.owner,"
     "  claimed_at = now(), lease_until = excluded.lease_until, record_seq = NULL,"
     "  http_status = NULL, completed_at = NULL, expires_at = excluded.expires_at"
-    " WHERE t.expires_at <= now() OR (t.state = 'in_flight' AND t.lease_until <= now())"
+    " WHERE t.expires_at <= now() OR (t.state = 'in_flight'"
+    "  AND (t.lease_until <= now() OR t.owner = excluded.owner))"
     " RETURNING claim_id)"
     " SELECT 0::smallint, claim_id, NULL::bytea, NULL::bigint, NULL::smallint, NULL::bigint"
     " FROM ins"
@@ -307,14 +308,17 @@ static const stmt_t st_claim_key = {
 
 static const stmt_t st_claim_nonce = {
     "tg_claim_nonce",
-    "INSERT INTO tg_nonces AS t (tenant, nonce, used_at, expires_at, claim_id, lease_until)"
+    "INSERT INTO tg_nonces AS t (tenant, nonce, used_at, expires_at, claim_id, lease_until,"
+    "  owner)"
     " VALUES ($1::text, $2::text, now(), now() + $4::bigint * interval '1 millisecond',"
-    "  nextval('tg_claim_id_seq'), now() + $3::bigint * interval '1 millisecond')"
+    "  nextval('tg_claim_id_seq'), now() + $3::bigint * interval '1 millisecond', $5::text)"
     " ON CONFLICT (tenant, nonce) DO UPDATE SET used_at = now(), expires_at = excluded.expires_at,"
-    "  claim_id = excluded.claim_id, lease_until = excluded.lease_until, record_seq = NULL"
-    " WHERE t.expires_at <= now() OR (t.lease_until IS NOT NULL AND t.lease_until <= now())"
+    "  claim_id = excluded.claim_id, lease_until = excluded.lease_until, record_seq = NULL,"
+    "  owner = excluded.owner"
+    " WHERE t.expires_at <= now() OR (t.lease_until IS NOT NULL"
+    "  AND (t.lease_until <= now() OR t.owner = excluded.owner))"
     " RETURNING claim_id",
-    4};
+    5};
 
 /* Releases touch only a claim that is still ours and still in flight: a record that did
  * commit (even one whose answer was lost) keeps its key DONE and its nonce used. */
@@ -717,29 +721,36 @@ static fence_t **fence_find(pg_db_t *db, size_t b, uint8_t kind, const char *t, 
     return pp;
 }
 
-/* Looks up this instance's claim; copies it into *out when held. */
+/* Looks up this instance's granted claim; copies it into *out when held. */
 static bool fence_get(pg_db_t *db, uint8_t kind, const char *t, size_t tl, const char *n, size_t nl,
                       fence_t *out) {
     size_t b = fence_bucket(db, kind, t, tl, n, nl);
     pthread_mutex_lock(&db->fence_mu);
     fence_t *f = *fence_find(db, b, kind, t, tl, n, nl);
-    if (f != NULL && out != NULL) {
+    bool granted = f != NULL && f->claim_id != 0;
+    if (granted && out != NULL) {
         out->claim_id = f->claim_id;
         memcpy(out->request_hash, f->request_hash, sizeof out->request_hash);
     }
     pthread_mutex_unlock(&db->fence_mu);
-    return f != NULL;
+    return granted;
 }
 
-static tg_err_t fence_put(pg_db_t *db, uint8_t kind, const char *t, size_t tl, const char *n,
-                          size_t nl, int64_t claim_id, const uint8_t *request_hash) {
+/* Holds (kind, tenant, name) for a claim about to be asked of the database (claim_id 0
+ * until it is granted: fence_grant). TG_ERR_EXISTS when this instance holds it already
+ * (*held gets the holder's request hash), TG_ERR_LIMIT, TG_ERR_NOMEM. Holding it first is
+ * what lets one instance never race itself: a second claim of a name in flight here is
+ * answered from here, so a row this instance owns without a fence is an orphan (a claim
+ * whose answer was lost) that it may take over at once. */
+static tg_err_t fence_hold(pg_db_t *db, uint8_t kind, const char *t, size_t tl, const char *n,
+                           size_t nl, const uint8_t *request_hash, uint8_t held[32]) {
     size_t b = fence_bucket(db, kind, t, tl, n, nl);
     fence_t *f = malloc(sizeof *f + tl + nl);
     if (f == NULL) {
         return TG_ERR_NOMEM;
     }
     f->kind = kind;
-    f->claim_id = claim_id;
+    f->claim_id = 0;
     f->tenant_len = tl;
     f->name_len = nl;
     memcpy(f->data, t, tl);
@@ -753,7 +764,8 @@ static tg_err_t fence_put(pg_db_t *db, uint8_t kind, const char *t, size_t tl, c
     fence_t **pp = fence_find(db, b, kind, t, tl, n, nl);
     tg_err_t rc = TG_OK;
     if (*pp != NULL) {
-        rc = TG_ERR_EXISTS; /* never two claims of one name here: a caller bug */
+        memcpy(held, (*pp)->request_hash, 32);
+        rc = TG_ERR_EXISTS;
     } else if (db->n_fences >= PG_FENCE_MAX) {
         rc = TG_ERR_LIMIT;
     } else {
@@ -765,6 +777,18 @@ static tg_err_t fence_put(pg_db_t *db, uint8_t kind, const char *t, size_t tl, c
     pthread_mutex_unlock(&db->fence_mu);
     free(f);
     return rc;
+}
+
+/* The database granted the held claim: its token. */
+static void fence_grant(pg_db_t *db, uint8_t kind, const char *t, size_t tl, const char *n,
+                        size_t nl, int64_t claim_id) {
+    size_t b = fence_bucket(db, kind, t, tl, n, nl);
+    pthread_mutex_lock(&db->fence_mu);
+    fence_t *f = *fence_find(db, b, kind, t, tl, n, nl);
+    if (f != NULL) {
+        f->claim_id = claim_id;
+    }
+    pthread_mutex_unlock(&db->fence_mu);
 }
 
 /* Removes this instance's claim; *claim_id gets its token. */
@@ -802,11 +826,14 @@ static tg_err_t pg_claim_key(tg_db_t *dbp, const char *tenant, size_t tenant_len
         !name_ok(key, key_len, db->max_key_len) || request_hash == NULL) {
         return TG_ERR_INVALID_ARG;
     }
-    fence_t mine;
-    if (fence_get(db, FENCE_KEY, tenant, tenant_len, key, key_len, &mine)) {
-        /* in flight here: answered without the database, and never taken over by us */
-        return sodium_memcmp(mine.request_hash, request_hash, 32) == 0 ? TG_ERR_IN_FLIGHT
-                                                                       : TG_ERR_CONFLICT;
+    uint8_t held[32];
+    tg_err_t rc = fence_hold(db, FENCE_KEY, tenant, tenant_len, key, key_len, request_hash, held);
+    if (rc == TG_ERR_EXISTS) {
+        /* in flight here: answered without the database */
+        return sodium_memcmp(held, request_hash, 32) == 0 ? TG_ERR_IN_FLIGHT : TG_ERR_CONFLICT;
+    }
+    if (rc != TG_OK) {
+        return rc;
     }
     params_t p = {.n = 0};
     par(&p, tenant, tenant_len);
@@ -815,16 +842,19 @@ static tg_err_t pg_claim_key(tg_db_t *dbp, const char *tenant, size_t tenant_len
     par(&p, db->instance, strlen(db->instance));
     par(&p, db->lease_ms, TG_PG_TEXT);
     par(&p, db->retention_txt, TG_PG_TEXT);
+    int64_t unused = 0;
     /* A row that commits between the insert's conflict check and the select's snapshot is
      * seen by neither: ask again (each statement takes a new snapshot). */
+    rc = TG_ERR_STORE_UNAVAILABLE;
     for (int attempt = 0; attempt < 3; attempt++) {
         PGresult *r = NULL;
-        tg_err_t rc = pool_call(db, &st_claim_key, &p, &r);
+        rc = pool_call(db, &st_claim_key, &p, &r);
         if (rc != TG_OK) {
-            return rc;
+            break;
         }
         if (PQntuples(r) == 0) {
             PQclear(r);
+            rc = TG_ERR_STORE_UNAVAILABLE;
             continue;
         }
         int state = get_i16(r, 0, 0);
@@ -833,40 +863,23 @@ static tg_err_t pg_claim_key(tg_db_t *dbp, const char *tenant, size_t tenant_len
                                    sodium_memcmp(PQgetvalue(r, 0, 2), request_hash, 32) == 0);
         if (state == 0) {
             PQclear(r);
-            rc = fence_put(db, FENCE_KEY, tenant, tenant_len, key, key_len, claim_id, request_hash);
-            if (rc != TG_OK) {
-                /* cannot remember the token: give the claim back rather than hold it blind */
-                params_t q = {.n = 0};
-                char id[24];
-                (void)snprintf(id, sizeof id, "%lld", (long long)claim_id);
-                par(&q, tenant, tenant_len);
-                par(&q, key, key_len);
-                par(&q, id, TG_PG_TEXT);
-                PGresult *x = NULL;
-                TG_IGNORE(pool_call(db, &st_release_key, &q, &x));
-                PQclear(x);
-                return rc == TG_ERR_LIMIT ? TG_ERR_LIMIT : TG_ERR_NOMEM;
-            }
+            fence_grant(db, FENCE_KEY, tenant, tenant_len, key, key_len, claim_id);
             res->state = TG_IDEM_NEW;
             return TG_OK;
         }
-        if (!same) {
-            PQclear(r);
-            return TG_ERR_CONFLICT;
+        rc = !same ? TG_ERR_CONFLICT : state == 1 ? TG_ERR_IN_FLIGHT : TG_OK;
+        if (rc == TG_OK) {
+            res->state = TG_IDEM_REPLAY;
+            memcpy(res->entry.request_hash, request_hash, 32);
+            res->entry.status = get_i16(r, 0, 4);
+            res->entry.pos.seq = (uint64_t)get_i64(r, 0, 3);
+            res->entry.stored_at_ms = get_i64(r, 0, 5);
         }
-        if (state == 1) {
-            PQclear(r);
-            return TG_ERR_IN_FLIGHT;
-        }
-        res->state = TG_IDEM_REPLAY;
-        memcpy(res->entry.request_hash, request_hash, 32);
-        res->entry.status = get_i16(r, 0, 4);
-        res->entry.pos.seq = (uint64_t)get_i64(r, 0, 3);
-        res->entry.stored_at_ms = get_i64(r, 0, 5);
         PQclear(r);
-        return TG_OK;
+        break;
     }
-    return TG_ERR_STORE_UNAVAILABLE;
+    (void)fence_take(db, FENCE_KEY, tenant, tenant_len, key, key_len, &unused);
+    return rc;
 }
 
 static tg_err_t pg_claim_nonce(tg_db_t *dbp, const char *tenant, size_t tenant_len,
@@ -877,39 +890,32 @@ static tg_err_t pg_claim_nonce(tg_db_t *dbp, const char *tenant, size_t tenant_l
         !name_ok(nonce, nonce_len, db->max_key_len)) {
         return TG_ERR_INVALID_ARG;
     }
-    if (fence_get(db, FENCE_NONCE, tenant, tenant_len, nonce, nonce_len, NULL)) {
-        return TG_ERR_REPLAY;
+    uint8_t held[32];
+    tg_err_t rc = fence_hold(db, FENCE_NONCE, tenant, tenant_len, nonce, nonce_len, NULL, held);
+    if (rc == TG_ERR_EXISTS) {
+        return TG_ERR_REPLAY; /* in use by a request in flight here */
+    }
+    if (rc != TG_OK) {
+        return rc;
     }
     params_t p = {.n = 0};
     par(&p, tenant, tenant_len);
     par(&p, nonce, nonce_len);
     par(&p, db->lease_ms, TG_PG_TEXT);
     par(&p, db->retention_txt, TG_PG_TEXT);
+    par(&p, db->instance, strlen(db->instance));
     PGresult *r = NULL;
-    tg_err_t rc = pool_call(db, &st_claim_nonce, &p, &r);
-    if (rc != TG_OK) {
-        return rc;
-    }
-    if (PQntuples(r) != 1) {
+    rc = pool_call(db, &st_claim_nonce, &p, &r);
+    if (rc == TG_OK && PQntuples(r) == 1) {
+        fence_grant(db, FENCE_NONCE, tenant, tenant_len, nonce, nonce_len, get_i64(r, 0, 0));
         PQclear(r);
-        return TG_ERR_REPLAY; /* used, or held by a request in flight: either way not again */
+        return TG_OK;
     }
-    int64_t claim_id = get_i64(r, 0, 0);
     PQclear(r);
-    rc = fence_put(db, FENCE_NONCE, tenant, tenant_len, nonce, nonce_len, claim_id, NULL);
-    if (rc != TG_OK) {
-        params_t q = {.n = 0};
-        char id[24];
-        (void)snprintf(id, sizeof id, "%lld", (long long)claim_id);
-        par(&q, tenant, tenant_len);
-        par(&q, nonce, nonce_len);
-        par(&q, id, TG_PG_TEXT);
-        PGresult *x = NULL;
-        TG_IGNORE(pool_call(db, &st_release_nonce, &q, &x));
-        PQclear(x);
-        return rc == TG_ERR_LIMIT ? TG_ERR_LIMIT : TG_ERR_NOMEM;
-    }
-    return TG_OK;
+    int64_t unused = 0;
+    (void)fence_take(db, FENCE_NONCE, tenant, tenant_len, nonce, nonce_len, &unused);
+    /* no row: used, or held by a request in flight elsewhere: either way not again */
+    return rc == TG_OK ? TG_ERR_REPLAY : rc;
 }
 
 static tg_err_t release(pg_db_t *db, uint8_t kind, const char *t, size_t tl, const char *n,
