@@ -293,7 +293,7 @@ static const stmt_t st_claim_key = {
     "  state = 'in_flight', claim_id = excluded.claim_id, owner = excluded.owner,"
     "  claimed_at = now(), lease_until = excluded.lease_until, record_seq = NULL,"
     "  http_status = NULL, completed_at = NULL, expires_at = excluded.expires_at"
-    " WHERE t.expires_at <= now() OR (t.state = 'in_flight'"
+    " WHERE (t.state = 'done' AND t.expires_at <= now()) OR (t.state = 'in_flight'"
     "  AND (t.lease_until <= now() OR t.owner = excluded.owner))"
     " RETURNING claim_id)"
     " SELECT 0::smallint, claim_id, NULL::bytea, NULL::bigint, NULL::smallint, NULL::bigint"
@@ -303,7 +303,7 @@ static const stmt_t st_claim_key = {
     "  request_hash, record_seq, http_status,"
     "  (extract(epoch FROM completed_at) * 1000)::bigint"
     " FROM tg_idem_claims WHERE tenant = $1::text AND idem_key = $2::text"
-    "  AND expires_at > now() AND NOT EXISTS (SELECT 1 FROM ins)",
+    "  AND NOT EXISTS (SELECT 1 FROM ins)",
     6};
 
 static const stmt_t st_claim_nonce = {
@@ -315,7 +315,7 @@ static const stmt_t st_claim_nonce = {
     " ON CONFLICT (tenant, nonce) DO UPDATE SET used_at = now(), expires_at = excluded.expires_at,"
     "  claim_id = excluded.claim_id, lease_until = excluded.lease_until, record_seq = NULL,"
     "  owner = excluded.owner"
-    " WHERE t.expires_at <= now() OR (t.lease_until IS NOT NULL"
+    " WHERE (t.lease_until IS NULL AND t.expires_at <= now()) OR (t.lease_until IS NOT NULL"
     "  AND (t.lease_until <= now() OR t.owner = excluded.owner))"
     " RETURNING claim_id",
     5};
@@ -1469,10 +1469,13 @@ static void upkeep_sweep(pg_db_t *db) {
     /* A bounded number of rows per statement, skipping rows a claim holds right now, so
      * the job never stalls a request behind a long delete. */
     static const char *const sweeps[] = {
+        /* a claim still held (in flight within its lease) is never swept: only taken over */
         "DELETE FROM tg_idem_claims WHERE ctid = ANY (ARRAY (SELECT ctid FROM tg_idem_claims"
-        " WHERE expires_at <= now() LIMIT " PG_SWEEP_ROWS " FOR UPDATE SKIP LOCKED))",
+        " WHERE expires_at <= now() AND (state = 'done' OR lease_until <= now())"
+        " LIMIT " PG_SWEEP_ROWS " FOR UPDATE SKIP LOCKED))",
         "DELETE FROM tg_nonces WHERE ctid = ANY (ARRAY (SELECT ctid FROM tg_nonces"
-        " WHERE expires_at <= now() LIMIT " PG_SWEEP_ROWS " FOR UPDATE SKIP LOCKED))",
+        " WHERE expires_at <= now() AND (lease_until IS NULL OR lease_until <= now())"
+        " LIMIT " PG_SWEEP_ROWS " FOR UPDATE SKIP LOCKED))",
     };
     for (size_t i = 0; i < sizeof sweeps / sizeof sweeps[0]; i++) {
         if (!pg_run(db->uconn, sweeps[i], deadline_in(10000), NULL, why, sizeof why)) {
