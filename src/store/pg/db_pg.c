@@ -122,8 +122,8 @@ typedef struct pg_db {
     pthread_cond_t q_cv;
     pending_t *q_head, *q_tail;
     size_t q_len;
-    bool stopping;
-    bool probe_wanted; /* a pooled statement lost its connection: check the database */
+    _Atomic bool stopping; /* read under q_mu and pool_mu both: atomic */
+    bool probe_wanted;     /* a pooled statement lost its connection: check the database */
     PGconn *wconn;
     uint64_t chain_seq;
     uint8_t head[32];
@@ -507,10 +507,10 @@ static PGconn *pg_open(pg_db_t *db, role_t role, char *why, size_t why_len) {
                     " ELSE (SELECT coalesce(max(version), 0) FROM trigguard_schema) END",
                     deadline, &res, why, why_len);
         if (ok) {
-            int v = atoi(PQgetvalue(res, 0, 0));
+            long v = strtol(PQgetvalue(res, 0, 0), NULL, 10);
             if (v != TG_PG_SCHEMA_VERSION) {
                 (void)snprintf(why, why_len,
-                               "the database has schema version %d, this binary needs %d (run "
+                               "the database has schema version %ld, this binary needs %d (run "
                                "trigguard db migrate)",
                                v, TG_PG_SCHEMA_VERSION);
                 ok = false;
@@ -2095,7 +2095,7 @@ tg_err_t tg_db_pg_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *diag)
     make_instance_id(db->instance, sizeof db->instance);
     randombytes_buf(db->fence_key, sizeof db->fence_key);
     db->url = strdup(o->url);
-    db->idle = calloc(o->pool, sizeof *db->idle);
+    db->idle = calloc(o->pool, sizeof(PGconn *));
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
