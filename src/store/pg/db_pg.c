@@ -385,8 +385,9 @@ static const stmt_t st_read = {
 
 /* The writer's statement: a whole group in one statement, so one round trip and one
  * transaction (autocommit: the statement commits as it ends) whatever the group's size.
- * The records come as arrays, one element each. The claims are locked first (k, n), and the
- * chain head (h) is compared with the head the group was chained on: only when every claim
+ * The records come as arrays, one element each. The chain head (h) is locked and compared
+ * with the head the group was chained on, then the claims are locked (k, n; a claim taken
+ * over meanwhile is seen, as the lock waits for the takeover and reads the row anew): only when every claim
  * is still ours and the head is unchanged are the records inserted, their keys made DONE,
  * their nonces consumed, their receipts indexed and the head moved, all or nothing. The
  * result is (chain_seq, seq) per record written, or, when nothing was, (chain_seq, NULL)
@@ -410,8 +411,8 @@ static const stmt_t st_group = {
     "   WHERE k.tenant = i.tenant AND k.idem_key = i.idem_key))"
     "  AND (i.nonce IS NULL OR EXISTS (SELECT 1 FROM n"
     "   WHERE n.tenant = i.tenant AND n.nonce = i.nonce))),"
-    " go AS (SELECT (SELECT count(*) FROM good) = (SELECT count(*) FROM i)"
-    "  AND coalesce((SELECT head_seq FROM h) = $15::bigint, false) AS v),"
+    " go AS (SELECT coalesce((SELECT head_seq FROM h) = $15::bigint, false)"
+    "  AND (SELECT count(*) FROM good) = (SELECT count(*) FROM i) AS v),"
     " r AS (INSERT INTO tg_records (instance_id, chain_seq, tenant, type, meta, payload,"
     "  prev_hash, record_hash)"
     "  SELECT $1::text, i.chain_seq, i.tenant, i.type, i.meta, i.payload, i.prev_hash,"
