@@ -7,12 +7,33 @@
 #   and commits; then A's commit goes on and must find its claim taken over: A writes
 #   nothing and answers 503 store_unavailable, B's 200 is the only record, and a replay on
 #   either instance returns B's response byte for byte. The same for a nonce.
+# Also: serve refuses a database whose schema it does not know (none, older, newer).
 # shellcheck source=tests/integration/lib/daemon.sh
 source "$(dirname "$0")/lib/daemon.sh"
 # shellcheck source=tests/integration/lib/pgtest.sh
 source "$(dirname "$0")/lib/pgtest.sh"
 
 tg_keygen "$TG_TMP/key.pem"
+# serve refuses a schema it does not know, and says what to do
+tg_std_args refuse
+newdb tgv0
+run v0 serve --port 0 "${TG_STD_ARGS[@]}" --store postgres --database-url "$url_new"
+tg_eq "$rc" 2 "serve refuses a database without the schema"
+tg_check "and names db migrate" has v0.err 'schema version 0 and this binary uses'
+"$TG_BIN" db migrate --database-url "$url_new" --target-version 1 >/dev/null 2>&1 || tg_die "v1"
+run v1 serve --port 0 "${TG_STD_ARGS[@]}" --store postgres --database-url "$url_new"
+tg_eq "$rc" 2 "serve refuses the previous schema version"
+tg_check "and names db migrate" has v1.err 'run trigguard db migrate'
+"$TG_BIN" db migrate --database-url "$url_new" >/dev/null 2>&1 || tg_die "v2"
+sql "$url_new" "insert into trigguard_schema (version) values (99)" >/dev/null
+run v99 serve --port 0 "${TG_STD_ARGS[@]}" --store postgres --database-url "$url_new"
+tg_eq "$rc" 2 "serve refuses a newer schema"
+tg_check "and says to upgrade" has v99.err 'upgrade trigguard'
+run nourl serve --port 0 "${TG_STD_ARGS[@]}" --store postgres
+tg_eq "$rc" 2 "--store postgres without a URL is refused"
+run dur serve --port 0 "${TG_STD_ARGS[@]}" --store postgres --database-url "$url_new" --durability none
+tg_eq "$rc" 2 "--durability none is refused with postgres"
+
 "$TG_BIN" db migrate --database-url "$TG_PG_URL" >/dev/null 2>&1 || tg_die "migrate"
 pg_args=(--store postgres --database-url "$TG_PG_URL" --claim-timeout 1000
     --ledger-stall-timeout 20000 --db-timeout 5000)
