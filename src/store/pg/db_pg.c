@@ -387,9 +387,9 @@ static const stmt_t st_read = {
  * transaction (autocommit: the statement commits as it ends) whatever the group's size.
  * The records come as arrays, one element each. The chain head (h) is locked and compared
  * with the head the group was chained on, then the claims are locked (k, n; a claim taken
- * over meanwhile is seen, as the lock waits for the takeover and reads the row anew): only when every claim
- * is still ours and the head is unchanged are the records inserted, their keys made DONE,
- * their nonces consumed, their receipts indexed and the head moved, all or nothing. The
+ * over meanwhile is seen, as the lock waits for the takeover and reads the row anew): only when
+ * every claim is still ours and the head is unchanged are the records inserted, their keys made
+ * DONE, their nonces consumed, their receipts indexed and the head moved, all or nothing. The
  * result is (chain_seq, seq) per record written, or, when nothing was, (chain_seq, NULL)
  * per record whose claim was taken over (none: the head had moved). */
 static const stmt_t st_group = {
