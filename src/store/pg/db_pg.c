@@ -596,6 +596,21 @@ static void pool_add(pg_db_t *db, PGconn *c) {
     pthread_mutex_unlock(&db->pool_mu);
 }
 
+/* Closes every idle pooled connection; the upkeep opens new ones at once. */
+static void pool_flush(pg_db_t *db) {
+    pthread_mutex_lock(&db->pool_mu);
+    size_t n = db->n_idle;
+    PGconn *old[256];
+    memcpy(old, db->idle, n * sizeof old[0]);
+    db->n_idle = 0;
+    db->n_open -= n;
+    pthread_cond_broadcast(&db->pool_cv);
+    pthread_mutex_unlock(&db->pool_mu);
+    for (size_t i = 0; i < n; i++) {
+        PQfinish(old[i]);
+    }
+}
+
 /* One parameter list: values, lengths, formats (text NUL-terminated when len is
  * TG_PG_TEXT, else binary bytes; NULL ptr = SQL NULL). */
 typedef struct {
@@ -1649,6 +1664,9 @@ static void *writer_main(void *arg) {
         if (db->wconn == NULL && !db->stopping) {
             if (writer_connect(db, why, sizeof why)) {
                 atomic_fetch_add(&db->st_reconnects, 1);
+                /* The idle pooled connections were opened before the failure and are most
+                 * likely dead too: replace them now rather than fail a request each. */
+                pool_flush(db);
                 set_healthy(db);
             } else {
                 set_unhealthy(db, "cannot connect to the database", why);
