@@ -542,6 +542,13 @@ static PGconn *pg_open(pg_db_t *db, role_t role, char *why, size_t why_len) {
             ok = false;
         }
     }
+    /* Non-blocking: a group's statement can be larger than the socket's buffer, and a
+     * server that stopped reading must not hold a send forever; pg_wait flushes the rest
+     * under the deadline. */
+    if (ok && PQsetnonblocking(c, 1) != 0) {
+        first_line(why, why_len, PQerrorMessage(c));
+        ok = false;
+    }
     if (!ok) {
         PQfinish(c);
         return NULL;
