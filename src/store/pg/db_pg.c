@@ -131,7 +131,8 @@ typedef struct pg_db {
     /* the claimer: idempotency claims in groups */
     pthread_t claimer;
     bool claimer_started;
-    struct claim_req *c_head, *c_tail; /* under q_mu */
+    pthread_mutex_t c_mu; /* its own: the claims' handoffs never wait for the records' */
+    struct claim_req *c_head, *c_tail;
     pthread_cond_t c_cv;
 
     /* the upkeep */
@@ -954,7 +955,7 @@ typedef struct claim_req {
     const uint8_t *hash;
     int64_t deadline;
     pthread_cond_t cv;
-    /* the answer, valid once done (under q_mu) */
+    /* the answer, valid once done (under c_mu) */
     bool done;
     bool alone;  /* no row came back for it: ask again with the single statement */
     tg_err_t rc; /* TG_OK: the fields below hold the row */
@@ -1054,9 +1055,9 @@ static void *claimer_main(void *arg) {
         tg_buf_init(&arr[j].b, 0);
     }
     for (;;) {
-        pthread_mutex_lock(&db->q_mu);
+        pthread_mutex_lock(&db->c_mu);
         while (db->c_head == NULL && !db->stopping) {
-            pthread_cond_wait(&db->c_cv, &db->q_mu);
+            pthread_cond_wait(&db->c_cv, &db->c_mu);
         }
         size_t n = 0;
         while (db->c_head != NULL && n < PG_BATCH_MAX) {
@@ -1066,17 +1067,17 @@ static void *claimer_main(void *arg) {
         if (db->c_head == NULL) {
             db->c_tail = NULL;
         }
-        pthread_mutex_unlock(&db->q_mu);
+        pthread_mutex_unlock(&db->c_mu);
         if (n == 0) {
             break; /* stopping, nothing queued */
         }
         claim_group(db, v, n, arr);
-        pthread_mutex_lock(&db->q_mu);
+        pthread_mutex_lock(&db->c_mu);
         for (size_t i = 0; i < n; i++) {
             v[i]->done = true;
             pthread_cond_signal(&v[i]->cv);
         }
-        pthread_mutex_unlock(&db->q_mu);
+        pthread_mutex_unlock(&db->c_mu);
     }
     for (size_t j = 0; j < 4; j++) {
         tg_buf_free(&arr[j].b);
@@ -1087,7 +1088,7 @@ static void *claimer_main(void *arg) {
 /* Hands q to the claimer and waits for its answer (given within q's deadline, or 503). */
 static void claim_via_group(pg_db_t *db, claim_req_t *q) {
     pthread_cond_init(&q->cv, NULL);
-    pthread_mutex_lock(&db->q_mu);
+    pthread_mutex_lock(&db->c_mu);
     if (db->stopping || !db->claimer_started) {
         q->done = true;
         q->alone = true;
@@ -1102,9 +1103,9 @@ static void claim_via_group(pg_db_t *db, claim_req_t *q) {
         pthread_cond_signal(&db->c_cv);
     }
     while (!q->done) {
-        pthread_cond_wait(&q->cv, &db->q_mu);
+        pthread_cond_wait(&q->cv, &db->c_mu);
     }
-    pthread_mutex_unlock(&db->q_mu);
+    pthread_mutex_unlock(&db->c_mu);
     pthread_cond_destroy(&q->cv);
 }
 
@@ -1953,9 +1954,9 @@ static tg_err_t pg_start(tg_db_t *dbp, tg_db_replay_fn replay, void *ud,
     if (pthread_create(&db->claimer, NULL, claimer_main, db) != 0) {
         return tg_diag_set(diag, TG_ERR_INTERNAL, "db: cannot start the claimer thread");
     }
-    pthread_mutex_lock(&db->q_mu);
+    pthread_mutex_lock(&db->c_mu);
     db->claimer_started = true;
-    pthread_mutex_unlock(&db->q_mu);
+    pthread_mutex_unlock(&db->c_mu);
     TG_LOG(TG_LOG_INFO, "store_open",
            "PostgreSQL: schema version %d, instance %s (a new hash chain), %u pooled "
            "connections, claim lease %u ms",
@@ -2017,8 +2018,10 @@ static void pg_close(tg_db_t *dbp) {
     pthread_mutex_lock(&db->q_mu);
     db->stopping = true;
     pthread_cond_broadcast(&db->q_cv);
-    pthread_cond_broadcast(&db->c_cv);
     pthread_mutex_unlock(&db->q_mu);
+    pthread_mutex_lock(&db->c_mu);
+    pthread_cond_broadcast(&db->c_cv);
+    pthread_mutex_unlock(&db->c_mu);
     if (db->claimer_started) {
         pthread_join(db->claimer, NULL);
     }
@@ -2054,6 +2057,7 @@ static void pg_close(tg_db_t *dbp) {
     pthread_mutex_destroy(&db->q_mu);
     pthread_cond_destroy(&db->q_cv);
     pthread_cond_destroy(&db->c_cv);
+    pthread_mutex_destroy(&db->c_mu);
     pthread_mutex_destroy(&db->why_mu);
     free(db);
 }
@@ -2131,6 +2135,7 @@ tg_err_t tg_db_pg_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *diag)
     pthread_mutex_init(&db->q_mu, NULL);
     pthread_cond_init(&db->q_cv, &ca);
     pthread_cond_init(&db->c_cv, NULL);
+    pthread_mutex_init(&db->c_mu, NULL);
     pthread_mutex_init(&db->why_mu, NULL);
     pthread_condattr_destroy(&ca);
     atomic_init(&db->healthy, false);
