@@ -239,29 +239,22 @@ static PGresult *pg_next(PGconn *c, int64_t deadline_ns, bool *failed) {
     return PQgetResult(c);
 }
 
-/* Runs one statement without parameters on a connection outside pipeline mode, bounded.
- * *res_out (may be NULL) gets the result. False with why filled on failure. */
-static bool pg_run(PGconn *c, const char *sql, int64_t deadline_ns, PGresult **res_out, char *why,
-                   size_t why_len) {
-    if (res_out != NULL) {
-        *res_out = NULL;
-    }
-    if (!PQsendQuery(c, sql)) {
-        first_line(why, why_len, PQerrorMessage(c));
-        return false;
-    }
-    bool failed = false, ok = true;
+static bool res_ok(const PGresult *r) {
+    ExecStatusType st = PQresultStatus(r);
+    return r != NULL && (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK);
+}
+
+/* Reads every result of the command in flight on c, until the deadline: *first gets the
+ * first result, or the first failed one if any failed (the caller clears it). False: no
+ * answer within the deadline, or the connection broke (why says which; *first NULL). */
+static bool collect(PGconn *c, int64_t deadline_ns, PGresult **first, char *why, size_t why_len) {
+    bool failed = false;
     PGresult *r;
+    *first = NULL;
     while ((r = pg_next(c, deadline_ns, &failed)) != NULL) {
-        ExecStatusType st = PQresultStatus(r);
-        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-            if (ok) {
-                first_line(why, why_len, PQresultErrorMessage(r));
-            }
-            ok = false;
-        }
-        if (res_out != NULL && ok && *res_out == NULL) {
-            *res_out = r;
+        if (*first == NULL || (!res_ok(r) && res_ok(*first))) {
+            PQclear(*first);
+            *first = r;
         } else {
             PQclear(r);
         }
@@ -270,11 +263,35 @@ static bool pg_run(PGconn *c, const char *sql, int64_t deadline_ns, PGresult **r
         first_line(why, why_len,
                    PQstatus(c) == CONNECTION_BAD ? PQerrorMessage(c)
                                                  : "no answer within the bound");
-        ok = false;
+        PQclear(*first);
+        *first = NULL;
     }
-    if (!ok && res_out != NULL) {
-        PQclear(*res_out);
+    return !failed;
+}
+
+/* Runs sql (one or more statements, no parameters) on a connection, bounded. *res_out (may
+ * be NULL) gets the first result. False with why filled on failure. */
+static bool pg_run(PGconn *c, const char *sql, int64_t deadline_ns, PGresult **res_out, char *why,
+                   size_t why_len) {
+    PGresult *res = NULL;
+    if (res_out != NULL) {
         *res_out = NULL;
+    }
+    if (!PQsendQuery(c, sql)) {
+        first_line(why, why_len, PQerrorMessage(c));
+        return false;
+    }
+    if (!collect(c, deadline_ns, &res, why, why_len)) {
+        return false;
+    }
+    bool ok = res_ok(res);
+    if (!ok) {
+        first_line(why, why_len, res != NULL ? PQresultErrorMessage(res) : "no result");
+    }
+    if (ok && res_out != NULL) {
+        *res_out = res;
+    } else {
+        PQclear(res);
     }
     return ok;
 }
@@ -529,19 +546,13 @@ static PGconn *pg_open(pg_db_t *db, role_t role, char *why, size_t why_len) {
             ok = false;
             break;
         }
-        bool failed = false;
-        PGresult *r;
-        while ((r = pg_next(c, deadline, &failed)) != NULL) {
-            if (PQresultStatus(r) != PGRES_COMMAND_OK && ok) {
-                first_line(why, why_len, PQresultErrorMessage(r));
-                ok = false;
-            }
-            PQclear(r);
-        }
-        if (failed) {
-            first_line(why, why_len, "no answer within the bound while preparing");
+        PGresult *r = NULL;
+        ok = collect(c, deadline, &r, why, why_len);
+        if (ok && !res_ok(r)) {
+            first_line(why, why_len, PQresultErrorMessage(r));
             ok = false;
         }
+        PQclear(r);
     }
     /* Non-blocking: a group's statement can be larger than the socket's buffer, and a
      * server that stopped reading must not hold a send forever; pg_wait flushes the rest
@@ -654,24 +665,11 @@ static call_t conn_call(PGconn *c, const stmt_t *s, const params_t *p, int64_t d
         first_line(why, why_len, PQerrorMessage(c));
         return CALL_BROKEN;
     }
-    bool failed = false;
-    PGresult *res = NULL, *r;
-    while ((r = pg_next(c, deadline, &failed)) != NULL) {
-        if (res == NULL) {
-            res = r;
-        } else {
-            PQclear(r);
-        }
-    }
-    if (failed) {
-        first_line(why, why_len,
-                   PQstatus(c) == CONNECTION_BAD ? PQerrorMessage(c)
-                                                 : "no answer within the bound");
-        PQclear(res);
+    PGresult *res = NULL;
+    if (!collect(c, deadline, &res, why, why_len)) {
         return CALL_BROKEN;
     }
-    ExecStatusType st = PQresultStatus(res);
-    if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
+    if (res_ok(res)) {
         *res_out = res;
         return CALL_OK;
     }
