@@ -304,6 +304,17 @@ typedef struct {
     int nparams;
 } stmt_t;
 
+/* When a claim may take an existing row of its key: a done row past its retention, or an
+ * in-flight one past its lease, or this instance's own orphan (a claim whose answer was
+ * lost: never a live one, which fence_hold answers locally). Shared by both claims. */
+#define PG_CLAIM_TAKEOVER                                                                          \
+    " ON CONFLICT (tenant, idem_key) DO UPDATE SET request_hash = excluded.request_hash,"          \
+    "  state = 'in_flight', claim_id = excluded.claim_id, owner = excluded.owner,"                 \
+    "  claimed_at = now(), lease_until = excluded.lease_until, record_seq = NULL,"                 \
+    "  http_status = NULL, completed_at = NULL, expires_at = excluded.expires_at"                  \
+    " WHERE (t.state = 'done' AND t.expires_at <= now()) OR (t.state = 'in_flight'"                \
+    "  AND (t.lease_until <= now() OR t.owner = excluded.owner))"
+
 /* Claims (pool). Intervals come as milliseconds. */
 static const stmt_t st_claim_key = {
     "tg_claim_key",
@@ -312,14 +323,7 @@ static const stmt_t st_claim_key = {
     "  lease_until, expires_at)"
     " VALUES ($1::text, $2::text, $3::bytea, 'in_flight', nextval('tg_claim_id_seq'), $4::text,"
     "  now() + $5::bigint * interval '1 millisecond',"
-    "  now() + $6::bigint * interval '1 millisecond')"
-    " ON CONFLICT (tenant, idem_key) DO UPDATE SET request_hash = excluded.request_hash,"
-    "  state = 'in_flight', claim_id = excluded.claim_id, owner = excluded.owner,"
-    "  claimed_at = now(), lease_until = excluded.lease_until, record_seq = NULL,"
-    "  http_status = NULL, completed_at = NULL, expires_at = excluded.expires_at"
-    " WHERE (t.state = 'done' AND t.expires_at <= now()) OR (t.state = 'in_flight'"
-    "  AND (t.lease_until <= now() OR t.owner = excluded.owner))"
-    " RETURNING claim_id)"
+    "  now() + $6::bigint * interval '1 millisecond')" PG_CLAIM_TAKEOVER " RETURNING claim_id)"
     " SELECT 0::smallint, claim_id, NULL::bytea, NULL::bigint, NULL::smallint, NULL::bigint"
     " FROM ins"
     " UNION ALL"
@@ -344,14 +348,8 @@ static const stmt_t st_claim_keys = {
     "  lease_until, expires_at)"
     " SELECT i.tenant, i.idem_key, i.request_hash, 'in_flight', nextval('tg_claim_id_seq'),"
     "  $5::text, now() + $6::bigint * interval '1 millisecond',"
-    "  now() + $7::bigint * interval '1 millisecond' FROM i ORDER BY i.tenant, i.idem_key"
-    " ON CONFLICT (tenant, idem_key) DO UPDATE SET request_hash = excluded.request_hash,"
-    "  state = 'in_flight', claim_id = excluded.claim_id, owner = excluded.owner,"
-    "  claimed_at = now(), lease_until = excluded.lease_until, record_seq = NULL,"
-    "  http_status = NULL, completed_at = NULL, expires_at = excluded.expires_at"
-    " WHERE (t.state = 'done' AND t.expires_at <= now()) OR (t.state = 'in_flight'"
-    "  AND (t.lease_until <= now() OR t.owner = excluded.owner))"
-    " RETURNING t.tenant, t.idem_key, t.claim_id)"
+    "  now() + $7::bigint * interval '1 millisecond' FROM i ORDER BY i.tenant, "
+    "i.idem_key" PG_CLAIM_TAKEOVER " RETURNING t.tenant, t.idem_key, t.claim_id)"
     " SELECT i.ord, 0::smallint, ins.claim_id, NULL::bytea, NULL::bigint, NULL::smallint,"
     "  NULL::bigint FROM i JOIN ins ON ins.tenant = i.tenant AND ins.idem_key = i.idem_key"
     " UNION ALL"
