@@ -197,9 +197,9 @@ def check_loopback(url):
 
 def server_facts(base_url):
     """GET /version of a trigguard daemon (loopback only): engine, build commit, durability,
-    policy version and hash; "unknown" where it does not answer."""
+    store (file or postgres), policy version and hash; "unknown" where it does not answer."""
     url = check_loopback(base_url) + "/version"
-    keys = ("engine", "build_commit", "durability", "policy_version", "policy_hash")
+    keys = ("engine", "build_commit", "durability", "store", "policy_version", "policy_hash")
     try:
         # No proxy handler: a proxy setting must never route this request elsewhere.
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
