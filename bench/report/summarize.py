@@ -313,7 +313,7 @@ def build_summary(a):
         {"what": f"this {a.mode} run, end to end (build, daemon, every harness, summary, page)",
          "command": a.command},
         {"what": "the quick variant (about a minute)" if a.mode != "quick"
-         else "the full run (about 4-5 minutes)",
+         else "the full run (about 6 minutes)",
          "command": "scripts/bench --quick" if a.mode != "quick"
          else "scripts/bench"},
         {"what": "kernel harness alone",
