@@ -623,6 +623,11 @@ static step_t check_idempotency(eval_req_t *r, steps_t *s) {
     if (res.state == TG_IDEM_REPLAY) {
         bool permit = false;
         tg_err_t prc = tg_pipeline_replay_response(p, &res.entry.pos, &ex->out, &permit);
+        if (prc == tg_db_unavailable(p->db)) {
+            /* the store cannot be read now: a retry replays once it can */
+            tg_reply_error(ex, prc, "the stored response cannot be read now; retry shortly");
+            return STEP_ANSWERED;
+        }
         if (prc != TG_OK) {
             /* Never execute the request again: its record exists but cannot be read
              * back, which is the operator's to look at (the log says which). */

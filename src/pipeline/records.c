@@ -188,6 +188,12 @@ void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *ex
     tg_err_t rc =
         ok ? tg_db_find_receipt(p->db, tn, tl, exec_id, strlen(exec_id), tg_clock_now_ms(), &pos)
            : TG_ERR_NOT_FOUND;
+    if (rc == tg_db_unavailable(p->db)) {
+        /* The store cannot answer now: that is not "no such receipt" (an auditor would
+         * read it so). */
+        tg_reply_error(ex, rc, "the record store cannot be read now; retry shortly");
+        return;
+    }
     if (rc != TG_OK) {
         /* Another tenant's receipt is indistinguishable from a missing one. */
         tg_reply_error(ex, TG_ERR_NOT_FOUND, "no receipt with this executionId for this tenant");
@@ -195,6 +201,10 @@ void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *ex
     }
     tg_buf_reset(&ex->out);
     rc = tg_db_read(p->db, &pos, &ex->out, NULL);
+    if (rc == tg_db_unavailable(p->db)) {
+        tg_reply_error(ex, rc, "the record store cannot be read now; retry shortly");
+        return;
+    }
     if (rc != TG_OK) {
         TG_LOG(TG_LOG_ERROR, "receipt_read", "ledger read of seq %llu failed: %s",
                (unsigned long long)pos.seq, tg_strerror(rc));
