@@ -175,6 +175,14 @@ for id in "$(head -n 1 "$TG_TMP/sync-1/acks" | cut -f1)" "$(tail -n 1 "$TG_TMP/s
         tg_expect_py "s == 200 and j['executionId'] == '$id'" "GET /v1/receipts/$id from daemon $n after the failovers"
     done
 done
+# Their idempotency keys survived too: a retry is a replay of the first answer.
+for line in "$(head -n 1 "$TG_TMP/sync-1/acks")" "$(tail -n 1 "$TG_TMP/sync-stall/acks")"; do
+    id=$(cut -f1 <<<"$line") key=$(cut -f2 <<<"$line")
+    tg_use b
+    tg_post /v1/evaluate "$(tg_req_json permit ",\"idempotency_key\":\"$key\"")"
+    tg_expect_py "s == 200 and h.get('idempotent-replayed') == 'true' and j['receipt']['executionId'] == '$id'" \
+        "a retry of $key after the failovers replays its acknowledged answer"
+done
 "$TG_BIN" ledger verify --database-url "${TG_PG_NODE_URL[$primary]}" >"$TG_TMP/verify-sync.out" 2>&1
 tg_eq "$?" 0 "ledger verify --database-url after the synchronous failovers ($(tail -n 2 "$TG_TMP/verify-sync.out" | tr '\n' ' '))"
 tg_log "synchronous: $total acknowledged over $((SYNC_CYCLES + 1)) failovers, 0 missing"
@@ -192,6 +200,9 @@ for i in $(seq 1 "$ASYNC_TRIES"); do
         detected=$MISSING
         tg_req GET "/v1/receipts/$LOST_ID" "${TG_AUTH_A[@]}"
         tg_log "async-$i: a lost, acknowledged receipt: GET /v1/receipts/$LOST_ID -> $TG_STATUS"
+        key=$(grep -m 1 "^$LOST_ID	" "$TG_TMP/async-$i/acks" | cut -f2)
+        tg_post /v1/evaluate "$(tg_req_json permit ",\"idempotency_key\":\"$key\"")"
+        tg_log "async-$i: its key $key again -> $TG_STATUS, Idempotent-Replayed '$(tg_header Idempotent-Replayed)' (decided afresh: the key was lost with it)"
         break
     fi
 done
