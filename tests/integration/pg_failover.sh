@@ -184,7 +184,8 @@ for line in "$(head -n 1 "$TG_TMP/sync-1/acks")" "$(tail -n 1 "$TG_TMP/sync-stal
         "a retry of $key after the failovers replays its acknowledged answer"
 done
 "$TG_BIN" ledger verify --database-url "${TG_PG_NODE_URL[$primary]}" >"$TG_TMP/verify-sync.out" 2>&1
-tg_eq "$?" 0 "ledger verify --database-url after the synchronous failovers ($(tail -n 2 "$TG_TMP/verify-sync.out" | tr '\n' ' '))"
+rc=$?
+tg_eq "$rc" 0 "ledger verify --database-url after the synchronous failovers ($(tail -n 2 "$TG_TMP/verify-sync.out" | tr '\n' ' '))"
 tg_log "synchronous: $total acknowledged over $((SYNC_CYCLES + 1)) failovers, 0 missing"
 
 # ---- negative control: an asynchronous standby loses acknowledged receipts -----------------
@@ -200,7 +201,7 @@ for i in $(seq 1 "$ASYNC_TRIES"); do
         detected=$MISSING
         tg_req GET "/v1/receipts/$LOST_ID" "${TG_AUTH_A[@]}"
         tg_log "async-$i: a lost, acknowledged receipt: GET /v1/receipts/$LOST_ID -> $TG_STATUS"
-        key=$(grep -m 1 "^$LOST_ID	" "$TG_TMP/async-$i/acks" | cut -f2)
+        key=$(awk -F'\t' -v id="$LOST_ID" '$1 == id { print $2; exit }' "$TG_TMP/async-$i/acks")
         tg_post /v1/evaluate "$(tg_req_json permit ",\"idempotency_key\":\"$key\"")"
         tg_log "async-$i: its key $key again -> $TG_STATUS, Idempotent-Replayed '$(tg_header Idempotent-Replayed)' (decided afresh: the key was lost with it)"
         break
@@ -209,7 +210,8 @@ done
 tg_check "async: the check detects lost acknowledged receipts ($detected missing, try $i of $ASYNC_TRIES)" \
     test "$detected" -gt 0
 "$TG_BIN" ledger verify --database-url "${TG_PG_NODE_URL[$primary]}" >"$TG_TMP/verify-async.out" 2>&1
-tg_log "after the asynchronous failovers: ledger verify --database-url exit $?: $(tail -n 3 "$TG_TMP/verify-async.out" | tr '\n' ' ')"
+rc=$?
+tg_log "after the asynchronous failovers: ledger verify --database-url exit $rc: $(tail -n 3 "$TG_TMP/verify-async.out" | tr '\n' ' ')"
 
 tg_stop a
 tg_stop b
