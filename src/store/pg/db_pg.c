@@ -122,8 +122,8 @@ typedef struct pg_db {
     pthread_cond_t q_cv;
     pending_t *q_head, *q_tail;
     size_t q_len;
-    bool stopping;
-    bool probe_wanted; /* a pooled statement lost its connection: check the database */
+    _Atomic bool stopping; /* read under q_mu and pool_mu both: atomic */
+    bool probe_wanted;     /* a pooled statement lost its connection: check the database */
     PGconn *wconn;
     uint64_t chain_seq;
     uint8_t head[32];
@@ -385,8 +385,9 @@ static const stmt_t st_read = {
 
 /* The writer's statement: a whole group in one statement, so one round trip and one
  * transaction (autocommit: the statement commits as it ends) whatever the group's size.
- * The records come as arrays, one element each. The claims are locked first (k, n), and the
- * chain head (h) is compared with the head the group was chained on: only when every claim
+ * The records come as arrays, one element each. The chain head (h) is locked and compared
+ * with the head the group was chained on, then the claims are locked (k, n; a claim taken
+ * over meanwhile is seen, as the lock waits for the takeover and reads the row anew): only when every claim
  * is still ours and the head is unchanged are the records inserted, their keys made DONE,
  * their nonces consumed, their receipts indexed and the head moved, all or nothing. The
  * result is (chain_seq, seq) per record written, or, when nothing was, (chain_seq, NULL)
@@ -410,8 +411,8 @@ static const stmt_t st_group = {
     "   WHERE k.tenant = i.tenant AND k.idem_key = i.idem_key))"
     "  AND (i.nonce IS NULL OR EXISTS (SELECT 1 FROM n"
     "   WHERE n.tenant = i.tenant AND n.nonce = i.nonce))),"
-    " go AS (SELECT (SELECT count(*) FROM good) = (SELECT count(*) FROM i)"
-    "  AND coalesce((SELECT head_seq FROM h) = $15::bigint, false) AS v),"
+    " go AS (SELECT coalesce((SELECT head_seq FROM h) = $15::bigint, false)"
+    "  AND (SELECT count(*) FROM good) = (SELECT count(*) FROM i) AS v),"
     " r AS (INSERT INTO tg_records (instance_id, chain_seq, tenant, type, meta, payload,"
     "  prev_hash, record_hash)"
     "  SELECT $1::text, i.chain_seq, i.tenant, i.type, i.meta, i.payload, i.prev_hash,"
@@ -507,10 +508,10 @@ static PGconn *pg_open(pg_db_t *db, role_t role, char *why, size_t why_len) {
                     " ELSE (SELECT coalesce(max(version), 0) FROM trigguard_schema) END",
                     deadline, &res, why, why_len);
         if (ok) {
-            int v = atoi(PQgetvalue(res, 0, 0));
+            long v = strtol(PQgetvalue(res, 0, 0), NULL, 10);
             if (v != TG_PG_SCHEMA_VERSION) {
                 (void)snprintf(why, why_len,
-                               "the database has schema version %d, this binary needs %d (run "
+                               "the database has schema version %ld, this binary needs %d (run "
                                "trigguard db migrate)",
                                v, TG_PG_SCHEMA_VERSION);
                 ok = false;
@@ -2095,7 +2096,7 @@ tg_err_t tg_db_pg_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *diag)
     make_instance_id(db->instance, sizeof db->instance);
     randombytes_buf(db->fence_key, sizeof db->fence_key);
     db->url = strdup(o->url);
-    db->idle = calloc(o->pool, sizeof *db->idle);
+    db->idle = calloc(o->pool, sizeof(PGconn *));
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
