@@ -99,9 +99,11 @@ cycle() {
     if [ "$stall" = 1 ]; then
         tg_pg_node_walreceiver "$standby" || tg_die "$label: $TG_PG_ERROR"
         wr=$TG_PG_WALRECEIVER
-        kill -STOP "$wr"
+        kill -STOP "$wr" || tg_die "$label: cannot stop the walreceiver $wr"
         touch "$d/stalled"
-        sleep "$STALL_SECONDS"
+        sleep 1
+        tg_log "$label: walreceiver $wr state $(ps -o stat= -p "$wr"); on $primary: $(sql "${TG_PG_NODE_ADMIN_URL[$primary]}" "select application_name, sync_state, flush_lsn, pg_current_wal_lsn() from pg_stat_replication" | tr '\n' ' ')"
+        sleep $((STALL_SECONDS - 1))
     fi
     alive "$label, before the kill"
     before=$(acks_in "$d/acks")
@@ -116,6 +118,7 @@ cycle() {
     [ -z "$wr" ] || kill -CONT "$wr"
     tg_pg_node_promote "$standby" || tg_die "$label: promote $standby: $TG_PG_ERROR"
     touch "$d/promoted"
+    cp "${TG_PG_NODE_DIR[$primary]}/server.log" "$d/server-$primary.log"
     old=$primary primary=$standby standby=$old
     # The new primary's commits wait for a synchronous standby: rebuild one at once.
     tg_pg_node_rebuild "$standby" "$primary" || tg_die "$label: rebuild $standby: $TG_PG_ERROR"
@@ -145,6 +148,7 @@ cycle() {
         >"$d/check.out" 2>&1 || tg_die "$label: the check query failed: $(cat "$d/check.out")"
     tg_eq "$(sed -n 1p "$d/check.out")" "$ACKED|$ACKED" "$label: $ACKED acknowledged, all distinct, all loaded"
     MISSING=$(sed -n 2p "$d/check.out") LOST_ID=$(sed -n 3p "$d/check.out")
+    cp "${TG_PG_NODE_DIR[$primary]}/server.log" "$d/server-$primary.log"
     tg_log "$label: $mode standby, stall $stall: $ACKED acknowledged ($before before the kill), $MISSING missing on $primary; while stalled: $WINDOW"
 }
 
