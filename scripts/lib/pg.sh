@@ -352,10 +352,10 @@ tg_pg_node_kill() {
     local name=$1 pid p i
     pid=${TG_PG_NODE_PID[$name]:-}
     [ -n "$pid" ] || return 0
-    local -a pids=("$pid")
-    while read -r p; do [ -n "$p" ] && pids+=("$p"); done < <(pgrep -P "$pid")
-    kill -KILL "${pids[@]}" 2>/dev/null
-    for p in "${pids[@]}"; do
+    local -a procs=("$pid")
+    while read -r p; do [ -n "$p" ] && procs+=("$p"); done < <(pgrep -P "$pid")
+    kill -KILL "${procs[@]}" 2>/dev/null
+    for p in "${procs[@]}"; do
         for i in $(seq 1 100); do
             tg_pg_gone "$p" && break
             sleep 0.1
