@@ -260,7 +260,8 @@ static void settle(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *pos) {
                        "the receipt would exceed the ledger's record limit");
     } else if (status != TG_OK) {
         tg_reply_error(r->ex, tg_db_unavailable(r->p->db),
-                       "the receipt ledger cannot make records durable");
+                       "the record was not made durable (the store is unavailable, or another "
+                       "instance took its claim over); retry with the same idempotency key");
     }
 }
 

@@ -187,9 +187,9 @@ tg_err_t tg_pg_connect(const char *url, PGconn **out, tg_diag_t *diag) {
 
 tg_err_t tg_pg_exec(PGconn *conn, const char *sql, const tg_pg_param_t *p, int n,
                     bool binary_result, PGresult **res_out, tg_diag_t *diag) {
-    const char *vals[TG_PG_MAX_PARAMS];
-    int lens[TG_PG_MAX_PARAMS];
-    int fmts[TG_PG_MAX_PARAMS];
+    const char *vals[TG_PG_MAX_PARAMS] = {0};
+    int lens[TG_PG_MAX_PARAMS] = {0};
+    int fmts[TG_PG_MAX_PARAMS] = {0};
     if (n < 0 || n > TG_PG_MAX_PARAMS || (n > 0 && p == NULL)) {
         return tg_diag_set(diag, TG_ERR_LIMIT, "%d statement parameters (at most %d)", n,
                            TG_PG_MAX_PARAMS);
