@@ -93,6 +93,8 @@ def load(ports, token, prefix, out, stop, workers, timeout, path="/v1/evaluate")
             with lock:
                 f.write(json.dumps(rec) + "\n")
                 f.flush()
+            if st == 0:
+                time.sleep(0.05)  # a dead instance refuses at once: do not spin on it
 
     threads = [threading.Thread(target=worker, args=(w,)) for w in range(workers)]
     for t in threads:
