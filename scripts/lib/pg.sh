@@ -160,6 +160,8 @@ tg_pg_signal() {
 tg_pg_stop() {
     local rc=0 i
     [ -n "$TG_PG_DIR" ] || return 0
+    # A frozen server (tg_pg_signal STOP) would neither stop nor die with its children.
+    [ -z "$TG_PG_PID" ] || tg_pg_signal CONT 2>/dev/null || true
     if [ -f "$TG_PG_DATA/postmaster.pid" ]; then
         tg_pg_as_server "$TG_PG_BIN/pg_ctl" -D "$TG_PG_DATA" -m immediate -w -t 30 stop \
             >/dev/null 2>&1 || rc=1
