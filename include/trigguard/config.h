@@ -50,6 +50,12 @@ typedef struct tg_config {
     bool auth_bypass;
     int64_t receipt_ttl_s;
     /* state */
+    char store_name[16];                  /* "file" | "postgres" */
+    bool store_postgres;                  /* derived: --store postgres */
+    char database_url[TG_CONFIG_STR_MAX]; /* secret: may hold a password */
+    int64_t claim_timeout_ms;
+    int64_t db_pool;
+    int64_t db_timeout_ms;
     char ledger[TG_CONFIG_STR_MAX];
     char ledger_create[16]; /* "auto" | "never" */
     bool ledger_no_create;  /* derived: --ledger-create never */

@@ -52,10 +52,16 @@
  *          fdatasync per batch) and calls done on its completion thread. meta carries the
  *          record's claims for the replay, so the typed claims of tg_db_record_t are not
  *          read.
- *   pg     (SPEC §13, next) claims are rows; one transaction per group commit inserts the
- *          batch's records and their claims' outcomes (DONE keys, nonces, receipt index
- *          rows) from the typed claims of each tg_db_record_t; done runs once it has
- *          committed. start connects and checks the schema and never calls replay.
+ *   pg     (src/store/pg/db_pg.c, SPEC §13, docs/POSTGRES.md) claims are rows, taken with
+ *          one statement each on a pooled connection (committed asynchronously: a claim
+ *          lost in a crash had no record yet, and a record's synchronous commit flushes
+ *          every claim it depends on); one writer thread per instance commits the queued
+ *          records in groups, one transaction each (pipelined: one round trip for the
+ *          statements, one for COMMIT), inserting every record with its claims' outcomes
+ *          (the key DONE, the nonce consumed, the receipt's index row) from the typed
+ *          claims of each tg_db_record_t, each fenced by the claim's token; done runs once
+ *          COMMIT has answered. start connects, refuses a schema it does not know, and
+ *          never calls replay. Each process start is a new hash chain (instance_id).
  *
  * Positions: a record's place is a tg_ledger_pos_t. seq names the record in every backend;
  * segment/offset/length locate it in a ledger directory (file), and are 0 where a backend
@@ -80,14 +86,26 @@
 typedef struct tg_db tg_db_t;
 
 typedef enum tg_db_backend {
-    TG_DB_FILE = 0, /* the ledger directory + tables in memory */
+    TG_DB_FILE = 0,     /* the ledger directory + tables in memory */
+    TG_DB_POSTGRES = 1, /* rows in one PostgreSQL database, shared by instances (SPEC §13) */
 } tg_db_backend_t;
+
+/* pg: where the database is and the bounds on talking to it. */
+typedef struct tg_db_pg_opts {
+    const char *url;            /* libpq conninfo or URI (copied at open; may hold a password) */
+    uint32_t pool;              /* connections for claims and lookups, 1..256 */
+    uint32_t timeout_ms;        /* one claim or lookup, waiting for a connection included */
+    uint32_t claim_timeout_ms;  /* lease of an in-flight claim (key or nonce) */
+    uint32_t commit_timeout_ms; /* one group commit, from BEGIN to COMMIT's answer */
+} tg_db_pg_opts_t;
 
 typedef struct tg_db_opts {
     tg_db_backend_t backend;
-    tg_store_opts_t keys;     /* idempotency keys and nonces: caps, retention, key length */
-    tg_store_opts_t receipts; /* the receipt index: caps, retention */
+    tg_store_opts_t keys;     /* idempotency keys and nonces: caps, retention, key length
+                                 (pg: retention and key length only) */
+    tg_store_opts_t receipts; /* the receipt index: caps, retention (file only) */
     tg_ledger_opts_t ledger;  /* file: the ledger directory and its durability */
+    tg_db_pg_opts_t pg;       /* pg */
 } tg_db_opts_t;
 
 /* A decision record on its way to durability, and what it claims. Pointers are read
@@ -113,9 +131,9 @@ typedef struct tg_db_record {
 } tg_db_record_t;
 
 /* The append's answer: exactly once per accepted append, status TG_OK (durable as the
- * configured durability promises; *pos filled) or TG_ERR_LEDGER_UNHEALTHY (never written;
- * *pos all zero). Runs on a backend thread, one at a time, in record order; pos is valid
- * during the call only. It must be short and must not block. */
+ * configured durability promises; *pos filled) or the backend's unavailability error
+ * (tg_db_unavailable: not durable; *pos all zero). Runs on a backend thread, one at a time, in
+ * record order; pos is valid during the call only. It must be short and must not block. */
 typedef tg_ledger_done_fn tg_db_done_fn;
 
 /* Rebuild callback for backends whose tables live in memory: called by tg_db_start for
@@ -234,5 +252,12 @@ typedef struct tg_db_stats {
 
 /* Fills *out (all zero for a NULL db). Thread-safe. */
 void tg_db_stats(tg_db_t *db, tg_db_stats_t *out);
+
+/* The error a request gets when this backend cannot make its record durable or answer a
+ * claim: TG_ERR_LEDGER_UNHEALTHY (file: 503 ledger_unavailable) or TG_ERR_STORE_UNAVAILABLE
+ * (pg: 503 store_unavailable, SPEC §13). Also what done reports for a record that failed,
+ * and what claims and lookups return when the database cannot answer within its bound.
+ * TG_ERR_LEDGER_UNHEALTHY for NULL. Thread-safe. */
+tg_err_t tg_db_unavailable(const tg_db_t *db);
 
 #endif /* TRIGGUARD_DB_H */

@@ -70,7 +70,8 @@
     X(TG_ERR_RATE_LIMITED, "rate limited")                                                         \
     X(TG_ERR_OVERLOADED, "overloaded")                                                             \
     X(TG_ERR_CONFIG, "invalid configuration")                                                      \
-    X(TG_ERR_SCHEMA_VERSION, "database schema is newer than this binary knows")
+    X(TG_ERR_SCHEMA_VERSION, "database schema is newer than this binary knows")                    \
+    X(TG_ERR_STORE_UNAVAILABLE, "the shared database cannot be reached or did not commit")
 
 typedef enum tg_err {
 #define TG_ERR_ENUM_(name, text) name,

@@ -437,6 +437,19 @@ bool tg_ledger_hash_matches(uint8_t type, uint64_t seq, const uint8_t prev[TG_LE
                             const uint8_t *meta, size_t meta_len, const uint8_t *payload,
                             size_t payload_len, const uint8_t want[TG_LEDGER_HASH_SIZE]);
 
+/* out = the record_hash the file ledger's current format gives a record with these fields
+ * (the header with seq and prev, then SHA-256(meta ‖ payload)): for stores that keep fields,
+ * so their chains verify like a ledger directory's (tg_ledger_hash_matches accepts it).
+ * TG_ERR_LIMIT when a length is over its cap. Thread-safe. */
+tg_err_t tg_ledger_record_hash(uint8_t out[TG_LEDGER_HASH_SIZE], uint8_t type, uint64_t seq,
+                               const uint8_t prev[TG_LEDGER_HASH_SIZE], const uint8_t *meta,
+                               size_t meta_len, const uint8_t *payload,
+                               size_t payload_len) TG_MUST_USE;
+
+/* The index of v's bucket in a histogram of nb + 1 buckets with upper bounds bounds[0..nb)
+ * (the last one counts everything above): for backends that keep the ledger's histograms. */
+size_t tg_ledger_hist_bucket(const uint64_t *bounds, size_t nb, uint64_t v);
+
 /* "ledger-000042.tgl" into out (NUL-terminated). TG_ERR_BUFFER_TOO_SMALL if it does not fit. */
 tg_err_t tg_ledger_segment_name(char *out, size_t out_len, uint32_t segment) TG_MUST_USE;
 

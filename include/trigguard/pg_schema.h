@@ -28,7 +28,7 @@
 #include "trigguard/err.h"
 
 /* The newest schema version this binary knows (the number of its migrations). */
-#define TG_PG_SCHEMA_VERSION 1
+#define TG_PG_SCHEMA_VERSION 2
 
 /* The advisory lock key every migrating process takes (pg_advisory_lock(bigint)). A fixed
  * constant: "tgschema" in ASCII, so it will not collide with another application's key by
@@ -48,6 +48,12 @@ TG_MUST_USE tg_err_t tg_pg_check_url(const char *url, tg_diag_t *diag);
 /* Brings the database at url to TG_PG_SCHEMA_VERSION; *out (may be NULL) says from which
  * version. Waits for another migrating process (at most the lock timeout, 60 s). */
 TG_MUST_USE tg_err_t tg_pg_migrate(const char *url, tg_pg_migration_result_t *out, tg_diag_t *diag);
+
+/* As tg_pg_migrate, but stops at version target (1..TG_PG_SCHEMA_VERSION): for staged
+ * upgrades and for testing an upgrade from an older version. A database already past
+ * target is left alone (from == to). TG_ERR_INVALID_ARG for a target out of range. */
+TG_MUST_USE tg_err_t tg_pg_migrate_to(const char *url, int target, tg_pg_migration_result_t *out,
+                                      tg_diag_t *diag);
 
 /* *version = the database's schema version: 0 when it has none yet (an empty database).
  * A version newer than TG_PG_SCHEMA_VERSION is reported, not refused (TG_OK). */

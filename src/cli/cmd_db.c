@@ -8,7 +8,7 @@
 
 static void db_usage(FILE *out) {
     fprintf(out,
-            "usage: trigguard db migrate [--database-url URL]\n"
+            "usage: trigguard db migrate [--database-url URL] [--target-version N]\n"
             "       trigguard db status [--database-url URL]\n"
             "       trigguard db import DIR [--database-url URL] [--retention SECONDS]\n"
             "\n"
@@ -35,6 +35,7 @@ static int db_exit(tg_err_t rc) {
 int tg_cmd_db(int argc, char **argv) {
     const char *url = getenv("TRIGGUARD_DATABASE_URL");
     const char *sub = NULL;
+    int target = TG_PG_SCHEMA_VERSION;
     tg_diag_t diag = {{0}};
     /* import has its own arguments (a directory, --retention): it parses them itself */
     for (int i = 1; i < argc; i++) {
@@ -62,6 +63,18 @@ int tg_cmd_db(int argc, char **argv) {
         }
         if (strncmp(argv[i], "--database-url=", 15) == 0) {
             url = argv[i] + 15;
+            continue;
+        }
+        if (strcmp(argv[i], "--target-version") == 0) {
+            char *end = NULL;
+            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+            if (end == NULL || *end != '\0' || v < 1 || v > TG_PG_SCHEMA_VERSION) {
+                fprintf(stderr, "trigguard db: --target-version needs a version 1..%d\n",
+                        TG_PG_SCHEMA_VERSION);
+                return TG_EXIT_USAGE;
+            }
+            target = (int)v;
+            i++;
             continue;
         }
         if (argv[i][0] == '-' || sub != NULL) {
@@ -103,7 +116,7 @@ int tg_cmd_db(int argc, char **argv) {
         return TG_EXIT_OK;
     }
     tg_pg_migration_result_t res = {0, 0};
-    tg_err_t rc = tg_pg_migrate(url, &res, &diag);
+    tg_err_t rc = tg_pg_migrate_to(url, target, &res, &diag);
     if (rc) {
         fprintf(stderr, "trigguard db migrate: %s\n", diag.msg);
         return db_exit(rc);

@@ -60,6 +60,22 @@ static const opt_t options[] = {
      "false", 0, 1, NULL, 0, "map every request to tenant 'local' (loopback listeners only)"},
     {"receipt-ttl", "TRIGGUARD_RECEIPT_TTL", OPT_INT, F(receipt_ttl_s), "600", 1, 31536000, NULL, 0,
      "receipt lifetime in seconds (expiresAt - timestamp)"},
+    {"store", "TRIGGUARD_STORE", OPT_STR, F(store_name), "file", 0, 0, "file|postgres", 0,
+     "where records, idempotency keys and nonces live: file = --ledger on this machine; "
+     "postgres = --database-url, shared by every instance (docs/POSTGRES.md)"},
+    {"database-url", "TRIGGUARD_DATABASE_URL", OPT_STR, F(database_url), "", 0, 0, NULL, 1,
+     "--store postgres: libpq connection string or URI (multi-host with "
+     "target_session_attrs=read-write follows a failover)"},
+    {"claim-timeout", "TRIGGUARD_CLAIM_TIMEOUT", OPT_INT, F(claim_timeout_ms), "30000", 1000,
+     86400000, NULL, 0,
+     "--store postgres: ms an in-flight idempotency key or nonce stays claimed by an instance "
+     "that stopped answering, before another may take it over (its late commit is fenced out)"},
+    {"db-pool", "TRIGGUARD_DB_POOL", OPT_INT, F(db_pool), "8", 1, 256, NULL, 0,
+     "--store postgres: connections for claims and lookups (the writer and the upkeep have "
+     "one each besides)"},
+    {"db-timeout", "TRIGGUARD_DB_TIMEOUT", OPT_INT, F(db_timeout_ms), "2000", 50, 600000, NULL, 0,
+     "--store postgres: ms one claim or lookup may take (waiting for a connection included) "
+     "before the request gets 503 store_unavailable"},
     {"ledger", "TRIGGUARD_LEDGER", OPT_STR, F(ledger), "state/ledger", 0, 0, NULL, 0,
      "directory of ledger segments"},
     {"ledger-create", "TRIGGUARD_LEDGER_CREATE", OPT_STR, F(ledger_create), "auto", 0, 0,
@@ -255,6 +271,19 @@ static tg_err_t check_cross(tg_config_t *cfg, tg_diag_t *diag) {
         return tg_diag_set(diag, TG_ERR_CONFIG, "--decide-port must differ from --port");
     }
     cfg->ledger_no_create = strcmp(cfg->ledger_create, "never") == 0;
+    cfg->store_postgres = strcmp(cfg->store_name, "postgres") == 0;
+    if (cfg->store_postgres && cfg->database_url[0] == '\0') {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "--store postgres needs --database-url (or TRIGGUARD_DATABASE_URL)");
+    }
+    if (cfg->store_postgres && strcmp(cfg->durability_name, "fsync") != 0) {
+        /* PostgreSQL's own commit is the durability: a response leaves after COMMIT with
+         * synchronous_commit on, never earlier; there is no weaker mode to choose. */
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "--durability %s applies to the file ledger only: with --store "
+                           "postgres a response always waits for its transaction's commit",
+                           cfg->durability_name);
+    }
     if (strcmp(cfg->durability_name, "batch") == 0) {
         cfg->durability = TG_CONFIG_DURABILITY_BATCH;
     } else if (strcmp(cfg->durability_name, "none") == 0) {

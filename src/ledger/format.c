@@ -79,20 +79,26 @@ static void record_hash_v2(uint8_t out[HSZ], const uint8_t *hdr, const uint8_t b
     crypto_hash_sha256_final(&st, out);
 }
 
+/* The 60-byte header of a record in format version `version`, its check included. */
+static void fill_header(uint8_t *h, uint8_t version, uint8_t type, uint64_t seq,
+                        const uint8_t prev[HSZ], uint32_t meta_len, uint32_t payload_len) {
+    uint8_t hc[HSZ];
+    memcpy(h, TG_LEDGER_MAGIC, 4);
+    h[4] = version;
+    h[5] = type;
+    put_u16(h + 6, 0);
+    tg_lg_put_u64(h + 8, seq);
+    memcpy(h + 16, prev, HSZ);
+    put_u32(h + 48, meta_len);
+    put_u32(h + 52, payload_len);
+    crypto_hash_sha256(hc, h, 56);
+    memcpy(h + 56, hc, 4);
+}
+
 void tg_lg_encode(uint8_t *dst, uint8_t hash[HSZ], uint8_t type, uint64_t seq,
                   const uint8_t prev[HSZ], const uint8_t *meta, uint32_t meta_len,
                   const uint8_t *payload, uint32_t payload_len, const uint8_t body[HSZ]) {
-    uint8_t hc[HSZ];
-    memcpy(dst, TG_LEDGER_MAGIC, 4);
-    dst[4] = TG_LEDGER_FORMAT_VERSION;
-    dst[5] = type;
-    put_u16(dst + 6, 0);
-    tg_lg_put_u64(dst + 8, seq);
-    memcpy(dst + 16, prev, HSZ);
-    put_u32(dst + 48, meta_len);
-    put_u32(dst + 52, payload_len);
-    crypto_hash_sha256(hc, dst, 56);
-    memcpy(dst + 56, hc, 4);
+    fill_header(dst, TG_LEDGER_FORMAT_VERSION, type, seq, prev, meta_len, payload_len);
     if (meta_len) {
         memcpy(dst + HDR, meta, meta_len);
     }
@@ -111,19 +117,10 @@ bool tg_ledger_hash_matches(uint8_t type, uint64_t seq, const uint8_t prev[HSZ],
     }
     /* The header as tg_lg_encode writes it, once per version byte: the version is part of
      * the hashed header and the store does not keep it. */
-    uint8_t hdr[HDR], hc[HSZ], body[HSZ], got[HSZ];
-    memcpy(hdr, TG_LEDGER_MAGIC, 4);
-    hdr[5] = type;
-    put_u16(hdr + 6, 0);
-    tg_lg_put_u64(hdr + 8, seq);
-    memcpy(hdr + 16, prev, HSZ);
-    put_u32(hdr + 48, (uint32_t)meta_len);
-    put_u32(hdr + 52, (uint32_t)payload_len);
+    uint8_t hdr[HDR], body[HSZ], got[HSZ];
     for (uint8_t version = TG_LEDGER_FORMAT_VERSION_MIN; version <= TG_LEDGER_FORMAT_VERSION;
          version++) {
-        hdr[4] = version;
-        crypto_hash_sha256(hc, hdr, 56);
-        memcpy(hdr + 56, hc, 4);
+        fill_header(hdr, version, type, seq, prev, (uint32_t)meta_len, (uint32_t)payload_len);
         if (version == 1) {
             /* version 1: one SHA-256 over the header, meta and payload */
             crypto_hash_sha256_state st;
@@ -145,6 +142,20 @@ bool tg_ledger_hash_matches(uint8_t type, uint64_t seq, const uint8_t prev[HSZ],
         }
     }
     return false;
+}
+
+tg_err_t tg_ledger_record_hash(uint8_t out[HSZ], uint8_t type, uint64_t seq,
+                               const uint8_t prev[HSZ], const uint8_t *meta, size_t meta_len,
+                               const uint8_t *payload, size_t payload_len) {
+    if (meta_len > TG_LEDGER_META_MAX || payload_len > TG_LEDGER_PAYLOAD_MAX) {
+        return TG_ERR_LIMIT;
+    }
+    uint8_t hdr[HDR], body[HSZ];
+    fill_header(hdr, TG_LEDGER_FORMAT_VERSION, type, seq, prev, (uint32_t)meta_len,
+                (uint32_t)payload_len);
+    tg_lg_body_digest(body, meta, (uint32_t)meta_len, payload, (uint32_t)payload_len);
+    record_hash_v2(out, hdr, body);
+    return TG_OK;
 }
 
 tg_err_t tg_lg_hdr_parse(tg_lg_hdr_t *h, const uint8_t *p, char *what, size_t what_len) {

@@ -184,7 +184,7 @@ static void io_end(tg_ledger_t *l, _Atomic int64_t *slot) {
     }
 }
 
-static size_t bucket(const uint64_t *bounds, size_t nb, uint64_t v) {
+size_t tg_ledger_hist_bucket(const uint64_t *bounds, size_t nb, uint64_t v) {
     size_t i = 0;
     while (i < nb && v > bounds[i]) {
         i++;
@@ -212,9 +212,9 @@ static int timed_fdatasync(tg_ledger_t *l, int fd) {
     uint64_t us = (uint64_t)(tg_clock_mono_ns() - t0) / 1000;
     atomic_fetch_add_explicit(&l->st_fsyncs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&l->st_fsync_sum_us, us, memory_order_relaxed);
-    atomic_fetch_add_explicit(
-        &l->st_fsync_hist[bucket(tg_ledger_fsync_bounds_us, TG_LEDGER_FSYNC_BUCKETS - 1, us)], 1,
-        memory_order_relaxed);
+    atomic_fetch_add_explicit(&l->st_fsync_hist[tg_ledger_hist_bucket(
+                                  tg_ledger_fsync_bounds_us, TG_LEDGER_FSYNC_BUCKETS - 1, us)],
+                              1, memory_order_relaxed);
     return 0;
 }
 
@@ -1117,9 +1117,9 @@ static void count_batch(tg_ledger_t *l, size_t n) {
     if (n > mx) {
         atomic_store_explicit(&l->st_max_batch, n, memory_order_relaxed);
     }
-    atomic_fetch_add_explicit(
-        &l->st_batch_hist[bucket(tg_ledger_batch_bounds, TG_LEDGER_BATCH_BUCKETS - 1, n)], 1,
-        memory_order_relaxed);
+    atomic_fetch_add_explicit(&l->st_batch_hist[tg_ledger_hist_bucket(
+                                  tg_ledger_batch_bounds, TG_LEDGER_BATCH_BUCKETS - 1, n)],
+                              1, memory_order_relaxed);
 }
 
 /* Caller holds mu, records queued: one group commit. The batch is written (and synced in

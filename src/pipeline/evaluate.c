@@ -259,7 +259,7 @@ static void settle(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *pos) {
         tg_reply_error(r->ex, TG_ERR_REQUEST_INVALID,
                        "the receipt would exceed the ledger's record limit");
     } else if (status != TG_OK) {
-        tg_reply_error(r->ex, TG_ERR_LEDGER_UNHEALTHY,
+        tg_reply_error(r->ex, tg_db_unavailable(r->p->db),
                        "the receipt ledger cannot make records durable");
     }
 }
@@ -342,7 +342,7 @@ size_t tg_pipeline_abandon_waits(tg_pipeline_t *p, int64_t older_than_ns, bool c
         int expect = WAIT_LEDGER;
         if (atomic_compare_exchange_strong(&r->wait_state, &expect, WAIT_ABANDONED)) {
             wait_unlink(p, r);
-            r->abandon_err = closing ? TG_ERR_OVERLOADED : TG_ERR_LEDGER_UNHEALTHY;
+            r->abandon_err = closing ? TG_ERR_OVERLOADED : tg_db_unavailable(p->db);
             r->wnext = taken;
             taken = r;
             n++;
@@ -373,7 +373,7 @@ static void on_resume(tg_exchange_t *ex, void *ud) {
                           "the server is stopping and the receipt ledger did not make "
                           "the record durable in time; retry shortly");
         } else {
-            tg_reply_error(ex, TG_ERR_LEDGER_UNHEALTHY,
+            tg_reply_error(ex, r->abandon_err,
                            "the receipt ledger did not make the record durable within "
                            "--ledger-stall-timeout; retry with the same idempotency key");
         }
@@ -923,7 +923,7 @@ static step_t append_durably(eval_req_t *r, steps_t *s) {
     }
     /* Until on_durable says otherwise, the record is not durable: a hook that ran first
      * (the connection ended before the ledger answered) releases, never stores. */
-    r->ledger_status = TG_ERR_LEDGER_UNHEALTHY;
+    r->ledger_status = tg_db_unavailable(p->db);
     announce_end(r); /* before the append: the writer must not wait for this very record */
     /* Suspended first, enlisted second: whoever gives up on a listed request (the stall
      * bound, the stop) completes an exchange that is already deferred, never one that is

@@ -95,6 +95,7 @@ typedef enum {
     TG_ANSWER_OVERLOADED,         /* 503 overloaded (Retry-After: 1) */
     TG_ANSWER_KEYS_UNAVAILABLE,   /* 503 keys_unavailable */
     TG_ANSWER_LEDGER_UNAVAILABLE, /* 503 ledger_unavailable (Retry-After: 1) */
+    TG_ANSWER_STORE_UNAVAILABLE,  /* 503 store_unavailable (Retry-After: 1): PostgreSQL */
     TG_ANSWER__COUNT
 } tg_answer_t;
 

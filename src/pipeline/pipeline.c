@@ -12,6 +12,7 @@
 #include "trigguard/db.h"
 #include "trigguard/io.h"
 #include "trigguard/log.h"
+#include "trigguard/pg_schema.h"
 #include "trigguard/receipt.h"
 
 /* The option table's bounds are the whole truth about what starts (config.c): where a module
@@ -200,6 +201,20 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     lo.segment_max_bytes = (uint64_t)c->segment_bytes;
     lo.no_create = c->ledger_no_create;
     so.ledger = lo;
+    if (c->store_postgres) {
+        so.backend = TG_DB_POSTGRES;
+        so.pg = (tg_db_pg_opts_t){.url = c->database_url,
+                                  .pool = (uint32_t)c->db_pool,
+                                  .timeout_ms = (uint32_t)c->db_timeout_ms,
+                                  .claim_timeout_ms = (uint32_t)c->claim_timeout_ms,
+                                  .commit_timeout_ms = (uint32_t)c->ledger_stall_timeout_ms};
+        tg_err_t rc = tg_db_open(&p->db, &so, diag);
+        if (rc == TG_OK) {
+            /* no replay: the tables are the database's, shared with every instance */
+            rc = tg_db_start(p->db, NULL, NULL, NULL, diag);
+        }
+        return rc;
+    }
     tg_err_t rc = tg_db_open(&p->db, &so, diag);
     if (rc != TG_OK) {
         return rc;
@@ -375,7 +390,10 @@ static tg_err_t check_ledger_path(const char *dir, bool no_create, tg_diag_t *di
 tg_err_t tg_pipeline_check(char *summary, size_t cap, const tg_config_t *cfg, tg_diag_t *diag) {
     tg_pipeline_t *p = NULL;
     tg_err_t rc = create(&p, cfg, false, diag);
-    if (rc == TG_OK) {
+    if (rc == TG_OK && cfg->store_postgres) {
+        /* the URL parses; whether the server answers is serve's to find out */
+        rc = tg_pg_check_url(cfg->database_url, diag);
+    } else if (rc == TG_OK) {
         rc = check_ledger_path(cfg->ledger, cfg->ledger_no_create,
                                diag); /* last, as serve opens it last */
     }
@@ -421,12 +439,14 @@ void tg_pipeline_describe(const tg_pipeline_t *p, char *out, size_t cap) {
     const tg_policy_ref_t *ref = tg_swap_peek(p->policy);
     (void)snprintf(out, cap,
                    "policy %s (version %s, hash %.16s…), signing key %s, %zu tenants%s, "
-                   "durability %s, ledger %s",
+                   "durability %s, %s %s",
                    p->cfg.policy, tg_policy_version(ref->policy), tg_policy_hash_hex(ref->policy),
                    p->signer ? p->signer->key_id : "(none: receipts unavailable)",
                    tg_tenants_count(p->tenants),
                    tg_tenants_local_bypass(p->tenants) ? " (UNSAFE local auth bypass)" : "",
-                   tg_config_durability_name(p->cfg.durability), p->cfg.ledger);
+                   tg_config_durability_name(p->cfg.durability),
+                   p->cfg.store_postgres ? "store" : "ledger",
+                   p->cfg.store_postgres ? "postgres" : p->cfg.ledger);
 }
 
 void tg_pipeline_destroy(tg_pipeline_t *p) {

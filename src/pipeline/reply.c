@@ -34,6 +34,7 @@ static const answer_map_t answers[TG_ANSWER__COUNT] = {
     [TG_ANSWER_OVERLOADED] = {503, "overloaded", true},
     [TG_ANSWER_KEYS_UNAVAILABLE] = {503, "keys_unavailable", false},
     [TG_ANSWER_LEDGER_UNAVAILABLE] = {503, "ledger_unavailable", true},
+    [TG_ANSWER_STORE_UNAVAILABLE] = {503, "store_unavailable", true},
 };
 
 typedef struct {
@@ -68,6 +69,7 @@ static const err_map_t err_map[] = {
     {TG_ERR_OVERLOADED, TG_ANSWER_OVERLOADED},
     {TG_ERR_NO_KEY, TG_ANSWER_KEYS_UNAVAILABLE},
     {TG_ERR_LEDGER_UNHEALTHY, TG_ANSWER_LEDGER_UNAVAILABLE},
+    {TG_ERR_STORE_UNAVAILABLE, TG_ANSWER_STORE_UNAVAILABLE},
 };
 
 int tg_answer_status(tg_answer_t a) {

@@ -47,9 +47,13 @@ typedef struct tg_db_ops {
 /* Every backend's db begins with this, so db.c can find the table. */
 struct tg_db {
     const tg_db_ops_t *ops;
+    tg_err_t unavailable; /* tg_db_unavailable's answer, set at open */
 };
 
 /* The file backend (file/db_file.c): opts->backend is TG_DB_FILE. */
 tg_err_t tg_db_file_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *diag);
+
+/* The PostgreSQL backend (pg/db_pg.c): opts->backend is TG_DB_POSTGRES. */
+tg_err_t tg_db_pg_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *diag);
 
 #endif /* TG_STORE_BACKEND_H */

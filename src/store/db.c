@@ -16,6 +16,8 @@ tg_err_t tg_db_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *diag) {
     switch (opts->backend) {
     case TG_DB_FILE:
         return tg_db_file_open(out, opts, diag);
+    case TG_DB_POSTGRES:
+        return tg_db_pg_open(out, opts, diag);
     }
     return tg_diag_set(diag, TG_ERR_CONFIG, "db: backend %d is not built in", (int)opts->backend);
 }
@@ -162,4 +164,8 @@ void tg_db_stats(tg_db_t *db, tg_db_stats_t *out) {
     if (db != NULL) {
         db->ops->stats(db, out);
     }
+}
+
+tg_err_t tg_db_unavailable(const tg_db_t *db) {
+    return db != NULL ? db->unavailable : TG_ERR_LEDGER_UNHEALTHY;
 }

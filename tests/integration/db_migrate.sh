@@ -36,23 +36,47 @@ run status0 db status --database-url "$TG_PG_URL"
 check "status on an empty database exits 0 (rc=$rc)" test "$rc" -eq 0
 check "status on an empty database says version 0" has status0.out 'schema version 0 '
 
-# from empty: version 1, every table of docs/POSTGRES.md
+# from empty: version 2, every table of docs/POSTGRES.md
 run m1 db migrate --database-url "$TG_PG_URL"
 check "migrate from empty exits 0 (rc=$rc: $(cat "$tmp/m1.err"))" test "$rc" -eq 0
-check "migrate from empty says 0 -> 1" has m1.out 'schema version 0 -> 1: migrated'
+check "migrate from empty says 0 -> 2" has m1.out 'schema version 0 -> 2: migrated'
 tables=$(sql "select string_agg(tablename, ',' order by tablename) from pg_tables where schemaname = 'public'")
-check "the tables of schema v1 ($tables)" \
-    test "$tables" = "tg_idem_claims,tg_nonces,tg_receipts,tg_records,trigguard_schema"
-check "one version row" test "$(sql 'select count(*), max(version) from trigguard_schema')" = "1|1"
+check "the tables of schema v2 ($tables)" \
+    test "$tables" = "tg_chains,tg_idem_claims,tg_nonces,tg_receipts,tg_records,trigguard_schema"
+check "two version rows" test "$(sql 'select count(*), max(version) from trigguard_schema')" = "2|2"
+
+# from the previous version, with data in it: v1 rows survive, v2 adds the chain heads
+# (backfilled from the records) and the nonce claim columns (old nonces stay consumed)
+"$TG_PG_PSQL" "$TG_PG_ADMIN_URL" -X -q -c "create database trigguard_v1 owner trigguard" >/dev/null
+url_v1=${TG_PG_URL/trigguard?/trigguard_v1?}
+run up1 db migrate --database-url "$url_v1" --target-version 1
+check "migrate --target-version 1 exits 0 (rc=$rc)" test "$rc" -eq 0
+check "and says 0 -> 1" has up1.out 'schema version 0 -> 1: migrated'
+zero="\\x$(printf '%064d' 0)"
+one="\\x$(printf '%064d' 1)"
+"$TG_PG_PSQL" "$url_v1" -X -q -v ON_ERROR_STOP=1 \
+    -c "insert into tg_records (instance_id, chain_seq, tenant, type, meta, payload, prev_hash, record_hash) values ('i1', 1, 't', 1, '', '', '$zero', '$one'), ('i1', 2, 't', 1, '', '', '$one', '$zero')" \
+    -c "insert into tg_nonces (tenant, nonce, expires_at) values ('t', 'n-old', now() + interval '1 hour')" >/dev/null
+run up2 db migrate --database-url "$url_v1"
+check "then migrate exits 0 (rc=$rc: $(cat "$tmp/up2.err"))" test "$rc" -eq 0
+check "and says 1 -> 2" has up2.out 'schema version 1 -> 2: migrated'
+heads=$("$TG_PG_PSQL" "$url_v1" -X -At -c "select instance_id, head_seq, head_hash = '$zero' from tg_chains")
+check "the chain head is backfilled from the records ($heads)" test "$heads" = "i1|2|t"
+old=$("$TG_PG_PSQL" "$url_v1" -X -At -c "select nonce, lease_until is null from tg_nonces")
+check "an old nonce stays consumed ($old)" test "$old" = "n-old|t"
+run up3 db migrate --database-url "$url_v1" --target-version 1
+check "a target below the database's version changes nothing" has up3.out 'up to date, nothing to do'
+run badt db migrate --database-url "$url_v1" --target-version 99
+check "an unknown target version exits 2 (rc=$rc)" test "$rc" -eq 2
 
 # again: nothing to do, nothing written
 TRIGGUARD_DATABASE_URL=$TG_PG_URL run m2 db migrate
 check "migrate again (URL from the environment) exits 0 (rc=$rc)" test "$rc" -eq 0
 check "migrate again says nothing to do" has m2.out 'up to date, nothing to do'
-check "still one version row" test "$(sql 'select count(*) from trigguard_schema')" = 1
+check "still two version rows" test "$(sql 'select count(*) from trigguard_schema')" = 2
 
 run status1 db status --database-url="$TG_PG_URL"
-check "status says version 1, up to date" has status1.out 'schema version 1 .*up to date'
+check "status says version 2, up to date" has status1.out 'schema version 2 .*up to date'
 
 # The constraints that make uniqueness exact.
 sql "insert into tg_nonces (tenant, nonce, expires_at) values ('a', 'n1', now())" >/dev/null
@@ -79,16 +103,16 @@ check "two concurrent migrations both exit 0 ($rc1, $rc2: $(cat "$tmp/c1.err" "$
 check "exactly one of them migrated" \
     test "$(cat "$tmp/c1.out" "$tmp/c2.out" | grep -c 'migrated')" -eq 1
 v2=$("$TG_PG_PSQL" "$url2" -X -At -c 'select count(*), max(version) from trigguard_schema' 2>&1)
-check "one version row after both ($v2)" test "$v2" = "1|1"
+check "one version row each after both ($v2)" test "$v2" = "2|2"
 
 # a newer schema is refused, and left alone
-sql "insert into trigguard_schema (version) values ($((1 + 1)))" >/dev/null
+sql "insert into trigguard_schema (version) values (3)" >/dev/null
 run newer db migrate --database-url "$TG_PG_URL"
 check "migrate refuses a newer schema with exit 2 (rc=$rc)" test "$rc" -eq 2
-check "and says why" has newer.err 'schema version 2; this binary knows up to 1'
-check "the newer schema is untouched" test "$(sql 'select count(*) from trigguard_schema')" = 2
+check "and says why" has newer.err 'schema version 3; this binary knows up to 2'
+check "the newer schema is untouched" test "$(sql 'select count(*) from trigguard_schema')" = 3
 run newer_status db status --database-url "$TG_PG_URL"
-check "status reports the newer version" has newer_status.out 'schema version 2 .*newer than this binary'
+check "status reports the newer version" has newer_status.out 'schema version 3 .*newer than this binary'
 
 # bad URLs: a sentence and an exit status, never a crash
 run bad1 db migrate --database-url 'postgresql://%zz'

@@ -165,6 +165,7 @@ tg_err_t tg_db_file_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *dia
         return tg_diag_set(diag, TG_ERR_NOMEM, "db: out of memory");
     }
     fs->base.ops = &file_ops;
+    fs->base.unavailable = TG_ERR_LEDGER_UNHEALTHY;
     fs->ledger_opts = opts->ledger;
     tg_err_t rc = tg_store_create(&fs->keys, &opts->keys, diag);
     if (rc == TG_OK) {

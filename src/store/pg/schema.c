@@ -84,8 +84,32 @@ static const char *const tg_pg_v1[] = {
     NULL,
 };
 
+/* What serve needs beyond v1 (docs/POSTGRES.md, "Schema"). */
+static const char *const tg_pg_v2[] = {
+    /* Each hash chain's head, written in the same transaction as the chain's records, so
+     * that a deleted tail of a chain is found (its records are gone, its head is not); and
+     * rows that say which chains exist at all. */
+    "CREATE TABLE tg_chains ("
+    " instance_id text PRIMARY KEY,"
+    " head_seq bigint NOT NULL CHECK (head_seq >= 0),"
+    " head_hash bytea NOT NULL CHECK (octet_length(head_hash) = 32),"
+    " started_at timestamptz NOT NULL DEFAULT now(),"
+    " updated_at timestamptz NOT NULL DEFAULT now())",
+    "INSERT INTO tg_chains (instance_id, head_seq, head_hash)"
+    " SELECT DISTINCT ON (instance_id) instance_id, chain_seq, record_hash FROM tg_records"
+    " ORDER BY instance_id, chain_seq DESC",
+    /* A nonce held by a request in flight, like an idempotency claim: its token and lease
+     * until the record that consumes it commits (lease_until NULL, record_seq set), so a
+     * nonce whose request died is freed after the lease and a late commit is fenced. Rows
+     * from v1 (imported) are consumed: lease_until NULL. */
+    "ALTER TABLE tg_nonces ADD COLUMN claim_id bigint, ADD COLUMN lease_until timestamptz,"
+    " ADD COLUMN record_seq bigint",
+    NULL,
+};
+
 static const tg_pg_migration_t tg_pg_migrations[] = {
     {1, tg_pg_v1},
+    {2, tg_pg_v2},
 };
 
 _Static_assert(sizeof tg_pg_migrations / sizeof tg_pg_migrations[0] == TG_PG_SCHEMA_VERSION,
@@ -256,6 +280,15 @@ static tg_err_t pg_apply(PGconn *conn, const tg_pg_migration_t *m, tg_diag_t *di
 }
 
 tg_err_t tg_pg_migrate(const char *url, tg_pg_migration_result_t *out, tg_diag_t *diag) {
+    return tg_pg_migrate_to(url, TG_PG_SCHEMA_VERSION, out, diag);
+}
+
+tg_err_t tg_pg_migrate_to(const char *url, int target, tg_pg_migration_result_t *out,
+                          tg_diag_t *diag) {
+    if (target < 1 || target > TG_PG_SCHEMA_VERSION) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "target version %d is not 1..%d", target,
+                           TG_PG_SCHEMA_VERSION);
+    }
     PGconn *conn = NULL;
     int version = 0;
     char lock_key[24];
@@ -291,7 +324,7 @@ tg_err_t tg_pg_migrate(const char *url, tg_pg_migration_result_t *out, tg_diag_t
         goto done;
     }
     for (size_t i = 0; i < sizeof tg_pg_migrations / sizeof tg_pg_migrations[0]; i++) {
-        if (tg_pg_migrations[i].version <= version) {
+        if (tg_pg_migrations[i].version <= version || tg_pg_migrations[i].version > target) {
             continue;
         }
         rc = pg_apply(conn, &tg_pg_migrations[i], diag);
