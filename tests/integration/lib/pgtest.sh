@@ -32,13 +32,13 @@ newdb() {
 # ---- several instances on the test database (pg_instances.sh, pg_instance_kill.sh, ...) ----
 
 # pg_serve NAME [serve args...]: tg_start NAME with the test policy and key ($TG_KEY: call
-# tg_keygen first) on the PostgreSQL store of the test database, instance id it-NAME. The
+# tg_keygen first) on the PostgreSQL store of the test database. The
 # database must be migrated first (pg_migrate).
 pg_serve() {
     local name=$1
     shift
     tg_start "$name" -- --policy "$TG_POLICY" --key "$TG_KEY" --store postgres \
-        --database-url "$TG_PG_URL" --instance-id "it-$name" --log-format json --threads 2 "$@"
+        --database-url "$TG_PG_URL" --log-format json --threads 2 "$@"
 }
 
 # pg_migrate: `trigguard db migrate` on the test database, or the test stops.
