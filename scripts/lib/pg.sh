@@ -147,11 +147,19 @@ tg_pg_resume() {
 # server processes of each connection included): STOP freezes the whole server as a hung
 # machine would, CONT thaws it.
 tg_pg_signal() {
-    local pids
+    local pids="" more i
     [ -n "$TG_PG_PID" ] || { TG_PG_ERROR="the server is not running"; return 1; }
-    pids="$TG_PG_PID $(pgrep -P "$TG_PG_PID" | tr '\n' ' ')"
-    # shellcheck disable=SC2086 # one word per pid
-    kill -"$1" $pids
+    # The postmaster first: stopped, it forks no new process; a child it forked just before
+    # is found by the next listing (twice more, to be sure none slipped through).
+    kill -"$1" "$TG_PG_PID" || return 1
+    for i in 1 2 3; do
+        more=$(pgrep -P "$TG_PG_PID" | tr '\n' ' ')
+        # shellcheck disable=SC2086 # one word per pid
+        [ -z "$more" ] || kill -"$1" $more 2>/dev/null
+        [ "$more" = "$pids" ] && [ "$i" -gt 1 ] && break
+        pids=$more
+        sleep 0.02
+    done
 }
 
 # tg_pg_stop: stops the server (immediate: its data is thrown away anyway) and removes the

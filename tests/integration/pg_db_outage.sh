@@ -20,8 +20,12 @@ RECOVER_S=15
 
 pg_migrate
 tg_keygen "$TG_TMP/key.pem"
+# Four event threads for the two load workers and the checks' one request per instance: a
+# request waiting for the database holds its thread (up to --db-timeout), and the bound
+# here is the daemon's, not a queue for a free thread.
 for name in a b; do
-    pg_serve "$name" --db-timeout "$DB_TIMEOUT" --ledger-stall-timeout "$STALL" --claim-timeout 1000
+    pg_serve "$name" --db-timeout "$DB_TIMEOUT" --ledger-stall-timeout "$STALL" --claim-timeout 1000 \
+        --threads 4
 done
 A=${TG_PORTS[a]} B=${TG_PORTS[b]}
 now() { date +%s.%N; }
