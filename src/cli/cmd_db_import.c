@@ -224,6 +224,24 @@ static tg_err_t import_run(tg_import_t *im, const char *url, const char *dir, tg
     tg_ledger_verify_report_t rep;
     const tg_ledger_verify_opts_t vopts = {.check = imp_check, .check_ud = im};
     rc = tg_ledger_verify_path(&rep, dir, &vopts, diag);
+    if (rc == TG_OK && rep.records > 0) {
+        /* The chain's head, as serve keeps it for its own chains: ledger verify then finds a
+         * deleted tail. A longer import of the same ledger moves it on, never back. */
+        char last[24];
+        snprintf(last, sizeof last, "%" PRIu64, rep.last_seq);
+        const tg_pg_param_t p[] = {
+            p_bytes(im->instance, strlen(im->instance)),
+            p_num(last),
+            p_bytes(rep.head_hash, sizeof rep.head_hash),
+        };
+        rc = tg_pg_exec(im->conn,
+                        "INSERT INTO tg_chains (instance_id, head_seq, head_hash)"
+                        " VALUES ($1::text, $2::bigint, $3::bytea) ON CONFLICT (instance_id)"
+                        " DO UPDATE SET head_seq = excluded.head_seq,"
+                        " head_hash = excluded.head_hash, updated_at = now()"
+                        " WHERE tg_chains.head_seq < excluded.head_seq",
+                        p, 3, false, NULL, diag);
+    }
     if (rc == TG_OK) {
         return tg_pg_exec(im->conn, "COMMIT", NULL, 0, false, NULL, diag);
     }

@@ -211,6 +211,62 @@ static tg_err_t dbv_refs(tg_dbv_t *v, PGconn *conn, tg_diag_t *diag) {
     return TG_OK;
 }
 
+/* Each chain's end against its head in tg_chains (written with its records, by serve and
+ * by db import): a deleted tail leaves a head past the last record, a replaced last record
+ * a head hash that differs, and a chain without a head row is one nobody wrote. */
+static tg_err_t dbv_heads(tg_dbv_t *v, PGconn *conn, tg_diag_t *diag) {
+    PGresult *res = dbv_query(
+        conn,
+        "SELECT h.instance_id, h.head_seq::text, coalesce(m.last, 0)::text FROM tg_chains h"
+        " LEFT JOIN (SELECT instance_id, max(chain_seq) AS last FROM tg_records"
+        "  GROUP BY instance_id) m USING (instance_id)"
+        " LEFT JOIN tg_records r ON r.instance_id = h.instance_id AND r.chain_seq = h.head_seq"
+        " WHERE coalesce(m.last, 0) <> h.head_seq"
+        "  OR (h.head_seq > 0 AND r.record_hash IS DISTINCT FROM h.head_hash)"
+        " ORDER BY h.instance_id LIMIT 1",
+        0, NULL, diag);
+    if (res == NULL) {
+        return TG_ERR_IO;
+    }
+    if (PQntuples(res) == 1) {
+        char msg[TG_DIAG_MAX];
+        unsigned long long head = strtoull(PQgetvalue(res, 0, 1), NULL, 10);
+        unsigned long long last = strtoull(PQgetvalue(res, 0, 2), NULL, 10);
+        snprintf(msg, sizeof msg,
+                 head > last   ? "the chain's head in tg_chains is chain_seq %llu but its records "
+                                 "end at %llu: records were deleted from its end"
+                 : head < last ? "the chain's head in tg_chains is chain_seq %llu but its records "
+                                 "go on to %llu: records were added behind its writer's back"
+                               : "the chain's head hash in tg_chains (chain_seq %llu of %llu) is "
+                                 "not its last record's: that record was replaced",
+                 head, last);
+        char inst[256];
+        snprintf(inst, sizeof inst, "%.200s", PQgetvalue(res, 0, 0));
+        dbv_fault(v, inst, head > last ? last + 1 : head, msg);
+    }
+    PQclear(res);
+    if (v->fault) {
+        return TG_OK;
+    }
+    res = dbv_query(conn,
+                    "SELECT DISTINCT r.instance_id FROM tg_records r"
+                    " LEFT JOIN tg_chains h USING (instance_id) WHERE h.instance_id IS NULL"
+                    " ORDER BY 1 LIMIT 1",
+                    0, NULL, diag);
+    if (res == NULL) {
+        return TG_ERR_IO;
+    }
+    if (PQntuples(res) == 1) {
+        char inst[256];
+        snprintf(inst, sizeof inst, "%.200s", PQgetvalue(res, 0, 0));
+        dbv_fault(v, inst, 1,
+                  "records of a chain without a head row in tg_chains (deleted, or written by "
+                  "something other than trigguard)");
+    }
+    PQclear(res);
+    return TG_OK;
+}
+
 int tg_ledger_verify_db(const char *url, tg_ledger_check_fn check, void *ud,
                         const uint64_t *signatures) {
     tg_dbv_t v;
@@ -239,6 +295,9 @@ int tg_ledger_verify_db(const char *url, tg_ledger_check_fn check, void *ud,
     }
     if (rc == TG_OK && !v.fault) {
         rc = dbv_refs(&v, conn, &diag);
+    }
+    if (rc == TG_OK && !v.fault) {
+        rc = dbv_heads(&v, conn, &diag);
     }
     PQfinish(conn);
     if (rc) {

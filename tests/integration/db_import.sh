@@ -15,15 +15,18 @@ tg_std_args main
 tg_start main -- "${TG_STD_ARGS[@]}"
 tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"k-1","nonce":"n-1"')"
 tg_expect_py "s == 200 and j['decision'] == 'PERMIT'" "PERMIT k-1"
+tg_save k1
 tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"k-2","nonce":"n-2"')"
 tg_expect_py "j['decision'] == 'PERMIT'" "PERMIT k-2"
 tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"k-3"')"
 tg_expect_py "j['decision'] == 'PERMIT'" "PERMIT k-3"
 tg_post /v1/evaluate "$(tg_req_json deny ',"idempotency_key":"k-deny"')"
 tg_expect_py "j['decision'] == 'DENY'" "DENY"
+tg_save kdeny
 tg_jget DENY_EXEC 'j["execution_id"]'
 tg_post /v1/evaluate "$(tg_req_json silence ',"idempotency_key":"k-silence"')"
 tg_expect_py "j['decision'] == 'SILENCE'" "SILENCE"
+tg_save ksilence
 tg_post /v1/evaluate "$(tg_req_json permit)"
 tg_expect_py "j['decision'] == 'PERMIT'" "PERMIT without key or nonce"
 tg_stop main
@@ -111,6 +114,27 @@ run missing db import "$TG_TMP/nowhere" --database-url "$url_new"
 tg_check "a missing directory is refused with exit 2, without a crash (rc=$rc)" \
     bash -c "[ $rc -eq 2 ] && ! grep -q Sanitizer '$TG_TMP/missing.err'"
 tg_check "and named" has missing.err 'nowhere'
+
+# The imported history, served from the database: a daemon on --store postgres replays the
+# imported keys byte for byte, refuses their nonces and a changed body, and reads receipts.
+tg_start pgimp -- "${TG_STD_ARGS[@]}" --store postgres --database-url "$TG_PG_URL"
+tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"k-1","nonce":"n-1"')"
+tg_expect_status 200 "an imported key replays through PostgreSQL"
+tg_expect_header Idempotent-Replayed true "marked as a replay"
+tg_check "byte for byte the file backend's first response" cmp -s "$TG_BODY_FILE" "$(tg_saved_body k1)"
+tg_post /v1/evaluate "$(tg_req_json deny ',"idempotency_key":"k-deny"')"
+tg_check "the DENY replays byte for byte" cmp -s "$TG_BODY_FILE" "$(tg_saved_body kdeny)"
+tg_post /v1/evaluate "$(tg_req_json silence ',"idempotency_key":"k-silence"')"
+tg_check "the SILENCE replays byte for byte" cmp -s "$TG_BODY_FILE" "$(tg_saved_body ksilence)"
+tg_post /v1/evaluate "$(tg_req_json deny ',"idempotency_key":"k-1"')"
+tg_expect_error 409 idempotency_conflict "another body under an imported key is 409"
+tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"k-new","nonce":"n-2"')"
+tg_expect_error 409 replay_detected "an imported nonce is used"
+tg_req GET "/v1/receipts/$DENY_EXEC" "${TG_AUTH_A[@]}"
+tg_expect_status 200 "an imported receipt is read from the database"
+tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"k-new2","nonce":"n-new"')"
+tg_expect_py "s == 200 and j['decision'] == 'PERMIT'" "a new request is decided and committed"
+tg_stop pgimp
 
 # a database at another schema version: refused, untouched
 newdb tgempty

@@ -70,6 +70,31 @@ damaged tgtype "update tg_records set type = 257 where chain_seq = 1" 'unknown r
 damaged tgtenant "update tg_records set tenant = 'other' where chain_seq = 2" 'tenant column differs'
 damaged tgclaim "update tg_idem_claims set record_seq = 999 where idem_key = 'k-2'" \
     'tg_idem_claims row (tenant acme, k-2) points at record seq 999: no such record'
+damaged tgtail "delete from tg_receipts where record_seq in (select seq from tg_records where chain_seq = 5); delete from tg_records where chain_seq = 5" 'records were deleted from its end'
+damaged tghead "delete from tg_chains" 'without a head row in tg_chains'
+
+# A database the daemon itself wrote (--store postgres): its chain verifies, every
+# signature too, and deleting its last record is found as for an imported one.
+newdb tgserve
+"$TG_BIN" db migrate --database-url "$url_new" >/dev/null 2>&1 || tg_die "migrate tgserve"
+serve_url=$url_new
+tg_start pg -- "${TG_STD_ARGS[@]}" --store postgres --database-url "$serve_url"
+for k in 1 2 3; do
+    tg_post /v1/evaluate "$(tg_req_json permit ",\"idempotency_key\":\"s-$k\",\"nonce\":\"sn-$k\"")"
+    tg_expect_py "j['decision'] == 'PERMIT'" "PERMIT s-$k through PostgreSQL"
+done
+tg_post /v1/evaluate "$(tg_req_json silence ',"idempotency_key":"s-silence"')"
+tg_expect_py "j['decision'] == 'SILENCE'" "SILENCE through PostgreSQL"
+tg_stop pg
+run served ledger verify --database-url "$serve_url" --keys "$TG_TMP/keys.json"
+tg_eq "$rc" 0 "what serve wrote verifies ($(cat "$TG_TMP/served.out" "$TG_TMP/served.err" | tr '\n' ' '))"
+tg_check "4 records, 3 signatures" has served.out 'signatures: 3 verified'
+sql "$serve_url" "delete from tg_receipts where record_seq = (select max(seq) from tg_records where type = 1)" >/dev/null
+sql "$serve_url" "delete from tg_idem_claims where record_seq = (select max(seq) from tg_records)" >/dev/null
+sql "$serve_url" "delete from tg_records where seq = (select max(seq) from tg_records)" >/dev/null
+run servedtail ledger verify --database-url "$serve_url"
+tg_eq "$rc" 1 "a deleted last record of serve's chain is a fault"
+tg_check "named ($(tr '\n' ' ' <"$TG_TMP/servedtail.out"))" has servedtail.out 'deleted from its end'
 
 # unusable: exit 2
 run bad ledger verify --database-url 'postgresql://%zz'

@@ -103,7 +103,18 @@ static const char *const tg_pg_v2[] = {
      * nonce whose request died is freed after the lease and a late commit is fenced. Rows
      * from v1 (imported) are consumed: lease_until NULL. */
     "ALTER TABLE tg_nonces ADD COLUMN claim_id bigint, ADD COLUMN lease_until timestamptz,"
-    " ADD COLUMN record_seq bigint",
+    " ADD COLUMN record_seq bigint, ADD COLUMN owner text",
+    /* Every request writes a claim row and then updates it: the fewer indexes an update
+     * touches, and the more room a page keeps, the more of those updates are HOT (no index
+     * entry at all). Nothing reads claims by lease (a takeover goes through the primary
+     * key), and log_index stays NULL until the integrator assigns it, so neither needs an
+     * entry for every row. */
+    "DROP INDEX tg_idem_claims_lease",
+    "ALTER TABLE tg_records DROP CONSTRAINT tg_records_log_index",
+    "CREATE UNIQUE INDEX tg_records_log_index ON tg_records (log_index)"
+    " WHERE log_index IS NOT NULL",
+    "ALTER TABLE tg_idem_claims SET (fillfactor = 80)",
+    "ALTER TABLE tg_nonces SET (fillfactor = 80)",
     NULL,
 };
 
