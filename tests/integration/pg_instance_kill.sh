@@ -3,14 +3,15 @@
 # (SPEC §13): every receipt acknowledged with a 2xx is readable from the survivor and replays
 # there byte for byte; a key whose request was in flight on the dead instance (claimed, not
 # committed) is 409 on the survivor until its claim's lease ends (--claim-timeout 2000), then
-# executes there once; the dead instance's commit, let through afterwards, is fenced out;
-# every key the load sent executes exactly once.
+# executes there once; every key the load sent executes exactly once. Before that, a stalled
+# owner: an instance stopped (SIGSTOP) between a claim and its commit, whose key the other
+# takes over after the lease, has its commit fenced out when it goes on (503, one record).
 #
-# To have a request in flight at a known point, the dead-to-be instance's next commits are
-# held: an open transaction inserts a row into its own hash chain a few places ahead
+# To have a request in flight at a known point, the instance's next commits are held: an
+# open transaction inserts a row into its own hash chain a few places ahead
 # (tg_records_chain UNIQUE (instance_id, chain_seq)), so its commit of that place waits for
-# this transaction while the other instance commits as usual. The request is claimed, waits
-# for its commit, and the instance is killed.
+# this transaction while the other instance commits as usual. A request sent then is
+# claimed and waits, queued behind that commit, and the instance is stopped or killed.
 # shellcheck source=tests/integration/lib/daemon.sh
 source "$(dirname "$0")/lib/daemon.sh"
 # shellcheck source=tests/integration/lib/pgtest.sh
@@ -31,58 +32,154 @@ CHAIN_A=$(sql "$TG_PG_URL" "select r.instance_id from tg_idem_claims c join tg_r
 [ -n "$CHAIN_A" ] || tg_die "no record for probe-a in tg_records"
 tg_log "a writes chain '$CHAIN_A'"
 
+# ---- holding a's commits ----------------------------------------------------------------
+
+# hold_chain OFFSET: an open transaction (psql reading a fifo, application_name tg-blocker)
+# inserts a row at OFFSET places past a's last committed record; a's commit of that place
+# waits for it. A commit in progress may already hold the place (the insert then fails, or
+# waits for it and fails): then again, at the new end.
+hold_chain() {
+    local try st
+    rm -f "$TG_TMP/blocker.in"
+    mkfifo "$TG_TMP/blocker.in"
+    "$TG_PG_PSQL" "$TG_PG_URL&application_name=tg-blocker" -X -q -At <"$TG_TMP/blocker.in" \
+        >>"$TG_TMP/blocker.out" 2>&1 &
+    BLOCKER_PID=$!
+    exec 7>"$TG_TMP/blocker.in"
+    for try in 1 2 3 4 5; do
+        echo "begin; insert into tg_records (instance_id, chain_seq, tenant, type, meta, payload, prev_hash, record_hash) select '$CHAIN_A', coalesce(max(chain_seq), 0) + $1, 'acme', 1, '\\x', '\\x', decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex') from tg_records where instance_id = '$CHAIN_A';" >&7
+        for _ in $(seq 1 50); do
+            st=$(sql "$TG_PG_URL" "select state from pg_stat_activity where application_name = 'tg-blocker'")
+            case $st in "idle in transaction" | "idle in transaction (aborted)") break ;; esac
+            sleep 0.1
+        done
+        [ "$st" != "idle in transaction" ] || return 0
+        tg_log "holding a place in a's chain failed (try $try: '$st'); again"
+        echo "rollback;" >&7
+    done
+    tg_die "could not hold a place in a's chain"
+}
+
+# release_chain: ends the transaction (rollback: the row was never there) and its psql.
+release_chain() {
+    echo "rollback;" >&7
+    exec 7>&-
+    wait "$BLOCKER_PID"
+}
+
+# wait_held LABEL: until a server session waits for the held place (10 s at most).
+BLOCKED_Q="select count(*) from pg_stat_activity w, pg_stat_activity b where b.application_name = 'tg-blocker' and b.pid = any(pg_blocking_pids(w.pid))"
+wait_held() {
+    for _ in $(seq 1 100); do
+        [ "$(sql "$TG_PG_URL" "$BLOCKED_Q")" -ge 1 ] && break
+        sleep 0.1
+    done
+    tg_check "$1: a's commit waits for the held place" test "$(sql "$TG_PG_URL" "$BLOCKED_Q")" -ge 1
+}
+
+# wait_claim KEY LABEL: until KEY is claimed in tg_idem_claims (5 s at most); its state,
+# owner and lease end (epoch seconds) in CLAIM_STATE, CLAIM_OWNER, LEASE_UNTIL.
+wait_claim() {
+    local claim=""
+    for _ in $(seq 1 50); do
+        claim=$(sql "$TG_PG_URL" "select state || ' ' || owner || ' ' || extract(epoch from lease_until) from tg_idem_claims where tenant = 'acme' and idem_key = '$1'")
+        [ -n "$claim" ] && break
+        sleep 0.1
+    done
+    read -r CLAIM_STATE CLAIM_OWNER LEASE_UNTIL <<<"$claim"
+    tg_eq "$CLAIM_STATE" in_flight "$2: $1 is claimed and in flight ($claim)"
+}
+
+# post_bg NAME PORT JSON: POST /v1/evaluate in the background; status in $TG_TMP/NAME.status,
+# body in $TG_TMP/NAME.body once it ends ($BG_PID). Without the blocker's fifo (fd 7): psql
+# must see its end when release_chain closes it, not when this request ends.
+post_bg() {
+    curl -s -o "$TG_TMP/$1.body" -w '%{http_code}' --max-time 60 -X POST \
+        -H "Authorization: Bearer tok-acme" -H "Content-Type: application/json" \
+        --data-binary "$3" "http://127.0.0.1:$2/v1/evaluate" >"$TG_TMP/$1.status" 7>&- &
+    BG_PID=$!
+}
+
+# takeover_on_b KEY_JSON LEASE OUT LABEL: b answers the key 409 until LEASE, then executes
+# it (a fresh 200, whose execution id goes to OUT); a retry replays that.
+takeover_on_b() {
+    tg_check "$4: b answers 409 until the claim's lease ends, then executes the key" \
+        python3 - "$B" "$1" "$2" "$3" <<'PY'
+import json, sys, time, pgload
+b, req, lease, out = int(sys.argv[1]), json.loads(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+seen = []
+deadline = time.time() + 15
+while time.time() < deadline:
+    t0 = time.time()
+    st, h, body = pgload.one(b, "POST", "/v1/evaluate", req, "tok-acme")
+    seen.append((t0, time.time(), st))
+    if st == 200:
+        break
+    assert st == 409 and pgload.error_code(body) == "idempotency_conflict", (st, body[:200])
+    time.sleep(0.1)
+assert st == 200, "no 200 within 15 s: %r" % seen[-3:]
+early = [x for x in seen if x[2] == 409]
+assert early, "no 409 before the takeover (lease until %.3f, first answer at %.3f)" % (lease, seen[0][0])
+first200 = seen[-1]
+assert first200[1] >= lease - 0.1, "executed at %.3f, before the lease ended at %.3f" % (first200[1], lease)
+assert first200[0] <= lease + 3, "taken over %.2f s after the lease ended" % (first200[0] - lease)
+assert "idempotent-replayed" not in h, "a replay: the first owner's commit went through?"
+j = json.loads(body)
+assert j["decision"] == "PERMIT", j
+st2, h2, body2 = pgload.one(b, "POST", "/v1/evaluate", req, "tok-acme")
+assert st2 == 200 and h2.get("idempotent-replayed") == "true" and body2 == body, "the retry is not a replay"
+open(out, "w").write(j["execution_id"])
+print("409 %d times, then executed %.2f s after the lease ended" % (len(early), first200[1] - lease))
+PY
+}
+
+# records_of EXEC: how many receipt records name the execution id EXEC.
+records_of() {
+    sql "$TG_PG_URL" "select count(*) from tg_records where type = 1 and convert_from(payload, 'UTF8')::json->>'executionId' = '$1'"
+}
+
+# ---- a stalled owner: a claims a key, stops (SIGSTOP) before its commit, b takes the key
+# over after the lease; when a goes on, its commit of the key is fenced out ----------------
+R1REQ=$(tg_req_json permit ',"idempotency_key":"k-stall-1"')
+K1REQ=$(tg_req_json permit ',"idempotency_key":"k-stall-2"')
+hold_chain 1
+post_bg stall1 "$A" "$R1REQ"
+R1_PID=$BG_PID
+wait_held "stall"
+post_bg stall2 "$A" "$K1REQ"
+K1_PID=$BG_PID
+wait_claim k-stall-2 "stall"
+kill -STOP "$(tg_pid a)"
+release_chain
+takeover_on_b "$K1REQ" "$LEASE_UNTIL" "$TG_TMP/k-stall-2.exec" "stalled a"
+kill -CONT "$(tg_pid a)"
+wait "$R1_PID" "$K1_PID"
+K1_STATUS=$(cat "$TG_TMP/stall2.status")
+tg_log "after SIGCONT a answered k-stall-1 $(cat "$TG_TMP/stall1.status"), k-stall-2 $K1_STATUS: $(head -c 200 "$TG_TMP/stall2.body")"
+tg_ne "$K1_STATUS" 200 "a, going on after b took k-stall-2 over, does not answer it 200"
+tg_eq "$(records_of "$(cat "$TG_TMP/k-stall-2.exec" 2>/dev/null)")" 1 \
+    "k-stall-2 has one record: b's (a's late commit was fenced out)"
+tg_use a
+tg_post /v1/evaluate "$K1REQ"
+tg_expect_py "s == 200 and h.get('idempotent-replayed') == 'true' and j['execution_id'] == '$(cat "$TG_TMP/k-stall-2.exec" 2>/dev/null)'" \
+    "a now replays b's execution of k-stall-2"
+tg_post /v1/evaluate "$R1REQ"
+tg_expect_py "s == 200" "k-stall-1 answers 200 on a (a replay, or its one execution)"
+pg_no_double_execution "after the stall"
+
 # ---- load on both, then hold a's commits ---------------------------------------------------
 python3 "$TG_PYLIB/pgload.py" load "$A,$B,$LB_PORT" tok-acme L "$TG_TMP/load.jsonl" "$TG_TMP/stop" 6 20 &
 LOAD_PID=$!
 sleep 1.5
-
-mkfifo "$TG_TMP/blocker.in"
-"$TG_PG_PSQL" "$TG_PG_URL&application_name=tg-blocker" -X -q -At <"$TG_TMP/blocker.in" \
-    >"$TG_TMP/blocker.out" 2>&1 &
-BLOCKER_PID=$!
-exec 7>"$TG_TMP/blocker.in"
-blocker_state() {
-    sql "$TG_PG_URL" "select state from pg_stat_activity where application_name = 'tg-blocker'"
-}
-# a place in a's chain a little ahead of its last committed one (a commit in progress may
-# already hold the next few; one holding ours makes the insert fail: then again)
-held=0
-for try in 1 2 3 4 5; do
-    echo "begin; insert into tg_records (instance_id, chain_seq, tenant, type, meta, payload, prev_hash, record_hash) select '$CHAIN_A', coalesce(max(chain_seq), 0) + 20, 'acme', 1, '\\x', '\\x', decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex') from tg_records where instance_id = '$CHAIN_A';" >&7
-    for _ in $(seq 1 50); do
-        st=$(blocker_state)
-        case $st in "idle in transaction" | "idle in transaction (aborted)") break ;; esac
-        sleep 0.1
-    done
-    if [ "$st" = "idle in transaction" ]; then
-        held=1
-        break
-    fi
-    tg_log "holding a place in a's chain failed (try $try: '$st'); again"
-    echo "rollback;" >&7
-done
-[ "$held" = 1 ] || tg_die "could not hold a place in a's chain"
 # a's commits run into it within the next 20 records (the load keeps a busy)
-blocked_q="select count(*) from pg_stat_activity w, pg_stat_activity b where b.application_name = 'tg-blocker' and b.pid = any(pg_blocking_pids(w.pid))"
-for _ in $(seq 1 100); do
-    [ "$(sql "$TG_PG_URL" "$blocked_q")" -ge 1 ] && break
-    sleep 0.1
-done
-tg_check "a's commit waits for the held place" test "$(sql "$TG_PG_URL" "$blocked_q")" -ge 1
+hold_chain 20
+wait_held "kill"
 
 # ---- a request claimed on a, its commit held; then kill -9 a ------------------------------
 KREQ=$(tg_req_json permit ',"idempotency_key":"k-inflight"')
-curl -s -o /dev/null --max-time 30 -X POST -H "Authorization: Bearer tok-acme" \
-    -H "Content-Type: application/json" --data-binary "$KREQ" "http://127.0.0.1:$A/v1/evaluate" &
-CURL_PID=$!
-claim_q="select state || ' ' || owner || ' ' || extract(epoch from lease_until) from tg_idem_claims where tenant = 'acme' and idem_key = 'k-inflight'"
-for _ in $(seq 1 50); do
-    claim=$(sql "$TG_PG_URL" "$claim_q")
-    [ -n "$claim" ] && break
-    sleep 0.1
-done
-read -r CLAIM_STATE CLAIM_OWNER LEASE_UNTIL <<<"$claim"
-tg_eq "$CLAIM_STATE" in_flight "k-inflight is claimed by a and in flight ($claim)"
+post_bg inflight "$A" "$KREQ"
+CURL_PID=$BG_PID
+wait_claim k-inflight "kill"
 tg_log "k-inflight claimed by '$CLAIM_OWNER', lease until $LEASE_UNTIL"
 kill -KILL "$(tg_pid a)"
 wait "$(tg_pid a)" 2>/dev/null
@@ -92,43 +189,14 @@ tg_use b
 tg_log "killed a at $KILLED_AT"
 
 # ---- the survivor: 409 until the lease ends, then one execution ----------------------------
-tg_check "b answers k-inflight 409 until the claim's lease ends, then executes it once" \
-    python3 - "$B" "$KREQ" "$LEASE_UNTIL" "$TG_TMP/k-inflight.exec" <<'PY'
-import json, sys, time, pgload
-b, req, lease, out = int(sys.argv[1]), json.loads(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-seen = []
-deadline = time.time() + 15
-while time.time() < deadline:
-    t0 = time.time()
-    st, h, body = pgload.one(b, "POST", "/v1/evaluate", req, "tok-acme")
-    seen.append((t0, time.time(), st, pgload.error_code(body) if st != 200 else None))
-    if st == 200:
-        break
-    assert st == 409 and pgload.error_code(body) == "idempotency_conflict", (st, body[:200])
-    time.sleep(0.1)
-assert st == 200, "no 200 within 15 s: %r" % seen[-3:]
-early = [s for s in seen if s[2] == 409]
-assert early, "no 409 before the takeover (the lease ended at %.3f, first answer at %.3f)" % (lease, seen[0][0])
-first200 = seen[-1]
-assert first200[1] >= lease - 0.1, "executed at %.3f, before the lease ended at %.3f" % (first200[1], lease)
-assert first200[0] <= lease + 3, "taken over %.2f s after the lease ended" % (first200[0] - lease)
-assert "idempotent-replayed" not in h, "a replay: the dead instance's commit went through?"
-j = json.loads(body)
-assert j["decision"] == "PERMIT", j
-st2, h2, body2 = pgload.one(b, "POST", "/v1/evaluate", req, "tok-acme")
-assert st2 == 200 and h2.get("idempotent-replayed") == "true" and body2 == body, "the retry is not a replay"
-open(out, "w").write(j["execution_id"])
-print("409 %d times, then executed %.2f s after the lease ended" % (len(early), first200[1] - lease))
-PY
+takeover_on_b "$KREQ" "$LEASE_UNTIL" "$TG_TMP/k-inflight.exec" "a killed"
 
 # ---- stop the load, let a's held commit through: it must be fenced out --------------------
 sleep 1
 touch "$TG_TMP/stop"
 wait "$LOAD_PID"
 tg_eq "$?" 0 "the load generator ran to the end"
-echo "rollback;" >&7
-exec 7>&-
-wait "$BLOCKER_PID"
+release_chain
 wait "$CURL_PID" 2>/dev/null
 # a's orphaned server sessions now run what a sent before it died; wait until they are done
 for _ in $(seq 1 50); do
@@ -136,8 +204,7 @@ for _ in $(seq 1 50); do
     sleep 0.1
 done
 K_EXEC=$(cat "$TG_TMP/k-inflight.exec" 2>/dev/null)
-tg_eq "$(sql "$TG_PG_URL" "select count(*) from tg_records where type = 1 and convert_from(payload, 'UTF8')::json->>'executionId' = '$K_EXEC'")" \
-    1 "k-inflight has one record (the dead instance's late commit was fenced out)"
+tg_eq "$(records_of "$K_EXEC")" 1 "k-inflight has one record (b's)"
 tg_eq "$(sql "$TG_PG_URL" "select state from tg_idem_claims where tenant = 'acme' and idem_key = 'k-inflight'")" \
     "done" "k-inflight's claim is done"
 
