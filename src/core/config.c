@@ -119,7 +119,8 @@ static const opt_t options[] = {
     {"bulkhead-global", "BULKHEAD_GLOBAL_MAX_IN_FLIGHT", OPT_INT, F(bulkhead_global), "0", 0,
      I64MAX, NULL, 0, "max requests in flight in total; 0 = unlimited"},
     {"threads", "TRIGGUARD_THREADS", OPT_INT, F(threads), "0", 0, 256, NULL, 0,
-     "HTTP event threads (epoll thread pool); 0 = one per core"},
+     "HTTP event threads (epoll thread pool); 0 = one per core (16 with --store postgres, "
+     "whose claims wait on the network)"},
     {"max-connections", "TRIGGUARD_MAX_CONNECTIONS", OPT_INT, F(max_connections), "4096", 1, 65536,
      NULL, 0,
      "simultaneous connections accepted, per listener; at start also kept under the open-files "

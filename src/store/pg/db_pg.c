@@ -122,11 +122,17 @@ typedef struct pg_db {
     pthread_cond_t q_cv;
     pending_t *q_head, *q_tail;
     size_t q_len;
-    bool stopping;
-    bool probe_wanted; /* a pooled statement lost its connection: check the database */
+    _Atomic bool stopping; /* read under q_mu and pool_mu both: atomic */
+    bool probe_wanted;     /* a pooled statement lost its connection: check the database */
     PGconn *wconn;
     uint64_t chain_seq;
     uint8_t head[32];
+
+    /* the claimer: idempotency claims in groups */
+    pthread_t claimer;
+    bool claimer_started;
+    struct claim_req *c_head, *c_tail; /* under q_mu */
+    pthread_cond_t c_cv;
 
     /* the upkeep */
     pthread_t upkeep;
@@ -293,7 +299,7 @@ static const stmt_t st_claim_key = {
     "  state = 'in_flight', claim_id = excluded.claim_id, owner = excluded.owner,"
     "  claimed_at = now(), lease_until = excluded.lease_until, record_seq = NULL,"
     "  http_status = NULL, completed_at = NULL, expires_at = excluded.expires_at"
-    " WHERE t.expires_at <= now() OR (t.state = 'in_flight'"
+    " WHERE (t.state = 'done' AND t.expires_at <= now()) OR (t.state = 'in_flight'"
     "  AND (t.lease_until <= now() OR t.owner = excluded.owner))"
     " RETURNING claim_id)"
     " SELECT 0::smallint, claim_id, NULL::bytea, NULL::bigint, NULL::smallint, NULL::bigint"
@@ -303,8 +309,41 @@ static const stmt_t st_claim_key = {
     "  request_hash, record_seq, http_status,"
     "  (extract(epoch FROM completed_at) * 1000)::bigint"
     " FROM tg_idem_claims WHERE tenant = $1::text AND idem_key = $2::text"
-    "  AND expires_at > now() AND NOT EXISTS (SELECT 1 FROM ins)",
+    "  AND NOT EXISTS (SELECT 1 FROM ins)",
     6};
+
+/* The same claim for a group of keys (the claimer): one statement, one transaction, for
+ * every key claimed on this instance meanwhile. Rows are inserted in key order, so two
+ * instances' groups wait for each other's keys in one order and never deadlock. One
+ * instance never has one key twice in a group (fence_hold). A key with no row back (a row
+ * that committed between the conflict check and the snapshot) is asked again alone. */
+static const stmt_t st_claim_keys = {
+    "tg_claim_keys",
+    "WITH i AS (SELECT * FROM unnest($1::integer[], $2::text[], $3::text[], $4::bytea[])"
+    "  AS i (ord, tenant, idem_key, request_hash)),"
+    " ins AS ("
+    " INSERT INTO tg_idem_claims AS t (tenant, idem_key, request_hash, state, claim_id, owner,"
+    "  lease_until, expires_at)"
+    " SELECT i.tenant, i.idem_key, i.request_hash, 'in_flight', nextval('tg_claim_id_seq'),"
+    "  $5::text, now() + $6::bigint * interval '1 millisecond',"
+    "  now() + $7::bigint * interval '1 millisecond' FROM i ORDER BY i.tenant, i.idem_key"
+    " ON CONFLICT (tenant, idem_key) DO UPDATE SET request_hash = excluded.request_hash,"
+    "  state = 'in_flight', claim_id = excluded.claim_id, owner = excluded.owner,"
+    "  claimed_at = now(), lease_until = excluded.lease_until, record_seq = NULL,"
+    "  http_status = NULL, completed_at = NULL, expires_at = excluded.expires_at"
+    " WHERE (t.state = 'done' AND t.expires_at <= now()) OR (t.state = 'in_flight'"
+    "  AND (t.lease_until <= now() OR t.owner = excluded.owner))"
+    " RETURNING t.tenant, t.idem_key, t.claim_id)"
+    " SELECT i.ord, 0::smallint, ins.claim_id, NULL::bytea, NULL::bigint, NULL::smallint,"
+    "  NULL::bigint FROM i JOIN ins ON ins.tenant = i.tenant AND ins.idem_key = i.idem_key"
+    " UNION ALL"
+    " SELECT i.ord, CASE c.state WHEN 'done' THEN 2::smallint ELSE 1::smallint END,"
+    "  c.claim_id, c.request_hash, c.record_seq, c.http_status,"
+    "  (extract(epoch FROM c.completed_at) * 1000)::bigint"
+    " FROM i JOIN tg_idem_claims c ON c.tenant = i.tenant AND c.idem_key = i.idem_key"
+    " WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.tenant = i.tenant"
+    "  AND ins.idem_key = i.idem_key)",
+    7};
 
 static const stmt_t st_claim_nonce = {
     "tg_claim_nonce",
@@ -315,7 +354,7 @@ static const stmt_t st_claim_nonce = {
     " ON CONFLICT (tenant, nonce) DO UPDATE SET used_at = now(), expires_at = excluded.expires_at,"
     "  claim_id = excluded.claim_id, lease_until = excluded.lease_until, record_seq = NULL,"
     "  owner = excluded.owner"
-    " WHERE t.expires_at <= now() OR (t.lease_until IS NOT NULL"
+    " WHERE (t.lease_until IS NULL AND t.expires_at <= now()) OR (t.lease_until IS NOT NULL"
     "  AND (t.lease_until <= now() OR t.owner = excluded.owner))"
     " RETURNING claim_id",
     5};
@@ -361,11 +400,11 @@ static const stmt_t st_group = {
     "   key_claim, nonce, nonce_claim, exec_id, http_status)),"
     " k AS (SELECT c.tenant, c.idem_key FROM tg_idem_claims c JOIN i ON c.tenant = i.tenant"
     "  AND c.idem_key = i.idem_key AND c.claim_id = i.key_claim"
-    "  WHERE c.state = 'in_flight' FOR UPDATE OF c),"
+    "  WHERE c.state = 'in_flight' FOR NO KEY UPDATE OF c),"
     " n AS (SELECT t.tenant, t.nonce FROM tg_nonces t JOIN i ON t.tenant = i.tenant"
     "  AND t.nonce = i.nonce AND t.claim_id = i.nonce_claim"
-    "  WHERE t.lease_until IS NOT NULL FOR UPDATE OF t),"
-    " h AS (SELECT head_seq FROM tg_chains WHERE instance_id = $1::text FOR UPDATE),"
+    "  WHERE t.lease_until IS NOT NULL FOR NO KEY UPDATE OF t),"
+    " h AS (SELECT head_seq FROM tg_chains WHERE instance_id = $1::text FOR NO KEY UPDATE),"
     " good AS (SELECT i.chain_seq FROM i"
     "  WHERE (i.idem_key IS NULL OR EXISTS (SELECT 1 FROM k"
     "   WHERE k.tenant = i.tenant AND k.idem_key = i.idem_key))"
@@ -406,8 +445,8 @@ static const stmt_t st_chain = {NULL,
                                 1};
 
 static const stmt_t *const pool_stmts[] = {
-    &st_claim_key, &st_claim_nonce, &st_release_key, &st_release_nonce, &st_find_receipt, &st_read,
-    NULL};
+    &st_claim_key,     &st_claim_keys,   &st_claim_nonce, &st_release_key,
+    &st_release_nonce, &st_find_receipt, &st_read,        NULL};
 static const stmt_t *const writer_stmts[] = {&st_group, NULL};
 
 /* ---- connections ------------------------------------------------------------------------- */
@@ -468,10 +507,10 @@ static PGconn *pg_open(pg_db_t *db, role_t role, char *why, size_t why_len) {
                     " ELSE (SELECT coalesce(max(version), 0) FROM trigguard_schema) END",
                     deadline, &res, why, why_len);
         if (ok) {
-            int v = atoi(PQgetvalue(res, 0, 0));
+            long v = strtol(PQgetvalue(res, 0, 0), NULL, 10);
             if (v != TG_PG_SCHEMA_VERSION) {
                 (void)snprintf(why, why_len,
-                               "the database has schema version %d, this binary needs %d (run "
+                               "the database has schema version %ld, this binary needs %d (run "
                                "trigguard db migrate)",
                                v, TG_PG_SCHEMA_VERSION);
                 ok = false;
@@ -684,6 +723,74 @@ static int get_i16(const PGresult *r, int row, int col) {
     return (int16_t)(uint16_t)((b[0] << 8) | b[1]);
 }
 
+/* ---- array parameters ------------------------------------------------------------------ */
+
+/* A one-dimensional array parameter in PostgreSQL's binary format (array_recv): a header
+ * (dimensions, a has-NULL flag, the element type), the dimension, then each element as its
+ * length (-1 for NULL) and bytes, all big-endian. */
+typedef struct {
+    tg_buf_t b;
+    uint32_t count;
+    bool nulls;
+    tg_err_t rc;
+} arr_t;
+
+enum { OID_BYTEA = 17, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_TEXT = 25 };
+
+static void be32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static void arr_begin(arr_t *a, uint32_t oid) {
+    uint8_t h[20];
+    a->count = 0;
+    a->nulls = false;
+    tg_buf_reset(&a->b);
+    be32(h, 1);     /* dimensions */
+    be32(h + 4, 0); /* has NULLs: set at the end */
+    be32(h + 8, oid);
+    be32(h + 12, 0); /* the dimension's size: set at the end */
+    be32(h + 16, 1); /* lower bound */
+    a->rc = tg_buf_append(&a->b, h, sizeof h);
+}
+
+static void arr_put(arr_t *a, const void *v, size_t n) {
+    uint8_t len[4];
+    if (a->rc != TG_OK) {
+        return;
+    }
+    a->count++;
+    if (v == NULL) {
+        a->nulls = true;
+        be32(len, UINT32_MAX); /* -1 */
+        a->rc = tg_buf_append(&a->b, len, sizeof len);
+        return;
+    }
+    be32(len, (uint32_t)n);
+    a->rc = tg_buf_append(&a->b, len, sizeof len);
+    if (a->rc == TG_OK && n > 0) {
+        a->rc = tg_buf_append(&a->b, v, n);
+    }
+}
+
+static void arr_int(arr_t *a, int64_t v, size_t width, bool null) {
+    uint8_t b[8];
+    for (size_t i = 0; i < width; i++) {
+        b[i] = (uint8_t)((uint64_t)v >> (8 * (width - 1 - i)));
+    }
+    arr_put(a, null ? NULL : b, width);
+}
+
+static void arr_end(arr_t *a) {
+    if (a->rc == TG_OK) {
+        be32((uint8_t *)a->b.data + 4, a->nulls ? 1 : 0);
+        be32((uint8_t *)a->b.data + 12, a->count);
+    }
+}
+
 /* ---- fences ------------------------------------------------------------------------------ */
 
 static size_t fence_bucket(const pg_db_t *db, uint8_t kind, const char *t, size_t tl, const char *n,
@@ -816,6 +923,168 @@ static bool name_ok(const char *s, size_t n, size_t max) {
     return s != NULL && n >= 1 && n <= max && memchr(s, '\0', n) == NULL;
 }
 
+/* One idempotency claim waiting for the claimer, on its caller's stack. */
+typedef struct claim_req {
+    struct claim_req *next;
+    const char *tenant, *key;
+    size_t tenant_len, key_len;
+    const uint8_t *hash;
+    int64_t deadline;
+    pthread_cond_t cv;
+    /* the answer, valid once done (under q_mu) */
+    bool done;
+    bool alone;  /* no row came back for it: ask again with the single statement */
+    tg_err_t rc; /* TG_OK: the fields below hold the row */
+    int state;   /* 0 claimed, 1 in flight, 2 done */
+    int64_t claim_id, record_seq, stored_at;
+    bool same; /* the row's request hash is this request's */
+    int status;
+} claim_req_t;
+
+static uint32_t get_u32(const PGresult *r, int row, int col) {
+    const uint8_t *b = (const uint8_t *)PQgetvalue(r, row, col);
+    if (PQgetisnull(r, row, col) || PQgetlength(r, row, col) != 4) {
+        return UINT32_MAX;
+    }
+    return ((uint32_t)b[0] << 24) | ((uint32_t)b[1] << 16) | ((uint32_t)b[2] << 8) | b[3];
+}
+
+/* Answers a group of claims with one statement on a pooled connection; a claim that gets
+ * no row is marked to be asked alone. */
+static void claim_group(pg_db_t *db, claim_req_t **v, size_t n, arr_t *arr) {
+    int64_t deadline = INT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+        v[i]->rc = TG_ERR_STORE_UNAVAILABLE;
+        deadline = v[i]->deadline < deadline ? v[i]->deadline : deadline;
+    }
+    if (deadline <= tg_clock_mono_ns()) {
+        return; /* waited past its bound in the queue (the database is slow): 503 */
+    }
+    static const uint32_t oids[4] = {OID_INT4, OID_TEXT, OID_TEXT, OID_BYTEA};
+    for (size_t j = 0; j < 4; j++) {
+        arr_begin(&arr[j], oids[j]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        arr_int(&arr[0], (int64_t)i, 4, false);
+        arr_put(&arr[1], v[i]->tenant, v[i]->tenant_len);
+        arr_put(&arr[2], v[i]->key, v[i]->key_len);
+        arr_put(&arr[3], v[i]->hash, 32);
+    }
+    params_t p = {.n = 0};
+    for (size_t j = 0; j < 4; j++) {
+        arr_end(&arr[j]);
+        if (arr[j].rc != TG_OK) {
+            return;
+        }
+        par(&p, arr[j].b.data, arr[j].b.len);
+    }
+    par(&p, db->instance, strlen(db->instance));
+    par(&p, db->lease_ms, TG_PG_TEXT);
+    par(&p, db->retention_txt, TG_PG_TEXT);
+    PGconn *c = pool_take(db, deadline);
+    if (c == NULL) {
+        set_unhealthy(db, "no database connection within --db-timeout",
+                      "every pooled connection is busy or broken");
+        want_probe(db);
+        return;
+    }
+    char why[PG_WHY_MAX];
+    PGresult *res = NULL;
+    call_t r = conn_call(c, &st_claim_keys, &p, deadline, &res, why, sizeof why);
+    pool_put(db, c, r == CALL_BROKEN);
+    if (r == CALL_BROKEN) {
+        set_unhealthy(db, "a database statement failed", why);
+        want_probe(db);
+        return;
+    }
+    if (r == CALL_FAILED) {
+        /* e.g. a deadlock with another instance's group: each alone is never part of one */
+        TG_LOG(TG_LOG_WARN, "store_statement_failed", "%s failed: %s", st_claim_keys.name, why);
+    }
+    for (size_t i = 0; i < n; i++) {
+        v[i]->alone = true; /* until its row is found; data errors find their key this way */
+    }
+    for (int k = 0; r == CALL_OK && k < PQntuples(res); k++) {
+        uint32_t o = get_u32(res, k, 0);
+        if (o >= n) {
+            continue;
+        }
+        claim_req_t *q = v[o];
+        q->alone = false;
+        q->rc = TG_OK;
+        q->state = get_i16(res, k, 1);
+        q->claim_id = get_i64(res, k, 2);
+        q->same = q->state == 0 || (PQgetlength(res, k, 3) == 32 &&
+                                    sodium_memcmp(PQgetvalue(res, k, 3), q->hash, 32) == 0);
+        q->record_seq = get_i64(res, k, 4);
+        q->status = get_i16(res, k, 5);
+        q->stored_at = get_i64(res, k, 6);
+    }
+    PQclear(res);
+}
+
+static void *claimer_main(void *arg) {
+    pg_db_t *db = arg;
+    claim_req_t *v[PG_BATCH_MAX];
+    arr_t arr[4];
+    for (size_t j = 0; j < 4; j++) {
+        tg_buf_init(&arr[j].b, 0);
+    }
+    for (;;) {
+        pthread_mutex_lock(&db->q_mu);
+        while (db->c_head == NULL && !db->stopping) {
+            pthread_cond_wait(&db->c_cv, &db->q_mu);
+        }
+        size_t n = 0;
+        while (db->c_head != NULL && n < PG_BATCH_MAX) {
+            v[n++] = db->c_head;
+            db->c_head = db->c_head->next;
+        }
+        if (db->c_head == NULL) {
+            db->c_tail = NULL;
+        }
+        pthread_mutex_unlock(&db->q_mu);
+        if (n == 0) {
+            break; /* stopping, nothing queued */
+        }
+        claim_group(db, v, n, arr);
+        pthread_mutex_lock(&db->q_mu);
+        for (size_t i = 0; i < n; i++) {
+            v[i]->done = true;
+            pthread_cond_signal(&v[i]->cv);
+        }
+        pthread_mutex_unlock(&db->q_mu);
+    }
+    for (size_t j = 0; j < 4; j++) {
+        tg_buf_free(&arr[j].b);
+    }
+    return NULL;
+}
+
+/* Hands q to the claimer and waits for its answer (given within q's deadline, or 503). */
+static void claim_via_group(pg_db_t *db, claim_req_t *q) {
+    pthread_cond_init(&q->cv, NULL);
+    pthread_mutex_lock(&db->q_mu);
+    if (db->stopping || !db->claimer_started) {
+        q->done = true;
+        q->alone = true;
+    } else {
+        q->next = NULL;
+        if (db->c_tail != NULL) {
+            db->c_tail->next = q;
+        } else {
+            db->c_head = q;
+        }
+        db->c_tail = q;
+        pthread_cond_signal(&db->c_cv);
+    }
+    while (!q->done) {
+        pthread_cond_wait(&q->cv, &db->q_mu);
+    }
+    pthread_mutex_unlock(&db->q_mu);
+    pthread_cond_destroy(&q->cv);
+}
+
 static tg_err_t pg_claim_key(tg_db_t *dbp, const char *tenant, size_t tenant_len, const char *key,
                              size_t key_len, const uint8_t request_hash[32], int64_t now_ms,
                              tg_idem_result_t *res) {
@@ -835,6 +1104,15 @@ static tg_err_t pg_claim_key(tg_db_t *dbp, const char *tenant, size_t tenant_len
     if (rc != TG_OK) {
         return rc;
     }
+    /* Asked in a group with every key claimed here meanwhile (the claimer); alone when the
+     * group had no row for it. */
+    claim_req_t q = {.tenant = tenant,
+                     .tenant_len = tenant_len,
+                     .key = key,
+                     .key_len = key_len,
+                     .hash = request_hash,
+                     .deadline = deadline_in(db->o.timeout_ms)};
+    claim_via_group(db, &q);
     params_t p = {.n = 0};
     par(&p, tenant, tenant_len);
     par(&p, key, key_len);
@@ -842,42 +1120,44 @@ static tg_err_t pg_claim_key(tg_db_t *dbp, const char *tenant, size_t tenant_len
     par(&p, db->instance, strlen(db->instance));
     par(&p, db->lease_ms, TG_PG_TEXT);
     par(&p, db->retention_txt, TG_PG_TEXT);
-    int64_t unused = 0;
     /* A row that commits between the insert's conflict check and the select's snapshot is
      * seen by neither: ask again (each statement takes a new snapshot). */
-    rc = TG_ERR_STORE_UNAVAILABLE;
-    for (int attempt = 0; attempt < 3; attempt++) {
+    for (int attempt = 0; q.alone && attempt < 3; attempt++) {
         PGresult *r = NULL;
-        rc = pool_call(db, &st_claim_key, &p, &r);
-        if (rc != TG_OK) {
+        q.rc = pool_call(db, &st_claim_key, &p, &r);
+        if (q.rc != TG_OK) {
+            q.alone = false;
             break;
         }
-        if (PQntuples(r) == 0) {
-            PQclear(r);
-            rc = TG_ERR_STORE_UNAVAILABLE;
-            continue;
-        }
-        int state = get_i16(r, 0, 0);
-        int64_t claim_id = get_i64(r, 0, 1);
-        bool same = state == 0 || (PQgetlength(r, 0, 2) == 32 &&
-                                   sodium_memcmp(PQgetvalue(r, 0, 2), request_hash, 32) == 0);
-        if (state == 0) {
-            PQclear(r);
-            fence_grant(db, FENCE_KEY, tenant, tenant_len, key, key_len, claim_id);
-            res->state = TG_IDEM_NEW;
-            return TG_OK;
-        }
-        rc = !same ? TG_ERR_CONFLICT : state == 1 ? TG_ERR_IN_FLIGHT : TG_OK;
-        if (rc == TG_OK) {
-            res->state = TG_IDEM_REPLAY;
-            memcpy(res->entry.request_hash, request_hash, 32);
-            res->entry.status = get_i16(r, 0, 4);
-            res->entry.pos.seq = (uint64_t)get_i64(r, 0, 3);
-            res->entry.stored_at_ms = get_i64(r, 0, 5);
+        if (PQntuples(r) == 1) {
+            q.alone = false;
+            q.state = get_i16(r, 0, 0);
+            q.claim_id = get_i64(r, 0, 1);
+            q.same = q.state == 0 || (PQgetlength(r, 0, 2) == 32 &&
+                                      sodium_memcmp(PQgetvalue(r, 0, 2), request_hash, 32) == 0);
+            q.record_seq = get_i64(r, 0, 3);
+            q.status = get_i16(r, 0, 4);
+            q.stored_at = get_i64(r, 0, 5);
         }
         PQclear(r);
-        break;
     }
+    if (q.alone) {
+        q.rc = TG_ERR_STORE_UNAVAILABLE;
+    }
+    if (q.rc == TG_OK && q.state == 0) {
+        fence_grant(db, FENCE_KEY, tenant, tenant_len, key, key_len, q.claim_id);
+        res->state = TG_IDEM_NEW;
+        return TG_OK;
+    }
+    rc = q.rc != TG_OK ? q.rc : !q.same ? TG_ERR_CONFLICT : q.state == 1 ? TG_ERR_IN_FLIGHT : TG_OK;
+    if (rc == TG_OK) {
+        res->state = TG_IDEM_REPLAY;
+        memcpy(res->entry.request_hash, request_hash, 32);
+        res->entry.status = q.status;
+        res->entry.pos.seq = (uint64_t)q.record_seq;
+        res->entry.stored_at_ms = q.stored_at;
+    }
+    int64_t unused = 0;
     (void)fence_take(db, FENCE_KEY, tenant, tenant_len, key, key_len, &unused);
     return rc;
 }
@@ -1058,72 +1338,6 @@ static tg_err_t pg_append_now(tg_db_t *db, const tg_db_record_t *rec, tg_ledger_
 }
 
 /* ---- the writer ------------------------------------------------------------------------- */
-
-/* A one-dimensional array parameter in PostgreSQL's binary format (array_recv): a header
- * (dimensions, a has-NULL flag, the element type), the dimension, then each element as its
- * length (-1 for NULL) and bytes, all big-endian. */
-typedef struct {
-    tg_buf_t b;
-    uint32_t count;
-    bool nulls;
-    tg_err_t rc;
-} arr_t;
-
-enum { OID_BYTEA = 17, OID_INT8 = 20, OID_INT2 = 21, OID_TEXT = 25 };
-
-static void be32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static void arr_begin(arr_t *a, uint32_t oid) {
-    uint8_t h[20];
-    a->count = 0;
-    a->nulls = false;
-    tg_buf_reset(&a->b);
-    be32(h, 1);     /* dimensions */
-    be32(h + 4, 0); /* has NULLs: set at the end */
-    be32(h + 8, oid);
-    be32(h + 12, 0); /* the dimension's size: set at the end */
-    be32(h + 16, 1); /* lower bound */
-    a->rc = tg_buf_append(&a->b, h, sizeof h);
-}
-
-static void arr_put(arr_t *a, const void *v, size_t n) {
-    uint8_t len[4];
-    if (a->rc != TG_OK) {
-        return;
-    }
-    a->count++;
-    if (v == NULL) {
-        a->nulls = true;
-        be32(len, UINT32_MAX); /* -1 */
-        a->rc = tg_buf_append(&a->b, len, sizeof len);
-        return;
-    }
-    be32(len, (uint32_t)n);
-    a->rc = tg_buf_append(&a->b, len, sizeof len);
-    if (a->rc == TG_OK && n > 0) {
-        a->rc = tg_buf_append(&a->b, v, n);
-    }
-}
-
-static void arr_int(arr_t *a, int64_t v, size_t width, bool null) {
-    uint8_t b[8];
-    for (size_t i = 0; i < width; i++) {
-        b[i] = (uint8_t)((uint64_t)v >> (8 * (width - 1 - i)));
-    }
-    arr_put(a, null ? NULL : b, width);
-}
-
-static void arr_end(arr_t *a) {
-    if (a->rc == TG_OK) {
-        be32((uint8_t *)a->b.data + 4, a->nulls ? 1 : 0);
-        be32((uint8_t *)a->b.data + 12, a->count);
-    }
-}
 
 enum {
     A_CHAIN,
@@ -1469,10 +1683,13 @@ static void upkeep_sweep(pg_db_t *db) {
     /* A bounded number of rows per statement, skipping rows a claim holds right now, so
      * the job never stalls a request behind a long delete. */
     static const char *const sweeps[] = {
+        /* a claim still held (in flight within its lease) is never swept: only taken over */
         "DELETE FROM tg_idem_claims WHERE ctid = ANY (ARRAY (SELECT ctid FROM tg_idem_claims"
-        " WHERE expires_at <= now() LIMIT " PG_SWEEP_ROWS " FOR UPDATE SKIP LOCKED))",
+        " WHERE expires_at <= now() AND (state = 'done' OR lease_until <= now())"
+        " LIMIT " PG_SWEEP_ROWS " FOR UPDATE SKIP LOCKED))",
         "DELETE FROM tg_nonces WHERE ctid = ANY (ARRAY (SELECT ctid FROM tg_nonces"
-        " WHERE expires_at <= now() LIMIT " PG_SWEEP_ROWS " FOR UPDATE SKIP LOCKED))",
+        " WHERE expires_at <= now() AND (lease_until IS NULL OR lease_until <= now())"
+        " LIMIT " PG_SWEEP_ROWS " FOR UPDATE SKIP LOCKED))",
     };
     for (size_t i = 0; i < sizeof sweeps / sizeof sweeps[0]; i++) {
         if (!pg_run(db->uconn, sweeps[i], deadline_in(10000), NULL, why, sizeof why)) {
@@ -1707,6 +1924,12 @@ static tg_err_t pg_start(tg_db_t *dbp, tg_db_replay_fn replay, void *ud,
         return tg_diag_set(diag, TG_ERR_INTERNAL, "db: cannot start the upkeep thread");
     }
     db->upkeep_started = true;
+    if (pthread_create(&db->claimer, NULL, claimer_main, db) != 0) {
+        return tg_diag_set(diag, TG_ERR_INTERNAL, "db: cannot start the claimer thread");
+    }
+    pthread_mutex_lock(&db->q_mu);
+    db->claimer_started = true;
+    pthread_mutex_unlock(&db->q_mu);
     TG_LOG(TG_LOG_INFO, "store_open",
            "PostgreSQL: schema version %d, instance %s (a new hash chain), %u pooled "
            "connections, claim lease %u ms",
@@ -1768,7 +1991,11 @@ static void pg_close(tg_db_t *dbp) {
     pthread_mutex_lock(&db->q_mu);
     db->stopping = true;
     pthread_cond_broadcast(&db->q_cv);
+    pthread_cond_broadcast(&db->c_cv);
     pthread_mutex_unlock(&db->q_mu);
+    if (db->claimer_started) {
+        pthread_join(db->claimer, NULL);
+    }
     pthread_mutex_lock(&db->pool_mu);
     pthread_cond_broadcast(&db->pool_cv);
     pthread_mutex_unlock(&db->pool_mu);
@@ -1800,6 +2027,7 @@ static void pg_close(tg_db_t *dbp) {
     pthread_mutex_destroy(&db->fence_mu);
     pthread_mutex_destroy(&db->q_mu);
     pthread_cond_destroy(&db->q_cv);
+    pthread_cond_destroy(&db->c_cv);
     pthread_mutex_destroy(&db->why_mu);
     free(db);
 }
@@ -1867,7 +2095,7 @@ tg_err_t tg_db_pg_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *diag)
     make_instance_id(db->instance, sizeof db->instance);
     randombytes_buf(db->fence_key, sizeof db->fence_key);
     db->url = strdup(o->url);
-    db->idle = calloc(o->pool, sizeof *db->idle);
+    db->idle = calloc(o->pool, sizeof(PGconn *));
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1876,6 +2104,7 @@ tg_err_t tg_db_pg_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *diag)
     pthread_mutex_init(&db->fence_mu, NULL);
     pthread_mutex_init(&db->q_mu, NULL);
     pthread_cond_init(&db->q_cv, &ca);
+    pthread_cond_init(&db->c_cv, NULL);
     pthread_mutex_init(&db->why_mu, NULL);
     pthread_condattr_destroy(&ca);
     atomic_init(&db->healthy, false);

@@ -115,6 +115,11 @@ static const char *const tg_pg_v2[] = {
     " WHERE log_index IS NOT NULL",
     "ALTER TABLE tg_idem_claims SET (fillfactor = 80)",
     "ALTER TABLE tg_nonces SET (fillfactor = 80)",
+    /* The receipt's record is inserted by the same statement, so the foreign key's check
+     * (a trigger and a row lock per receipt, measured at up to 2 ms a group) proves
+     * nothing the writer does not already guarantee; ledger verify checks that every
+     * index row names an existing record of its tenant. */
+    "ALTER TABLE tg_receipts DROP CONSTRAINT tg_receipts_record_seq_fkey",
     NULL,
 };
 
