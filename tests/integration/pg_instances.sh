@@ -163,6 +163,27 @@ PY
 tg_eq "$(sql "$TG_PG_URL" "select count(*) from tg_nonces where tenant = 'acme'")" 1000 "1,000 nonces stored"
 tg_eq "$(sql "$TG_PG_URL" "select count(*) from tg_records")" 2200 "reused nonces wrote nothing"
 
+# ---- a replay on the other instance keeps the rules of one ----------------------------------
+tg_check "a key's replay on the other instance: the route's status, and before its nonce" \
+    python3 - "$A" "$B" <<'PY'
+import sys, pgload
+a, b = int(sys.argv[1]), int(sys.argv[2])
+deny = pgload.permit(idempotency_key="x-deny", amount=20000)
+st, h, body = pgload.one(a, "POST", "/v1/evaluate", deny, "tok-acme")
+assert st == 200 and b'"DENY"' in body, (st, body[:200])
+st2, h2, body2 = pgload.one(b, "POST", "/execute", deny, "tok-acme")
+assert st2 == 403 and h2.get("idempotent-replayed") == "true" and body2 == body, \
+    ("a DENY from a's /v1/evaluate replayed on b's /execute", st2, body2[:200])
+permit = pgload.permit(idempotency_key="x-permit", nonce="x-nonce")
+st, h, body = pgload.one(b, "POST", "/execute", permit, "tok-acme")
+assert st == 200 and b'"PERMIT"' in body, (st, body[:200])
+st2, h2, body2 = pgload.one(a, "POST", "/v1/evaluate", permit, "tok-acme")
+assert st2 == 200 and h2.get("idempotent-replayed") == "true" and body2 == body, \
+    ("the same key and nonce again on a: a replay, not replay_detected", st2, body2[:200])
+st3, h3, body3 = pgload.one(a, "POST", "/v1/evaluate", pgload.permit(idempotency_key="x-other", nonce="x-nonce"), "tok-acme")
+assert st3 == 409 and pgload.error_code(body3) == "replay_detected", (st3, body3[:200])
+PY
+
 # ---- receipts: each one from either instance ---------------------------------------------
 tg_check "every PERMIT and DENY receipt of the 1,000 keys is served by a and by b" \
     python3 - "$A" "$B" "$TG_TMP/originals.json" <<'PY'
