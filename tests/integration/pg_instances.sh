@@ -5,14 +5,32 @@
 # records, every replay is the first response byte for byte; another request under a used
 # key is 409; a key fired at both instances at once executes once; a reused nonce is 409
 # replay_detected whichever instance saw it first; every receipt is readable from both; a
-# second tenant reads and replays nothing of the first's; the records verify.
+# second tenant reads and replays nothing of the first; the records verify. serve refuses a
+# database without the schema, or with a newer one.
 # shellcheck source=tests/integration/lib/daemon.sh
 source "$(dirname "$0")/lib/daemon.sh"
 # shellcheck source=tests/integration/lib/pgtest.sh
 source "$(dirname "$0")/lib/pgtest.sh"
 
-pg_migrate
 tg_keygen "$TG_TMP/key.pem"
+# serve_refused NAME URL: `serve --store postgres` on URL exits non-zero without listening
+# (at most 30 s); its exit status in $rc, its stderr in $TG_TMP/NAME.err.
+serve_refused() {
+    timeout 30 env TRIGGUARD_API_KEYS="$TG_API_KEYS" "$TG_BIN" serve --port 0 \
+        --policy "$TG_POLICY" --key "$TG_KEY" --store postgres --database-url "$2" \
+        >"$TG_TMP/$1.out" 2>"$TG_TMP/$1.err"
+    rc=$?
+}
+serve_refused unmigrated "$TG_PG_URL"
+tg_check "serve refuses a database without the schema (exit $rc: $(head -c 200 "$TG_TMP/unmigrated.err"))" \
+    test "$rc" -ne 0 -a "$rc" -ne 124
+pg_migrate
+newdb tgnewer
+run mnewer db migrate --database-url "$url_new"
+sql "$url_new" "insert into trigguard_schema (version) values (99)" >/dev/null
+serve_refused newer "$url_new"
+tg_check "serve refuses a newer schema with exit 2 (exit $rc: $(head -c 200 "$TG_TMP/newer.err"))" \
+    test "$rc" -eq 2
 pg_serve a
 pg_serve b
 pg_lb a b
