@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # pg_db_outage.sh — two instances under load while their PostgreSQL goes away and comes back
-# (SPEC §13, fail closed): stopped (pg_ctl stop -m immediate, as a crash) and then frozen
-# (SIGSTOP to every server process, a hung machine) for longer than the bounds. Meanwhile
-# /v1/evaluate and /execute answer 503 store_unavailable within the bound, never a decision
-# without its record; /readyz is 503; /decide still decides. Once the database is back the
+# (SPEC §13, fail closed): stopped (pg_ctl stop -m immediate, as a crash), frozen (SIGSTOP
+# to every server process, a hung machine), and only the daemons' sessions hung (SIGSTOP to
+# their server processes, the server still accepting), each for longer than the bounds.
+# Meanwhile /v1/evaluate and /execute answer 503 store_unavailable within the bound, never a
+# decision without its record; /readyz is 503; /decide still decides. Once the database is back the
 # instances serve again by themselves within a bounded time; every answer acknowledged
 # before, between and after is in the database and replays byte for byte; every key that got
 # a 503 executes once when retried.
@@ -103,6 +104,21 @@ event thawed
 wait_recovered thaw
 sleep 3
 
+# ---- only the daemons' sessions hang (their server processes stopped), the server itself
+# still accepts connections: the hung ones are given up, new ones may work --------------
+event hang
+HUNG=$(sql "$TG_PG_URL" "select string_agg(pid::text, ' ') from pg_stat_activity where application_name = 'trigguard'")
+tg_log "stopping the server processes of the daemons' sessions: $HUNG"
+# shellcheck disable=SC2086 # one word per pid
+tg_check "stop every server process of a daemon's session (SIGSTOP)" kill -STOP $HUNG
+event hung
+sleep 4
+event unhang
+# shellcheck disable=SC2086 # one word per pid
+tg_check "let them go on (SIGCONT)" kill -CONT $HUNG
+wait_recovered unhang
+sleep 3
+
 touch "$TG_TMP/stop"
 wait "$LOAD_PID"
 tg_eq "$?" 0 "the load generator ran to the end"
@@ -129,8 +145,11 @@ for start, end, what in (("halted", "resume", "stopped"), ("frozen", "thaw", "fr
     assert len(inside) >= 4, "only %d answers while the database was %s" % (len(inside), what)
     print("while %s: %d answers, all 503, the slowest in %.2f s" % (
         what, len(inside), max(r["t1"] - r["t0"] for r in inside)))
-for rec in ("restart-recovered", "thaw-recovered"):
-    after = [r for r in log if r["t0"] >= ev[rec] + 1.5 and (rec != "restart-recovered" or r["t1"] <= ev["freeze"])]
+# (while only the sessions hang, a new connection may work: 200 or 503, within the bound)
+hung = [r for r in log if ev["hung"] <= r["t0"] and r["t1"] <= ev["unhang"]]
+print("while the sessions hung: %d answers, %d of them 503" % (len(hung), sum(1 for r in hung if r["status"] == 503)))
+for rec, until in (("restart-recovered", "freeze"), ("thaw-recovered", "hang"), ("unhang-recovered", None)):
+    after = [r for r in log if r["t0"] >= ev[rec] + 1.5 and (until is None or r["t1"] <= ev[until])]
     failed = [r for r in after if r["status"] != 200]
     assert after and not failed, "%s: %d of %d answers from 1.5 s after it on were not 200: %r" % (
         rec, len(failed), len(after), failed[:2])
