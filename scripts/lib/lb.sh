@@ -13,12 +13,13 @@
 # file and `wait` collects it. As root the worker process runs as nobody (nginx's default),
 # which only needs to enter the directory, not read it.
 #
-# Balancing: round robin over the given ports. A request is passed to the next instance only
-# when nginx could not hand it to the first (`proxy_next_upstream error`, without
-# `non_idempotent`): a POST that reached an instance is never sent to a second one, whatever
-# happens to the first, so a balancer retry can never execute a decision twice. An instance
-# that refused a connection is left out for TG_LB_FAIL_TIMEOUT seconds (default 2) and then
-# tried again.
+# Balancing: round robin over the given ports. A POST goes to a second instance only when the
+# first could not be reached (connection refused or reset before the request was sent):
+# `proxy_next_upstream error` without `non_idempotent`, so a POST that reached an instance is
+# never sent to another, whatever happens to the first, and a balancer retry can never
+# execute a decision twice. (A GET, which changes nothing, is also retried after an error
+# reading the answer.) An instance that failed is left out for TG_LB_FAIL_TIMEOUT seconds
+# (default 2) and then tried again.
 #
 # Results (the functions report through these and their status, never by exiting):
 #   TG_LB_URL    http://127.0.0.1:PORT
@@ -91,7 +92,7 @@ EOF
             proxy_set_header Connection "";
             proxy_set_header Host \$host;
             proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-            # Only a request nginx could not hand over goes to the next instance (no
+            # A POST goes to the next instance only if it was never sent (no
             # non_idempotent, no timeout, no http_5xx): never a POST twice.
             proxy_next_upstream error;
             proxy_next_upstream_tries 2;
