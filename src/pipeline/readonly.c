@@ -53,7 +53,9 @@ void tg_route_readyz(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
         }
         if (!ledger) {
             char part[sizeof ledger_why + 16];
-            (void)snprintf(part, sizeof part, "ledger: %s",
+            (void)snprintf(part, sizeof part, "%s: %s",
+                           tg_db_unavailable(p->db) == TG_ERR_STORE_UNAVAILABLE ? "database"
+                                                                                : "ledger",
                            ledger_why[0] != '\0' ? ledger_why : "unhealthy");
             add_reason(why, sizeof why, part);
         }

@@ -180,6 +180,14 @@ assert not bad, bad
 PY
 tg_stop main
 
+if [ "${TG_TEST_STORE:-file}" == postgres ]; then
+    out=$("$TG_BIN" ledger verify --database-url "$(tg_pg_store_url main)" --keys "$TG_TMP/keys.json" 2>&1)
+    tg_eq "$?" 0 "trigguard ledger verify --database-url --keys after the run"
+    tg_check "the database holds exactly the decisions made: $out" grep -q \
+        "records: *$RECORDED ($SIGNED receipts, $((RECORDED - SIGNED)) silence)" <<<"$out"
+    tg_check "every signature verified: $out" grep -q "signatures: $SIGNED verified" <<<"$out"
+    tg_done
+fi
 out=$("$TG_BIN" ledger verify "$TG_TMP/ledger-main" --keys "$TG_TMP/keys.json" --json 2>&1)
 tg_eq "$?" 0 "trigguard ledger verify --keys after the run"
 tg_check "the ledger holds exactly the decisions made: $out" python3 -c '

@@ -274,6 +274,12 @@ print(int(tgclient.metric(s, "trigguard_ledger_records_total")))' "$TG_BODY_FILE
 }
 records_of
 before=$RECORDS
+if [ "${TG_TEST_STORE:-file}" == postgres ]; then
+    tg_check "flip a byte inside the last record's payload" "$TG_PG_PSQL" "$(tg_pg_store_url main)" \
+        -X -q -v ON_ERROR_STOP=1 -c "update tg_records set payload = set_byte(payload,
+        length(payload) / 2, get_byte(payload, length(payload) / 2) # 32)
+        where seq = (select max(seq) from tg_records)"
+else
 tg_check "flip a byte inside the last record's payload" python3 - "$TG_TMP/ledger-main" <<'PY'
 import glob, os, struct, sys
 seg = sorted(glob.glob(os.path.join(sys.argv[1], "ledger-*.tgl")))[-1]
@@ -291,6 +297,7 @@ with open(seg, "r+b") as f:
     f.seek(pos)
     f.write(bytes([b[0] ^ 0x20]))
 PY
+fi
 tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"k-damaged"')"
 tg_expect_py "s == 500 and j['error'] == 'internal_error'" "retry of a damaged record: 500"
 tg_expect_no_header Idempotent-Replayed "the 500 is not a replay"

@@ -385,10 +385,11 @@ static const stmt_t st_read = {
 
 /* The writer's statement: a whole group in one statement, so one round trip and one
  * transaction (autocommit: the statement commits as it ends) whatever the group's size.
- * The records come as arrays, one element each. The claims are locked first (k, n), and the
- * chain head (h) is compared with the head the group was chained on: only when every claim
- * is still ours and the head is unchanged are the records inserted, their keys made DONE,
- * their nonces consumed, their receipts indexed and the head moved, all or nothing. The
+ * The records come as arrays, one element each. The chain head (h) is locked and compared
+ * with the head the group was chained on, then the claims are locked (k, n; a claim taken
+ * over meanwhile is seen, as the lock waits for the takeover and reads the row anew): only when
+ * every claim is still ours and the head is unchanged are the records inserted, their keys made
+ * DONE, their nonces consumed, their receipts indexed and the head moved, all or nothing. The
  * result is (chain_seq, seq) per record written, or, when nothing was, (chain_seq, NULL)
  * per record whose claim was taken over (none: the head had moved). */
 static const stmt_t st_group = {
@@ -410,8 +411,8 @@ static const stmt_t st_group = {
     "   WHERE k.tenant = i.tenant AND k.idem_key = i.idem_key))"
     "  AND (i.nonce IS NULL OR EXISTS (SELECT 1 FROM n"
     "   WHERE n.tenant = i.tenant AND n.nonce = i.nonce))),"
-    " go AS (SELECT (SELECT count(*) FROM good) = (SELECT count(*) FROM i)"
-    "  AND coalesce((SELECT head_seq FROM h) = $15::bigint, false) AS v),"
+    " go AS (SELECT coalesce((SELECT head_seq FROM h) = $15::bigint, false)"
+    "  AND (SELECT count(*) FROM good) = (SELECT count(*) FROM i) AS v),"
     " r AS (INSERT INTO tg_records (instance_id, chain_seq, tenant, type, meta, payload,"
     "  prev_hash, record_hash)"
     "  SELECT $1::text, i.chain_seq, i.tenant, i.type, i.meta, i.payload, i.prev_hash,"
@@ -593,6 +594,21 @@ static void pool_add(pg_db_t *db, PGconn *c) {
     db->idle[db->n_idle++] = c;
     pthread_cond_signal(&db->pool_cv);
     pthread_mutex_unlock(&db->pool_mu);
+}
+
+/* Closes every idle pooled connection; the upkeep opens new ones at once. */
+static void pool_flush(pg_db_t *db) {
+    pthread_mutex_lock(&db->pool_mu);
+    size_t n = db->n_idle;
+    PGconn *old[256];
+    memcpy(old, db->idle, n * sizeof old[0]);
+    db->n_idle = 0;
+    db->n_open -= n;
+    pthread_cond_broadcast(&db->pool_cv);
+    pthread_mutex_unlock(&db->pool_mu);
+    for (size_t i = 0; i < n; i++) {
+        PQfinish(old[i]);
+    }
 }
 
 /* One parameter list: values, lengths, formats (text NUL-terminated when len is
@@ -1648,6 +1664,9 @@ static void *writer_main(void *arg) {
         if (db->wconn == NULL && !db->stopping) {
             if (writer_connect(db, why, sizeof why)) {
                 atomic_fetch_add(&db->st_reconnects, 1);
+                /* The idle pooled connections were opened before the failure and are most
+                 * likely dead too: replace them now rather than fail a request each. */
+                pool_flush(db);
                 set_healthy(db);
             } else {
                 set_unhealthy(db, "cannot connect to the database", why);

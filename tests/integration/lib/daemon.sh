@@ -122,6 +122,35 @@ tg_keygen() {
 tg_std_args() { # tg_std_args NAME  -> fills TG_STD_ARGS
     TG_STD_ARGS=(--policy "$TG_POLICY" --key "$TG_KEY" --ledger "$TG_TMP/ledger-$1"
         --log-format json --threads 2)
+    if [ "${TG_TEST_STORE:-file}" == postgres ]; then
+        tg_pg_store_for "$1"
+        TG_STD_ARGS+=(--store postgres --database-url "$TG_PG_STORE_URL")
+    fi
+}
+
+# TG_TEST_STORE=postgres (the integration_pg_* variants of some tests, CMakeLists.txt):
+# the same test against --store postgres. tg_pg_store_for NAME: a throwaway cluster for the
+# test (started once, removed at exit) and a migrated database for daemon NAME (the same one
+# again for the same NAME, so a restarted daemon finds its state, as with --ledger).
+tg_pg_store_url() { # tg_pg_store_url NAME: the database URL of daemon NAME
+    local db=tg_${1//[^a-zA-Z0-9_]/_}
+    printf '%s\n' "${TG_PG_URL/trigguard?/$db?}"
+}
+tg_pg_store_for() {
+    local db=tg_${1//[^a-zA-Z0-9_]/_}
+    if [ -z "${TG_PG_URL:-}" ]; then
+        # shellcheck source=scripts/lib/pg.sh
+        source "$TG_SRC/scripts/lib/pg.sh"
+        unset TRIGGUARD_DATABASE_URL
+        tg_pg_start || tg_die "start PostgreSQL: $TG_PG_ERROR"
+    fi
+    TG_PG_STORE_URL=${TG_PG_URL/trigguard?/$db?}
+    if ! "$TG_PG_PSQL" "$TG_PG_ADMIN_URL" -X -At -c "select 1 from pg_database where datname = '$db'" | grep -q 1; then
+        "$TG_PG_PSQL" "$TG_PG_ADMIN_URL" -X -q -c "create database $db owner trigguard" >/dev/null ||
+            tg_die "create database $db"
+        "$TG_BIN" db migrate --database-url "$TG_PG_STORE_URL" >/dev/null 2>&1 ||
+            tg_die "migrate database $db"
+    fi
 }
 
 # A port that was free a moment ago (for listeners without a port file).
