@@ -221,7 +221,7 @@ for r in log:
         other[k] = other.get(k, 0) + 1
 before = sum(1 for r in acked if r["t1"] < killed)
 print("load: %d answers, %d acknowledged (%d before the kill); others: %r" % (len(log), len(acked), before, other))
-assert before > 50 and len(acked) - before > 50, "too little load around the kill"
+assert before > 20 and len(acked) - before > 20, "too little load around the kill"
 bad = [r for r in log if r["status"] not in (0, 502, 503, 504) and not 200 <= r["status"] < 300
        and not (r["status"] == 409 and r.get("error") == "idempotency_conflict")]
 assert not bad, "unexpected answers: %r" % bad[:3]
