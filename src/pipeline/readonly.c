@@ -75,13 +75,13 @@ void tg_route_version(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     tg_swap_ref_t hold;
     tg_policy_ref_t *ref = tg_pipeline_policy_acquire(p, &hold);
     const char *pv = tg_policy_version(ref->policy);
-    tg_err_t rc =
-        tg_buf_printf(&ex->out,
-                      "{\"engine\":\"%s\",\"version\":\"%s\",\"protocol\":\"%s\","
-                      "\"protocol_version\":\"%s\",\"build_commit\":\"%s\","
-                      "\"durability\":\"%s\",\"policy_version\":",
-                      TG_ENGINE_VERSION, TG_VERSION, TG_PROTOCOL_VERSION, TG_PROTOCOL_SEMVER,
-                      TG_GIT_COMMIT, tg_config_durability_name(p->cfg.durability));
+    tg_err_t rc = tg_buf_printf(
+        &ex->out,
+        "{\"engine\":\"%s\",\"version\":\"%s\",\"protocol\":\"%s\","
+        "\"protocol_version\":\"%s\",\"build_commit\":\"%s\","
+        "\"durability\":\"%s\",\"store\":\"%s\",\"policy_version\":",
+        TG_ENGINE_VERSION, TG_VERSION, TG_PROTOCOL_VERSION, TG_PROTOCOL_SEMVER, TG_GIT_COMMIT,
+        tg_config_durability_name(p->cfg.durability), p->cfg.store_postgres ? "postgres" : "file");
     if (rc == TG_OK) {
         rc = tg_canon_string(&ex->out, pv, strlen(pv));
     }

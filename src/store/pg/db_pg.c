@@ -131,7 +131,8 @@ typedef struct pg_db {
     /* the claimer: idempotency claims in groups */
     pthread_t claimer;
     bool claimer_started;
-    struct claim_req *c_head, *c_tail; /* under q_mu */
+    pthread_mutex_t c_mu; /* its own: the claims' handoffs never wait for the records' */
+    struct claim_req *c_head, *c_tail;
     pthread_cond_t c_cv;
 
     /* the upkeep */
@@ -238,29 +239,22 @@ static PGresult *pg_next(PGconn *c, int64_t deadline_ns, bool *failed) {
     return PQgetResult(c);
 }
 
-/* Runs one statement without parameters on a connection outside pipeline mode, bounded.
- * *res_out (may be NULL) gets the result. False with why filled on failure. */
-static bool pg_run(PGconn *c, const char *sql, int64_t deadline_ns, PGresult **res_out, char *why,
-                   size_t why_len) {
-    if (res_out != NULL) {
-        *res_out = NULL;
-    }
-    if (!PQsendQuery(c, sql)) {
-        first_line(why, why_len, PQerrorMessage(c));
-        return false;
-    }
-    bool failed = false, ok = true;
+static bool res_ok(const PGresult *r) {
+    ExecStatusType st = PQresultStatus(r);
+    return r != NULL && (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK);
+}
+
+/* Reads every result of the command in flight on c, until the deadline: *first gets the
+ * first result, or the first failed one if any failed (the caller clears it). False: no
+ * answer within the deadline, or the connection broke (why says which; *first NULL). */
+static bool collect(PGconn *c, int64_t deadline_ns, PGresult **first, char *why, size_t why_len) {
+    bool failed = false;
     PGresult *r;
+    *first = NULL;
     while ((r = pg_next(c, deadline_ns, &failed)) != NULL) {
-        ExecStatusType st = PQresultStatus(r);
-        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-            if (ok) {
-                first_line(why, why_len, PQresultErrorMessage(r));
-            }
-            ok = false;
-        }
-        if (res_out != NULL && ok && *res_out == NULL) {
-            *res_out = r;
+        if (*first == NULL || (!res_ok(r) && res_ok(*first))) {
+            PQclear(*first);
+            *first = r;
         } else {
             PQclear(r);
         }
@@ -269,11 +263,35 @@ static bool pg_run(PGconn *c, const char *sql, int64_t deadline_ns, PGresult **r
         first_line(why, why_len,
                    PQstatus(c) == CONNECTION_BAD ? PQerrorMessage(c)
                                                  : "no answer within the bound");
-        ok = false;
+        PQclear(*first);
+        *first = NULL;
     }
-    if (!ok && res_out != NULL) {
-        PQclear(*res_out);
+    return !failed;
+}
+
+/* Runs sql (one or more statements, no parameters) on a connection, bounded. *res_out (may
+ * be NULL) gets the first result. False with why filled on failure. */
+static bool pg_run(PGconn *c, const char *sql, int64_t deadline_ns, PGresult **res_out, char *why,
+                   size_t why_len) {
+    PGresult *res = NULL;
+    if (res_out != NULL) {
         *res_out = NULL;
+    }
+    if (!PQsendQuery(c, sql)) {
+        first_line(why, why_len, PQerrorMessage(c));
+        return false;
+    }
+    if (!collect(c, deadline_ns, &res, why, why_len)) {
+        return false;
+    }
+    bool ok = res_ok(res);
+    if (!ok) {
+        first_line(why, why_len, res != NULL ? PQresultErrorMessage(res) : "no result");
+    }
+    if (ok && res_out != NULL) {
+        *res_out = res;
+    } else {
+        PQclear(res);
     }
     return ok;
 }
@@ -286,6 +304,17 @@ typedef struct {
     int nparams;
 } stmt_t;
 
+/* When a claim may take an existing row of its key: a done row past its retention, or an
+ * in-flight one past its lease, or this instance's own orphan (a claim whose answer was
+ * lost: never a live one, which fence_hold answers locally). Shared by both claims. */
+#define PG_CLAIM_TAKEOVER                                                                          \
+    " ON CONFLICT (tenant, idem_key) DO UPDATE SET request_hash = excluded.request_hash,"          \
+    "  state = 'in_flight', claim_id = excluded.claim_id, owner = excluded.owner,"                 \
+    "  claimed_at = now(), lease_until = excluded.lease_until, record_seq = NULL,"                 \
+    "  http_status = NULL, completed_at = NULL, expires_at = excluded.expires_at"                  \
+    " WHERE (t.state = 'done' AND t.expires_at <= now()) OR (t.state = 'in_flight'"                \
+    "  AND (t.lease_until <= now() OR t.owner = excluded.owner))"
+
 /* Claims (pool). Intervals come as milliseconds. */
 static const stmt_t st_claim_key = {
     "tg_claim_key",
@@ -294,14 +323,7 @@ static const stmt_t st_claim_key = {
     "  lease_until, expires_at)"
     " VALUES ($1::text, $2::text, $3::bytea, 'in_flight', nextval('tg_claim_id_seq'), $4::text,"
     "  now() + $5::bigint * interval '1 millisecond',"
-    "  now() + $6::bigint * interval '1 millisecond')"
-    " ON CONFLICT (tenant, idem_key) DO UPDATE SET request_hash = excluded.request_hash,"
-    "  state = 'in_flight', claim_id = excluded.claim_id, owner = excluded.owner,"
-    "  claimed_at = now(), lease_until = excluded.lease_until, record_seq = NULL,"
-    "  http_status = NULL, completed_at = NULL, expires_at = excluded.expires_at"
-    " WHERE (t.state = 'done' AND t.expires_at <= now()) OR (t.state = 'in_flight'"
-    "  AND (t.lease_until <= now() OR t.owner = excluded.owner))"
-    " RETURNING claim_id)"
+    "  now() + $6::bigint * interval '1 millisecond')" PG_CLAIM_TAKEOVER " RETURNING claim_id)"
     " SELECT 0::smallint, claim_id, NULL::bytea, NULL::bigint, NULL::smallint, NULL::bigint"
     " FROM ins"
     " UNION ALL"
@@ -326,14 +348,8 @@ static const stmt_t st_claim_keys = {
     "  lease_until, expires_at)"
     " SELECT i.tenant, i.idem_key, i.request_hash, 'in_flight', nextval('tg_claim_id_seq'),"
     "  $5::text, now() + $6::bigint * interval '1 millisecond',"
-    "  now() + $7::bigint * interval '1 millisecond' FROM i ORDER BY i.tenant, i.idem_key"
-    " ON CONFLICT (tenant, idem_key) DO UPDATE SET request_hash = excluded.request_hash,"
-    "  state = 'in_flight', claim_id = excluded.claim_id, owner = excluded.owner,"
-    "  claimed_at = now(), lease_until = excluded.lease_until, record_seq = NULL,"
-    "  http_status = NULL, completed_at = NULL, expires_at = excluded.expires_at"
-    " WHERE (t.state = 'done' AND t.expires_at <= now()) OR (t.state = 'in_flight'"
-    "  AND (t.lease_until <= now() OR t.owner = excluded.owner))"
-    " RETURNING t.tenant, t.idem_key, t.claim_id)"
+    "  now() + $7::bigint * interval '1 millisecond' FROM i ORDER BY i.tenant, "
+    "i.idem_key" PG_CLAIM_TAKEOVER " RETURNING t.tenant, t.idem_key, t.claim_id)"
     " SELECT i.ord, 0::smallint, ins.claim_id, NULL::bytea, NULL::bigint, NULL::smallint,"
     "  NULL::bigint FROM i JOIN ins ON ins.tenant = i.tenant AND ins.idem_key = i.idem_key"
     " UNION ALL"
@@ -528,19 +544,20 @@ static PGconn *pg_open(pg_db_t *db, role_t role, char *why, size_t why_len) {
             ok = false;
             break;
         }
-        bool failed = false;
-        PGresult *r;
-        while ((r = pg_next(c, deadline, &failed)) != NULL) {
-            if (PQresultStatus(r) != PGRES_COMMAND_OK && ok) {
-                first_line(why, why_len, PQresultErrorMessage(r));
-                ok = false;
-            }
-            PQclear(r);
-        }
-        if (failed) {
-            first_line(why, why_len, "no answer within the bound while preparing");
+        PGresult *r = NULL;
+        ok = collect(c, deadline, &r, why, why_len);
+        if (ok && !res_ok(r)) {
+            first_line(why, why_len, PQresultErrorMessage(r));
             ok = false;
         }
+        PQclear(r);
+    }
+    /* Non-blocking: a group's statement can be larger than the socket's buffer, and a
+     * server that stopped reading must not hold a send forever; pg_wait flushes the rest
+     * under the deadline. */
+    if (ok && PQsetnonblocking(c, 1) != 0) {
+        first_line(why, why_len, PQerrorMessage(c));
+        ok = false;
     }
     if (!ok) {
         PQfinish(c);
@@ -646,24 +663,11 @@ static call_t conn_call(PGconn *c, const stmt_t *s, const params_t *p, int64_t d
         first_line(why, why_len, PQerrorMessage(c));
         return CALL_BROKEN;
     }
-    bool failed = false;
-    PGresult *res = NULL, *r;
-    while ((r = pg_next(c, deadline, &failed)) != NULL) {
-        if (res == NULL) {
-            res = r;
-        } else {
-            PQclear(r);
-        }
-    }
-    if (failed) {
-        first_line(why, why_len,
-                   PQstatus(c) == CONNECTION_BAD ? PQerrorMessage(c)
-                                                 : "no answer within the bound");
-        PQclear(res);
+    PGresult *res = NULL;
+    if (!collect(c, deadline, &res, why, why_len)) {
         return CALL_BROKEN;
     }
-    ExecStatusType st = PQresultStatus(res);
-    if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
+    if (res_ok(res)) {
         *res_out = res;
         return CALL_OK;
     }
@@ -947,7 +951,7 @@ typedef struct claim_req {
     const uint8_t *hash;
     int64_t deadline;
     pthread_cond_t cv;
-    /* the answer, valid once done (under q_mu) */
+    /* the answer, valid once done (under c_mu) */
     bool done;
     bool alone;  /* no row came back for it: ask again with the single statement */
     tg_err_t rc; /* TG_OK: the fields below hold the row */
@@ -1047,9 +1051,9 @@ static void *claimer_main(void *arg) {
         tg_buf_init(&arr[j].b, 0);
     }
     for (;;) {
-        pthread_mutex_lock(&db->q_mu);
+        pthread_mutex_lock(&db->c_mu);
         while (db->c_head == NULL && !db->stopping) {
-            pthread_cond_wait(&db->c_cv, &db->q_mu);
+            pthread_cond_wait(&db->c_cv, &db->c_mu);
         }
         size_t n = 0;
         while (db->c_head != NULL && n < PG_BATCH_MAX) {
@@ -1059,17 +1063,17 @@ static void *claimer_main(void *arg) {
         if (db->c_head == NULL) {
             db->c_tail = NULL;
         }
-        pthread_mutex_unlock(&db->q_mu);
+        pthread_mutex_unlock(&db->c_mu);
         if (n == 0) {
             break; /* stopping, nothing queued */
         }
         claim_group(db, v, n, arr);
-        pthread_mutex_lock(&db->q_mu);
+        pthread_mutex_lock(&db->c_mu);
         for (size_t i = 0; i < n; i++) {
             v[i]->done = true;
             pthread_cond_signal(&v[i]->cv);
         }
-        pthread_mutex_unlock(&db->q_mu);
+        pthread_mutex_unlock(&db->c_mu);
     }
     for (size_t j = 0; j < 4; j++) {
         tg_buf_free(&arr[j].b);
@@ -1080,7 +1084,7 @@ static void *claimer_main(void *arg) {
 /* Hands q to the claimer and waits for its answer (given within q's deadline, or 503). */
 static void claim_via_group(pg_db_t *db, claim_req_t *q) {
     pthread_cond_init(&q->cv, NULL);
-    pthread_mutex_lock(&db->q_mu);
+    pthread_mutex_lock(&db->c_mu);
     if (db->stopping || !db->claimer_started) {
         q->done = true;
         q->alone = true;
@@ -1095,9 +1099,9 @@ static void claim_via_group(pg_db_t *db, claim_req_t *q) {
         pthread_cond_signal(&db->c_cv);
     }
     while (!q->done) {
-        pthread_cond_wait(&q->cv, &db->q_mu);
+        pthread_cond_wait(&q->cv, &db->c_mu);
     }
-    pthread_mutex_unlock(&db->q_mu);
+    pthread_mutex_unlock(&db->c_mu);
     pthread_cond_destroy(&q->cv);
 }
 
@@ -1946,9 +1950,9 @@ static tg_err_t pg_start(tg_db_t *dbp, tg_db_replay_fn replay, void *ud,
     if (pthread_create(&db->claimer, NULL, claimer_main, db) != 0) {
         return tg_diag_set(diag, TG_ERR_INTERNAL, "db: cannot start the claimer thread");
     }
-    pthread_mutex_lock(&db->q_mu);
+    pthread_mutex_lock(&db->c_mu);
     db->claimer_started = true;
-    pthread_mutex_unlock(&db->q_mu);
+    pthread_mutex_unlock(&db->c_mu);
     TG_LOG(TG_LOG_INFO, "store_open",
            "PostgreSQL: schema version %d, instance %s (a new hash chain), %u pooled "
            "connections, claim lease %u ms",
@@ -2010,8 +2014,10 @@ static void pg_close(tg_db_t *dbp) {
     pthread_mutex_lock(&db->q_mu);
     db->stopping = true;
     pthread_cond_broadcast(&db->q_cv);
-    pthread_cond_broadcast(&db->c_cv);
     pthread_mutex_unlock(&db->q_mu);
+    pthread_mutex_lock(&db->c_mu);
+    pthread_cond_broadcast(&db->c_cv);
+    pthread_mutex_unlock(&db->c_mu);
     if (db->claimer_started) {
         pthread_join(db->claimer, NULL);
     }
@@ -2047,6 +2053,7 @@ static void pg_close(tg_db_t *dbp) {
     pthread_mutex_destroy(&db->q_mu);
     pthread_cond_destroy(&db->q_cv);
     pthread_cond_destroy(&db->c_cv);
+    pthread_mutex_destroy(&db->c_mu);
     pthread_mutex_destroy(&db->why_mu);
     free(db);
 }
@@ -2124,6 +2131,7 @@ tg_err_t tg_db_pg_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *diag)
     pthread_mutex_init(&db->q_mu, NULL);
     pthread_cond_init(&db->q_cv, &ca);
     pthread_cond_init(&db->c_cv, NULL);
+    pthread_mutex_init(&db->c_mu, NULL);
     pthread_mutex_init(&db->why_mu, NULL);
     pthread_condattr_destroy(&ca);
     atomic_init(&db->healthy, false);
