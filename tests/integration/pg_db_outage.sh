@@ -201,6 +201,18 @@ while todo and time.time() < deadline:
 assert not todo, "%d of %d keys still 409 after 15 s: %r" % (len(todo), n, todo[:5])
 print("%d keys retried" % n)
 PY
+# The nonces of the /execute requests down_checks sent got 503: never consumed by a record,
+# so once their claims' leases are over (--claim-timeout 1000) they are free again.
+tg_check "a nonce whose request got 503 is free again once its lease is over" \
+    python3 - "$A" "$B" <<'PY'
+import sys, pgload
+ports = {"a": int(sys.argv[1]), "b": int(sys.argv[2])}
+for phase in ("halted", "frozen"):
+    for name, other in (("a", "b"), ("b", "a")):
+        nonce = "%s-%s" % (phase, name)  # sent to instance name: now to the other one
+        st, h, body = pgload.one(ports[other], "POST", "/execute", pgload.permit(nonce=nonce), "tok-acme")
+        assert st == 200, (nonce, st, body[:200])
+PY
 pg_no_double_execution "after the outages"
 tg_eq "$(sql "$TG_PG_URL" "select count(*) from tg_idem_claims where state <> 'done'")" 0 "no claim is left in flight"
 
