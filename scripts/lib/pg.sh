@@ -5,6 +5,8 @@
 #   tg_pg_start || die "$TG_PG_ERROR"     # sets TG_PG_URL, TG_PG_DIR, TG_PG_DATA, ...
 #   "$TG_PG_PSQL" "$TG_PG_URL" -c 'select 1'
 #   tg_pg_stop                            # also run by the EXIT trap tg_pg_start adds
+#   tg_pg_halt; tg_pg_resume              # the server down and up again, data kept
+#   tg_pg_signal STOP; tg_pg_signal CONT  # the server frozen and thawed
 #
 # The cluster listens on a Unix socket in its own temporary directory only (no TCP), so two
 # clusters never collide on a port and nothing outside this machine can reach it. Local
@@ -149,12 +151,7 @@ tg_pg_start() {
         TG_PG_ERROR="initdb failed: $(tail -n 5 "$TG_PG_DIR/initdb.log" | tr '\n' ' ')"
         return 1
     fi
-    if ! tg_pg_as_server "$TG_PG_BIN/pg_ctl" -D "$TG_PG_DATA" -l "$TG_PG_DIR/server.log" -w -t 60 \
-        -o "-k $TG_PG_SOCK -p $port -c listen_addresses=''" start >/dev/null 2>&1; then
-        TG_PG_ERROR="the server did not start: $(tail -n 5 "$TG_PG_DIR/server.log" 2>/dev/null | tr '\n' ' ')"
-        return 1
-    fi
-    TG_PG_PID=$(head -n 1 "$TG_PG_DATA/postmaster.pid" 2>/dev/null)
+    tg_pg_server_start || return 1
     TG_PG_ADMIN_URL="postgresql:///postgres?host=$TG_PG_SOCK&port=$port&user=postgres"
     TG_PG_URL="postgresql:///trigguard?host=$TG_PG_SOCK&port=$port&user=trigguard"
     if ! "$TG_PG_PSQL" "$TG_PG_ADMIN_URL" -X -q -v ON_ERROR_STOP=1 \
@@ -165,12 +162,63 @@ tg_pg_start() {
     fi
 }
 
+# tg_pg_server_start: starts the cluster's server (again) on its data directory, socket and
+# port, and waits until it accepts connections. Sets TG_PG_PID.
+tg_pg_server_start() {
+    if ! tg_pg_as_server "$TG_PG_BIN/pg_ctl" -D "$TG_PG_DATA" -l "$TG_PG_DIR/server.log" -w -t 60 \
+        -o "-k $TG_PG_SOCK -p $TG_PG_PORT -c listen_addresses=''" start >/dev/null 2>&1; then
+        TG_PG_ERROR="the server did not start: $(tail -n 5 "$TG_PG_DIR/server.log" 2>/dev/null | tr '\n' ' ')"
+        return 1
+    fi
+    TG_PG_PID=$(head -n 1 "$TG_PG_DATA/postmaster.pid" 2>/dev/null)
+}
+
+# tg_pg_halt [MODE]: stops the server (pg_ctl stop -m MODE, default immediate: as if it
+# crashed; its committed data stays) but keeps the cluster, for tg_pg_resume. For the tests
+# of what the daemon does while its database is gone.
+tg_pg_halt() {
+    [ -n "$TG_PG_DIR" ] || { TG_PG_ERROR="no cluster"; return 1; }
+    if ! tg_pg_as_server "$TG_PG_BIN/pg_ctl" -D "$TG_PG_DATA" -m "${1:-immediate}" -w -t 30 stop \
+        >/dev/null 2>&1; then
+        TG_PG_ERROR="pg_ctl stop failed"
+        return 1
+    fi
+    TG_PG_PID=""
+}
+
+# tg_pg_resume: starts a halted cluster again (crash recovery after an immediate stop).
+tg_pg_resume() {
+    [ -n "$TG_PG_DIR" ] || { TG_PG_ERROR="no cluster"; return 1; }
+    tg_pg_server_start
+}
+
+# tg_pg_signal SIGNAL: sends SIGNAL to the postmaster and every process it started (the
+# server processes of each connection included): STOP freezes the whole server as a hung
+# machine would, CONT thaws it.
+tg_pg_signal() {
+    local pids="" more i
+    [ -n "$TG_PG_PID" ] || { TG_PG_ERROR="the server is not running"; return 1; }
+    # The postmaster first: stopped, it forks no new process; a child it forked just before
+    # is found by the next listing (twice more, to be sure none slipped through).
+    kill -"$1" "$TG_PG_PID" || return 1
+    for i in 1 2 3; do
+        more=$(pgrep -P "$TG_PG_PID" | tr '\n' ' ')
+        # shellcheck disable=SC2086 # one word per pid
+        [ -z "$more" ] || kill -"$1" $more 2>/dev/null
+        [ "$more" = "$pids" ] && [ "$i" -gt 1 ] && break
+        pids=$more
+        sleep 0.02
+    done
+}
+
 # tg_pg_stop: stops the server (immediate: its data is thrown away anyway) and removes the
 # directory. Safe to call twice and when nothing was started. Returns 1 if the postmaster
 # would not stop (it is then killed).
 tg_pg_stop() {
     local rc=0 i
     [ -n "$TG_PG_DIR" ] || return 0
+    # A frozen server (tg_pg_signal STOP) would neither stop nor die with its children.
+    [ -z "$TG_PG_PID" ] || tg_pg_signal CONT 2>/dev/null || true
     if [ -f "$TG_PG_DATA/postmaster.pid" ]; then
         tg_pg_as_server "$TG_PG_BIN/pg_ctl" -D "$TG_PG_DATA" -m immediate -w -t 30 stop \
             >/dev/null 2>&1 || rc=1
