@@ -514,7 +514,7 @@ int tg_cmd_token(int argc, char **argv) {
         token_usage(stderr);
         return TG_EXIT_USAGE;
     }
-    for (int i = 2; i < argc; i++) {
+    for (int i = 2; i < argc; i += 2) { /* every option takes a value */
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         const char **one = strcmp(a, "--tokens") == 0    ? &o.tokens
@@ -547,7 +547,6 @@ int tg_cmd_token(int argc, char **argv) {
         } else {
             o.surfaces[o.n_surfaces++] = v;
         }
-        i++;
     }
     if (o.tokens == NULL) {
         fprintf(stderr, "trigguard token %s: --tokens FILE is required\n", sub);
