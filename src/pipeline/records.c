@@ -176,6 +176,9 @@ void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *ex
         tg_reply_error(ex, TG_ERR_UNAUTHORIZED, "a valid bearer token is required");
         return;
     }
+    /* Table-owned strings: they outlive the exchange. */
+    ex->log_tenant = tg_tenants_name(p->tenants, pr->tenant, NULL);
+    ex->log_subject = pr->subject.ptr;
     if (!tg_role_may_read_receipts(pr->role)) {
         char msg[128];
         (void)snprintf(msg, sizeof msg,

@@ -140,6 +140,7 @@ tg_expect_error 401 unauthorized "an unknown token is still 401"
 as tok-bill /v1/evaluate "$NOACTOR" -H "X-Request-Id: itest-subject-1"
 as tok-old /v1/evaluate "$NOACTOR" -H "X-Request-Id: itest-subject-2"
 as tok-appr /v1/evaluate "$NOACTOR" -H "X-Request-Id: itest-subject-3"
+tg_req GET "/v1/receipts/$EXEC_ID" -H "Authorization: Bearer tok-exec" -H "X-Request-Id: itest-subject-4"
 sleep 0.3
 logline() { grep "\"request_id\":\"$1\"" "$LOG" | grep '"event":"request"' | tail -1; }
 tg_check "log line of a bound token names its subject" \
@@ -148,6 +149,8 @@ tg_check "log line of an old entry names the derived subject" \
     bash -c "grep -q '\"subject\":\"acme:$(sha tok-old | cut -c1-8)\"' <<<'$(logline itest-subject-2)'"
 tg_check "log line of a refused request names its subject and 403" \
     bash -c "grep -q '\"subject\":\"reviewer\".*\"status\":403' <<<'$(logline itest-subject-3)'"
+tg_check "log line of a receipt read names tenant and subject" \
+    bash -c "grep -q '\"tenant\":\"acme\",\"subject\":\"runner\"' <<<'$(logline itest-subject-4)'"
 tg_check "no token reaches the log" bash -c "! grep -q 'tok-bill\|tok-old\|tok-appr' '$LOG'"
 tg_stop main
 
