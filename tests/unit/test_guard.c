@@ -425,6 +425,20 @@ static void test_principals_ok(void **state) {
     assert_true(tg_role_may_read_receipts(TG_ROLE_EXECUTOR));
     assert_true(tg_role_may_read_receipts(TG_ROLE_ADMIN));
     assert_false(tg_role_may_read_receipts(TG_ROLE_APPROVER));
+    const tg_principal_t *none = NULL;
+    assert_int_equal(tg_auth_principal(NULL, S("Bearer tok-old"), &none), TG_ERR_INVALID_ARG);
+    t = mk_tenants();
+    assert_int_equal(tg_auth_principal(t, S("Bearer tok-old"), NULL), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_auth_principal(t, S("Bearer tok-old"), &none), TG_ERR_UNAUTHORIZED);
+    assert_null(none);
+    /* the local bypass principal: subject "local", a caller bound to nothing */
+    assert_int_equal(tg_tenants_set_local_bypass(t, true), TG_OK);
+    assert_int_equal(tg_auth_principal(t, NULL, 0, &none), TG_OK);
+    assert_string_equal(none->subject.ptr, "local");
+    assert_int_equal(none->role, TG_ROLE_CALLER);
+    assert_int_equal(none->actors_count + none->surfaces_count, 0);
+    assert_string_equal(tg_tenants_name(t, none->tenant, NULL), TG_GUARD_LOCAL_TENANT);
+    tg_tenants_destroy(t);
     assert_false(tg_principal_actor_allowed(NULL, S("x")));
     assert_false(tg_principal_surface_allowed(NULL, S("x")));
 }
