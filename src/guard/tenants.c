@@ -199,8 +199,9 @@ static bool subject_valid(const char *s, size_t len) {
     return true;
 }
 
-/* "<tenant>:<first 8 hex of the digest>": stable across reloads and edits of other entries,
- * and only 32 bits of the digest, which names the token without helping to guess it. */
+/* "<tenant>:<first 8 hex of the digest>": stable across restarts and edits of other entries.
+ * Only 32 bits of the digest reach the logs: enough to tell a tenant's tokens apart, and
+ * nothing for a random token (a weak, guessable one is weak anyway). */
 static void derive_subject(pending_t *p) {
     char hx[65];
     tg_hex(hx, p->digest, 32);
@@ -213,7 +214,7 @@ static void derive_subject(pending_t *p) {
  * could). */
 static bool token_char_ok(unsigned char c) { return c >= 0x21 && c <= 0x7e; }
 
-/* The tenant index of name, counting the tenants that pending entries before `upto` add. */
+/* Whether entry i adds a tenant: neither in the table nor named by an earlier entry. */
 static bool pending_new_tenant(const tg_tenants_t *t, const pending_t *p, size_t i) {
     if (tg_tenants_find(t, p[i].name, p[i].name_len) >= 0) {
         return false;
