@@ -170,12 +170,25 @@ tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag) {
 /* ---- GET /v1/receipts/{executionId} -------------------------------------------------- */
 
 void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *exec_id) {
-    int tenant = TG_GUARD_NO_TENANT;
+    const tg_principal_t *pr = NULL;
     const char *auth = ex->authorization;
-    if (tg_auth_check(p->tenants, auth, auth ? strlen(auth) : 0, &tenant) != TG_OK) {
+    if (tg_auth_principal(p->tenants, auth, auth ? strlen(auth) : 0, &pr) != TG_OK) {
         tg_reply_error(ex, TG_ERR_UNAUTHORIZED, "a valid bearer token is required");
         return;
     }
+    /* Table-owned strings: they outlive the exchange. */
+    ex->log_tenant = tg_tenants_name(p->tenants, pr->tenant, NULL);
+    ex->log_subject = pr->subject.ptr;
+    if (!tg_role_may_read_receipts(pr->role)) {
+        char msg[128];
+        (void)snprintf(msg, sizeof msg,
+                       "a token with role \"%s\" may not read receipts (caller, executor and "
+                       "admin tokens may)",
+                       tg_role_name(pr->role));
+        tg_reply_fail(ex, TG_ANSWER_ROLE_NOT_ALLOWED, msg);
+        return;
+    }
+    int tenant = pr->tenant;
     size_t tl = 0;
     const char *tn = tg_tenants_name(p->tenants, tenant, &tl);
     bool ok = tn != NULL && strlen(exec_id) == TG_RECEIPT_EXEC_ID_LEN &&
