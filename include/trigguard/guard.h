@@ -2,20 +2,39 @@
  *
  * Three independent objects, no global state:
  *
- * tg_tenants_t  the tenant table: up to TG_GUARD_MAX_TENANTS tenants, each a name
- *               (1..64 chars of [A-Za-z0-9._-]) and the SHA-256 digest of its bearer token.
- *               Each tenant gets a stable small index 0..count-1 (load order) used to index
- *               the per-tenant arrays of the rate limiter and bulkheads. Built once at
- *               startup (not thread-safe while loading), then read-only: every query is
- *               thread-safe. Names and digests are unique: a duplicate tenant name or the
- *               same token digest for two tenants is a TG_ERR_CONFIG (an ambiguous token
- *               could authenticate as the wrong tenant).
+ * tg_tenants_t  the tenant table and the principals that authenticate into it. A principal
+ *               is one bearer token (kept only as its SHA-256 digest) bound to a tenant, a
+ *               subject, a role and, optionally, the actors and surfaces it may use. Up to
+ *               TG_GUARD_MAX_TOKENS principals; a tenant (1..64 chars of [A-Za-z0-9._-]) may
+ *               have several, and up to TG_GUARD_MAX_TENANTS distinct tenants exist. Each
+ *               tenant gets a stable small index 0..count-1 (order of first appearance) used
+ *               to index the per-tenant arrays of the rate limiter and bulkheads. Built once
+ *               at startup (not thread-safe while loading), then read-only: every query is
+ *               thread-safe. Digests and subjects are unique: the same token digest twice
+ *               (an ambiguous token could authenticate as the wrong principal) or the same
+ *               subject twice is a TG_ERR_CONFIG.
  *
- *   Tokens file (--tokens FILE): a JSON array (at most 1 MiB) of objects with exactly the
- *   members "tenant" and "token_sha256" (64 hex digits, either case, the SHA-256 of the raw
- *   bearer token); anything else is rejected with the JSON path, e.g.
+ *   Tokens file (--tokens FILE): a JSON array (at most 1 MiB) of objects. Members:
+ *     tenant        required; the tenant name
+ *     token_sha256  required; 64 hex digits, either case, the SHA-256 of the raw token
+ *     subject       1..TG_GUARD_SUBJECT_MAX chars of [A-Za-z0-9._:@/+-], the principal's
+ *                   name in logs; default "<tenant>:<first 8 hex of token_sha256>"
+ *     actors        1..TG_GUARD_MAX_BINDINGS distinct actor ids (1..TG_GUARD_NAME_MAX bytes,
+ *                   no control character, not starting with '@'): the only actors the
+ *                   token may act as. Absent = any actor the request names (unbound).
+ *     surfaces      1..TG_GUARD_MAX_BINDINGS distinct surface names (same rules but '@'):
+ *                   the only surfaces the token may ask about. Absent = every surface.
+ *     role          "caller" (default), "approver", "executor" or "admin" (tg_role_t)
+ *     observe       false (default); true is refused until observe mode (SPEC §11.1)
+ *                   exists, so that a token is never believed to have a right it lacks
+ *   Anything else (an unknown or mistyped member, an empty or oversized list, a duplicate
+ *   in a list) is rejected with the JSON path, e.g.
  *   "tokens.json: [2].token_sha256: expected 64 hex digits".
- *     [{"tenant": "acme", "token_sha256": "9f86d0818..."}]
+ *     [{"tenant": "acme", "token_sha256": "9f86d0818..."},
+ *      {"tenant": "acme", "token_sha256": "...", "subject": "ci-deploy",
+ *       "actors": ["ci.release-bot"], "surfaces": ["deploy.release"]}]
+ *   The principal of the i-th array element is principal i when the file is the table's
+ *   only source (trigguard token list/revoke rely on it).
  *
  *   TRIGGUARD_API_KEYS: comma-separated entries, each `tenant:token` or
  *   `tenant:sha256:<64 hex>`. The tenant is everything before the first ':' (names cannot
@@ -27,9 +46,10 @@
  *   Prefer digests: the environment of a process is readable by its user (/proc/PID/environ).
  *
  *   Local bypass (TRIGGUARD_UNSAFE_LOCAL_AUTH_BYPASS=true): tg_tenants_set_local_bypass adds
- *   tenant "local" (if absent) and makes tg_auth_check map every request to it without
- *   looking at the header. The daemon must refuse to start with it unless every listen
- *   address passes tg_guard_listen_is_loopback.
+ *   tenant "local" (if absent) with a principal of subject "local", role caller, unbound,
+ *   and makes tg_auth_check map every request to it without looking at the header. The
+ *   daemon must refuse to start with it unless every listen address passes
+ *   tg_guard_listen_is_loopback.
  *
  * tg_rate_t     GCRA (generic cell rate algorithm) per tenant and global. A limit of R
  *               requests per minute has emission interval T = 60 s / R (integer ns, rounded
@@ -58,7 +78,11 @@
 #include "trigguard/err.h"
 
 #define TG_GUARD_MAX_TENANTS 1024
+#define TG_GUARD_MAX_TOKENS 1024 /* principals: tokens file and TRIGGUARD_API_KEYS together */
 #define TG_GUARD_TENANT_NAME_MAX 64
+#define TG_GUARD_SUBJECT_MAX 128
+#define TG_GUARD_NAME_MAX 128    /* bytes of a bound actor id or surface name (policy's max) */
+#define TG_GUARD_MAX_BINDINGS 64 /* actors, and surfaces, one principal may be bound to */
 #define TG_GUARD_TOKEN_MAX 512
 #define TG_GUARD_TOKENS_FILE_MAX ((size_t)1024 * 1024)
 #define TG_GUARD_NO_TENANT (-1)
@@ -67,6 +91,53 @@
 /* ------------------------------------------------------------------ tenants and auth */
 
 typedef struct tg_tenants tg_tenants_t;
+
+/* What a principal may do. Which routes each role may call is decided here, once
+ * (tg_role_may_decide, tg_role_may_read_receipts), and documented in docs/OPERATIONS.md. */
+typedef enum tg_role {
+    TG_ROLE_CALLER = 0, /* asks for decisions, reads its tenant's receipts */
+    TG_ROLE_APPROVER,   /* reviews escalations (SPEC §11.2): never asks for a decision */
+    TG_ROLE_EXECUTOR,   /* redeems receipts (issue 20): reads receipts, never decides */
+    TG_ROLE_ADMIN,      /* a caller that may also administer (reload, later) */
+} tg_role_t;
+
+typedef struct tg_guard_str {
+    const char *ptr; /* NUL-terminated, owned by the table */
+    size_t len;
+} tg_guard_str_t;
+
+/* One authenticated principal, as the table holds it (read-only, valid until destroy). */
+typedef struct tg_principal {
+    int tenant; /* index into the tenant table */
+    tg_role_t role;
+    bool observe;         /* always false for now (see the tokens file above) */
+    bool subject_derived; /* no "subject" member: subject is the derived default */
+    tg_guard_str_t subject;
+    const tg_guard_str_t *actors; /* actors_count of them; NULL and 0 = unbound */
+    size_t actors_count;
+    const tg_guard_str_t *surfaces; /* surfaces_count of them; NULL and 0 = unbound */
+    size_t surfaces_count;
+} tg_principal_t;
+
+/* "caller", "approver", "executor", "admin" ("?" outside the enum). */
+const char *tg_role_name(tg_role_t role);
+
+/* The role named exactly s[0..len). False (and *out untouched) for anything else. */
+bool tg_role_parse(tg_role_t *out, const char *s, size_t len);
+
+/* True for the roles that may call POST /v1/evaluate, /execute and /decide: caller, admin
+ * (SPEC §11.2: an approver token cannot evaluate; an executor acts on receipts). */
+bool tg_role_may_decide(tg_role_t role);
+
+/* True for the roles that may call GET /v1/receipts/{id}: caller, executor (it checks the
+ * receipt before it acts), admin. */
+bool tg_role_may_read_receipts(tg_role_t role);
+
+/* True when p is unbound to actors or actor[0..len) is one of its actors (exact bytes). */
+bool tg_principal_actor_allowed(const tg_principal_t *p, const char *actor, size_t len);
+
+/* The same for surfaces. */
+bool tg_principal_surface_allowed(const tg_principal_t *p, const char *surface, size_t len);
 
 /* An empty table (no tenant can authenticate until some are loaded). Calls sodium_init.
  * Errors: TG_ERR_INVALID_ARG, TG_ERR_CRYPTO, TG_ERR_NOMEM. */
@@ -79,7 +150,8 @@ void tg_tenants_destroy(tg_tenants_t *t);
  * and, for content errors, the JSON path. Errors: TG_ERR_NOT_FOUND (no such file), TG_ERR_IO
  * (cannot open or read, or not a regular file: tg_read_file), TG_ERR_CONFIG
  * (not a JSON array, invalid JSON, file over TG_GUARD_TOKENS_FILE_MAX, missing/extra/mistyped
- * member, bad name, bad hex, duplicate tenant or digest, more than TG_GUARD_MAX_TENANTS),
+ * member, bad name, bad hex, bad subject, role or list, duplicate digest or subject, more than
+ * TG_GUARD_MAX_TOKENS principals or TG_GUARD_MAX_TENANTS tenants),
  * TG_ERR_NOMEM, TG_ERR_INVALID_ARG (NULL). On error the table is unchanged. */
 tg_err_t tg_tenants_load_file(tg_tenants_t *t, const char *path, tg_diag_t *diag) TG_MUST_USE;
 
@@ -94,8 +166,9 @@ tg_err_t tg_tenants_load_json(tg_tenants_t *t, const char *text, size_t len, con
 tg_err_t tg_tenants_load_env(tg_tenants_t *t, const char *value, size_t len,
                              tg_diag_t *diag) TG_MUST_USE;
 
-/* Adds one tenant whose token digest is given (e.g. the development tenant of scripts/run).
- * Errors: TG_ERR_CONFIG (bad name, duplicate name or digest, table full), TG_ERR_INVALID_ARG. */
+/* Adds one principal of tenant `name` (the tenant is created if new) whose token digest is
+ * given, with the default subject and role, unbound. Errors: TG_ERR_CONFIG (bad name,
+ * duplicate digest or subject, table full), TG_ERR_NOMEM, TG_ERR_INVALID_ARG. */
 tg_err_t tg_tenants_add(tg_tenants_t *t, const char *name, size_t name_len,
                         const uint8_t token_sha256[32], tg_diag_t *diag) TG_MUST_USE;
 
@@ -106,6 +179,17 @@ bool tg_tenants_local_bypass(const tg_tenants_t *t);
 
 /* Number of tenants (indices are 0..count-1). */
 size_t tg_tenants_count(const tg_tenants_t *t);
+
+/* Number of principals (tokens; indices are 0..n-1, in load order). */
+size_t tg_tenants_token_count(const tg_tenants_t *t);
+
+/* Principal `index`, or NULL out of range. */
+const tg_principal_t *tg_tenants_principal(const tg_tenants_t *t, size_t index);
+
+/* The first 2*n hex digits (lowercase) of principal `index`'s token digest into out, which
+ * holds 2*n + 1 bytes (n at most 32). False out of range. For tools that name a token
+ * (trigguard token list) without showing it. */
+bool tg_tenants_digest_hex(const tg_tenants_t *t, size_t index, char *out, size_t n);
 
 /* Name of tenant `index` (NUL-terminated, owned by the table, valid until destroy), or NULL
  * for an out-of-range index. *len_out (may be NULL) gets its length. */
@@ -126,6 +210,11 @@ int tg_tenants_find(const tg_tenants_t *t, const char *name, size_t len);
  * Thread-safe (the table is read-only). */
 tg_err_t tg_auth_check(const tg_tenants_t *t, const char *header, size_t len,
                        int *tenant_index_out) TG_MUST_USE;
+
+/* tg_auth_check, giving the whole principal: TG_OK with *out set (never NULL);
+ * TG_ERR_UNAUTHORIZED (*out = NULL); TG_ERR_INVALID_ARG. Thread-safe, same timing. */
+tg_err_t tg_auth_principal(const tg_tenants_t *t, const char *header, size_t len,
+                           const tg_principal_t **out) TG_MUST_USE;
 
 /* True if addr is a loopback listen address: an IPv4 literal in 127.0.0.0/8, "::1" (also
  * "[::1]" and IPv4-mapped ::ffff:127.x.y.z), or exactly "localhost". Everything else,

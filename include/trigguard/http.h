@@ -83,6 +83,7 @@ struct tg_exchange {
     /* ---- access-log fields the handler may set (static or exchange-owned) ---- */
     const char *log_route;
     const char *log_tenant;
+    const char *log_subject; /* the authenticated principal's subject */
     const char *log_decision;
     const char *log_reason;
     const char *log_surface;

@@ -70,6 +70,7 @@ void tg_log_write(tg_log_level_t level, const char *event, const char *fmt, ...)
 typedef struct tg_log_request {
     const char *request_id;
     const char *tenant;
+    const char *subject; /* the principal (tokens file "subject"; derived by default) */
     const char *method;
     const char *route;
     int status;

@@ -56,6 +56,7 @@ int tg_cmd_policy(int argc, char **argv);
 int tg_cmd_db(int argc, char **argv);
 int tg_cmd_serve(int argc, char **argv);
 int tg_cmd_ledger(int argc, char **argv);
+int tg_cmd_token(int argc, char **argv);
 
 /* `ledger verify --database-url URL` (cmd_ledger_db.c): every chain in the PostgreSQL schema,
  * each record also through check(ud, ...) (the directory form's per-record check);

@@ -191,7 +191,23 @@ static tg_err_t dbv_refs(tg_dbv_t *v, PGconn *conn, tg_diag_t *diag) {
         " OR r.tenant <> x.tenant LIMIT 1",
     };
     static const char *const what[] = {"tg_idem_claims", "tg_receipts"};
-    for (size_t i = 0; i < 2; i++) {
+    /* A record holds at most one receipt: two index rows on one record (no unique index
+     * keeps them apart since schema v2) are a fault. */
+    PGresult *dup = dbv_query(conn,
+                              "SELECT record_seq::text FROM tg_receipts GROUP BY record_seq"
+                              " HAVING count(*) > 1 LIMIT 1",
+                              0, NULL, diag);
+    if (dup == NULL) {
+        return TG_ERR_IO;
+    }
+    if (PQntuples(dup) == 1) {
+        char msg[TG_DIAG_MAX];
+        snprintf(msg, sizeof msg, "two tg_receipts rows point at record seq %.20s",
+                 PQgetvalue(dup, 0, 0));
+        dbv_fault(v, "tg_receipts", 0, msg);
+    }
+    PQclear(dup);
+    for (size_t i = 0; i < 2 && !v->fault; i++) {
         PGresult *res = dbv_query(conn, sql[i], 0, NULL, diag);
         if (res == NULL) {
             return TG_ERR_IO;

@@ -53,7 +53,7 @@ static const opt_t options[] = {
     {"policy", "TRIGGUARD_POLICY", OPT_STR, F(policy), "", 0, 0, NULL, 0,
      "policy bundle JSON file (required)"},
     {"tokens", "TRIGGUARD_TOKENS", OPT_STR, F(tokens), "", 0, 0, NULL, 0,
-     "tokens file: JSON list of {tenant, token_sha256}"},
+     "tokens file: JSON list of {tenant, token_sha256[, subject, actors, surfaces, role]}"},
     {"api-keys", "TRIGGUARD_API_KEYS", OPT_STR, F(api_keys), "", 0, 0, NULL, 1,
      "tenant tokens from the environment (see docs/OPERATIONS.md)"},
     {"unsafe-local-auth-bypass", "TRIGGUARD_UNSAFE_LOCAL_AUTH_BYPASS", OPT_BOOL, F(auth_bypass),

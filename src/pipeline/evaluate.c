@@ -14,6 +14,8 @@
 #include "trigguard/record.h"
 
 #define TG_TENANT_MAX TG_GUARD_TENANT_NAME_MAX
+/* A bound actor or surface is a policy name: the tokens file takes no longer ones. */
+_Static_assert(TG_GUARD_NAME_MAX == TG_POLICY_MAX_NAME, "token bindings are policy names");
 #define TG_KEY_MAX TG_STORE_MAX_KEY_LEN_LIMIT
 /* A request hash as wide as a real one, for measuring a ledger meta before it exists. */
 /* A SILENCE's detail: a sentence and a field or signal name (policy names are short). */
@@ -25,6 +27,7 @@ typedef struct eval_req {
     tg_pipeline_t *p;
     tg_exchange_t *ex;
     tg_eval_mode_t mode;
+    const tg_principal_t *principal; /* owned by the tenant table; NULL before admit */
     int tenant;
     size_t tenant_len;
     size_t idem_len;  /* 0 = no idempotency key */
@@ -151,6 +154,7 @@ static void finish(eval_req_t *r) {
     tg_log_request_t line = {
         .request_id = ex->request_id,
         .tenant = r->tenant_len ? r->tenant_name : NULL,
+        .subject = r->principal != NULL ? r->principal->subject.ptr : NULL,
         .method = ex->method,
         .route = route_label(r->mode),
         .status = ex->status,
@@ -260,7 +264,8 @@ static void settle(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *pos) {
                        "the receipt would exceed the ledger's record limit");
     } else if (status != TG_OK) {
         tg_reply_error(r->ex, tg_db_unavailable(r->p->db),
-                       "the receipt ledger cannot make records durable");
+                       "the record was not made durable (the store is unavailable, or another "
+                       "instance took its claim over); retry with the same idempotency key");
     }
 }
 
@@ -446,11 +451,12 @@ static step_t admit(eval_req_t *r) {
         return STEP_ANSWERED;
     }
     const char *auth = ex->authorization;
-    tg_err_t rc = tg_auth_check(p->tenants, auth, auth ? strlen(auth) : 0, &r->tenant);
+    tg_err_t rc = tg_auth_principal(p->tenants, auth, auth ? strlen(auth) : 0, &r->principal);
     if (rc != TG_OK) {
         tg_reply_error(ex, TG_ERR_UNAUTHORIZED, "a valid bearer token is required");
         return STEP_ANSWERED;
     }
+    r->tenant = r->principal->tenant;
     size_t tl = 0;
     const char *tn = tg_tenants_name(p->tenants, r->tenant, &tl);
     if (tn == NULL || !copy_view(r->tenant_name, TG_TENANT_MAX, &r->tenant_len, tn, tl)) {
@@ -475,6 +481,16 @@ static step_t admit(eval_req_t *r) {
         tg_reply_error(ex, TG_ERR_RATE_LIMITED,
                        info.scope == TG_RATE_SCOPE_TENANT ? "tenant rate limit exceeded"
                                                           : "server rate limit exceeded");
+        return STEP_ANSWERED;
+    }
+    /* After the limits, so that a token of any role counts against its tenant's. */
+    if (!tg_role_may_decide(r->principal->role)) {
+        char msg[160];
+        (void)snprintf(msg, sizeof msg,
+                       "a token with role \"%s\" may not ask for decisions (only caller and "
+                       "admin tokens may)",
+                       tg_role_name(r->principal->role));
+        tg_reply_fail(ex, TG_ANSWER_ROLE_NOT_ALLOWED, msg);
         return STEP_ANSWERED;
     }
     return STEP_NEXT;
@@ -623,6 +639,11 @@ static step_t check_idempotency(eval_req_t *r, steps_t *s) {
     if (res.state == TG_IDEM_REPLAY) {
         bool permit = false;
         tg_err_t prc = tg_pipeline_replay_response(p, &res.entry.pos, &ex->out, &permit);
+        if (prc == tg_db_unavailable(p->db)) {
+            /* the store cannot be read now: a retry replays once it can */
+            tg_reply_error(ex, prc, "the stored response cannot be read now; retry shortly");
+            return STEP_ANSWERED;
+        }
         if (prc != TG_OK) {
             /* Never execute the request again: its record exists but cannot be read
              * back, which is the operator's to look at (the log says which). */
@@ -752,6 +773,53 @@ static step_t resolve_surface(eval_req_t *r, steps_t *s) {
     (void)copy_view(r->surface, TG_POLICY_MAX_NAME, &r->surface_len, s->frame.surface_name.ptr,
                     s->frame.surface_name.len);
     return receipt_fields_ok(r->ex, &s->frame, &s->meta) ? STEP_NEXT : STEP_ANSWERED;
+}
+
+/* Step 3, the principal's bindings (tokens file "surfaces" and "actors"): the resolved
+ * surface must be one of its surfaces; a named actor one of its actors; an absent actor
+ * becomes its only actor, so the kernel, the request hash and the receipt all see the
+ * actor the token is bound to. Before any claim is made: a refusal consumes nothing. */
+static step_t bind_principal(eval_req_t *r, steps_t *s) {
+    const tg_principal_t *pr = r->principal;
+    tg_frame_t *f = &s->frame;
+    char msg[TG_POLICY_MAX_NAME + 160];
+    if (!tg_principal_surface_allowed(pr, f->surface_name.ptr, f->surface_name.len)) {
+        (void)snprintf(msg, sizeof msg, "this token may not ask about surface \"%.*s\"",
+                       (int)f->surface_name.len, f->surface_name.ptr);
+        tg_reply_fail(r->ex, TG_ANSWER_SURFACE_NOT_ALLOWED, msg);
+        return STEP_ANSWERED;
+    }
+    if (pr->actors_count == 0) {
+        return STEP_NEXT; /* unbound: the actor is what the request says */
+    }
+    if (f->actor.ptr == NULL) {
+        if (pr->actors_count > 1) {
+            tg_reply_fail(r->ex, TG_ANSWER_INVALID_REQUEST,
+                          "request.actor: required with this token, which may act as several "
+                          "actors; name one of them");
+            return STEP_ANSWERED;
+        }
+        f->actor.ptr = pr->actors[0].ptr;
+        f->actor.len = (uint32_t)pr->actors[0].len;
+        return STEP_NEXT;
+    }
+    if (!tg_principal_actor_allowed(pr, f->actor.ptr, f->actor.len)) {
+        /* The request's actor is caller data: quote a bounded, printable prefix only. */
+        size_t n = f->actor.len > 64 ? 64 : f->actor.len;
+        while (n < f->actor.len && n > 0 && ((unsigned char)f->actor.ptr[n] & 0xc0) == 0x80) {
+            n--; /* not inside a UTF-8 sequence */
+        }
+        bool printable = true;
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)f->actor.ptr[i];
+            printable = printable && c >= 0x20 && c != 0x7f;
+        }
+        (void)snprintf(msg, sizeof msg, "this token may not act as actor \"%.*s%s\"",
+                       printable ? (int)n : 0, f->actor.ptr, f->actor.len > n ? "..." : "");
+        tg_reply_fail(r->ex, TG_ANSWER_ACTOR_NOT_ALLOWED, msg);
+        return STEP_ANSWERED;
+    }
+    return STEP_NEXT;
 }
 
 /* /decide: step 7 alone, unsigned and unrecorded (SPEC §3: the fast path). */
@@ -993,6 +1061,7 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
     step_t st = admit(r);                  /* 1-2 */
     st = st ? st : parse_request(r, &s);   /* 3 */
     st = st ? st : resolve_surface(r, &s); /* 3 */
+    st = st ? st : bind_principal(r, &s);  /* 3 */
     if (st == STEP_NEXT && mode == TG_MODE_DECIDE) {
         st = decide_only(r, &s); /* 7, /decide */
     }

@@ -75,27 +75,30 @@ void tg_pipeline_policy_release(tg_pipeline_t *p, const tg_swap_ref_t *hold);
 /* Every kind of answer the pipeline gives. reply.c's table gives each its status and, for
  * errors, the error code of the body; nothing else in the pipeline names a status. */
 typedef enum {
-    TG_ANSWER_OK,                 /* 200, body prepared in ex->out */
-    TG_ANSWER_BLOCKED,            /* 403, body prepared: /execute answering DENY or SILENCE */
-    TG_ANSWER_NOT_READY,          /* 503, body prepared: /readyz */
-    TG_ANSWER_INVALID_JSON,       /* 400 invalid_json */
-    TG_ANSWER_INVALID_REQUEST,    /* 400 invalid_request */
-    TG_ANSWER_UNKNOWN_SURFACE,    /* 400 unknown_surface */
-    TG_ANSWER_UNAUTHORIZED,       /* 401 unauthorized (with WWW-Authenticate) */
-    TG_ANSWER_NOT_FOUND,          /* 404 not_found */
-    TG_ANSWER_METHOD_NOT_ALLOWED, /* 405 method_not_allowed */
-    TG_ANSWER_CONFLICT,           /* 409 idempotency_conflict */
-    TG_ANSWER_REPLAY,             /* 409 replay_detected */
-    TG_ANSWER_BODY_TOO_LARGE,     /* 413 body_too_large */
-    TG_ANSWER_URI_TOO_LONG,       /* 414 uri_too_long */
-    TG_ANSWER_UNSUPPORTED_MEDIA,  /* 415 unsupported_media_type */
-    TG_ANSWER_RATE_LIMITED,       /* 429 rate_limited */
-    TG_ANSWER_HEADERS_TOO_LARGE,  /* 431 headers_too_large */
-    TG_ANSWER_INTERNAL,           /* 500 internal_error */
-    TG_ANSWER_OVERLOADED,         /* 503 overloaded (Retry-After: 1) */
-    TG_ANSWER_KEYS_UNAVAILABLE,   /* 503 keys_unavailable */
-    TG_ANSWER_LEDGER_UNAVAILABLE, /* 503 ledger_unavailable (Retry-After: 1) */
-    TG_ANSWER_STORE_UNAVAILABLE,  /* 503 store_unavailable (Retry-After: 1): PostgreSQL */
+    TG_ANSWER_OK,                  /* 200, body prepared in ex->out */
+    TG_ANSWER_BLOCKED,             /* 403, body prepared: /execute answering DENY or SILENCE */
+    TG_ANSWER_NOT_READY,           /* 503, body prepared: /readyz */
+    TG_ANSWER_INVALID_JSON,        /* 400 invalid_json */
+    TG_ANSWER_INVALID_REQUEST,     /* 400 invalid_request */
+    TG_ANSWER_UNKNOWN_SURFACE,     /* 400 unknown_surface */
+    TG_ANSWER_UNAUTHORIZED,        /* 401 unauthorized (with WWW-Authenticate) */
+    TG_ANSWER_ROLE_NOT_ALLOWED,    /* 403 role_not_allowed: the token's role may not call it */
+    TG_ANSWER_SURFACE_NOT_ALLOWED, /* 403 surface_not_allowed: outside the token's surfaces */
+    TG_ANSWER_ACTOR_NOT_ALLOWED,   /* 403 actor_not_allowed: not one of the token's actors */
+    TG_ANSWER_NOT_FOUND,           /* 404 not_found */
+    TG_ANSWER_METHOD_NOT_ALLOWED,  /* 405 method_not_allowed */
+    TG_ANSWER_CONFLICT,            /* 409 idempotency_conflict */
+    TG_ANSWER_REPLAY,              /* 409 replay_detected */
+    TG_ANSWER_BODY_TOO_LARGE,      /* 413 body_too_large */
+    TG_ANSWER_URI_TOO_LONG,        /* 414 uri_too_long */
+    TG_ANSWER_UNSUPPORTED_MEDIA,   /* 415 unsupported_media_type */
+    TG_ANSWER_RATE_LIMITED,        /* 429 rate_limited */
+    TG_ANSWER_HEADERS_TOO_LARGE,   /* 431 headers_too_large */
+    TG_ANSWER_INTERNAL,            /* 500 internal_error */
+    TG_ANSWER_OVERLOADED,          /* 503 overloaded (Retry-After: 1) */
+    TG_ANSWER_KEYS_UNAVAILABLE,    /* 503 keys_unavailable */
+    TG_ANSWER_LEDGER_UNAVAILABLE,  /* 503 ledger_unavailable (Retry-After: 1) */
+    TG_ANSWER_STORE_UNAVAILABLE,   /* 503 store_unavailable (Retry-After: 1): PostgreSQL */
     TG_ANSWER__COUNT
 } tg_answer_t;
 

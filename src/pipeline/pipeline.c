@@ -438,11 +438,12 @@ void tg_pipeline_describe(const tg_pipeline_t *p, char *out, size_t cap) {
     /* No reference needed: describe runs on the thread that reloads. */
     const tg_policy_ref_t *ref = tg_swap_peek(p->policy);
     (void)snprintf(out, cap,
-                   "policy %s (version %s, hash %.16s…), signing key %s, %zu tenants%s, "
+                   "policy %s (version %s, hash %.16s…), signing key %s, %zu tenants (%zu "
+                   "tokens)%s, "
                    "durability %s, %s %s",
                    p->cfg.policy, tg_policy_version(ref->policy), tg_policy_hash_hex(ref->policy),
                    p->signer ? p->signer->key_id : "(none: receipts unavailable)",
-                   tg_tenants_count(p->tenants),
+                   tg_tenants_count(p->tenants), tg_tenants_token_count(p->tenants),
                    tg_tenants_local_bypass(p->tenants) ? " (UNSAFE local auth bypass)" : "",
                    tg_config_durability_name(p->cfg.durability),
                    p->cfg.store_postgres ? "store" : "ledger",

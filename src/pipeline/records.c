@@ -170,12 +170,25 @@ tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag) {
 /* ---- GET /v1/receipts/{executionId} -------------------------------------------------- */
 
 void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *exec_id) {
-    int tenant = TG_GUARD_NO_TENANT;
+    const tg_principal_t *pr = NULL;
     const char *auth = ex->authorization;
-    if (tg_auth_check(p->tenants, auth, auth ? strlen(auth) : 0, &tenant) != TG_OK) {
+    if (tg_auth_principal(p->tenants, auth, auth ? strlen(auth) : 0, &pr) != TG_OK) {
         tg_reply_error(ex, TG_ERR_UNAUTHORIZED, "a valid bearer token is required");
         return;
     }
+    /* Table-owned strings: they outlive the exchange. */
+    ex->log_tenant = tg_tenants_name(p->tenants, pr->tenant, NULL);
+    ex->log_subject = pr->subject.ptr;
+    if (!tg_role_may_read_receipts(pr->role)) {
+        char msg[128];
+        (void)snprintf(msg, sizeof msg,
+                       "a token with role \"%s\" may not read receipts (caller, executor and "
+                       "admin tokens may)",
+                       tg_role_name(pr->role));
+        tg_reply_fail(ex, TG_ANSWER_ROLE_NOT_ALLOWED, msg);
+        return;
+    }
+    int tenant = pr->tenant;
     size_t tl = 0;
     const char *tn = tg_tenants_name(p->tenants, tenant, &tl);
     bool ok = tn != NULL && strlen(exec_id) == TG_RECEIPT_EXEC_ID_LEN &&
@@ -188,6 +201,12 @@ void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *ex
     tg_err_t rc =
         ok ? tg_db_find_receipt(p->db, tn, tl, exec_id, strlen(exec_id), tg_clock_now_ms(), &pos)
            : TG_ERR_NOT_FOUND;
+    if (rc == tg_db_unavailable(p->db)) {
+        /* The store cannot answer now: that is not "no such receipt" (an auditor would
+         * read it so). */
+        tg_reply_error(ex, rc, "the record store cannot be read now; retry shortly");
+        return;
+    }
     if (rc != TG_OK) {
         /* Another tenant's receipt is indistinguishable from a missing one. */
         tg_reply_error(ex, TG_ERR_NOT_FOUND, "no receipt with this executionId for this tenant");
@@ -195,6 +214,10 @@ void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *ex
     }
     tg_buf_reset(&ex->out);
     rc = tg_db_read(p->db, &pos, &ex->out, NULL);
+    if (rc == tg_db_unavailable(p->db)) {
+        tg_reply_error(ex, rc, "the record store cannot be read now; retry shortly");
+        return;
+    }
     if (rc != TG_OK) {
         TG_LOG(TG_LOG_ERROR, "receipt_read", "ledger read of seq %llu failed: %s",
                (unsigned long long)pos.seq, tg_strerror(rc));

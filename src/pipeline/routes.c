@@ -28,6 +28,8 @@ static void finish_simple(tg_pipeline_t *p, tg_exchange_t *ex, tg_route_t id) {
     int64_t us = (tg_clock_mono_ns() - ex->start_ns) / 1000;
     tg_metrics_request(&p->metrics, id, ex->status, us);
     tg_log_request_t line = {.request_id = ex->request_id,
+                             .tenant = ex->log_tenant,
+                             .subject = ex->log_subject,
                              .method = ex->method,
                              .route = tg_route_name(id),
                              .status = ex->status,

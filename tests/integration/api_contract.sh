@@ -250,6 +250,35 @@ for route in /v1/verify /verify-receipt /protocol/verify-receipt; do
 done
 tg_stop lim
 
+# ---- tokens bound to principals: 403s -----------------------------------------------------
+
+# A tokens file with a bound caller and an approver (docs/OPERATIONS.md, "Tenants and
+# tokens"): refusals by role, surface and actor are error bodies, never decisions.
+cat >"$TG_TMP/tokens.json" <<EOF
+[{"tenant": "acme", "token_sha256": "$(printf %s tok-bound | sha256sum | cut -c1-64)",
+  "subject": "bound", "actors": ["agent.billing"], "surfaces": ["payments.charge"]},
+ {"tenant": "acme", "token_sha256": "$(printf %s tok-appr | sha256sum | cut -c1-64)",
+  "subject": "reviewer", "role": "approver"}]
+EOF
+tg_start bound TRIGGUARD_API_KEYS= -- --policy "$TG_POLICY" --key "$TG_KEY" \
+    --ledger "$TG_TMP/ledger-bound" --tokens "$TG_TMP/tokens.json" --log-format json --threads 2
+BOUND=(-H "Authorization: Bearer tok-bound")
+APPR=(-H "Authorization: Bearer tok-appr")
+ac 200 "evaluate with a bound token and no actor" POST /v1/evaluate "${BOUND[@]}" \
+    --json-body '{"surface":"payments.charge","context":{"amount":10,"currency":"USD"}}'
+tg_jget BOUND_EXEC 'j["execution_id"]'
+ac 403 "evaluate on a surface the token is not bound to" POST /v1/evaluate "${BOUND[@]}" \
+    --json-body "$(tg_req_json example)"
+tg_expect_py 'j["error"] == "surface_not_allowed"' "surface_not_allowed"
+ac 403 "execute as an actor the token is not bound to" POST /execute "${BOUND[@]}" \
+    --json-body '{"surface":"payments.charge","actor":"agent.treasury","context":{"amount":10,"currency":"USD"}}'
+tg_expect_py 'j["error"] == "actor_not_allowed"' "actor_not_allowed"
+ac 403 "decide with an approver token" POST /decide "${APPR[@]}" --json-body "$PERMIT"
+tg_expect_py 'j["error"] == "role_not_allowed"' "role_not_allowed"
+ac 403 "an approver may not read receipts" GET "/v1/receipts/$BOUND_EXEC" "${APPR[@]}"
+tg_expect_py 'j["error"] == "role_not_allowed"' "role_not_allowed on receipts"
+tg_stop bound
+
 # ---- no signing key, a tiny idempotency table: 503s -------------------------------------
 
 tg_start nokey -- --policy "$TG_POLICY" --ledger "$TG_TMP/ledger-nokey" --store-max-entries 16 \

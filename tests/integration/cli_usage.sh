@@ -122,7 +122,7 @@ grep -q "^usage: trigguard <command>" err || fail "unknown command: no usage on 
 
 # Every command of tg_commands[] is listed by --help, has a --help of its own, and has cases
 # in this file: a new command must bring its usage cases here.
-known="canon check db keygen keys ledger policy receipt serve verify"
+known="canon check db keygen keys ledger policy receipt serve token verify"
 table=$(sed -n 's/^ *{"\([a-z-]*\)", tg_cmd_[a-z_]*,.*/\1/p' "$TG_SRC/src/cli/main.c" | sort | xargs)
 listed=$(sed -n 's/^  \([a-z-]*\)  .*/\1/p' help.out | grep -vx version | sort | xargs)
 checks=$((checks + 1))
@@ -374,6 +374,27 @@ err_ok 2 "ledger append option after FILE" "unexpected argument '--frobnicate'" 
     ledger append L5 r.json --frobnicate
 absent "ledger append option after FILE" L5/ledger-000001.tgl
 
+# ---- token (tests/integration/token_cli.sh covers what it does) ----
+help_ok "token --help wins" "usage: trigguard token" token create --tokens tk.json --help
+absent "token --help" tk.json
+err_ok 2 "token no subcommand" "usage: trigguard token" token
+err_ok 2 "token unknown subcommand" "trigguard token: unknown subcommand 'frobnicate'" token frobnicate
+err_ok 2 "token create no --tokens" "trigguard token create: --tokens FILE is required" \
+    token create --tenant acme
+err_ok 2 "token create no --tenant" "trigguard token create: --tenant T is required" \
+    token create --tokens tk.json
+absent "token create no --tenant" tk.json
+err_ok 2 "token create --tenant without value" "unexpected argument '--tenant' (needs a value)" \
+    token create --tokens tk.json --tenant
+err_ok 2 "token create unknown option" "unexpected argument '--frobnicate'" \
+    token create --tokens tk.json --tenant acme --frobnicate x
+err_ok 2 "token create bad --role" "--role must be caller, approver, executor or admin" \
+    token create --tokens tk.json --tenant acme --role root
+absent "token create bad --role" tk.json
+err_ok 2 "token list missing file" "cannot open" token list --tokens tk.json
+err_ok 2 "token revoke no selector" "give one of --subject S or --digest PREFIX" \
+    token revoke --tokens tk.json
+
 # ---- serve: every case fails (or exits) before listening ----
 err_ok 2 "serve unknown option" 'trigguard serve: unknown option "--frobnicate" (see --help)' \
     serve --frobnicate
@@ -446,6 +467,8 @@ if [ -w /dev/full ]; then
     full 2 "keys" keys k.pem
     full 2 "verify" verify --keys keys.json --now "$when" r.json
     full 2 "ledger verify" ledger verify L
+    full 2 "token create" token create --tokens tkfull.json --tenant acme
+    absent "token create to a full disk" tkfull.json
     IN=body.json full 2 "receipt sign" receipt sign --key k.pem
 else
     echo "cli_usage: /dev/full is not writable here: write-error cases skipped" >&2

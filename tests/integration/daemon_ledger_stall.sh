@@ -109,9 +109,10 @@ tg_check "every acknowledged receipt is in the ledger ($n records, ${#acked[@]} 
 # ---- 2. SIGTERM while the ledger is frozen ----------------------------------------------
 # stop_frozen NAME THAW_AT: a request waits on the frozen ledger and a body trickles in when
 # SIGTERM arrives; the filesystem is thawed once the log shows THAW_AT.
-stop_frozen() {
+stop_frozen() { # stop_frozen NAME THAW_AT [more serve args]
     local name=$1 thaw_at=$2
-    tg_start "$name" -- "${args[@]}" --ledger-stall-timeout 60000
+    shift 2
+    tg_start "$name" -- "${args[@]}" --ledger-stall-timeout 60000 "$@"
     local pid port
     pid=$(tg_pid "$name")
     port=${TG_PORTS[$name]}
@@ -177,7 +178,10 @@ PY
     STOP_RC=$rc
 }
 
-stop_frozen sa drain_abandon
+# A longer drain here: the thaw, the sync it releases and the close must fit between the
+# drain's end and the stop's watchdog (one drain later), and under TSan on a busy machine
+# 3 s was seen not to be enough.
+stop_frozen sa drain_abandon --drain-timeout 6
 tg_expect_exit sa "$STOP_RC" 0 "thawed after the drain: the stop is clean (exit 0)"
 tg_check "sa: clean shutdown is logged" grep -q '"event":"stopped"' "$(tg_logfile sa)"
 

@@ -70,6 +70,8 @@ damaged tgtype "update tg_records set type = 257 where chain_seq = 1" 'unknown r
 damaged tgtenant "update tg_records set tenant = 'other' where chain_seq = 2" 'tenant column differs'
 damaged tgclaim "update tg_idem_claims set record_seq = 999 where idem_key = 'k-2'" \
     'tg_idem_claims row (tenant acme, k-2) points at record seq 999: no such record'
+damaged tgdup "insert into tg_receipts (tenant, execution_id, record_seq) select tenant, 'exec_' || repeat('0', 32), record_seq from tg_receipts limit 1" \
+    'two tg_receipts rows point at record seq'
 damaged tgtail "delete from tg_receipts where record_seq in (select seq from tg_records where chain_seq = 5); delete from tg_records where chain_seq = 5" 'records were deleted from its end'
 damaged tghead "delete from tg_chains" 'without a head row in tg_chains'
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # pg_cluster.sh — scripts/lib/pg.sh starts a throwaway PostgreSQL that answers queries on its
-# own socket, and stopping it leaves nothing behind: no server process, no directory.
+# own socket, halts and resumes it with its data, freezes and thaws it, and stopping it
+# leaves nothing behind: no server process, no directory.
 set -uo pipefail
 
 # shellcheck source=tests/integration/lib/checks.sh
@@ -31,6 +32,20 @@ fi
 out=$("$TG_PG_PSQL" "$TG_PG_URL" -X -At -v ON_ERROR_STOP=1 \
     -c 'create table t (x int)' -c 'insert into t values (1), (2)' -c 'select sum(x) from t' 2>&1)
 check "the test role creates and fills a table: $out" test "$(tail -n 1 <<<"$out")" = 3
+
+# Halted (as if it crashed) and resumed: down in between, the committed rows kept.
+check "halt" tg_pg_halt
+check "after a halt nothing answers" bash -c "! '$TG_PG_PSQL' '$TG_PG_URL' -X -At -c 'select 1' >/dev/null 2>&1"
+check "resume" tg_pg_resume
+out=$("$TG_PG_PSQL" "$TG_PG_URL" -X -At -c 'select sum(x) from t' 2>&1)
+check "resumed with the committed rows: $out" test "$out" = 3
+# Frozen (SIGSTOP to every server process) and thawed: no answer in between, then answers.
+check "freeze" tg_pg_signal STOP
+check "a frozen server does not answer within 2 s" \
+    bash -c "! timeout 2 '$TG_PG_PSQL' '$TG_PG_URL' -X -At -c 'select 1' >/dev/null 2>&1"
+check "thaw" tg_pg_signal CONT
+out=$("$TG_PG_PSQL" "$TG_PG_URL" -X -At -c 'select 2' 2>&1)
+check "a thawed server answers: $out" test "$out" = 2
 
 # Every process of this cluster: the postmaster and its children (checkpointer, ...).
 pids="$TG_PG_PID $(pgrep -P "$TG_PG_PID" | tr '\n' ' ')"

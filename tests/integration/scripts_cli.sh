@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# scripts_cli.sh — scripts/run and scripts/deps as a new user meets them: --help, the
-# refusals that come before anything is installed, built or printed (bad PORT, missing
-# --policy file), and the package groups (`scripts/deps --list GROUP`, no dpkg, no network).
+# scripts_cli.sh — scripts/run, scripts/cluster and scripts/deps as a new user meets them:
+# --help, the refusals that come before anything is installed, built or printed (bad PORT,
+# missing --policy file, a bad --instances), and the package groups (`scripts/deps --list
+# GROUP`, no dpkg, no network).
 # Nothing is installed or built: cmake, apt-get and dpkg-query are stubs here that record a
 # call and fail, so a refusal that came too late shows up as a call.
 set -u
@@ -85,11 +86,54 @@ check "good PORT and --policy get past the checks ($(cat "$tmp/calls" 2>/dev/nul
 check "... and stop before cmake" bash -c "! grep -q '^cmake' '$tmp/calls'"
 rm -f "$tmp/calls"
 
+# ---- scripts/cluster: --help and the refusals before anything happens ----
+runc() {
+    rc=0
+    "$TG_SRC/scripts/cluster" "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+    out=$(cat "$tmp/out") err=$(cat "$tmp/err")
+}
+runc --help
+check "cluster --help: exit $rc" test "$rc" = 0
+check "cluster --help: usage line" grep -q '^usage: scripts/cluster \[--policy FILE\] \[--instances N\]' "$tmp/out"
+for word in "scripts/deps cluster" "scripts/run --no-serve" "nginx" "PostgreSQL" "db migrate" \
+    "PORT" "Ctrl-C" "never a POST"; do
+    check "cluster --help mentions '$word'" grep -qF -- "$word" "$tmp/out"
+done
+nothing_done "cluster --help"
+for bad in abc 0 65536 " 8080" 0x50; do
+    PORT=$bad runc
+    check "cluster PORT='$bad': exit $rc, want 2" test "$rc" = 2
+    check "cluster PORT='$bad': message '$err'" \
+        grep -qF "cluster: PORT must be a TCP port from 1 to 65535 in decimal digits, not '$bad'" "$tmp/err"
+    nothing_done "cluster PORT='$bad'" --quiet
+done
+for bad in 0 17 x -1 ""; do
+    runc --instances "$bad"
+    check "cluster --instances '$bad': exit $rc, want 2" test "$rc" = 2
+    check "cluster --instances '$bad': message '$err'" \
+        grep -qF "cluster: --instances must be a number from 1 to 16, not '$bad'" "$tmp/err"
+    nothing_done "cluster --instances '$bad'" --quiet
+done
+runc --policy "$tmp/no-such-policy.json"
+check "cluster --policy missing: exit $rc" test "$rc" = 2
+check "cluster --policy missing: message '$err'" grep -qF "cluster: --policy $tmp/no-such-policy.json: not a readable file" "$tmp/err"
+nothing_done "cluster --policy missing" --quiet
+runc --frobnicate
+check "cluster unknown argument: exit $rc" test "$rc" = 2
+nothing_done "cluster unknown argument" --quiet
+# good arguments get past the checks to scripts/deps cluster (the dpkg-query stub stops it)
+PORT=9090 runc --instances 3
+check "cluster: good arguments get past the checks ($(cat "$tmp/calls" 2>/dev/null))" \
+    grep -q '^dpkg-query ' "$tmp/calls"
+check "cluster: ... and stop before cmake" bash -c "! grep -q '^cmake' '$tmp/calls'"
+rm -f "$tmp/calls"
+
 # ---- scripts/deps groups ----
 deps() { "$TG_SRC/scripts/deps" "$@" 2>"$tmp/deps.err"; }
 run_list=$(deps --list run) || fail "deps --list run: exit $?"
 test_list=$(deps --list test) || fail "deps --list test: exit $?"
 bench_list=$(deps --list bench) || fail "deps --list bench: exit $?"
+cluster_list=$(deps --list cluster) || fail "deps --list cluster: exit $?"
 all_list=$(deps --list) || fail "deps --list: exit $?"
 has() { grep -qxF "$2" <<<"$1"; }
 for p in build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libsodium-dev curl openssl; do
@@ -108,7 +152,13 @@ check "bench group has postgresql-15 (the PostgreSQL store runs)" has "$bench_li
 check "bench group has nginx-light (the two-instance run)" has "$bench_list" nginx-light
 checks=$((checks + 1))
 ! has "$bench_list" clang-tidy || fail "bench group installs clang-tidy"
-check "no group = every group" test "$all_list" = "$(printf '%s\n' "$run_list" "$test_list" "$bench_list" | awk '!s[$0]++')"
+for p in build-essential cmake libpq-dev postgresql-15 nginx-light; do
+    check "cluster group has $p" has "$cluster_list" "$p"
+done
+check "test group has nginx-light (the pg_instance* tests)" has "$test_list" nginx-light
+checks=$((checks + 1))
+! has "$cluster_list" clang-tidy || fail "cluster group installs clang-tidy"
+check "no group = every group" test "$all_list" = "$(printf '%s\n' "$run_list" "$test_list" "$bench_list" "$cluster_list" | awk '!s[$0]++')"
 check "each package listed once" test "$(sort <<<"$all_list" | uniq -d)" = ""
 extra=$(deps --list run nginx-light) || fail "deps --list run nginx-light: exit $?"
 check "an extra package is listed after the group" test "$extra" = "$(printf '%s\n' "$run_list" nginx-light)"
@@ -121,6 +171,7 @@ check "deps unknown option: exit $rc" test "$rc" = 2
 check "scripts/run installs the run group" grep -q '^scripts/deps run$' "$TG_SRC/scripts/run"
 check "scripts/test installs the test group" grep -q '^scripts/deps test$' "$TG_SRC/scripts/test"
 check "scripts/bench installs the bench group" grep -q 'scripts/deps bench' "$TG_SRC/scripts/bench"
+check "scripts/cluster installs the cluster group" grep -q '^scripts/deps cluster$' "$TG_SRC/scripts/cluster"
 
 echo "scripts_cli: $checks checks, $fails failed"
 [ "$fails" -eq 0 ]

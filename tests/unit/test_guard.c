@@ -134,8 +134,8 @@ static void test_tokens_json_errors(void **state) {
     snprintf(buf[2], sizeof buf[2], "[{\"tenant\":\"acme\",\"token_sha256\":\"%s\"}]", bad_hex);
     snprintf(buf[3], sizeof buf[3], "[{\"tenant\":\"acme\",\"token_sha256\":\"%.63s\"}]", ha);
     snprintf(buf[4], sizeof buf[4],
-             "[{\"tenant\":\"acme\",\"token_sha256\":\"%s\"},"
-             "{\"tenant\":\"acme\",\"token_sha256\":\"%s\"}]",
+             "[{\"tenant\":\"acme\",\"token_sha256\":\"%s\",\"subject\":\"s\"},"
+             "{\"tenant\":\"beta\",\"token_sha256\":\"%s\",\"subject\":\"s\"}]",
              ha, hb);
     snprintf(buf[5], sizeof buf[5],
              "[{\"tenant\":\"acme\",\"token_sha256\":\"%s\"},"
@@ -160,7 +160,7 @@ static void test_tokens_json_errors(void **state) {
         {buf[1], "[0]: missing member \"tenant\""},
         {buf[2], "[0].token_sha256: expected 64 hex digits"},
         {buf[3], "[0].token_sha256: expected 64 hex digits"},
-        {buf[4], "duplicate tenant \"acme\""},
+        {buf[4], "duplicate subject \"s\""},
         {buf[5], "same token"},
         {buf[6], "[0].tenant"},
         {buf[7], "[0]: unknown member \"comment\""},
@@ -182,13 +182,17 @@ static void test_tokens_json_errors(void **state) {
         assert_int_equal(tg_tenants_count(t), 0); /* nothing half-loaded */
     }
 
-    /* duplicates against what is already loaded, by name and by digest */
+    /* duplicates against what is already loaded, by digest and by subject */
     char ok[300];
     snprintf(ok, sizeof ok, "[{\"tenant\":\"acme\",\"token_sha256\":\"%s\"}]", ha);
     assert_int_equal(tg_tenants_load_json(t, S(ok), NULL, NULL), TG_OK);
     tg_diag_t d = {{0}};
     assert_int_equal(tg_tenants_load_json(t, S(ok), NULL, &d), TG_ERR_CONFIG);
-    assert_non_null(strstr(d.msg, "duplicate tenant"));
+    assert_non_null(strstr(d.msg, "same token"));
+    snprintf(ok, sizeof ok,
+             "[{\"tenant\":\"x\",\"token_sha256\":\"%s\",\"subject\":\"acme:%.8s\"}]", hb, ha);
+    assert_int_equal(tg_tenants_load_json(t, S(ok), NULL, &d), TG_ERR_CONFIG);
+    assert_non_null(strstr(d.msg, "duplicate subject"));
     snprintf(ok, sizeof ok, "[{\"tenant\":\"other\",\"token_sha256\":\"%s\"}]", ha);
     assert_int_equal(tg_tenants_load_json(t, S(ok), NULL, &d), TG_ERR_CONFIG);
     assert_non_null(strstr(d.msg, "same token"));
@@ -239,7 +243,7 @@ static void test_tokens_limits(void **state) {
     /* table full: nothing more fits */
     uint8_t dg[32] = {1};
     assert_int_equal(tg_tenants_add(t, S("one-more"), dg, &d), TG_ERR_CONFIG);
-    assert_non_null(strstr(d.msg, "too many tenants"));
+    assert_non_null(strstr(d.msg, "too many tokens"));
     assert_int_equal(tg_tenants_set_local_bypass(t, true), TG_ERR_CONFIG);
     tg_tenants_destroy(t);
 
@@ -253,7 +257,7 @@ static void test_tokens_limits(void **state) {
     j = many_json(TG_GUARD_MAX_TENANTS, &len);
     assert_int_equal(tg_tenants_add(t, S("first"), dg, &d), TG_OK);
     assert_int_equal(tg_tenants_load_json(t, j, len, "many.json", &d), TG_ERR_CONFIG);
-    assert_non_null(strstr(d.msg, "too many tenants"));
+    assert_non_null(strstr(d.msg, "too many tokens"));
     assert_int_equal(tg_tenants_count(t), 1);
     free(j);
     tg_tenants_destroy(t);
@@ -292,6 +296,326 @@ static void test_tokens_limits(void **state) {
     tg_tenants_destroy(t);
 }
 
+/* ------------------------------------------------------------------ principals */
+
+static const tg_principal_t *auth_p(const tg_tenants_t *t, const char *token) {
+    char buf[700];
+    static const tg_principal_t poison;
+    const tg_principal_t *p = &poison; /* must be overwritten */
+    bearer(buf, sizeof buf, token);
+    tg_err_t rc = tg_auth_principal(t, buf, strlen(buf), &p);
+    if (rc != TG_OK) {
+        assert_int_equal(rc, TG_ERR_UNAUTHORIZED);
+        assert_null(p);
+    }
+    return p;
+}
+
+static void test_principals_ok(void **state) {
+    (void)state;
+    char ha[65], hb[65], hc[65], hd[65];
+    digest_hex(ha, "tok-old");
+    digest_hex(hb, "tok-ci");
+    digest_hex(hc, "tok-rev");
+    digest_hex(hd, "tok-exec");
+    char sub128[TG_GUARD_SUBJECT_MAX + 1];
+    memset(sub128, 's', TG_GUARD_SUBJECT_MAX);
+    sub128[TG_GUARD_SUBJECT_MAX] = '\0';
+    char j[2048];
+    snprintf(
+        j, sizeof j,
+        "[{\"tenant\":\"acme\",\"token_sha256\":\"%s\"},"
+        "{\"tenant\":\"acme\",\"token_sha256\":\"%s\",\"subject\":\"ci/deploy@acme:1+x_y.z-w\","
+        "\"actors\":[\"ci.release-bot\",\"ci.other\"],\"surfaces\":[\"deploy.release\"],"
+        "\"role\":\"admin\",\"observe\":false},"
+        "{\"tenant\":\"beta\",\"token_sha256\":\"%s\",\"subject\":\"%s\",\"role\":\"approver\"},"
+        "{\"token_sha256\":\"%s\",\"role\":\"executor\",\"tenant\":\"acme\","
+        "\"actors\":[\"b\\u00e9t\"]}]",
+        ha, hb, hc, sub128, hd);
+    tg_diag_t d = {{0}};
+    tg_tenants_t *t = mk_tenants();
+    assert_int_equal(tg_tenants_load_json(t, S(j), "tokens.json", &d), TG_OK);
+    assert_int_equal(tg_tenants_count(t), 2); /* acme, beta */
+    assert_int_equal(tg_tenants_token_count(t), 4);
+
+    const tg_principal_t *p = auth_p(t, "tok-old");
+    assert_non_null(p);
+    assert_ptr_equal(p, tg_tenants_principal(t, 0));
+    assert_int_equal(p->tenant, 0);
+    assert_int_equal(p->role, TG_ROLE_CALLER);
+    assert_false(p->observe);
+    assert_true(p->subject_derived);
+    char want[80];
+    snprintf(want, sizeof want, "acme:%.8s", ha);
+    assert_string_equal(p->subject.ptr, want);
+    assert_int_equal(p->subject.len, strlen(want));
+    assert_null(p->actors);
+    assert_int_equal(p->surfaces_count, 0);
+    assert_true(tg_principal_actor_allowed(p, S("anyone")));
+    assert_true(tg_principal_actor_allowed(p, NULL, 0));
+    assert_true(tg_principal_surface_allowed(p, S("anything")));
+
+    p = auth_p(t, "tok-ci");
+    assert_ptr_equal(p, tg_tenants_principal(t, 1));
+    assert_int_equal(p->tenant, 0);
+    assert_int_equal(p->role, TG_ROLE_ADMIN);
+    assert_false(p->subject_derived);
+    assert_string_equal(p->subject.ptr, "ci/deploy@acme:1+x_y.z-w");
+    assert_int_equal(p->actors_count, 2);
+    assert_string_equal(p->actors[0].ptr, "ci.release-bot");
+    assert_string_equal(p->actors[1].ptr, "ci.other");
+    assert_int_equal(p->surfaces_count, 1);
+    assert_string_equal(p->surfaces[0].ptr, "deploy.release");
+    assert_true(tg_principal_actor_allowed(p, S("ci.other")));
+    assert_false(tg_principal_actor_allowed(p, S("ci.othe")));
+    assert_false(tg_principal_actor_allowed(p, S("ci.other2")));
+    assert_false(tg_principal_actor_allowed(p, NULL, 0));
+    assert_true(tg_principal_surface_allowed(p, S("deploy.release")));
+    assert_false(tg_principal_surface_allowed(p, S("payments.charge")));
+    assert_false(tg_principal_surface_allowed(p, NULL, 0));
+
+    p = auth_p(t, "tok-rev");
+    assert_int_equal(p->tenant, 1);
+    assert_int_equal(p->role, TG_ROLE_APPROVER);
+    assert_string_equal(p->subject.ptr, sub128);
+    p = auth_p(t, "tok-exec");
+    assert_int_equal(p->role, TG_ROLE_EXECUTOR);
+    assert_int_equal(p->actors_count, 1);
+    assert_string_equal(p->actors[0].ptr, "b\xc3\xa9t"); /* UTF-8, as policy names may be */
+    assert_null(auth_p(t, "tok-nobody"));
+
+    /* tg_auth_check still answers with the tenant index */
+    int idx = -2;
+    char hdr[64];
+    assert_int_equal(auth(t, bearer(hdr, sizeof hdr, "tok-rev"), &idx), TG_OK);
+    assert_int_equal(idx, 1);
+
+    /* digest prefixes for tools, never more than the digest */
+    char px[65];
+    assert_true(tg_tenants_digest_hex(t, 1, px, 6));
+    assert_int_equal(strlen(px), 12);
+    assert_int_equal(strncmp(px, hb, 12), 0);
+    assert_true(tg_tenants_digest_hex(t, 1, px, 32));
+    assert_string_equal(px, hb);
+    assert_false(tg_tenants_digest_hex(t, 4, px, 4));
+    assert_false(tg_tenants_digest_hex(t, 0, px, 33));
+    assert_null(tg_tenants_principal(t, 4));
+    assert_null(tg_tenants_principal(NULL, 0));
+    assert_int_equal(tg_tenants_token_count(NULL), 0);
+    tg_tenants_destroy(t);
+
+    /* roles */
+    tg_role_t r = TG_ROLE_ADMIN;
+    assert_true(tg_role_parse(&r, S("caller")));
+    assert_int_equal(r, TG_ROLE_CALLER);
+    assert_true(tg_role_parse(&r, S("executor")));
+    assert_int_equal(r, TG_ROLE_EXECUTOR);
+    assert_false(tg_role_parse(&r, S("Caller")));
+    assert_false(tg_role_parse(&r, "calle", 5));
+    assert_false(tg_role_parse(&r, S("callers")));
+    assert_false(tg_role_parse(&r, NULL, 0));
+    assert_int_equal(r, TG_ROLE_EXECUTOR);
+    assert_string_equal(tg_role_name(TG_ROLE_APPROVER), "approver");
+    assert_string_equal(tg_role_name((tg_role_t)9), "?");
+    assert_true(tg_role_may_decide(TG_ROLE_CALLER));
+    assert_true(tg_role_may_decide(TG_ROLE_ADMIN));
+    assert_false(tg_role_may_decide(TG_ROLE_APPROVER));
+    assert_false(tg_role_may_decide(TG_ROLE_EXECUTOR));
+    assert_true(tg_role_may_read_receipts(TG_ROLE_CALLER));
+    assert_true(tg_role_may_read_receipts(TG_ROLE_EXECUTOR));
+    assert_true(tg_role_may_read_receipts(TG_ROLE_ADMIN));
+    assert_false(tg_role_may_read_receipts(TG_ROLE_APPROVER));
+    const tg_principal_t *none = NULL;
+    assert_int_equal(tg_auth_principal(NULL, S("Bearer tok-old"), &none), TG_ERR_INVALID_ARG);
+    t = mk_tenants();
+    assert_int_equal(tg_auth_principal(t, S("Bearer tok-old"), NULL), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_auth_principal(t, S("Bearer tok-old"), &none), TG_ERR_UNAUTHORIZED);
+    assert_null(none);
+    /* the local bypass principal: subject "local", a caller bound to nothing */
+    assert_int_equal(tg_tenants_set_local_bypass(t, true), TG_OK);
+    assert_int_equal(tg_auth_principal(t, NULL, 0, &none), TG_OK);
+    assert_string_equal(none->subject.ptr, "local");
+    assert_int_equal(none->role, TG_ROLE_CALLER);
+    assert_int_equal(none->actors_count + none->surfaces_count, 0);
+    assert_string_equal(tg_tenants_name(t, none->tenant, NULL), TG_GUARD_LOCAL_TENANT);
+    tg_tenants_destroy(t);
+    assert_false(tg_principal_actor_allowed(NULL, S("x")));
+    assert_false(tg_principal_surface_allowed(NULL, S("x")));
+}
+
+/* A list of n names "<prefix><i>" as a JSON array into out. */
+static void json_list(char *out, size_t cap, const char *prefix, size_t n) {
+    size_t len = 0;
+    out[len++] = '[';
+    for (size_t i = 0; i < n; i++) {
+        len += (size_t)snprintf(out + len, cap - len, "%s\"%s%zu\"", i ? "," : "", prefix, i);
+    }
+    snprintf(out + len, cap - len, "]");
+}
+
+static void test_principals_errors(void **state) {
+    (void)state;
+    char ha[65];
+    char hb[65];
+    digest_hex(ha, "token-a");
+    digest_hex(hb, "token-b");
+    /* the same first 8 hex digits as ha: the derived subjects collide */
+    char hc[65];
+    memcpy(hc, ha, 65);
+    hc[63] = hc[63] == '0' ? '1' : '0';
+    char l64[2048], l65[2048], n129[200], s129[200];
+    json_list(l64, sizeof l64, "n", TG_GUARD_MAX_BINDINGS);
+    json_list(l65, sizeof l65, "n", TG_GUARD_MAX_BINDINGS + 1);
+    memset(n129, 'a', 129);
+    n129[129] = '\0';
+    memset(s129, 's', 129);
+    s129[129] = '\0';
+
+    struct {
+        const char *extra; /* members after tenant and token_sha256 of one entry */
+        const char *needle;
+    } cases[] = {
+        {"\"subject\":\"\"", "[0].subject: expected 1..128"},
+        {"\"subject\":\"a b\"", "[0].subject"},
+        {"\"subject\":\"a\\\"b\"", "[0].subject"},
+        {"\"subject\":\"caf\\u00e9\"", "[0].subject"},
+        {"\"subject\":\"a\\u0000b\"", "tokens.json"}, /* the parser refuses \u0000 */
+        {"\"subject\":7", "[0].subject"},
+        {"\"subject\":null", "[0].subject"},
+        {"\"role\":\"root\"", "[0].role: expected \"caller\""},
+        {"\"role\":\"Caller\"", "[0].role"},
+        {"\"role\":\"\"", "[0].role"},
+        {"\"role\":[\"caller\"]", "[0].role"},
+        {"\"observe\":true", "[0].observe: true is not supported"},
+        {"\"observe\":\"false\"", "[0].observe: expected true or false"},
+        {"\"observe\":0", "[0].observe: expected true or false"},
+        {"\"observe\":null", "[0].observe: expected true or false"},
+        {"\"actors\":\"ci.bot\"", "[0].actors: expected an array of 1..64 strings"},
+        {"\"actors\":[]", "[0].actors: expected an array"},
+        {"\"actors\":{}", "[0].actors: expected an array"},
+        {"\"actors\":[7]", "[0].actors[0]: expected 1..128 bytes"},
+        {"\"actors\":[\"ok\",\"\"]", "[0].actors[1]: expected 1..128 bytes"},
+        {"\"actors\":[\"a\\tb\"]", "[0].actors[0]"},
+        {"\"actors\":[\"a\\u007fb\"]", "[0].actors[0]"},
+        {"\"actors\":[\"@group\"]", "[0].actors[0]: \"@\" names a policy actor group"},
+        {"\"actors\":[\"x\",\"y\",\"x\"]", "[0].actors: \"x\" is listed twice"},
+        {"\"actors\":[[\"x\"]]", "[0].actors[0]"},
+        {"\"surfaces\":[]", "[0].surfaces: expected an array"},
+        {"\"surfaces\":\"deploy\"", "[0].surfaces: expected an array"},
+        {"\"surfaces\":[\"a\",\"a\"]", "[0].surfaces: \"a\" is listed twice"},
+        {"\"surfaces\":[null]", "[0].surfaces[0]"},
+        {"\"surfaces\":[\"a\\nb\"]", "[0].surfaces[0]"},
+        {"\"comment\":\"x\"", "[0]: unknown member \"comment\""},
+        {"\"Subject\":\"x\"", "[0]: unknown member \"Subject\""},
+        {"\"subject\":\"x\",\"subject\":\"y\"", "tokens.json"}, /* duplicate member */
+    };
+    tg_tenants_t *t = mk_tenants();
+    char j[4096];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(j, sizeof j, "[{\"tenant\":\"acme\",\"token_sha256\":\"%s\",%s}]", ha,
+                 cases[i].extra);
+        tg_diag_t d = {{0}};
+        tg_err_t rc = tg_tenants_load_json(t, S(j), "tokens.json", &d);
+        if (rc != TG_ERR_CONFIG || strstr(d.msg, cases[i].needle) == NULL ||
+            strncmp(d.msg, "tokens.json: ", 13) != 0) {
+            fail_msg("case %zu (%s): rc %s, diag \"%s\"", i, cases[i].extra, tg_err_name(rc),
+                     d.msg);
+        }
+        assert_int_equal(tg_tenants_count(t), 0);
+        assert_int_equal(tg_tenants_token_count(t), 0);
+    }
+
+    /* bounds: at the max loads, one past is refused */
+    struct {
+        const char *member;
+        const char *value;
+        bool ok;
+    } bounds[] = {
+        {"actors", l64, true},      {"actors", l65, false},      {"surfaces", l64, true},
+        {"surfaces", l65, false},   {"subject", s129 + 1, true}, {"subject", s129, false},
+        {"actors", n129 + 1, true}, {"actors", n129, false},     {"surfaces", n129 + 1, true},
+        {"surfaces", n129, false},
+    };
+    for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
+        const char *v = bounds[i].value;
+        bool scalar = v[0] != '[';
+        bool is_list = strcmp(bounds[i].member, "subject") != 0;
+        snprintf(j, sizeof j, "[{\"tenant\":\"acme\",\"token_sha256\":\"%s\",\"%s\":%s%s%s%s%s}]",
+                 ha, bounds[i].member, scalar && is_list ? "[" : "", scalar ? "\"" : "", v,
+                 scalar ? "\"" : "", scalar && is_list ? "]" : "");
+        tg_tenants_t *b = mk_tenants();
+        tg_diag_t d = {{0}};
+        tg_err_t rc = tg_tenants_load_json(b, S(j), "tokens.json", &d);
+        if ((rc == TG_OK) != bounds[i].ok) {
+            fail_msg("bound %zu (%s, %zu bytes): rc %s, diag \"%s\"", i, bounds[i].member,
+                     strlen(v), tg_err_name(rc), d.msg);
+        }
+        tg_tenants_destroy(b);
+    }
+
+    /* derived subjects that collide are refused with a hint to name them */
+    snprintf(j, sizeof j,
+             "[{\"tenant\":\"acme\",\"token_sha256\":\"%s\"},"
+             "{\"tenant\":\"acme\",\"token_sha256\":\"%s\"}]",
+             ha, hc);
+    tg_diag_t d = {{0}};
+    assert_int_equal(tg_tenants_load_json(t, S(j), "tokens.json", &d), TG_ERR_CONFIG);
+    assert_non_null(strstr(d.msg, "duplicate subject"));
+    assert_non_null(strstr(d.msg, "set \"subject\""));
+    /* ... and load once one is named */
+    snprintf(j, sizeof j,
+             "[{\"tenant\":\"acme\",\"token_sha256\":\"%s\"},"
+             "{\"tenant\":\"acme\",\"token_sha256\":\"%s\",\"subject\":\"second\"}]",
+             ha, hc);
+    assert_int_equal(tg_tenants_load_json(t, S(j), "tokens.json", &d), TG_OK);
+    assert_int_equal(tg_tenants_token_count(t), 2);
+    /* an explicit subject equal to a loaded one, from another source */
+    assert_int_equal(
+        tg_tenants_load_json(t,
+                             S("[{\"tenant\":\"beta\",\"token_sha256\":\""
+                               "0000000000000000000000000000000000000000000000000000000000000000\","
+                               "\"subject\":\"second\"}]"),
+                             "more.json", &d),
+        TG_ERR_CONFIG);
+    assert_non_null(strstr(d.msg, "more.json: duplicate subject \"second\""));
+    assert_null(strstr(d.msg, "set \"subject\""));
+    assert_int_equal(tg_tenants_token_count(t), 2);
+    assert_int_equal(tg_tenants_count(t), 1);
+    (void)hb;
+    tg_tenants_destroy(t);
+}
+
+/* 1024 tokens of 2 tenants fill the token table; tenants are counted apart from tokens. */
+static void test_principals_limits(void **state) {
+    (void)state;
+    size_t cap = (size_t)TG_GUARD_MAX_TOKENS * 128 + 16;
+    char *j = malloc(cap);
+    assert_non_null(j);
+    size_t len = 0;
+    j[len++] = '[';
+    for (size_t i = 0; i < TG_GUARD_MAX_TOKENS; i++) {
+        char tok[32];
+        char hx[65];
+        snprintf(tok, sizeof tok, "token-%zu", i);
+        digest_hex(hx, tok);
+        len +=
+            (size_t)snprintf(j + len, cap - len, "%s{\"tenant\":\"t%zu\",\"token_sha256\":\"%s\"}",
+                             i ? "," : "", i % 2, hx);
+    }
+    j[len++] = ']';
+    j[len] = '\0';
+    tg_tenants_t *t = mk_tenants();
+    tg_diag_t d = {{0}};
+    assert_int_equal(tg_tenants_load_json(t, j, len, "many.json", &d), TG_OK);
+    assert_int_equal(tg_tenants_count(t), 2);
+    assert_int_equal(tg_tenants_token_count(t), TG_GUARD_MAX_TOKENS);
+    assert_int_equal(auth_token(t, "token-1023"), 1);
+    assert_int_equal(auth_token(t, "token-1022"), 0);
+    assert_int_equal(tg_tenants_set_local_bypass(t, true), TG_ERR_CONFIG);
+    free(j);
+    tg_tenants_destroy(t);
+}
+
 /* ------------------------------------------------------------------ TRIGGUARD_API_KEYS */
 
 static void test_env_keys(void **state) {
@@ -309,6 +633,23 @@ static void test_env_keys(void **state) {
     assert_int_equal(auth_token(t, "beta-token"), 1);
     assert_int_equal(auth_token(t, "a:b:c"), 2); /* raw tokens may contain ':' */
     assert_int_equal(auth_token(t, hb), -1);
+    tg_tenants_destroy(t);
+
+    /* one tenant, two tokens: two principals of the same tenant index, derived subjects */
+    t = mk_tenants();
+    assert_int_equal(tg_tenants_load_env(t, S("acme:tok-one,acme:tok-two"), &d), TG_OK);
+    assert_int_equal(tg_tenants_count(t), 1);
+    assert_int_equal(tg_tenants_token_count(t), 2);
+    assert_int_equal(auth_token(t, "tok-one"), 0);
+    assert_int_equal(auth_token(t, "tok-two"), 0);
+    char h1[65];
+    char want[80];
+    digest_hex(h1, "tok-two");
+    snprintf(want, sizeof want, "acme:%.8s", h1);
+    assert_string_equal(tg_tenants_principal(t, 1)->subject.ptr, want);
+    assert_true(tg_tenants_principal(t, 1)->subject_derived);
+    assert_int_equal(tg_tenants_principal(t, 1)->role, TG_ROLE_CALLER);
+    assert_int_equal(tg_tenants_principal(t, 1)->actors_count, 0);
     tg_tenants_destroy(t);
 
     char tok512[TG_GUARD_TOKEN_MAX + 16];
@@ -341,7 +682,7 @@ static void test_env_keys(void **state) {
         {"acme:SECRET\x7f", "token must be"},
         {"acme:SECR\xc3\xb6T", "token must be"},
         {"acme:sha256:abcd", "sha256: needs 64 hex digits"},
-        {"acme:SECRET1,acme:SECRET2", "duplicate tenant \"acme\""},
+        {"acme:SECRET,acme:SECRET", "same token"},
         {"acme:SECRET,beta:SECRET", "same token"},
         {"acme:SECRET,beta:sha256:SECRET", "entry 2 (tenant \"beta\")"},
         {over, "token must be 1..512"},
@@ -878,6 +1219,30 @@ static void test_nomem_and_crypto(void **state) {
     unlink(path);
     free(path);
     assert_int_equal(tg_tenants_count(t), 0);
+
+    /* every allocation of a load with bound lists fails in turn: all or nothing */
+    char ha[65], hb[65], j[600];
+    digest_hex(ha, "nomem-a");
+    digest_hex(hb, "nomem-b");
+    snprintf(j, sizeof j,
+             "[{\"tenant\":\"acme\",\"token_sha256\":\"%s\",\"actors\":[\"x\"]},"
+             "{\"tenant\":\"acme\",\"token_sha256\":\"%s\",\"surfaces\":[\"s\",\"u\"]}]",
+             ha, hb);
+    long k = 0;
+    for (;; k++) {
+        tg_fail_alloc_after(k);
+        tg_err_t rc = tg_tenants_load_json(t, S(j), NULL, &d);
+        tg_fail_alloc_off();
+        if (rc == TG_OK) {
+            break;
+        }
+        assert_int_equal(rc, TG_ERR_NOMEM);
+        assert_int_equal(tg_tenants_token_count(t), 0);
+        assert_int_equal(tg_tenants_count(t), 0);
+    }
+    assert_true(k >= 3); /* the staging array and both lists at least */
+    assert_int_equal(tg_tenants_token_count(t), 2);
+    assert_string_equal(tg_tenants_principal(t, 1)->surfaces[1].ptr, "u");
     tg_tenants_destroy(t);
 }
 
@@ -1009,19 +1374,14 @@ static void test_threaded_stress(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tokens_json_ok),
-        cmocka_unit_test(test_tokens_json_errors),
-        cmocka_unit_test(test_tokens_limits),
-        cmocka_unit_test(test_env_keys),
-        cmocka_unit_test(test_bearer_parsing),
-        cmocka_unit_test(test_add_and_bypass),
-        cmocka_unit_test(test_loopback),
-        cmocka_unit_test(test_gcra_exact),
-        cmocka_unit_test(test_gcra_defaults_and_config),
-        cmocka_unit_test(test_gcra_global_refund),
-        cmocka_unit_test(test_bulkhead_limits),
-        cmocka_unit_test(test_nomem_and_crypto),
-        cmocka_unit_test(test_threaded_stress),
+        cmocka_unit_test(test_tokens_json_ok),     cmocka_unit_test(test_tokens_json_errors),
+        cmocka_unit_test(test_tokens_limits),      cmocka_unit_test(test_principals_ok),
+        cmocka_unit_test(test_principals_errors),  cmocka_unit_test(test_principals_limits),
+        cmocka_unit_test(test_env_keys),           cmocka_unit_test(test_bearer_parsing),
+        cmocka_unit_test(test_add_and_bypass),     cmocka_unit_test(test_loopback),
+        cmocka_unit_test(test_gcra_exact),         cmocka_unit_test(test_gcra_defaults_and_config),
+        cmocka_unit_test(test_gcra_global_refund), cmocka_unit_test(test_bulkhead_limits),
+        cmocka_unit_test(test_nomem_and_crypto),   cmocka_unit_test(test_threaded_stress),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

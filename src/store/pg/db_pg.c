@@ -571,7 +571,9 @@ static PGconn *pg_open(pg_db_t *db, role_t role, char *why, size_t why_len) {
 static PGconn *pool_take(pg_db_t *db, int64_t deadline_ns) {
     PGconn *c = NULL;
     pthread_mutex_lock(&db->pool_mu);
-    while (db->n_idle == 0 && !db->stopping) {
+    /* With the store known to be down, waiting for a connection the upkeep cannot open only
+     * holds an event thread (and /healthz, /decide behind it) for the whole bound. */
+    while (db->n_idle == 0 && !db->stopping && atomic_load(&db->healthy)) {
         int64_t left = deadline_ns - tg_clock_mono_ns();
         if (left <= 0) {
             break;

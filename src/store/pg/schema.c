@@ -120,6 +120,16 @@ static const char *const tg_pg_v2[] = {
      * nothing the writer does not already guarantee; ledger verify checks that every
      * index row names an existing record of its tenant. */
     "ALTER TABLE tg_receipts DROP CONSTRAINT tg_receipts_record_seq_fkey",
+    /* Likewise the one-receipt-per-record index: the writer inserts one index row per
+     * receipt record, in the record's own statement, and ledger verify checks that no
+     * record has two. The retention job's indexes become BRIN: rows arrive in about
+     * expires_at order, so a block range summary finds the expired ones, and an insert
+     * costs no B-tree entry (every request inserts a claim). */
+    "ALTER TABLE tg_receipts DROP CONSTRAINT tg_receipts_record",
+    "DROP INDEX tg_idem_claims_expires",
+    "CREATE INDEX tg_idem_claims_expires ON tg_idem_claims USING brin (expires_at)",
+    "DROP INDEX tg_nonces_expires",
+    "CREATE INDEX tg_nonces_expires ON tg_nonces USING brin (expires_at)",
     NULL,
 };
 
@@ -187,9 +197,9 @@ tg_err_t tg_pg_connect(const char *url, PGconn **out, tg_diag_t *diag) {
 
 tg_err_t tg_pg_exec(PGconn *conn, const char *sql, const tg_pg_param_t *p, int n,
                     bool binary_result, PGresult **res_out, tg_diag_t *diag) {
-    const char *vals[TG_PG_MAX_PARAMS];
-    int lens[TG_PG_MAX_PARAMS];
-    int fmts[TG_PG_MAX_PARAMS];
+    const char *vals[TG_PG_MAX_PARAMS] = {0};
+    int lens[TG_PG_MAX_PARAMS] = {0};
+    int fmts[TG_PG_MAX_PARAMS] = {0};
     if (n < 0 || n > TG_PG_MAX_PARAMS || (n > 0 && p == NULL)) {
         return tg_diag_set(diag, TG_ERR_LIMIT, "%d statement parameters (at most %d)", n,
                            TG_PG_MAX_PARAMS);
