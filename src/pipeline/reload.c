@@ -175,14 +175,17 @@ static tg_err_t reload_keys(tg_pipeline_t *p, tg_diag_t *diag) {
     return TG_OK;
 }
 
-/* libmicrohttpd 0.9.75 copies --tls-cert and --tls-key into its GnuTLS credentials when the
- * daemon starts and offers no option to replace them in a running daemon (docs/OPERATIONS.md,
- * "TLS"): the part is reported as not reloaded, never as reloaded. */
+/* The certificate and key are handed to libmicrohttpd once, at start
+ * (MHD_OPTION_HTTPS_MEM_CERT/KEY), and 0.9.75 has no option to replace them in a running
+ * daemon. The one way it offers is a GnuTLS certificate callback per handshake
+ * (MHD_OPTION_HTTPS_CERT_CALLBACK), which this daemon does not use yet. Until it does, the
+ * part is reported as not reloaded, never as reloaded (docs/OPERATIONS.md, "TLS"). */
 static tg_err_t reload_tls(tg_pipeline_t *p, tg_diag_t *diag) {
     (void)p;
     return tg_diag_set(diag, TG_ERR_CONFIG,
-                       "not reloadable in a running daemon (libmicrohttpd 0.9.75 keeps the "
-                       "certificate it started with): restart to serve a new certificate");
+                       "not reloaded: the certificate and key are given to libmicrohttpd at "
+                       "start and it cannot replace them in a running daemon; restart to serve "
+                       "new ones");
 }
 
 static void log_part(unsigned part, const tg_reload_report_t *r, const char *trigger) {
