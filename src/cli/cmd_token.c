@@ -487,8 +487,9 @@ static int cmd_revoke(const opts_t *o) {
         !commit_staged(&st, o->tokens)) {
         goto done;
     }
-    printf("revoked %s (tenant %s, digest %s) from %s; reload the daemon (SIGHUP or POST /v1/admin/reload) to apply it\n", subject,
-           tenant, px, o->tokens);
+    printf("revoked %s (tenant %s, digest %s) from %s; reload the daemon (SIGHUP or POST "
+           "/v1/admin/reload) to apply it\n",
+           subject, tenant, px, o->tokens);
     status = TG_EXIT_OK;
 done:
     tokfile_free(&tf);
