@@ -172,6 +172,12 @@ tg_err_t tg_tenants_load_env(tg_tenants_t *t, const char *value, size_t len,
 tg_err_t tg_tenants_add(tg_tenants_t *t, const char *name, size_t name_len,
                         const uint8_t token_sha256[32], tg_diag_t *diag) TG_MUST_USE;
 
+/* Gives the empty table t the tenants of `from` (names and indices, no principals), so that a
+ * table built again from changed sources (a reload) keeps every tenant's index, and with it
+ * the tenant's rate-limit and bulkhead slots; a tenant whose last token went keeps its
+ * index and authenticates nobody. Errors: TG_ERR_INVALID_ARG (NULL, or t not empty). */
+tg_err_t tg_tenants_seed(tg_tenants_t *t, const tg_tenants_t *from) TG_MUST_USE;
+
 /* Turns the local bypass on or off. Turning it on adds tenant "local" if absent, with a random
  * digest (no known token matches it). Errors: TG_ERR_CONFIG (table full), TG_ERR_INVALID_ARG. */
 tg_err_t tg_tenants_set_local_bypass(tg_tenants_t *t, bool on) TG_MUST_USE;

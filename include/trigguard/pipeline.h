@@ -47,10 +47,28 @@ void tg_pipeline_early(void *ud, tg_exchange_t *ex);
  * they started with. Not reentrant (call from one control thread). */
 tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) TG_MUST_USE;
 
+/* Reloads, each on its own and atomically, the policy (tg_pipeline_reload), the tokens
+ * (--tokens, with TRIGGUARD_API_KEYS as it was at start: the environment cannot change),
+ * the signing and verify-only keys (--key, --verify-keys) and, where configured, reports the
+ * TLS certificate as not reloadable (libmicrohttpd 0.9.75 cannot replace it). A part that
+ * fails keeps its old state; each part is logged, counted (trigguard_reload_total) and kept
+ * as the last reload (/version). trigger ("signal", "admin") is a static string. Requests in
+ * flight finish with what they started with. Returns TG_OK when every part reloaded, else
+ * the first part's error. Thread-safe (reloads are serialised), but must not run on an HTTP
+ * event thread: it waits for requests that hold the old objects. */
+tg_err_t tg_pipeline_reload_all(tg_pipeline_t *p, const char *trigger) TG_MUST_USE;
+
+/* Runs the reload a POST /v1/admin/reload is waiting for, if any, and answers it. Call from
+ * the control thread (serve: every tick). */
+void tg_pipeline_admin_poll(tg_pipeline_t *p);
+
+/* Answers a waiting admin reload 503 and refuses later ones: call once the server stops. */
+void tg_pipeline_admin_close(tg_pipeline_t *p);
+
 /* Descriptors a reload opens at once (the policy file), closed before it returns. Requests
  * open no files of their own besides the ledger reads of receipts and idempotent replays
  * (TG_LEDGER_FDS_PER_READ each, on the event thread that serves them). */
-#define TG_PIPELINE_RELOAD_FDS 1
+#define TG_PIPELINE_RELOAD_FDS 2 /* one file at a time, and a margin for the key files */
 
 /* The HTTP layer's abandon hook (tg_http_opts_t.abandon); ud is the pipeline. Answers 503
  * to every request still waiting for its ledger record and refuses new waits from then on:

@@ -370,6 +370,7 @@ int tg_cmd_serve(int argc, char **argv) {
         int sig = sigtimedwait(&sigs, NULL, &tick);
         if (sig < 0) {
             tg_pipeline_tick(p);
+            tg_pipeline_admin_poll(p); /* a POST /v1/admin/reload waits for this thread */
             continue;
         }
         if (sig == SIGUSR1 || sig == SIGUSR2) {
@@ -380,21 +381,18 @@ int tg_cmd_serve(int argc, char **argv) {
             continue;
         }
         if (sig == SIGHUP) {
-            tg_diag_t rd = {{0}};
-            rc = tg_pipeline_reload(p, &rd);
-            if (rc == TG_OK) {
-                tg_pipeline_describe(p, summary, sizeof summary);
-                TG_LOG(TG_LOG_INFO, "policy_reloaded", "%s", summary);
-            } else {
-                TG_LOG(TG_LOG_ERROR, "policy_reload_failed", "kept the old policy: %s",
-                       rd.msg[0] ? rd.msg : tg_strerror(rc));
-            }
+            /* Each part is logged on its own (policy_reloaded, reload_failed, ...). */
+            rc = tg_pipeline_reload_all(p, "signal");
+            tg_pipeline_describe(p, summary, sizeof summary);
+            TG_LOG(rc == TG_OK ? TG_LOG_INFO : TG_LOG_WARN, "reload_done", "%s%s",
+                   rc == TG_OK ? "" : "some parts kept their old state; now: ", summary);
             continue;
         }
         TG_LOG(TG_LOG_INFO, "shutdown", "signal %d: draining in-flight requests", sig);
         break;
     }
     tg_pipeline_set_serving(p, false);
+    tg_pipeline_admin_close(p); /* no reload runs while stopping */
     /* --drain-timeout for the requests in flight, as long again for closing the ledger
      * (its writer's last write and sync): a disk that stopped answering would hold that
      * forever, so past it the stop gives up (shutdown_stuck, exit 1). */

@@ -327,7 +327,8 @@ static int cmd_create(const opts_t *o) {
     }
     fprintf(stderr,
             "trigguard token: a new token of tenant %s (role %s, subject %s, digest %.12s) for %s; "
-            "restart the daemon to use it. The token is printed once, below\n",
+            "reload the daemon (SIGHUP or POST /v1/admin/reload) to use it. The token is printed "
+            "once, below\n",
             o->tenant, tg_role_name(role), subject, hex, o->tokens);
     /* The token goes out before the entry goes in: if it cannot be shown, the file keeps
      * no entry for a token nobody has. */
@@ -486,8 +487,9 @@ static int cmd_revoke(const opts_t *o) {
         !commit_staged(&st, o->tokens)) {
         goto done;
     }
-    printf("revoked %s (tenant %s, digest %s) from %s; restart the daemon to apply it\n", subject,
-           tenant, px, o->tokens);
+    printf("revoked %s (tenant %s, digest %s) from %s; reload the daemon (SIGHUP or POST "
+           "/v1/admin/reload) to apply it\n",
+           subject, tenant, px, o->tokens);
     status = TG_EXIT_OK;
 done:
     tokfile_free(&tf);

@@ -360,6 +360,15 @@ tg_err_t tg_tenants_add(tg_tenants_t *t, const char *name, size_t name_len,
     return rc;
 }
 
+tg_err_t tg_tenants_seed(tg_tenants_t *t, const tg_tenants_t *from) {
+    if (t == NULL || from == NULL || t->count != 0 || t->tokens != 0) {
+        return TG_ERR_INVALID_ARG;
+    }
+    memcpy(t->names, from->names, from->count * sizeof from->names[0]);
+    t->count = from->count;
+    return TG_OK;
+}
+
 tg_err_t tg_tenants_set_local_bypass(tg_tenants_t *t, bool on) {
     if (t == NULL) {
         return TG_ERR_INVALID_ARG;

@@ -27,7 +27,9 @@ typedef struct eval_req {
     tg_pipeline_t *p;
     tg_exchange_t *ex;
     tg_eval_mode_t mode;
-    const tg_principal_t *principal; /* owned by the tenant table; NULL before admit */
+    /* Owned by the tenant table the steps hold (steps_t.tenants): NULL before admit, and
+     * not to be read once the steps ended (a reload may have freed that table since). */
+    const tg_principal_t *principal;
     int tenant;
     size_t tenant_len;
     size_t idem_len;  /* 0 = no idempotency key */
@@ -56,6 +58,7 @@ typedef struct eval_req {
     /* Text members below are NUL-terminated when their length is set; they are not
      * zeroed at allocation (2.5 KB per request), see eval_req_new. */
     char tenant_name[TG_TENANT_MAX + 1];
+    char subject[TG_GUARD_SUBJECT_MAX + 1]; /* the principal's, for the access log */
     char idem[TG_KEY_MAX + 1];
     char nonce[TG_KEY_MAX + 1];
     char exec_id[TG_RECEIPT_EXEC_ID_LEN + 1];
@@ -68,9 +71,13 @@ typedef struct eval_req {
 /* What the steps of one decision hand on to each other. Owned by tg_pipeline_evaluate's
  * frame: the steps borrow it, steps_end releases it (the ledger copied what it keeps). */
 typedef struct steps {
-    json_t *req;          /* the parsed body */
-    tg_swap_ref_t hold;   /* the policy reference, held from parsing to the end */
-    tg_policy_ref_t *ref; /* NULL until parse_request */
+    json_t *req;                 /* the parsed body */
+    tg_swap_ref_t tenants_hold;  /* the tenant table, held from admit to the end */
+    const tg_tenants_t *tenants; /* NULL until admit */
+    tg_swap_ref_t keys_hold;     /* the key set, held from build_receipt to the end */
+    const tg_keyset_t *keys;     /* NULL until build_receipt */
+    tg_swap_ref_t hold;          /* the policy reference, held from parsing to the end */
+    tg_policy_ref_t *ref;        /* NULL until parse_request */
     const tg_policy_t *pol;
     tg_frame_t frame;
     tg_request_meta_t meta;
@@ -89,6 +96,8 @@ typedef enum { STEP_NEXT = 0, STEP_ANSWERED, STEP_HANDED_OFF } step_t;
 
 static void steps_init(steps_t *s) {
     s->req = NULL;
+    s->tenants = NULL;
+    s->keys = NULL;
     s->ref = NULL;
     s->pol = NULL;
     s->detail[0] = '\0';
@@ -98,9 +107,18 @@ static void steps_init(steps_t *s) {
     tg_buf_init(&s->meta_buf, TG_LEDGER_META_MAX);
 }
 
+/* Ends the steps' references: a request waiting for the ledger holds none, so a reload
+ * never waits for a disk (and the stall bound, on the control thread, can still answer it). */
 static void steps_end(tg_pipeline_t *p, steps_t *s) {
     if (s->ref != NULL) {
         tg_pipeline_policy_release(p, &s->hold);
+    }
+    if (s->keys != NULL) {
+        tg_pipeline_keys_release(p, &s->keys_hold);
+    }
+    if (s->tenants != NULL) {
+        /* r->principal dangles from here on; r itself may be the ledger's by now */
+        tg_pipeline_tenants_release(p, &s->tenants_hold);
     }
     json_decref(s->req);
     tg_buf_free(&s->record);
@@ -111,8 +129,8 @@ static eval_req_t *eval_req_new(void) {
     eval_req_t *r = malloc(sizeof *r);
     if (r != NULL) {
         memset(r, 0, offsetof(eval_req_t, tenant_name));
-        r->tenant_name[0] = r->idem[0] = r->nonce[0] = r->exec_id[0] = r->surface[0] =
-            r->reason_copy[0] = r->rid[0] = '\0';
+        r->tenant_name[0] = r->subject[0] = r->idem[0] = r->nonce[0] = r->exec_id[0] =
+            r->surface[0] = r->reason_copy[0] = r->rid[0] = '\0';
     }
     return r;
 }
@@ -154,7 +172,7 @@ static void finish(eval_req_t *r) {
     tg_log_request_t line = {
         .request_id = ex->request_id,
         .tenant = r->tenant_len ? r->tenant_name : NULL,
-        .subject = r->principal != NULL ? r->principal->subject.ptr : NULL,
+        .subject = r->subject[0] != '\0' ? r->subject : NULL,
         .method = ex->method,
         .route = route_label(r->mode),
         .status = ex->status,
@@ -443,7 +461,7 @@ static void set_ratelimit_headers(tg_exchange_t *ex, const tg_rate_info_t *info)
 
 /* Steps 1-2: auth, then bulkhead and rate limit for that tenant. Per-tenant limits need
  * the tenant, so they follow auth (docs/DESIGN.md explains the order). */
-static step_t admit(eval_req_t *r) {
+static step_t admit(eval_req_t *r, steps_t *s) {
     tg_pipeline_t *p = r->p;
     tg_exchange_t *ex = r->ex;
     if (ex->body_too_large) {
@@ -451,14 +469,16 @@ static step_t admit(eval_req_t *r) {
         return STEP_ANSWERED;
     }
     const char *auth = ex->authorization;
-    tg_err_t rc = tg_auth_principal(p->tenants, auth, auth ? strlen(auth) : 0, &r->principal);
+    s->tenants = tg_pipeline_tenants_acquire(p, &s->tenants_hold);
+    tg_err_t rc = tg_auth_principal(s->tenants, auth, auth ? strlen(auth) : 0, &r->principal);
     if (rc != TG_OK) {
         tg_reply_error(ex, TG_ERR_UNAUTHORIZED, "a valid bearer token is required");
         return STEP_ANSWERED;
     }
     r->tenant = r->principal->tenant;
+    (void)snprintf(r->subject, sizeof r->subject, "%s", r->principal->subject.ptr);
     size_t tl = 0;
-    const char *tn = tg_tenants_name(p->tenants, r->tenant, &tl);
+    const char *tn = tg_tenants_name(s->tenants, r->tenant, &tl);
     if (tn == NULL || !copy_view(r->tenant_name, TG_TENANT_MAX, &r->tenant_len, tn, tl)) {
         tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
         return STEP_ANSWERED;
@@ -687,9 +707,9 @@ static step_t consume_nonce(eval_req_t *r, steps_t *s) {
 }
 
 /* Step 8: the signed receipt for PERMIT and DENY, appended to out. */
-static tg_err_t sign_receipt(eval_req_t *r, tg_buf_t *out, const tg_frame_t *f,
-                             const tg_request_meta_t *meta, const tg_policy_ref_t *ref,
-                             const char *req_hash, int64_t now_ms) {
+static tg_err_t sign_receipt(eval_req_t *r, tg_buf_t *out, const tg_key_t *signer,
+                             const tg_frame_t *f, const tg_request_meta_t *meta,
+                             const tg_policy_ref_t *ref, const char *req_hash, int64_t now_ms) {
     tg_pipeline_t *p = r->p;
     char ctx_hex[65];
     tg_receipt_fields_t fl;
@@ -726,7 +746,7 @@ static tg_err_t sign_receipt(eval_req_t *r, tg_buf_t *out, const tg_frame_t *f,
     fl.protocol_fingerprint = (tg_receipt_str_t){ref->fingerprint, 64};
     fl.timestamp_ms = now_ms;
     fl.expires_at_ms = now_ms + p->receipt_ttl_ms;
-    return tg_receipt_sign_fields(out, NULL, p->signer, &fl, NULL);
+    return tg_receipt_sign_fields(out, NULL, signer, &fl, NULL);
 }
 
 /* Request members copied into the signed receipt must obey its field rules (receipt.h:
@@ -889,14 +909,16 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
     /* The status is part of the record (meta "s"): a replay answers with it. */
     r->status = tg_answer_status(decision_answer(r->mode, d->verdict == TG_PERMIT));
     s->type = d->verdict == TG_SILENCE ? TG_LEDGER_TYPE_SILENCE : TG_LEDGER_TYPE_RECEIPT;
-    if (s->type == TG_LEDGER_TYPE_RECEIPT && p->signer == NULL) {
+    s->keys = tg_pipeline_keys_acquire(p, &s->keys_hold);
+    if (s->type == TG_LEDGER_TYPE_RECEIPT && s->keys->signer == NULL) {
         fail(r, TG_ERR_NO_KEY, "no signing key is loaded");
         return STEP_ANSWERED;
     }
     const char *pv = tg_policy_version(s->pol);
     tg_err_t rc;
     if (s->type == TG_LEDGER_TYPE_RECEIPT) {
-        rc = sign_receipt(r, &s->record, &s->frame, &s->meta, s->ref, s->req_hex, now);
+        rc = sign_receipt(r, &s->record, s->keys->signer, &s->frame, &s->meta, s->ref, s->req_hex,
+                          now);
     } else {
         tg_record_silence_t sil = {
             .execution_id = {r->exec_id, strlen(r->exec_id)},
@@ -1058,7 +1080,7 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
     /* Every jansson value of this request lives and dies between here and scope_end
      * (canon.h): parsed body, request-hash object, SILENCE record, trace. */
     tg_json_scope_begin();
-    step_t st = admit(r);                  /* 1-2 */
+    step_t st = admit(r, &s);              /* 1-2 */
     st = st ? st : parse_request(r, &s);   /* 3 */
     st = st ? st : resolve_surface(r, &s); /* 3 */
     st = st ? st : bind_principal(r, &s);  /* 3 */

@@ -27,6 +27,33 @@ typedef struct tg_policy_ref {
     char fingerprint[65];
 } tg_policy_ref_t;
 
+/* The signing key, the verify-only keys and the keys.json rendered from them: one object,
+ * replaced whole by a reload (reload.c), so that a request sees one consistent set. */
+typedef struct tg_keyset {
+    tg_keyring_t ring;
+    const tg_key_t *signer; /* points into ring, NULL when no signing key */
+    tg_buf_t keys_json;     /* rendered at load; empty when the ring is */
+} tg_keyset_t;
+
+/* What the last reload of each part did, for /version and /metrics (reload.c). */
+typedef enum {
+    TG_PART_POLICY,
+    TG_PART_TOKENS,
+    TG_PART_KEYS,
+    TG_PART_TLS,
+    TG_PART__COUNT
+} tg_part_t;
+
+/* One reload: when, what triggered it, and each part's outcome. */
+struct tg_reload_report {
+    int64_t at_ms;       /* wall clock; 0 = no reload since start */
+    const char *trigger; /* "signal" or "admin" (static) */
+    tg_err_t rc[TG_PART__COUNT];
+    bool tried[TG_PART__COUNT]; /* false: the part is not configured (nothing to reload) */
+    char error[TG_PART__COUNT][TG_DIAG_MAX];
+};
+typedef struct tg_reload_report tg_reload_report_t;
+
 struct tg_pipeline {
     tg_config_t cfg;
     tg_json_limits_t limits;
@@ -34,11 +61,8 @@ struct tg_pipeline {
 
     tg_swap_t *policy; /* holds the current tg_policy_ref_t; NULL only while creating */
 
-    tg_keyring_t ring;
-    const tg_key_t *signer; /* points into ring, NULL when no signing key */
-    tg_buf_t keys_json;     /* rendered once: keys do not change while running */
-
-    tg_tenants_t *tenants;
+    tg_swap_t *keys;    /* holds the current tg_keyset_t (never NULL once created) */
+    tg_swap_t *tenants; /* holds the current tg_tenants_t (never NULL once created) */
     tg_rate_t *rate;
     tg_rate_t *verify_rate; /* RATE_LIMIT_VERIFY: verification needs no token, so no tenant */
     tg_bulkhead_t *bulkhead;
@@ -52,6 +76,16 @@ struct tg_pipeline {
      * the start is refused when either is not 0 (tg_pipeline_replay_check). */
     uint64_t replay_unfit_store;    /* idempotency keys and nonces */
     uint64_t replay_unfit_receipts; /* receipt index entries */
+
+    /* Reloads (reload.c): one at a time (reload_mu); last_reload is what /version shows
+     * (under admin_mu, which is never held for long); the counts are /metrics'. */
+    pthread_mutex_t reload_mu;
+    tg_reload_report_t last_reload;
+    atomic_uint_fast64_t reload_count[TG_PART__COUNT][2]; /* [part][0 ok, 1 failed] */
+    /* POST /v1/admin/reload: the exchange waiting for the control thread (one at a time). */
+    pthread_mutex_t admin_mu;
+    tg_exchange_t *admin_pending;
+    bool admin_closed; /* the server is stopping: no more admin reloads */
 
     /* Requests deferred for the ledger, oldest first (evaluate.c, "waiting for the
      * ledger"): the stall bound and the stop answer them when the ledger does not. */
@@ -69,6 +103,40 @@ size_t tg_pipeline_abandon_waits(tg_pipeline_t *p, int64_t older_than_ns, bool c
 /* The current policy, valid until tg_pipeline_policy_release(p, hold). Never blocks. */
 tg_policy_ref_t *tg_pipeline_policy_acquire(tg_pipeline_t *p, tg_swap_ref_t *hold);
 void tg_pipeline_policy_release(tg_pipeline_t *p, const tg_swap_ref_t *hold);
+
+/* The current key set / tenant table, valid until the matching release. Never block. */
+const tg_keyset_t *tg_pipeline_keys_acquire(tg_pipeline_t *p, tg_swap_ref_t *hold);
+void tg_pipeline_keys_release(tg_pipeline_t *p, const tg_swap_ref_t *hold);
+const tg_tenants_t *tg_pipeline_tenants_acquire(tg_pipeline_t *p, tg_swap_ref_t *hold);
+void tg_pipeline_tenants_release(tg_pipeline_t *p, const tg_swap_ref_t *hold);
+
+/* reload.c: builds a key set / tenant table from p->cfg (the files as they are now).
+ * Errors: as tg_pipeline_create's for keys and tenants; *out NULL on error. */
+tg_err_t tg_keyset_load(tg_keyset_t **out, const tg_config_t *cfg, tg_diag_t *diag) TG_MUST_USE;
+void tg_keyset_free(tg_keyset_t *k); /* wipes; NULL-safe */
+tg_err_t tg_tenants_build(tg_tenants_t **out, const tg_config_t *cfg, const tg_tenants_t *prev,
+                          tg_diag_t *diag) TG_MUST_USE;
+
+/* POST /v1/admin/reload (reload.c): answers 401/403/503 at once, or defers the exchange
+ * until the control thread's tg_pipeline_admin_poll ran the reload. Does its own
+ * accounting (metrics, access log), like the decision routes. */
+void tg_route_admin_reload(tg_pipeline_t *p, tg_exchange_t *ex);
+
+/* Metrics and the access-log line of a request answered outside the decision pipeline. */
+void tg_pipeline_finish_simple(tg_pipeline_t *p, tg_exchange_t *ex, tg_route_t id);
+
+/* Appends the report of one reload as /version's last_reload and the admin route's body. */
+tg_err_t tg_reload_report_json(tg_buf_t *o, const tg_reload_report_t *r) TG_MUST_USE;
+
+/* A copy of the last reload's report (at_ms 0 when none yet). Thread-safe. */
+void tg_pipeline_last_reload(tg_pipeline_t *p, tg_reload_report_t *out);
+
+/* tg_pipeline_reload_all, with the report in *out (NULL: not wanted). */
+tg_err_t tg_pipeline_reload_parts(tg_pipeline_t *p, const char *trigger,
+                                  tg_reload_report_t *out) TG_MUST_USE;
+
+/* "policy", "tokens", "keys", "tls". */
+const char *tg_reload_part_name(unsigned part);
 
 /* ---- answers (reply.c): the one place that knows HTTP statuses ---------------------- */
 

@@ -26,6 +26,7 @@ static const char *const route_names[TG_ROUTE__COUNT] = {"/v1/evaluate",
                                                          "/readyz",
                                                          "/version",
                                                          "/metrics",
+                                                         "/v1/admin/reload",
                                                          "other"};
 
 static const char *const outcome_names[3] = {"PERMIT", "DENY", "SILENCE"};
@@ -61,6 +62,57 @@ void tg_metrics_request(tg_metrics_t *m, tg_route_t route, int status, int64_t l
     atomic_fetch_add_explicit(&m->latency_sum_us[route],
                               (uint_fast64_t)(latency_us > 0 ? latency_us : 0),
                               memory_order_relaxed);
+}
+
+/* A label value as the text exposition format wants it: \\, \" and \n escaped. */
+static tg_err_t put_label(tg_buf_t *out, const char *v) {
+    tg_err_t rc = TG_OK;
+    for (const char *p = v; *p && rc == TG_OK; p++) {
+        if (*p == '\\' || *p == '"') {
+            rc = tg_buf_putc(out, '\\');
+        }
+        if (rc == TG_OK) {
+            rc = *p == '\n' ? tg_buf_puts(out, "\\n") : tg_buf_putc(out, *p);
+        }
+    }
+    return rc;
+}
+
+tg_err_t tg_metrics_render_config(tg_buf_t *o, const tg_metrics_config_t *c) {
+    tg_err_t rc = tg_buf_puts(o, "# HELP trigguard_reload_total Reloads of each part (SIGHUP, "
+                                 "POST /v1/admin/reload) by result.\n"
+                                 "# TYPE trigguard_reload_total counter\n");
+    for (int i = 0; i < TG_METRICS_RELOAD_PARTS && rc == TG_OK; i++) {
+        rc = tg_buf_printf(o,
+                           "trigguard_reload_total{what=\"%s\",result=\"ok\"} %llu\n"
+                           "trigguard_reload_total{what=\"%s\",result=\"failed\"} %llu\n",
+                           c->part[i], (unsigned long long)c->ok[i], c->part[i],
+                           (unsigned long long)c->failed[i]);
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(o, "# HELP trigguard_config_info The configuration serving now.\n"
+                            "# TYPE trigguard_config_info gauge\n"
+                            "trigguard_config_info{policy_version=\"");
+    }
+    if (rc == TG_OK) {
+        rc = put_label(o, c->policy_version);
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(o, "\",policy_hash=\"");
+    }
+    if (rc == TG_OK) {
+        rc = put_label(o, c->policy_hash);
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(o, "\",signing_key_id=\"");
+    }
+    if (rc == TG_OK) {
+        rc = put_label(o, c->signing_key_id);
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(o, "\"} 1\n");
+    }
+    return rc;
 }
 
 /* FNV-1a: only spreads interned names over the table, no adversary can grow it. */

@@ -31,6 +31,7 @@ typedef enum {
     TG_ROUTE_READYZ,
     TG_ROUTE_VERSION,
     TG_ROUTE_METRICS,
+    TG_ROUTE_ADMIN_RELOAD,
     TG_ROUTE_OTHER,
     TG_ROUTE__COUNT
 } tg_route_t;
@@ -82,6 +83,21 @@ typedef struct {
     tg_bulkhead_stats_t bulkhead;
     tg_store_stats_t store;
 } tg_metrics_state_t;
+
+/* What is loaded now and how reloads went (reload.c): the parts' names, their counts, and
+ * the identity of the configuration serving. The strings are the caller's, for the call. */
+#define TG_METRICS_RELOAD_PARTS 4
+typedef struct {
+    const char *part[TG_METRICS_RELOAD_PARTS]; /* "policy", "tokens", "keys", "tls" */
+    uint64_t ok[TG_METRICS_RELOAD_PARTS], failed[TG_METRICS_RELOAD_PARTS];
+    const char *policy_version; /* policy-controlled: escaped */
+    const char *policy_hash;
+    const char *signing_key_id; /* "" without a signing key */
+} tg_metrics_config_t;
+
+/* Appends trigguard_reload_total{what,result} (every part, both results, zeros included)
+ * and the gauge trigguard_config_info{policy_version,policy_hash,signing_key_id} 1. */
+tg_err_t tg_metrics_render_config(tg_buf_t *out, const tg_metrics_config_t *c) TG_MUST_USE;
 
 /* Appends the exposition of that snapshot (ledger, limits, bulkheads, store). */
 tg_err_t tg_metrics_render_state(tg_buf_t *out, const tg_metrics_state_t *st) TG_MUST_USE;

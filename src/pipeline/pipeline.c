@@ -43,6 +43,24 @@ void tg_pipeline_policy_release(tg_pipeline_t *p, const tg_swap_ref_t *hold) {
     tg_swap_release(p->policy, hold);
 }
 
+/* The key set and the tenant table live in swaps of their own, the same way: a reload of
+ * one never waits for, or replaces, another. */
+const tg_keyset_t *tg_pipeline_keys_acquire(tg_pipeline_t *p, tg_swap_ref_t *hold) {
+    return tg_swap_acquire(p->keys, hold);
+}
+
+void tg_pipeline_keys_release(tg_pipeline_t *p, const tg_swap_ref_t *hold) {
+    tg_swap_release(p->keys, hold);
+}
+
+const tg_tenants_t *tg_pipeline_tenants_acquire(tg_pipeline_t *p, tg_swap_ref_t *hold) {
+    return tg_swap_acquire(p->tenants, hold);
+}
+
+void tg_pipeline_tenants_release(tg_pipeline_t *p, const tg_swap_ref_t *hold) {
+    tg_swap_release(p->tenants, hold);
+}
+
 static void policy_ref_free(tg_policy_ref_t *r) {
     if (r != NULL) {
         tg_policy_destroy(r->policy);
@@ -71,90 +89,17 @@ static tg_err_t policy_ref_load(tg_policy_ref_t **out, const char *path, tg_diag
     return TG_OK;
 }
 
-/* ---- keys ------------------------------------------------------------------------------ */
-
-static tg_err_t load_keys(tg_pipeline_t *p, tg_diag_t *diag) {
-    tg_keyring_init(&p->ring);
-    const tg_config_t *c = &p->cfg;
-    const char *kid = c->key_id[0] ? c->key_id : NULL;
-    tg_err_t rc = TG_OK;
-    if (c->signing_key[0] != '\0') {
-        tg_key_t k;
-        memset(&k, 0, sizeof k);
-        if (strstr(c->signing_key, "-----BEGIN") != NULL) {
-            rc = tg_key_parse_pem(&k, c->signing_key, strlen(c->signing_key), kid, diag);
-        } else {
-            rc = tg_key_load_file(&k, c->signing_key, kid, diag);
-        }
-        if (rc == TG_OK && !k.has_secret) {
-            rc = tg_diag_set(diag, TG_ERR_KEY_FORMAT,
-                             "TRIGGUARD_SIGNING_KEY / --key must be a private key");
-        }
-        if (rc == TG_OK) {
-            rc = tg_keyring_add(&p->ring, &k, TG_KEY_ACTIVE);
-        }
-        tg_key_wipe(&k);
-        if (rc != TG_OK) {
-            return rc;
-        }
-    }
-    /* Verify-only keys: a comma-separated list of PEM files (private or public). */
-    const char *s = c->verify_keys;
-    while (*c->verify_keys != '\0') {
-        const char *comma = strchr(s, ',');
-        size_t n = comma ? (size_t)(comma - s) : strlen(s);
-        char path[sizeof c->verify_keys]; /* so n always fits */
-        if (n == 0) {
-            /* ",,", or a comma first or last, is more likely a lost file name than nothing */
-            return tg_diag_set(diag, TG_ERR_CONFIG, "--verify-keys has an empty entry");
-        }
-        memcpy(path, s, n);
-        path[n] = '\0';
-        tg_key_t k;
-        memset(&k, 0, sizeof k);
-        rc = tg_key_load_file(&k, path, NULL, diag);
-        if (rc == TG_OK) {
-            rc = tg_keyring_add(&p->ring, &k, TG_KEY_VERIFY_ONLY);
-            if (rc != TG_OK) {
-                tg_diag_set(diag, rc, "verify key %s: %s", path, tg_strerror(rc));
-            }
-        }
-        tg_key_wipe(&k);
-        if (rc != TG_OK) {
-            return rc;
-        }
-        if (comma == NULL) {
-            break;
-        }
-        s = comma + 1;
-    }
-    p->signer = tg_keyring_signer(&p->ring);
-    tg_buf_init(&p->keys_json, 0);
-    if (p->ring.count > 0) {
-        rc = tg_keyring_keys_json(&p->keys_json, &p->ring, c->authority_id);
-    }
-    return rc;
-}
-
 /* ---- tenants and limits ----------------------------------------------------------------- */
 
 static tg_err_t load_guard(tg_pipeline_t *p, tg_diag_t *diag) {
     const tg_config_t *c = &p->cfg;
-    tg_err_t rc = tg_tenants_create(&p->tenants);
-    if (rc == TG_OK && c->tokens[0]) {
-        rc = tg_tenants_load_file(p->tenants, c->tokens, diag);
-    }
-    if (rc == TG_OK && c->api_keys[0]) {
-        rc = tg_tenants_load_env(p->tenants, c->api_keys, strlen(c->api_keys), diag);
-    }
-    if (rc == TG_OK && c->auth_bypass) {
-        if (!tg_guard_listen_is_loopback(c->listen)) {
-            return tg_diag_set(diag, TG_ERR_CONFIG,
-                               "TRIGGUARD_UNSAFE_LOCAL_AUTH_BYPASS is only allowed on a "
-                               "loopback --listen address, not %s",
-                               c->listen);
+    tg_tenants_t *t = NULL;
+    tg_err_t rc = tg_tenants_build(&t, c, NULL, diag);
+    if (rc == TG_OK) {
+        rc = tg_swap_create(&p->tenants, t);
+        if (rc != TG_OK) {
+            tg_tenants_destroy(t);
         }
-        rc = tg_tenants_set_local_bypass(p->tenants, true);
     }
     if (rc == TG_OK) {
         tg_rate_opts_t ro = {.tenant_per_min = (uint64_t)c->rate_per_tenant,
@@ -309,6 +254,17 @@ static tg_err_t create(tg_pipeline_t **out, const tg_config_t *cfg, bool with_st
         free(p);
         return TG_ERR_NOMEM;
     }
+    if (pthread_mutex_init(&p->reload_mu, NULL) != 0) {
+        pthread_mutex_destroy(&p->wait_mu);
+        free(p);
+        return TG_ERR_NOMEM;
+    }
+    if (pthread_mutex_init(&p->admin_mu, NULL) != 0) {
+        pthread_mutex_destroy(&p->reload_mu);
+        pthread_mutex_destroy(&p->wait_mu);
+        free(p);
+        return TG_ERR_NOMEM;
+    }
     tg_policy_ref_t *ref = NULL;
     tg_err_t rc = policy_ref_load(&ref, cfg->policy, diag);
     if (rc == TG_OK &&
@@ -324,12 +280,20 @@ static tg_err_t create(tg_pipeline_t **out, const tg_config_t *cfg, bool with_st
         policy_ref_free(ref); /* NULL-safe; not yet owned by the swap */
     }
     if (rc == TG_OK) {
-        rc = load_keys(p, diag);
+        tg_keyset_t *ks = NULL;
+        rc = tg_keyset_load(&ks, &p->cfg, diag);
+        if (rc == TG_OK) {
+            rc = tg_swap_create(&p->keys, ks);
+            if (rc != TG_OK) {
+                tg_keyset_free(ks);
+            }
+        }
     }
     if (rc == TG_OK) {
         rc = load_guard(p, diag);
     }
-    if (rc == TG_OK && tg_tenants_count(p->tenants) == 0 && !tg_tenants_local_bypass(p->tenants)) {
+    const tg_tenants_t *tt = rc == TG_OK ? tg_swap_peek(p->tenants) : NULL;
+    if (rc == TG_OK && tg_tenants_count(tt) == 0 && !tg_tenants_local_bypass(tt)) {
         TG_LOG(TG_LOG_WARN, "no_tenants",
                "no tenant tokens (--tokens, TRIGGUARD_API_KEYS): every decision request will "
                "get 401");
@@ -437,14 +401,16 @@ void tg_pipeline_set_serving(tg_pipeline_t *p, bool serving) { atomic_store(&p->
 void tg_pipeline_describe(const tg_pipeline_t *p, char *out, size_t cap) {
     /* No reference needed: describe runs on the thread that reloads. */
     const tg_policy_ref_t *ref = tg_swap_peek(p->policy);
+    const tg_keyset_t *ks = tg_swap_peek(p->keys);
+    const tg_tenants_t *tt = tg_swap_peek(p->tenants);
     (void)snprintf(out, cap,
                    "policy %s (version %s, hash %.16s…), signing key %s, %zu tenants (%zu "
                    "tokens)%s, "
                    "durability %s, %s %s",
                    p->cfg.policy, tg_policy_version(ref->policy), tg_policy_hash_hex(ref->policy),
-                   p->signer ? p->signer->key_id : "(none: receipts unavailable)",
-                   tg_tenants_count(p->tenants), tg_tenants_token_count(p->tenants),
-                   tg_tenants_local_bypass(p->tenants) ? " (UNSAFE local auth bypass)" : "",
+                   ks->signer ? ks->signer->key_id : "(none: receipts unavailable)",
+                   tg_tenants_count(tt), tg_tenants_token_count(tt),
+                   tg_tenants_local_bypass(tt) ? " (UNSAFE local auth bypass)" : "",
                    tg_config_durability_name(p->cfg.durability),
                    p->cfg.store_postgres ? "store" : "ledger",
                    p->cfg.store_postgres ? "postgres" : p->cfg.ledger);
@@ -458,14 +424,21 @@ void tg_pipeline_destroy(tg_pipeline_t *p) {
     tg_bulkhead_destroy(p->bulkhead);
     tg_rate_destroy(p->rate);
     tg_rate_destroy(p->verify_rate);
-    tg_tenants_destroy(p->tenants);
-    tg_keyring_wipe(&p->ring);
-    tg_buf_free(&p->keys_json);
+    if (p->tenants != NULL) {
+        tg_tenants_destroy(tg_swap_peek(p->tenants));
+        tg_swap_destroy(p->tenants);
+    }
+    if (p->keys != NULL) {
+        tg_keyset_free(tg_swap_peek(p->keys));
+        tg_swap_destroy(p->keys);
+    }
     if (p->policy != NULL) {
         policy_ref_free(tg_swap_peek(p->policy));
         tg_swap_destroy(p->policy);
     }
     pthread_mutex_destroy(&p->wait_mu);
+    pthread_mutex_destroy(&p->reload_mu);
+    pthread_mutex_destroy(&p->admin_mu);
     sodium_memzero(p->cfg.signing_key, sizeof p->cfg.signing_key);
     sodium_memzero(p->cfg.api_keys, sizeof p->cfg.api_keys);
     free(p);

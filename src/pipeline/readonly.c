@@ -29,7 +29,9 @@ static void add_reason(char *buf, size_t cap, const char *part) {
 void tg_route_readyz(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     (void)rest;
     bool policy = tg_swap_peek(p->policy) != NULL;
-    bool key = p->signer != NULL;
+    tg_swap_ref_t kh;
+    bool key = tg_pipeline_keys_acquire(p, &kh)->signer != NULL;
+    tg_pipeline_keys_release(p, &kh);
     char ledger_why[256];
     bool ledger = tg_db_health(p->db, ledger_why, sizeof ledger_why);
     bool serving = atomic_load(&p->serving);
@@ -86,20 +88,46 @@ void tg_route_version(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
         rc = tg_canon_string(&ex->out, pv, strlen(pv));
     }
     if (rc == TG_OK) {
-        rc = tg_buf_printf(&ex->out, ",\"policy_hash\":\"%s\"}", tg_policy_hash_hex(ref->policy));
+        rc = tg_buf_printf(&ex->out, ",\"policy_hash\":\"%s\"", tg_policy_hash_hex(ref->policy));
     }
     tg_pipeline_policy_release(p, &hold);
+    tg_swap_ref_t kh;
+    const tg_keyset_t *ks = tg_pipeline_keys_acquire(p, &kh);
+    if (rc == TG_OK && ks->signer != NULL) {
+        rc = tg_buf_printf(&ex->out, ",\"signing_key_id\":\"%s\"", ks->signer->key_id);
+    }
+    tg_pipeline_keys_release(p, &kh);
+    /* The last reload, whatever it did; null until the first (reload.c). */
+    tg_reload_report_t last;
+    tg_pipeline_last_reload(p, &last);
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(&ex->out, ",\"last_reload\":");
+    }
+    if (rc == TG_OK) {
+        rc = last.at_ms == 0 ? tg_buf_puts(&ex->out, "null")
+                             : tg_reload_report_json(&ex->out, &last);
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_putc(&ex->out, '}');
+    }
     tg_reply_built(ex, rc, TG_ANSWER_OK);
 }
 
 void tg_route_keys(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     (void)rest;
-    if (p->keys_json.len == 0) {
+    tg_swap_ref_t kh;
+    const tg_keyset_t *ks = tg_pipeline_keys_acquire(p, &kh);
+    if (ks->keys_json.len == 0) {
+        tg_pipeline_keys_release(p, &kh);
         tg_reply_error(ex, TG_ERR_NO_KEY, "no key is loaded");
         return;
     }
+    /* How long a verifier may keep this document: a key rotation publishes the next key
+     * at least this long before it signs with it (docs/OPERATIONS.md, "Key rotation"). */
     ex->cache_control = "public, max-age=300";
-    tg_reply_built(ex, tg_buf_append(&ex->out, p->keys_json.data, p->keys_json.len), TG_ANSWER_OK);
+    tg_err_t rc = tg_buf_append(&ex->out, ks->keys_json.data, ks->keys_json.len);
+    tg_pipeline_keys_release(p, &kh);
+    tg_reply_built(ex, rc, TG_ANSWER_OK);
 }
 
 void tg_route_capabilities(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
@@ -162,7 +190,10 @@ static void verify_common(tg_pipeline_t *p, tg_exchange_t *ex, bool protocol) {
         return;
     }
     diag.msg[0] = '\0';
-    rc = tg_receipt_verify_doc(&p->ring, doc, tg_clock_now_ms(), NULL, &diag); /* the CLI's rule */
+    tg_swap_ref_t kh;
+    const tg_keyset_t *ks = tg_pipeline_keys_acquire(p, &kh);
+    rc = tg_receipt_verify_doc(&ks->ring, doc, tg_clock_now_ms(), NULL, &diag); /* the CLI's rule */
+    tg_pipeline_keys_release(p, &kh);
     json_decref(doc);
     bool internal = rc == TG_ERR_NOMEM || rc == TG_ERR_INTERNAL;
     if (internal) {
@@ -205,6 +236,26 @@ void tg_route_receipts(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     tg_pipeline_get_receipt(p, ex, rest);
 }
 
+static tg_err_t render_config(tg_pipeline_t *p, tg_buf_t *o) {
+    _Static_assert(TG_METRICS_RELOAD_PARTS == TG_PART__COUNT, "one reload counter per part");
+    tg_metrics_config_t c;
+    for (unsigned i = 0; i < TG_PART__COUNT; i++) {
+        c.part[i] = tg_reload_part_name(i);
+        c.ok[i] = (uint64_t)atomic_load_explicit(&p->reload_count[i][0], memory_order_relaxed);
+        c.failed[i] = (uint64_t)atomic_load_explicit(&p->reload_count[i][1], memory_order_relaxed);
+    }
+    tg_swap_ref_t ph, kh;
+    const tg_policy_ref_t *ref = tg_pipeline_policy_acquire(p, &ph);
+    const tg_keyset_t *ks = tg_pipeline_keys_acquire(p, &kh);
+    c.policy_version = tg_policy_version(ref->policy);
+    c.policy_hash = tg_policy_hash_hex(ref->policy);
+    c.signing_key_id = ks->signer != NULL ? ks->signer->key_id : "";
+    tg_err_t rc = tg_metrics_render_config(o, &c);
+    tg_pipeline_keys_release(p, &kh);
+    tg_pipeline_policy_release(p, &ph);
+    return rc;
+}
+
 void tg_route_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     (void)rest;
     tg_metrics_state_t st;
@@ -218,6 +269,9 @@ void tg_route_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     tg_err_t rc = tg_metrics_render(&ex->out, &p->metrics);
     if (rc == TG_OK) {
         rc = tg_metrics_render_state(&ex->out, &st);
+    }
+    if (rc == TG_OK) {
+        rc = render_config(p, &ex->out);
     }
     tg_reply_built(ex, rc, TG_ANSWER_OK);
     if (rc == TG_OK) {

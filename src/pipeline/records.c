@@ -169,16 +169,34 @@ tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag) {
 
 /* ---- GET /v1/receipts/{executionId} -------------------------------------------------- */
 
+/* The tenant and subject for the access line, which is written after the route returned,
+ * when a reload may have freed the table: a copy per event thread, as the line is written on
+ * the thread that answers (the route never defers). */
+static _Thread_local char log_tenant[TG_GUARD_TENANT_NAME_MAX + 1];
+static _Thread_local char log_subject[TG_GUARD_SUBJECT_MAX + 1];
+
+static void get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const tg_tenants_t *t,
+                        const char *exec_id);
+
 void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *exec_id) {
+    tg_swap_ref_t th;
+    const tg_tenants_t *t = tg_pipeline_tenants_acquire(p, &th);
+    get_receipt(p, ex, t, exec_id);
+    tg_pipeline_tenants_release(p, &th);
+}
+
+static void get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const tg_tenants_t *t,
+                        const char *exec_id) {
     const tg_principal_t *pr = NULL;
     const char *auth = ex->authorization;
-    if (tg_auth_principal(p->tenants, auth, auth ? strlen(auth) : 0, &pr) != TG_OK) {
+    if (tg_auth_principal(t, auth, auth ? strlen(auth) : 0, &pr) != TG_OK) {
         tg_reply_error(ex, TG_ERR_UNAUTHORIZED, "a valid bearer token is required");
         return;
     }
-    /* Table-owned strings: they outlive the exchange. */
-    ex->log_tenant = tg_tenants_name(p->tenants, pr->tenant, NULL);
-    ex->log_subject = pr->subject.ptr;
+    (void)snprintf(log_tenant, sizeof log_tenant, "%s", tg_tenants_name(t, pr->tenant, NULL));
+    (void)snprintf(log_subject, sizeof log_subject, "%s", pr->subject.ptr);
+    ex->log_tenant = log_tenant;
+    ex->log_subject = log_subject;
     if (!tg_role_may_read_receipts(pr->role)) {
         char msg[128];
         (void)snprintf(msg, sizeof msg,
@@ -190,7 +208,7 @@ void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *ex
     }
     int tenant = pr->tenant;
     size_t tl = 0;
-    const char *tn = tg_tenants_name(p->tenants, tenant, &tl);
+    const char *tn = tg_tenants_name(t, tenant, &tl);
     bool ok = tn != NULL && strlen(exec_id) == TG_RECEIPT_EXEC_ID_LEN &&
               strncmp(exec_id, "exec_", 5) == 0;
     for (size_t i = 5; ok && i < TG_RECEIPT_EXEC_ID_LEN; i++) {

@@ -24,7 +24,7 @@ typedef struct {
     tg_eval_mode_t mode; /* decision routes only */
 } route_t;
 
-static void finish_simple(tg_pipeline_t *p, tg_exchange_t *ex, tg_route_t id) {
+void tg_pipeline_finish_simple(tg_pipeline_t *p, tg_exchange_t *ex, tg_route_t id) {
     int64_t us = (tg_clock_mono_ns() - ex->start_ns) / 1000;
     tg_metrics_request(&p->metrics, id, ex->status, us);
     tg_log_request_t line = {.request_id = ex->request_id,
@@ -53,6 +53,7 @@ static const route_t routes[] = {
     {"/readyz", M_GET, TG_ROUTE_READYZ, tg_route_readyz, TG_MODE_EVALUATE},
     {"/version", M_GET, TG_ROUTE_VERSION, tg_route_version, TG_MODE_EVALUATE},
     {"/metrics", M_GET, TG_ROUTE_METRICS, tg_route_metrics, TG_MODE_EVALUATE},
+    {"/v1/admin/reload", M_POST, TG_ROUTE_ADMIN_RELOAD, NULL, TG_MODE_EVALUATE},
 };
 
 #define N_ROUTES (sizeof routes / sizeof routes[0])
@@ -115,7 +116,7 @@ void tg_pipeline_handle(void *ud, tg_exchange_t *ex) {
         tg_reply_fail(ex, TG_ANSWER_OVERLOADED,
                       "the server is shutting down; retry shortly (another instance, "
                       "or this one once restarted)");
-        finish_simple(p, ex, TG_ROUTE_OTHER);
+        tg_pipeline_finish_simple(p, ex, TG_ROUTE_OTHER);
         return;
     }
     /* Transport limits first, on every route (the HTTP layer measured them). */
@@ -140,7 +141,7 @@ void tg_pipeline_handle(void *ud, tg_exchange_t *ex) {
                            "request headers are %zu bytes, more than --max-header-bytes %lld",
                            ex->header_bytes, (long long)p->cfg.max_header_bytes);
         }
-        finish_simple(p, ex, TG_ROUTE_OTHER);
+        tg_pipeline_finish_simple(p, ex, TG_ROUTE_OTHER);
         return;
     }
     route_match_t m = match_route(ex);
@@ -151,15 +152,19 @@ void tg_pipeline_handle(void *ud, tg_exchange_t *ex) {
         } else {
             tg_reply_fail(ex, TG_ANSWER_NOT_FOUND, "no such endpoint");
         }
-        finish_simple(p, ex, m.known_id);
+        tg_pipeline_finish_simple(p, ex, m.known_id);
         return;
+    }
+    if (m.hit->id == TG_ROUTE_ADMIN_RELOAD) {
+        tg_route_admin_reload(p, ex);
+        return; /* its own accounting: it may finish later, on the control thread's word */
     }
     if (m.hit->fn == NULL) {
         tg_pipeline_evaluate(p, ex, m.hit->mode);
         return; /* the decision routes do their own accounting (they may finish later) */
     }
     m.hit->fn(p, ex, m.rest);
-    finish_simple(p, ex, m.hit->id);
+    tg_pipeline_finish_simple(p, ex, m.hit->id);
 }
 
 /* Why: a `100 Continue` invites the caller to send up to --max-body bytes, which a caller
@@ -172,8 +177,14 @@ void tg_pipeline_early(void *ud, tg_exchange_t *ex) {
     route_match_t m = match_route(ex);
     int tenant = TG_GUARD_NO_TENANT;
     const char *auth = ex->authorization;
-    if (m.hit != NULL && is_decision_route(m.hit->id) &&
-        tg_auth_check(p->tenants, auth, auth ? strlen(auth) : 0, &tenant) != TG_OK) {
+    if (m.hit == NULL || !is_decision_route(m.hit->id)) {
+        return;
+    }
+    tg_swap_ref_t th;
+    bool bad = tg_auth_check(tg_pipeline_tenants_acquire(p, &th), auth, auth ? strlen(auth) : 0,
+                             &tenant) != TG_OK;
+    tg_pipeline_tenants_release(p, &th);
+    if (bad) {
         tg_pipeline_handle(p, ex); /* the 401, exactly as after the body */
     }
 }

@@ -258,7 +258,9 @@ cat >"$TG_TMP/tokens.json" <<EOF
 [{"tenant": "acme", "token_sha256": "$(printf %s tok-bound | sha256sum | cut -c1-64)",
   "subject": "bound", "actors": ["agent.billing"], "surfaces": ["payments.charge"]},
  {"tenant": "acme", "token_sha256": "$(printf %s tok-appr | sha256sum | cut -c1-64)",
-  "subject": "reviewer", "role": "approver"}]
+  "subject": "reviewer", "role": "approver"},
+ {"tenant": "acme", "token_sha256": "$(printf %s tok-admin | sha256sum | cut -c1-64)",
+  "subject": "operator", "role": "admin"}]
 EOF
 tg_start bound TRIGGUARD_API_KEYS= -- --policy "$TG_POLICY" --key "$TG_KEY" \
     --ledger "$TG_TMP/ledger-bound" --tokens "$TG_TMP/tokens.json" --log-format json --threads 2
@@ -277,6 +279,15 @@ ac 403 "decide with an approver token" POST /decide "${APPR[@]}" --json-body "$P
 tg_expect_py 'j["error"] == "role_not_allowed"' "role_not_allowed"
 ac 403 "an approver may not read receipts" GET "/v1/receipts/$BOUND_EXEC" "${APPR[@]}"
 tg_expect_py 'j["error"] == "role_not_allowed"' "role_not_allowed on receipts"
+ADMIN=(-H "Authorization: Bearer tok-admin")
+ac 200 "admin reload" POST /v1/admin/reload "${ADMIN[@]}"
+tg_expect_py 'j["result"] == "ok" and j["reloaded"] == ["policy", "tokens", "keys"]' "admin reload: every part"
+ac 401 "admin reload without a token" POST /v1/admin/reload
+ac 403 "admin reload with a caller token" POST /v1/admin/reload "${BOUND[@]}"
+tg_expect_py 'j["error"] == "role_not_allowed"' "role_not_allowed on admin reload"
+ac 405 "GET /v1/admin/reload" GET /v1/admin/reload "${ADMIN[@]}"
+ac 200 "version after a reload" GET /version
+tg_expect_py 'j["last_reload"]["trigger"] == "admin"' "version: last_reload"
 tg_stop bound
 
 # ---- no signing key, a tiny idempotency table: 503s -------------------------------------

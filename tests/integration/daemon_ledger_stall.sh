@@ -63,9 +63,14 @@ tg_expect_status 200 "before the freeze: a decision is signed"
 acked+=(st-1)
 
 freeze
-# The stuck request: its record waits behind a write the frozen filesystem holds.
+# The stuck request: its record waits behind a write the frozen filesystem holds. A SIGHUP
+# sent while it waits completes at once: a request waiting for the ledger holds no policy,
+# token table or key set, so the reload does not wait for the disk (docs/DESIGN.md, Reload).
 started=$SECONDS
+(sleep 0.3 && kill -HUP "$(tg_pid st)") &
+hup_pid=$!
 post_key st-2
+wait "$hup_pid" # only that one: the library's coprocess is a child too
 tg_expect_error 503 ledger_unavailable "a decision whose record is stuck gets 503, not a hang"
 tg_check "… and within the stall bound and a tick or so, not curl's limit ($((SECONDS - started)) s)" \
     test $((SECONDS - started)) -le 5
@@ -78,6 +83,10 @@ tg_expect_error 503 ledger_unavailable "while stalled, a new decision fails fast
 tg_eq "$(metric trigguard_ledger_stalled)" 1 "trigguard_ledger_stalled is 1"
 tg_check "ledger_stalled is logged" grep -q '"event":"ledger_stalled"' "$log"
 tg_check "the stuck request's timeout is logged" grep -q '"event":"ledger_wait_timeout"' "$log"
+tg_check "the reload during the stall finished before the stuck request was given up" python3 -c '
+import sys
+ev = [l for l in open(sys.argv[1]) if "\"event\":\"reload_done\"" in l or "\"event\":\"ledger_wait_timeout\"" in l]
+sys.exit(0 if ev and "reload_done" in ev[0] else 1)' "$log"
 
 thaw
 tg_check "after the thaw /readyz is 200 again by itself" wait_ready 10

@@ -58,6 +58,35 @@ tg_expect_py "s == 200 and j['valid'] is True" "the receipt served over HTTPS ve
 tg_eq "$?" 0 "trigguard verify accepts the receipt offline ($(head -c 200 "$TG_TMP/verify.out"))"
 tg_req POST /v1/evaluate --cacert "$CERT" --json-body "$(tg_req_json permit)"
 tg_expect_error 401 unauthorized "no token over HTTPS"
+
+# ---- a reload does not replace the certificate (docs/OPERATIONS.md, "Reload") ------------
+served_fp() {
+    openssl s_client -connect "127.0.0.1:$PORT" </dev/null 2>/dev/null |
+        openssl x509 -noout -fingerprint -sha256 2>/dev/null
+}
+FP_OLD=$(served_fp)
+tg_ne "$FP_OLD" "" "the served certificate's fingerprint can be read"
+cp "$CERT" "$TG_TMP/tls-old.crt"
+cp -p "$TKEY" "$TG_TMP/tls-old.key"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$TKEY.new" \
+    -out "$CERT.new" -days 2 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
+    >"$TG_TMP/openssl.out" 2>&1 || tg_die "openssl req (second certificate) failed"
+chmod 600 "$TKEY.new"
+mv "$CERT.new" "$CERT"
+mv "$TKEY.new" "$TKEY"
+kill -HUP "${TG_PIDS[tls]}"
+for _ in $(seq 1 100); do
+    curl -s --max-time 2 --cacert "$TG_TMP/tls-old.crt" "$HTTPS/version" | grep -q '"last_reload":{' && break
+    sleep 0.1
+done
+tg_req GET /version --cacert "$TG_TMP/tls-old.crt"
+tg_expect_py '"tls" in j["last_reload"]["failed"] and "restart" in j["last_reload"]["failed"]["tls"] and j["last_reload"]["reloaded"] == ["policy", "tokens", "keys"]' \
+    "SIGHUP on a TLS daemon: policy, tokens and keys reload, tls is reported not reloaded"
+tg_eq "$(served_fp)" "$FP_OLD" "after the reload the daemon still serves the certificate it started with"
+tg_check "trigguard_reload_total counts the tls failure" bash -c \
+    "curl -s --cacert '$TG_TMP/tls-old.crt' '$HTTPS/metrics' | grep -q '^trigguard_reload_total{what=\"tls\",result=\"failed\"} 1\$'"
+mv "$TG_TMP/tls-old.crt" "$CERT" # the rest of the test trusts the certificate being served
+mv "$TG_TMP/tls-old.key" "$TKEY"
 for v in 1.2 1.3; do
     code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 --cacert "$CERT" --tlsv$v --tls-max $v "$HTTPS/healthz")
     tg_eq "$code" 200 "TLS $v handshake and request"

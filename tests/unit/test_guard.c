@@ -1179,6 +1179,45 @@ static void test_bulkhead_limits(void **state) {
     assert_int_equal(tg_bulkhead_create(NULL, NULL, &d), TG_ERR_INVALID_ARG);
 }
 
+/* A reload builds the table again seeded with the old one's tenants: indices stay (the rate
+ * limiter's and bulkheads' slots follow the tenant), a tenant without tokens left keeps its
+ * index and authenticates nobody, and a new tenant comes after the old ones. */
+static void test_seed_keeps_indices(void **state) {
+    (void)state;
+    char ha[65], hb[65], hc[65], json[512];
+    digest_hex(ha, "token-a");
+    digest_hex(hb, "token-b");
+    digest_hex(hc, "token-c");
+    tg_tenants_t *old = NULL, *fresh = NULL;
+    assert_int_equal(tg_tenants_create(&old), TG_OK);
+    snprintf(json, sizeof json,
+             "[{\"tenant\":\"acme\",\"token_sha256\":\"%s\"},"
+             "{\"tenant\":\"beta\",\"token_sha256\":\"%s\"}]",
+             ha, hb);
+    assert_int_equal(tg_tenants_load_json(old, S(json), NULL, NULL), TG_OK);
+    /* acme's token revoked, a tenant gamma added, beta now listed first */
+    snprintf(json, sizeof json,
+             "[{\"tenant\":\"gamma\",\"token_sha256\":\"%s\"},"
+             "{\"tenant\":\"beta\",\"token_sha256\":\"%s\"}]",
+             hc, hb);
+    assert_int_equal(tg_tenants_create(&fresh), TG_OK);
+    assert_int_equal(tg_tenants_seed(fresh, old), TG_OK);
+    assert_int_equal(tg_tenants_load_json(fresh, S(json), NULL, NULL), TG_OK);
+    assert_int_equal(tg_tenants_find(fresh, S("acme")), 0);
+    assert_int_equal(tg_tenants_find(fresh, S("beta")), 1);
+    assert_int_equal(tg_tenants_find(fresh, S("gamma")), 2);
+    assert_int_equal(tg_tenants_count(fresh), 3);
+    assert_int_equal(tg_tenants_token_count(fresh), 2);
+    assert_int_equal(auth_token(fresh, "token-a"), -1);
+    assert_int_equal(auth_token(fresh, "token-b"), 1);
+    assert_int_equal(auth_token(fresh, "token-c"), 2);
+    /* only an empty table is seeded */
+    assert_int_equal(tg_tenants_seed(fresh, old), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_tenants_seed(NULL, old), TG_ERR_INVALID_ARG);
+    tg_tenants_destroy(fresh);
+    tg_tenants_destroy(old);
+}
+
 /* ------------------------------------------------------------------ allocation failure */
 
 static void test_nomem_and_crypto(void **state) {
@@ -1381,7 +1420,8 @@ int main(void) {
         cmocka_unit_test(test_add_and_bypass),     cmocka_unit_test(test_loopback),
         cmocka_unit_test(test_gcra_exact),         cmocka_unit_test(test_gcra_defaults_and_config),
         cmocka_unit_test(test_gcra_global_refund), cmocka_unit_test(test_bulkhead_limits),
-        cmocka_unit_test(test_nomem_and_crypto),   cmocka_unit_test(test_threaded_stress),
+        cmocka_unit_test(test_seed_keeps_indices), cmocka_unit_test(test_nomem_and_crypto),
+        cmocka_unit_test(test_threaded_stress),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

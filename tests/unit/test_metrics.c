@@ -115,6 +115,30 @@ static void test_label_escaping(void **state) {
     free(m);
 }
 
+/* The reload counters are all there from the start (zeros too), and config_info's labels
+ * are escaped: the policy version is the policy author's text. */
+static void test_reload_and_config_info(void **state) {
+    (void)state;
+    tg_metrics_config_t c = {.part = {"policy", "tokens", "keys", "tls"},
+                             .ok = {3, 0, 2, 0},
+                             .failed = {1, 0, 0, 4},
+                             .policy_version = "v\"1\\\n",
+                             .policy_hash = "ab",
+                             .signing_key_id = ""};
+    tg_buf_t b;
+    tg_buf_init(&b, 0);
+    assert_int_equal(tg_metrics_render_config(&b, &c), TG_OK);
+    const char *t = b.data;
+    assert_int_equal(sample(t, "trigguard_reload_total{what=\"policy\",result=\"ok\"}"), 3);
+    assert_int_equal(sample(t, "trigguard_reload_total{what=\"policy\",result=\"failed\"}"), 1);
+    assert_int_equal(sample(t, "trigguard_reload_total{what=\"tokens\",result=\"ok\"}"), 0);
+    assert_int_equal(sample(t, "trigguard_reload_total{what=\"tls\",result=\"failed\"}"), 4);
+    assert_int_equal(sample(t, "trigguard_config_info{policy_version=\"v\\\"1\\\\\\n\","
+                               "policy_hash=\"ab\",signing_key_id=\"\"}"),
+                     1);
+    tg_buf_free(&b);
+}
+
 static void test_requests_statuses_and_routes(void **state) {
     (void)state;
     tg_metrics_t *m = new_metrics();
@@ -203,6 +227,7 @@ int main(void) {
         cmocka_unit_test(test_surfaces_interned_and_capped),
         cmocka_unit_test(test_surface_names_out_of_bounds),
         cmocka_unit_test(test_label_escaping),
+        cmocka_unit_test(test_reload_and_config_info),
         cmocka_unit_test(test_requests_statuses_and_routes),
         cmocka_unit_test(test_interning_concurrent),
     };
