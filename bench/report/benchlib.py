@@ -213,6 +213,20 @@ def server_facts(base_url):
 # ---- the ledger's own counters: GET /metrics ------------------------------------------------
 
 METRIC_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+
+
+def metric_samples(lines):
+    """(name, labels or None, value) for each sample line of a Prometheus text exposition;
+    comments and lines whose value is not a number are skipped."""
+    for line in lines:
+        m = METRIC_LINE.match(line)
+        if not m or line.startswith("#"):
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        yield m.group(1), m.group(2), value
 LEDGER_COUNTERS = ("trigguard_ledger_records_total", "trigguard_ledger_batches_total",
                    "trigguard_ledger_batch_records_sum", "trigguard_ledger_batch_records_count",
                    "trigguard_ledger_fsync_seconds_sum", "trigguard_ledger_fsync_seconds_count")
@@ -227,18 +241,11 @@ def scrape_metrics(base_url):
     with opener.open(url, timeout=10) as r:
         text = r.read().decode("utf-8", "replace")
     plain, buckets = {}, {}
-    for line in text.splitlines():
-        m = METRIC_LINE.match(line)
-        if not m or line.startswith("#"):
-            continue
-        try:
-            value = float(m.group(3))
-        except ValueError:
-            continue
-        if not m.group(2):
-            plain[m.group(1)] = value
-        elif m.group(1) == "trigguard_ledger_fsync_seconds_bucket":
-            le = re.search(r'le="([^"]*)"', m.group(2))
+    for name, labels, value in metric_samples(text.splitlines()):
+        if not labels:
+            plain[name] = value
+        elif name == "trigguard_ledger_fsync_seconds_bucket":
+            le = re.search(r'le="([^"]*)"', labels)
             if le:
                 buckets[le.group(1)] = value
     missing = [k for k in LEDGER_COUNTERS if k not in plain]

@@ -41,7 +41,6 @@ WHAT = ("POST /v1/evaluate (bench/load/evaluate.lua, unique idempotency keys) at
         "ledger per point")
 NOT_MEASURED = ("open-loop latency (wrk is closed-loop); other processes on the shared 2 cores "
                 "are not excluded")
-METRIC_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
 
 # ---- /metrics -------------------------------------------------------------------------
@@ -56,18 +55,11 @@ def read_metrics(path):
             lines = f.read().splitlines()
     except FileNotFoundError:
         lines = []
-    for line in lines:
-        m = METRIC_LINE.match(line)
-        if not m or line.startswith("#"):
-            continue
-        try:
-            value = float(m.group(3))
-        except ValueError:
-            continue
-        if m.group(2):
-            labelled.setdefault(m.group(1), []).append((m.group(2), value))
+    for name, labels, value in benchlib.metric_samples(lines):
+        if labels:
+            labelled.setdefault(name, []).append((labels, value))
         else:
-            plain[m.group(1)] = value
+            plain[name] = value
     return plain, labelled
 
 

@@ -114,6 +114,21 @@ tg_pg_trap_add() {
     trap "$1; $old_trap" EXIT
 }
 
+# tg_pg_tmp_base: sets TG_PG_BASE to where a cluster's temporary directory goes: under /tmp
+# (or TG_PG_TMPDIR) as root, where the server runs as postgres, which must exist; else under
+# TMPDIR too.
+tg_pg_tmp_base() {
+    if [ "$(id -u)" -eq 0 ]; then
+        if ! id -u postgres >/dev/null 2>&1; then
+            TG_PG_ERROR="running as root and there is no postgres user to run the server (install postgresql-15)"
+            return 1
+        fi
+        TG_PG_BASE=${TG_PG_TMPDIR:-/tmp}
+    else
+        TG_PG_BASE=${TG_PG_TMPDIR:-${TMPDIR:-/tmp}}
+    fi
+}
+
 # tg_pg_start: creates, starts and fills a cluster (role and database `trigguard`, owned by
 # that role). The port (TG_PG_PORT if set, else 5432) only names the socket file: the
 # directory is ours alone, so the default never collides. Adds tg_pg_stop to the EXIT trap, in front of whatever trap was there.
@@ -125,15 +140,8 @@ tg_pg_start() {
         return 1
     fi
     tg_pg_find_bin || return 1
-    if [ "$(id -u)" -eq 0 ]; then
-        if ! id -u postgres >/dev/null 2>&1; then
-            TG_PG_ERROR="running as root and there is no postgres user to run the server (install postgresql-15)"
-            return 1
-        fi
-        base=${TG_PG_TMPDIR:-/tmp}
-    else
-        base=${TG_PG_TMPDIR:-${TMPDIR:-/tmp}}
-    fi
+    tg_pg_tmp_base || return 1
+    base=$TG_PG_BASE
     TG_PG_DIR=$(mktemp -d "$base/tg-pg.XXXXXX") || {
         TG_PG_ERROR="cannot create a temporary directory under $base"
         TG_PG_DIR=""
@@ -266,15 +274,8 @@ tg_pg_node_dir() {
     esac
     [ -z "${TG_PG_NODE_DIR[$name]:-}" ] || return 0
     tg_pg_find_bin || return 1
-    if [ "$(id -u)" -eq 0 ]; then
-        if ! id -u postgres >/dev/null 2>&1; then
-            TG_PG_ERROR="running as root and there is no postgres user to run the server (install postgresql-15)"
-            return 1
-        fi
-        base=${TG_PG_TMPDIR:-/tmp}
-    else
-        base=${TG_PG_TMPDIR:-${TMPDIR:-/tmp}}
-    fi
+    tg_pg_tmp_base || return 1
+    base=$TG_PG_BASE
     dir=$(mktemp -d "$base/tg-pg-$name.XXXXXX") || {
         TG_PG_ERROR="cannot create a temporary directory under $base"
         return 1

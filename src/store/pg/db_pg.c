@@ -99,7 +99,6 @@ typedef struct pg_db {
     char *url;
     char instance[128];
     tg_db_pg_opts_t o;
-    int64_t retention_ms;
     size_t max_key_len;
     char lease_ms[24], retention_txt[24]; /* as statement parameters */
 
@@ -148,7 +147,7 @@ typedef struct pg_db {
     /* counters (tg_ledger_stats_t's meaning: a batch is one commit) */
     _Atomic uint64_t st_records, st_bytes, st_batches, st_last_batch, st_max_batch;
     _Atomic uint64_t st_commits, st_commit_us, st_failures, st_stalls, st_rejected;
-    _Atomic uint64_t st_head_seq, st_fenced, st_reconnects;
+    _Atomic uint64_t st_head_seq;
     _Atomic uint64_t st_commit_hist[TG_LEDGER_FSYNC_BUCKETS];
     _Atomic uint64_t st_batch_hist[TG_LEDGER_BATCH_BUCKETS];
 } pg_db_t;
@@ -1523,7 +1522,6 @@ static void commit_group(pg_db_t *db, pending_t **v, size_t n, arr_t *arr) {
         size_t k = 0;
         for (size_t i = 0; i < live; i++) {
             if (v[i]->fenced_out) {
-                atomic_fetch_add(&db->st_fenced, 1);
                 TG_LOG(TG_LOG_WARN, "claim_fenced",
                        "a record was not written: another instance took over its claim after "
                        "--claim-timeout; its request gets 503");
@@ -1669,7 +1667,6 @@ static void *writer_main(void *arg) {
         }
         if (db->wconn == NULL && !db->stopping) {
             if (writer_connect(db, why, sizeof why)) {
-                atomic_fetch_add(&db->st_reconnects, 1);
                 /* The idle pooled connections were opened before the failure and are most
                  * likely dead too: replace them now rather than fail a request each. */
                 pool_flush(db);
@@ -2115,7 +2112,6 @@ tg_err_t tg_db_pg_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *diag)
     db->base.unavailable = TG_ERR_STORE_UNAVAILABLE;
     db->o = *o;
     db->o.url = NULL;
-    db->retention_ms = opts->keys.retention_ms;
     db->max_key_len = opts->keys.max_key_len;
     (void)snprintf(db->lease_ms, sizeof db->lease_ms, "%u", o->claim_timeout_ms);
     (void)snprintf(db->retention_txt, sizeof db->retention_txt, "%lld",
