@@ -76,6 +76,7 @@
 #include <stdint.h>
 
 #include "trigguard/err.h"
+#include "trigguard/kernel.h"
 
 #define TG_GUARD_MAX_TENANTS 1024
 #define TG_GUARD_MAX_TOKENS 1024 /* principals: tokens file and TRIGGUARD_API_KEYS together */
@@ -106,7 +107,22 @@ typedef struct tg_guard_str {
     size_t len;
 } tg_guard_str_t;
 
-/* One authenticated principal, as the table holds it (read-only, valid until destroy). */
+/* A verified fact about a principal that a policy may judge (principal.claims.<name>): one
+ * claim of a verified JWT whose value is a string, a number or a boolean (value.type is
+ * TG_VT_STRING, TG_VT_NUMBER or TG_VT_BOOL; kernel.h). Claims of other types (objects,
+ * arrays, null) are not facts a condition can compare and are not listed. */
+typedef struct tg_claim {
+    tg_guard_str_t name;
+    tg_value_t value; /* strings borrow from the principal's owner, like name */
+} tg_claim_t;
+
+/* One authenticated principal. Two kinds share this shape:
+ * - a token of the tenant table (tokens file, TRIGGUARD_API_KEYS, the local bypass): owned by
+ *   the table, read-only, valid until tg_tenants_destroy; issuer.ptr NULL, no claims;
+ * - a caller with a verified OIDC ID token (oidc.h): built per request by the oidc module
+ *   and owned by whoever asked for it (valid until it is released there); issuer is the
+ *   token's verified `iss`, claims its verified scalar claims.
+ * Everything here is verified: nothing in it comes from the request body. */
 typedef struct tg_principal {
     int tenant; /* index into the tenant table */
     tg_role_t role;
@@ -117,6 +133,9 @@ typedef struct tg_principal {
     size_t actors_count;
     const tg_guard_str_t *surfaces; /* surfaces_count of them; NULL and 0 = unbound */
     size_t surfaces_count;
+    tg_guard_str_t issuer;    /* ptr NULL: a token of the tenant table */
+    const tg_claim_t *claims; /* claims_count of them, names unique; NULL and 0: none */
+    size_t claims_count;
 } tg_principal_t;
 
 /* "caller", "approver", "executor", "admin" ("?" outside the enum). */
