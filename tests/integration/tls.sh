@@ -300,6 +300,14 @@ printf 'not a certificate\n' >"$TG_TMP/bad.crt"
 tg_eq "$?" 2 "a malformed certificate stops the start (exit 2)"
 tg_check "and the log says why: $(tail -1 "$TG_TMP/bad.log" | head -c 300)" \
     grep -q '"startup_failed".*TLS' "$TG_TMP/bad.log"
+"$TG_BIN" serve --port 0 "${TG_STD_ARGS[@]}" --tls-cert "$TG_TMP/A.crt" --tls-key "$TG_TMP/B.key" \
+    >"$TG_TMP/mismatch.log" 2>&1
+tg_eq "$?" 2 "a key that is not the certificate's stops the start (exit 2)"
+tg_check "and the log says so: $(tail -1 "$TG_TMP/mismatch.log" | head -c 300)" \
+    grep -q '"startup_failed".*does not match the certificate' "$TG_TMP/mismatch.log"
+"$TG_BIN" serve --check-config "${TG_STD_ARGS[@]}" --tls-cert "$TG_TMP/A.crt" \
+    --tls-key "$TG_TMP/B.key" >"$TG_TMP/mismatch-check.log" 2>&1
+tg_eq "$?" 2 "--check-config refuses a key that is not the certificate's (exit 2)"
 "$TG_BIN" serve --port 0 "${TG_STD_ARGS[@]}" --tls-cert "$CERT" >"$TG_TMP/half.log" 2>&1
 tg_eq "$?" 2 "--tls-cert without --tls-key is refused (exit 2)"
 tg_check "with a message naming both flags" grep -q 'tls-cert and --tls-key' "$TG_TMP/half.log"
