@@ -47,8 +47,8 @@
 typedef struct tg_tls tg_tls_t;
 typedef struct tg_tls_gen tg_tls_gen_t; /* one loaded pair (opaque) */
 
-/* Loads the chain at cert_path (PEM, the server certificate first or in any order that
- * sorts into a chain, at most TG_TLS_CHAIN_MAX) and the private key at key_path (PEM:
+/* Loads the chain at cert_path (PEM, the server certificate first, then its intermediates in
+ * any order, at most TG_TLS_CHAIN_MAX in all) and the private key at key_path (PEM:
  * PKCS#8 or the traditional RSA/EC forms, unencrypted) and checks that the key is the one
  * the first certificate certifies. The key file's bytes are wiped once GnuTLS has them.
  * Errors: TG_ERR_NOT_FOUND (a file is missing), TG_ERR_IO (cannot read, not a regular

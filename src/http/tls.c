@@ -71,8 +71,9 @@ static tg_err_t parse_chain(tg_tls_gen_t *g, const tg_file_t *f, const char *pat
                             tg_diag_t *diag) {
     gnutls_datum_t d = {(unsigned char *)f->data, (unsigned int)f->len};
     unsigned int n = TG_TLS_CHAIN_MAX;
-    /* SORT: a chain file with its intermediates in another order still presents the server
-     * certificate first, as a client expects. */
+    /* SORT: intermediates in another order are sent in chain order after the first
+     * certificate, as a client expects. GnuTLS takes the first one as the server's (it does
+     * not look for it), and so does key_matches. */
     int grc = gnutls_pcert_list_import_x509_raw(g->pcert, &n, &d, GNUTLS_X509_FMT_PEM,
                                                 GNUTLS_X509_CRT_LIST_SORT);
     if (grc == GNUTLS_E_SHORT_MEMORY_BUFFER) {
