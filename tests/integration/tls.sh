@@ -184,23 +184,25 @@ tg_eq "$(metric 'trigguard_reload_total{what="tls",result="failed"}')" 3 \
     "metrics: three failed tls reloads"
 
 # ---- reloads under load fail no request ------------------------------------------------------
-# Two clients, each a bounded loop of requests on new TLS connections, while the pair flips
-# between B and A six times.
+# Two clients, each a bounded loop of requests on new TLS connections (one asks /healthz, the
+# other evaluates with a token, so the tokens and keys swap under it too), while the pair
+# flips between B and A six times.
 install_pair "$TG_TMP/A.crt" "$TG_TMP/A.key"
-load() { # load N OUT: up to N requests, each on a new connection, until $TG_TMP/load.stop
-    local ok=0 bad=0 code
-    for _ in $(seq 1 "$1"); do
+load() { # load N OUT [curl args...]: up to N requests, each on a new connection, until load.stop
+    local n=$1 out=$2 ok=0 bad=0 code
+    shift 2
+    for _ in $(seq 1 "$n"); do
         [ -e "$TG_TMP/load.stop" ] && break
-        code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 --cacert "$TG_TMP/both.crt" \
-            "$HTTPS/healthz")
+        code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 --cacert "$TG_TMP/both.crt" "$@")
         if [ "$code" = 200 ]; then ok=$((ok + 1)); else bad=$((bad + 1)); fi
     done
-    echo "$ok $bad" >"$2"
+    echo "$ok $bad" >"$out"
 }
 oks_before=$(metric 'trigguard_reload_total{what="tls",result="ok"}')
-load 3000 "$TG_TMP/load1.out" &
+load 3000 "$TG_TMP/load1.out" "$HTTPS/healthz" &
 L1=$!
-load 3000 "$TG_TMP/load2.out" &
+load 3000 "$TG_TMP/load2.out" "${TG_AUTH_A[@]}" -H "Content-Type: application/json" \
+    --data-binary "$(tg_req_json permit)" "$HTTPS/v1/evaluate" &
 L2=$!
 for i in 1 2 3 4 5 6; do
     if [ $((i % 2)) = 1 ]; then
@@ -215,8 +217,10 @@ touch "$TG_TMP/load.stop"
 wait $L1 $L2
 read -r ok1 bad1 <"$TG_TMP/load1.out"
 read -r ok2 bad2 <"$TG_TMP/load2.out"
-tg_eq "$((bad1 + bad2))" 0 "no request failed during six certificate reloads ($((ok1 + ok2)) succeeded)"
-tg_check "the clients made requests meanwhile" test "$((ok1 + ok2))" -gt 0
+tg_eq "$((bad1 + bad2))" 0 "no request failed during six certificate reloads"
+tg_log "under reloads: $ok1 /healthz and $ok2 /v1/evaluate answered 200, $((bad1 + bad2)) not"
+tg_check "both clients were served meanwhile ($ok1 /healthz, $ok2 /v1/evaluate)" \
+    test "$ok1" -gt 0 -a "$ok2" -gt 0
 tg_eq "$(metric 'trigguard_reload_total{what="tls",result="ok"}')" "$((oks_before + 6))" \
     "the six tls reloads all succeeded"
 tg_eq "$(served_fp)" "$FP_A" "after an even number of flips the first certificate is served again"
