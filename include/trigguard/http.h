@@ -24,6 +24,8 @@
 #include "trigguard/buf.h"
 #include "trigguard/err.h"
 
+typedef struct tg_tls tg_tls_t; /* tls.h; declared here so http.h needs no GnuTLS header */
+
 #define TG_HTTP_REQUEST_ID_MAX 64
 #define TG_HTTP_RATELIMIT_MAX 96
 /* A chunked body over max_body is read on (and refused with 413 at its end) for up to this
@@ -120,10 +122,12 @@ typedef struct tg_http_opts {
     unsigned connection_timeout_s; /* idle timeout, >= 1 (libmicrohttpd's default is none) */
     size_t connection_memory;
     size_t max_body;
-    size_t max_url;           /* path + query bytes; 0 = no check of our own */
-    size_t max_header_bytes;  /* request header bytes; 0 = no check of our own */
-    const char *tls_cert_pem; /* both NULL = plain HTTP */
-    const char *tls_key_pem;
+    size_t max_url;          /* path + query bytes; 0 = no check of our own */
+    size_t max_header_bytes; /* request header bytes; 0 = no check of our own */
+    /* NULL = plain HTTP. Else HTTPS with the store's current certificate and key, taken
+     * at each handshake (tls.h), so a tg_tls_reload reaches new connections; the store
+     * must outlive the server (tg_http_stop). Several servers may share one. */
+    tg_tls_t *tls;
     /* Optional. Called on the event thread once the headers of a request that asks
      * `Expect: 100-continue` for a body are in and passed the transport checks, before the
      * 100 is sent. If it answers (sets ex->status, with all the accounting the handler
@@ -151,9 +155,10 @@ typedef struct tg_http_server tg_http_server_t;
  * path. Requests beyond libmicrohttpd's connection memory never reach the handler:
  * libmicrohttpd itself answers 414 (request line) or 431 (headers) with a short HTML body and
  * closes. Errors: TG_ERR_INVALID_ARG (bad address), TG_ERR_CONFIG (TLS asked for but this
- * libmicrohttpd was built without it), TG_ERR_IO (bind/listen failed, or TLS material
- * rejected; diag says why), TG_ERR_NOMEM, TG_ERR_INTERNAL (no accept thread). A panic of
- * libmicrohttpd is logged (event libmicrohttpd_panic) before the process aborts. */
+ * libmicrohttpd was built without it, or without its certificate callback), TG_ERR_IO
+ * (bind/listen failed, or libmicrohttpd refused the TLS setup; diag says why), TG_ERR_NOMEM,
+ * TG_ERR_INTERNAL (no accept thread). A panic of libmicrohttpd is logged (event
+ * libmicrohttpd_panic) before the process aborts. */
 tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
                        tg_http_handler_fn handler, void *ud, tg_diag_t *diag) TG_MUST_USE;
 

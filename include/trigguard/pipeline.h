@@ -49,14 +49,21 @@ tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) TG_MUST_USE;
 
 /* Reloads, each on its own and atomically, the policy (tg_pipeline_reload), the tokens
  * (--tokens, with TRIGGUARD_API_KEYS as it was at start: the environment cannot change),
- * the signing and verify-only keys (--key, --verify-keys) and, where configured, reports the
- * TLS certificate as not reloadable (libmicrohttpd 0.9.75 cannot replace it). A part that
+ * the signing and verify-only keys (--key, --verify-keys) and, where configured, the TLS
+ * certificate and key (--tls-cert, --tls-key, into the store of tg_pipeline_set_tls: new
+ * handshakes present the new pair, open connections keep theirs). A part that
  * fails keeps its old state; each part is logged, counted (trigguard_reload_total) and kept
  * as the last reload (/version). trigger ("signal", "admin") is a static string. Requests in
  * flight finish with what they started with. Returns TG_OK when every part reloaded, else
  * the first part's error. Thread-safe (reloads are serialised), but must not run on an HTTP
  * event thread: it waits for requests that hold the old objects. */
 tg_err_t tg_pipeline_reload_all(tg_pipeline_t *p, const char *trigger) TG_MUST_USE;
+
+/* The TLS store the listeners serve (tls.h), which a reload's "tls" part replaces the pair
+ * of; NULL (the default) for plain HTTP. The pipeline does not own it: the caller destroys
+ * it after the pipeline and the listeners. Call before serving, from the thread that
+ * reloads. */
+void tg_pipeline_set_tls(tg_pipeline_t *p, tg_tls_t *tls);
 
 /* Runs the reload a POST /v1/admin/reload is waiting for, if any, and answers it. Call from
  * the control thread (serve: every tick). */

@@ -25,6 +25,7 @@
 #include "trigguard/ledger.h"
 #include "trigguard/log.h"
 #include "trigguard/pipeline.h"
+#include "trigguard/tls.h"
 #include "trigguard/version.h"
 
 /* Housekeeping cadence. Each tick sweeps the expired idempotency, nonce and receipt-index
@@ -34,7 +35,6 @@
 #define TG_SERVE_TICK_MS 100L
 _Static_assert(TG_SERVE_TICK_MS > 0 && TG_SERVE_TICK_MS < 1000, "the tick is a tv_nsec");
 #define TG_SERVE_LOG_BUFFER ((size_t)256 * 1024) /* request lines waiting for the log writer */
-#define TG_TLS_FILE_MAX ((size_t)1024 * 1024)
 
 /* With --store postgres a request's claim waits for the database (a group statement,
  * answered within --db-timeout) on its event thread, so threads mostly wait, and the more
@@ -267,13 +267,13 @@ int tg_cmd_serve(int argc, char **argv) {
      * signal would kill the daemon instead. */
     signal(SIGXFSZ, SIG_IGN);
 
-    char *tls_cert = NULL, *tls_key = NULL;
+    /* The certificate and key are loaded (and checked to belong together) before anything
+     * else starts; the store then serves them to every handshake and takes a reload's. */
+    tg_tls_t *tls = NULL;
     if (cfg.tls_cert[0]) {
-        tls_cert = tg_cli_read_file(cfg.tls_cert, TG_TLS_FILE_MAX, NULL);
-        tls_key = tg_cli_read_secret_file(cfg.tls_key, TG_TLS_FILE_MAX, NULL);
-        if (tls_cert == NULL || tls_key == NULL) {
-            free(tls_cert);
-            free(tls_key);
+        tg_diag_t td = {{0}};
+        if (tg_tls_create(&tls, cfg.tls_cert, cfg.tls_key, &td) != TG_OK) {
+            TG_LOG(TG_LOG_ERROR, "startup_failed", "%s", td.msg);
             return TG_EXIT_USAGE;
         }
     }
@@ -287,23 +287,16 @@ int tg_cmd_serve(int argc, char **argv) {
     sodium_memzero(cfg.signing_key, sizeof cfg.signing_key);
     if (rc != TG_OK) {
         TG_LOG(TG_LOG_ERROR, "startup_failed", "%s", diag.msg[0] ? diag.msg : tg_strerror(rc));
-        if (tls_key) {
-            sodium_memzero(tls_key, strlen(tls_key));
-        }
-        free(tls_cert);
-        free(tls_key);
+        tg_tls_destroy(tls);
         return TG_EXIT_USAGE;
     }
     if (action == TG_CONFIG_CHECK) {
         printf("configuration OK: %s\n", summary);
-        if (tls_key) {
-            sodium_memzero(tls_key, strlen(tls_key));
-        }
-        free(tls_cert);
-        free(tls_key);
+        tg_tls_destroy(tls);
         return TG_EXIT_OK;
     }
     tg_pipeline_describe(p, summary, sizeof summary);
+    tg_pipeline_set_tls(p, tls);
 
     tg_http_opts_t ho = {
         .listen = cfg.listen,
@@ -317,8 +310,7 @@ int tg_cmd_serve(int argc, char **argv) {
         .max_body = (size_t)cfg.max_body,
         .max_url = (size_t)cfg.max_url,
         .max_header_bytes = (size_t)cfg.max_header_bytes,
-        .tls_cert_pem = tls_cert,
-        .tls_key_pem = tls_key,
+        .tls = tls,
         .early = tg_pipeline_early,
         .abandon = tg_pipeline_abandon,
     };
@@ -336,15 +328,11 @@ int tg_cmd_serve(int argc, char **argv) {
         dopts.listener = 1;
         rc = tg_http_start(&decide_srv, &dopts, tg_pipeline_handle, p, &diag);
     }
-    if (tls_key) {
-        sodium_memzero(tls_key, strlen(tls_key));
-    }
-    free(tls_cert);
-    free(tls_key);
     if (rc != TG_OK) {
         TG_LOG(TG_LOG_ERROR, "startup_failed", "%s", diag.msg);
         tg_http_stop(main_srv, 0);
         tg_pipeline_destroy(p);
+        tg_tls_destroy(tls);
         tg_log_async_stop();
         return TG_EXIT_USAGE;
     }
@@ -413,6 +401,7 @@ int tg_cmd_serve(int argc, char **argv) {
     int64_t spent_ms = (tg_clock_mono_ns() - drain_start) / 1000000;
     tg_http_stop(main_srv, spent_ms < drain_ms ? drain_ms - spent_ms : 0);
     tg_pipeline_destroy(p);
+    tg_tls_destroy(tls); /* after the listeners: no handshake can ask for it any more */
     if (watching) {
         pthread_mutex_lock(&watch.mu);
         watch.done = true;

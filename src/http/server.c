@@ -2,6 +2,7 @@
 #include "trigguard/clock.h"
 #include "trigguard/http.h"
 #include "trigguard/log.h"
+#include "trigguard/tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -46,6 +47,7 @@ struct tg_http_server {
     atomic_bool draining;    /* tg_http_stop began: responses carry Connection: close */
     atomic_bool stopping;    /* the drain is over: new requests get shutting_down */
     atomic_bool starting;    /* MHD_start_daemon running: keep its last message for diag */
+    tg_tls_t *tls;           /* NULL: plain HTTP; else the pair each handshake presents */
     char start_err[160];
 };
 
@@ -739,13 +741,58 @@ static tg_err_t open_listener(const tg_http_opts_t *opts, int *fd_out, uint16_t 
 
 #define TG_HTTP_WARN_EVERY_S 10
 
-/* Counts connections out (every connection libmicrohttpd started, it reports closed). */
+/* A TLS connection's socket context: which server it belongs to (the retrieve callback gets
+ * only the GnuTLS session) and the certificate generation its handshake selected, held until
+ * the connection closes (tls.h, "Lifetime"). */
+typedef struct {
+    tg_http_server_t *srv;
+    tg_tls_gen_t *held;
+} conn_tls_t;
+
+/* libmicrohttpd's MHD_OPTION_HTTPS_CERT_CALLBACK, a gnutls_certificate_retrieve_function2,
+ * called on the event thread during each handshake. libmicrohttpd 0.9.75 sets the session's
+ * user pointer to its connection (gnutls_session_set_ptr), which leads to the socket context
+ * made in on_connection. A connection without one (its allocation failed) gets no
+ * certificate: the handshake fails, the connection is never served in plain text. */
+static int on_tls_cert(gnutls_session_t session, const gnutls_datum_t *req_ca_rdn, int nreqs,
+                       const gnutls_pk_algorithm_t *pk_algos, int pk_algos_length,
+                       gnutls_pcert_st **pcert, unsigned int *pcert_length, gnutls_privkey_t *key) {
+    (void)req_ca_rdn;
+    (void)nreqs;
+    (void)pk_algos;
+    (void)pk_algos_length;
+    struct MHD_Connection *conn = gnutls_session_get_ptr(session);
+    const union MHD_ConnectionInfo *info =
+        conn != NULL ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT) : NULL;
+    conn_tls_t *ct = info != NULL ? info->socket_context : NULL;
+    if (ct == NULL) {
+        return -1;
+    }
+    return tg_tls_select(ct->srv->tls, &ct->held, pcert, pcert_length, key);
+}
+
+/* Counts connections out (every connection libmicrohttpd started, it reports closed), and
+ * gives a TLS connection its socket context for on_tls_cert. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code) {
     (void)conn;
-    (void)socket_ctx;
+    tg_http_server_t *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED && s->tls != NULL) {
+        conn_tls_t *ct = calloc(1, sizeof *ct);
+        if (ct != NULL) {
+            ct->srv = s;
+        }
+        *socket_ctx = ct;
+    }
     if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-        tg_http_server_t *s = cls;
+        conn_tls_t *ct = *socket_ctx;
+        if (ct != NULL) {
+            /* libmicrohttpd only deinits the session after this (and gnutls_deinit does not
+             * touch a pair it did not allocate): the session no longer uses it. */
+            tg_tls_unhold(&ct->held);
+            free(ct);
+            *socket_ctx = NULL;
+        }
         atomic_fetch_sub(&s->conns, 1);
         /* The acceptor sets full_wait before its last look at conns, and this reads it
          * after the decrement (both sequentially consistent): no wake-up is lost, and a
@@ -835,12 +882,14 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
                          MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO |
                          MHD_USE_ERROR_LOG;
-    if (opts->tls_cert_pem != NULL) {
-        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+    if (opts->tls != NULL) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES ||
+            MHD_is_feature_supported(MHD_FEATURE_HTTPS_CERT_CALLBACK) != MHD_YES) {
             return tg_diag_set(diag, TG_ERR_CONFIG,
                                "--tls-cert/--tls-key given, but this libmicrohttpd was built "
-                               "without TLS support (MHD_FEATURE_TLS); install a build with "
-                               "GnuTLS or terminate TLS in front of trigguard");
+                               "without TLS support or its certificate callback "
+                               "(MHD_FEATURE_TLS, MHD_FEATURE_HTTPS_CERT_CALLBACK); install a "
+                               "build with GnuTLS or terminate TLS in front of trigguard");
         }
         /* Not with TLS: in turbo mode libmicrohttpd 0.9.75 leaves a new TLS connection
          * out of its epoll set until it has read from it, so one that never sends a byte
@@ -890,9 +939,18 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
     /* libmicrohttpd's default is no timeout at all: never let a connection idle forever. */
     unsigned timeout_s = opts->connection_timeout_s ? opts->connection_timeout_s : 30;
     s->body_deadline_ns = (int64_t)timeout_s * INT64_C(1000000000);
+    s->tls = opts->tls;
+    /* No MHD_OPTION_HTTPS_MEM_CERT/KEY: libmicrohttpd reads those once, at start. The
+     * callback is asked at every handshake, so a reload (tg_tls_reload) reaches every new
+     * connection (tls.h). The option array carries pointers as void *, and ISO C has no
+     * cast from a function pointer to one, so its bytes are copied (libmicrohttpd reads them
+     * back as the function pointer it expects). */
+    gnutls_certificate_retrieve_function2 *cert_fn = on_tls_cert;
+    void *cert_cb = NULL;
+    _Static_assert(sizeof cert_fn == sizeof cert_cb, "function and object pointers differ");
+    memcpy(&cert_cb, &cert_fn, sizeof cert_cb);
     struct MHD_OptionItem tls_opts[] = {
-        {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)opts->tls_cert_pem},
-        {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)opts->tls_key_pem},
+        {MHD_OPTION_HTTPS_CERT_CALLBACK, 0, cert_cb},
         {MHD_OPTION_END, 0, NULL},
     };
     s->mhd = MHD_start_daemon(
@@ -906,13 +964,13 @@ tg_err_t tg_http_start(tg_http_server_t **out, const tg_http_opts_t *opts,
         /* 1 = strict: an HTTP/1.1 request without Host, or with spaces in the URL, is a
          * 400 from libmicrohttpd (an authorization server has no reason to be lenient). */
         MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_ARRAY,
-        opts->tls_cert_pem != NULL ? tls_opts : &tls_opts[2], MHD_OPTION_END);
+        opts->tls != NULL ? tls_opts : &tls_opts[1], MHD_OPTION_END);
     if (s->mhd == NULL) {
         rc = tg_diag_set(diag, TG_ERR_IO, "cannot serve on %s port %u%s: %s", opts->listen,
-                         (unsigned)opts->port, opts->tls_cert_pem != NULL ? " with TLS" : "",
-                         s->start_err[0]              ? s->start_err
-                         : opts->tls_cert_pem != NULL ? "TLS material invalid"
-                                                      : "libmicrohttpd did not start");
+                         (unsigned)opts->port, opts->tls != NULL ? " with TLS" : "",
+                         s->start_err[0]     ? s->start_err
+                         : opts->tls != NULL ? "TLS setup refused"
+                                             : "libmicrohttpd did not start");
         goto fail;
     }
     atomic_store(&s->starting, false);

@@ -63,6 +63,7 @@ struct tg_pipeline {
 
     tg_swap_t *keys;    /* holds the current tg_keyset_t (never NULL once created) */
     tg_swap_t *tenants; /* holds the current tg_tenants_t (never NULL once created) */
+    tg_tls_t *tls;      /* the listeners' certificate store, not owned; NULL: plain HTTP */
     tg_rate_t *rate;
     tg_rate_t *verify_rate; /* RATE_LIMIT_VERIFY: verification needs no token, so no tenant */
     tg_bulkhead_t *bulkhead;

@@ -1,5 +1,5 @@
-/* reload.c — SIGHUP and POST /v1/admin/reload: the policy, the tokens and the keys, each
- * loaded aside and swapped in on its own; the record of the last reload. */
+/* reload.c — SIGHUP and POST /v1/admin/reload: the policy, the tokens, the keys and the TLS
+ * certificate, each loaded aside and swapped in on its own; the record of the last reload. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +9,7 @@
 #include "internal.h"
 #include "trigguard/clock.h"
 #include "trigguard/log.h"
+#include "trigguard/tls.h"
 
 static const char *const part_names[TG_PART__COUNT] = {"policy", "tokens", "keys", "tls"};
 
@@ -175,18 +176,18 @@ static tg_err_t reload_keys(tg_pipeline_t *p, tg_diag_t *diag) {
     return TG_OK;
 }
 
-/* The certificate and key are handed to libmicrohttpd once, at start
- * (MHD_OPTION_HTTPS_MEM_CERT/KEY), and 0.9.75 has no option to replace them in a running
- * daemon. The one way it offers is a GnuTLS certificate callback per handshake
- * (MHD_OPTION_HTTPS_CERT_CALLBACK), which this daemon does not use yet. Until it does, the
- * part is reported as not reloaded, never as reloaded (docs/OPERATIONS.md, "TLS"). */
+/* The listeners ask the store for the pair at each handshake (tls.h), so replacing it is
+ * enough: new connections get the new certificate, open ones finish on theirs. The new pair
+ * is checked as at start (both files parse, the key is the certificate's) before it is
+ * swapped in; otherwise the old one keeps serving. */
 static tg_err_t reload_tls(tg_pipeline_t *p, tg_diag_t *diag) {
-    (void)p;
-    return tg_diag_set(diag, TG_ERR_CONFIG,
-                       "not reloaded: the certificate and key are given to libmicrohttpd at "
-                       "start and it cannot replace them in a running daemon; restart to serve "
-                       "new ones");
+    if (p->tls == NULL) {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "no TLS listener was started to take it");
+    }
+    return tg_tls_reload(p->tls, p->cfg.tls_cert, p->cfg.tls_key, diag);
 }
+
+void tg_pipeline_set_tls(tg_pipeline_t *p, tg_tls_t *tls) { p->tls = tls; }
 
 static void log_part(unsigned part, const tg_reload_report_t *r, const char *trigger) {
     if (r->rc[part] == TG_OK) {

@@ -428,7 +428,7 @@ err_ok 2 "serve --check-config missing key" "cannot open key file nokey.pem" \
     serve --check-config --policy "$policy" --key nokey.pem --ledger led
 err_ok 2 "serve --check-config ledger parent" "--ledger nodir/led does not exist" \
     serve --check-config --policy "$policy" --ledger nodir/led
-err_ok 2 "serve --check-config missing TLS files" "cannot open nocert.pem" \
+err_ok 2 "serve --check-config missing TLS files" "cannot open TLS certificate nocert.pem" \
     serve --check-config --policy "$policy" --ledger led --tls-cert nocert.pem --tls-key nokey.pem
 # (stderr carries a no_tenants warning: only the exit code and stdout are the contract here)
 checks=$((checks + 1))
