@@ -15,12 +15,28 @@
  *   kty RSA              RS256 only (and a modulus of 2048..8192 bits, e = 3 or more, odd)
  *   kty EC, crv P-256    ES256 only (the point must be on the curve)
  *   kty OKP, crv Ed25519 EdDSA only
- * A key's own `alg` member, when present, must be that algorithm (else the key is refused
- * at parse). The token's header `alg` must equal its key's algorithm, else the token is
- * refused (TG_JWT_FAIL_ALG_MISMATCH). `none`, every HMAC (`HS*`) and anything unlisted are
- * refused before any key is looked at (TG_JWT_FAIL_ALG_REFUSED). Keys with `use` other than
- * "sig", or `key_ops` without "verify", are skipped at parse (not usable), as are keys of
- * other types (oct, RSA-OAEP encryption keys, other curves): a JWKS may carry them.
+ * A key's own `alg` member, when present, must be that algorithm: naming another of the
+ * three (kty RSA with alg ES256) makes the set an error; naming one this module does not
+ * implement (RSA-OAEP, PS256, ES384, ...) makes the key unusable (skipped). The token's
+ * header `alg` must equal its key's algorithm, else the token is refused
+ * (TG_JWT_FAIL_ALG_MISMATCH). `none`, every HMAC (`HS*`) and anything unlisted are refused
+ * before any key is looked at (TG_JWT_FAIL_ALG_REFUSED). Keys with `use` other than "sig",
+ * or `key_ops` without "verify", are skipped at parse (not usable), as are keys of other
+ * types (oct, RSA-OAEP encryption keys, other curves): a JWKS may carry them. An RSA
+ * exponent is at most 8 bytes; a usable key carrying private material (`d`) is an error.
+ *
+ * ## Header
+ * `alg` is required (a string, compared case-sensitively); `typ`, when present, is "JWT" in
+ * any case; `kid`, when present, a string of at most TG_JWT_KID_MAX bytes. `crit` is refused
+ * (no extension is understood), and so are `jku`, `jwk`, `x5u` and `x5c`: the key always
+ * comes from the configured set, so a token that names or carries its own key is refused
+ * rather than quietly trusted less than it asks (TG_JWT_FAIL_HEADER). Other members (x5t,
+ * cty, ...) are ignored.
+ *
+ * ## Times
+ * exp, nbf and iat are JSON numbers (fractions allowed), turned into whole seconds toward
+ * the stricter side (exp down, nbf and iat up) and clamped to +-2^62, as is now_s, so no
+ * comparison overflows whatever the token says.
  *
  * ## Limits (max accepted; one more is refused)
  *   TG_JWT_MAX            bytes of a compact token
@@ -99,7 +115,9 @@ typedef struct tg_jwks tg_jwks_t;
  * modulus, an alg that does not fit its kty) is an error naming its index, as are two keys
  * with the same kid, a set with no usable key, and anything over a limit.
  * Errors: TG_ERR_CONFIG (diag says what and where, e.g. "keys[2].x: not on curve P-256"),
- * TG_ERR_NOMEM, TG_ERR_INVALID_ARG. *out NULL on error. */
+ * TG_ERR_NOMEM, TG_ERR_INVALID_ARG, TG_ERR_CRYPTO (OpenSSL could not start building a key).
+ * *out NULL on error. Thread-safe (leaves nothing in the calling thread's OpenSSL error
+ * queue). */
 tg_err_t tg_jwks_parse(tg_jwks_t **out, const char *text, size_t len, size_t *skipped,
                        tg_diag_t *diag) TG_MUST_USE;
 
@@ -144,9 +162,13 @@ typedef struct tg_jwt_expect {
 
 /* Verifies j's signature against the key of keys named by its kid (a token without a kid is
  * accepted only when keys holds exactly one key), then the registered claims as `expect`
- * says: iss, aud, exp (required, a number), nbf and iat (optional numbers). TG_OK marks j
- * verified. TG_ERR_NOT_FOUND: no key with that kid (why = KID_UNKNOWN; the caller may
- * refresh the set and call again). TG_ERR_UNAUTHORIZED with *why for every other refusal.
+ * says: iss, aud, exp (required, a number), nbf and iat (optional numbers), in that order.
+ * TG_OK marks j verified; any other result unmarks it (a second call may take the verdict
+ * back). TG_ERR_NOT_FOUND: no key with that kid (why = KID_UNKNOWN; the caller may refresh
+ * the set and call again). A token without a kid against several keys is
+ * TG_ERR_UNAUTHORIZED with KID_UNKNOWN (a refresh would not help, and trying each key would
+ * let the token choose). TG_ERR_UNAUTHORIZED with *why for every other refusal (why may be
+ * NULL).
  * TG_ERR_INVALID_ARG (NULLs, expect without issuer or audience, leeway out of range),
  * TG_ERR_CRYPTO (OpenSSL failed to run, not a bad signature), TG_ERR_NOMEM.
  * Thread-safe with respect to keys. */
