@@ -127,7 +127,7 @@ static void refresh(tg_oidc_t *o, oidc_issuer_t *is) {
         tg_diag_t d = {{0}};
         rc = oidc_keys_make(&k, (const char *)f.body.data, f.body.len, tg_clock_now_ms(), &d);
         if (rc != TG_OK) {
-            (void)snprintf(why, sizeof why, "invalid JWKS: %s", d.msg);
+            (void)snprintf(why, sizeof why, "invalid JWKS: %.200s", d.msg);
         }
     }
     tg_buf_free(&f.body);

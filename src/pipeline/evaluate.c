@@ -474,10 +474,10 @@ static step_t admit(eval_req_t *r, steps_t *s) {
     }
     const char *auth = ex->authorization;
     s->tenants = tg_pipeline_tenants_acquire(p, &s->tenants_hold);
-    const char *why = NULL;
-    tg_err_t rc = tg_pipeline_auth(p, s->tenants, auth, r->rid, &s->auth, &why);
+    const char *refusal = NULL;
+    tg_err_t rc = tg_pipeline_auth(p, s->tenants, auth, r->rid, &s->auth, &refusal);
     if (rc != TG_OK) {
-        tg_reply_error(ex, rc, why);
+        tg_reply_error(ex, rc, refusal);
         return STEP_ANSWERED;
     }
     r->principal = s->auth.principal;

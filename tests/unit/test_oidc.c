@@ -197,7 +197,7 @@ static void test_config_list_bounded(void **state) {
     assert_string_equal(tg_config_list_get(&cfg->oidc, 1), "n1=https://i1");
     assert_null(tg_config_list_get(&cfg->oidc, TG_CONFIG_LIST_MAX));
     assert_int_equal(tg_config_parse(cfg, &act, 1 + 2 * N, argv, &d), TG_ERR_CONFIG);
-    assert_non_null(strstr(d.msg, "--oidc") != NULL ? d.msg : NULL);
+    assert_non_null(strstr(d.msg, "oidc: more than 32 values"));
     free(cfg);
 }
 
@@ -327,7 +327,9 @@ static void test_map_refusals(void **state) {
         }
         json_decref(cl);
     }
-    assert_int_equal(tg_oidc_map(&pp, c, 1, json_object(), t), TG_ERR_INVALID_ARG);
+    json_t *empty = json_object();
+    assert_int_equal(tg_oidc_map(&pp, c, 1, empty, t), TG_ERR_INVALID_ARG);
+    json_decref(empty);
     tg_oidc_conf_free(c);
     tg_tenants_destroy(t);
 }
