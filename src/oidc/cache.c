@@ -26,7 +26,9 @@ struct tg_oidc {
     atomic_bool enabled;
     pthread_t thread;
     atomic_uint_fast64_t unknown_issuer;
-    atomic_uint_fast64_t malformed; /* JWT-shaped but not a JWT: no issuer to count it under */
+    /* refused before any issuer was chosen (tg_jwt_parse: format, header, alg_refused, claims):
+       counted under issuer "" by the check's name */
+    atomic_uint_fast64_t early[TG_JWT_FAIL__COUNT];
 };
 
 static int64_t mono_ms(void) { return tg_clock_mono_ns() / 1000000; }
@@ -215,7 +217,9 @@ tg_err_t tg_oidc_create(tg_oidc_t **out, tg_oidc_conf_t *conf, const tg_oidc_opt
     atomic_init(&o->stop, false);
     atomic_init(&o->enabled, conf->n > 0);
     atomic_init(&o->unknown_issuer, 0);
-    atomic_init(&o->malformed, 0);
+    for (size_t i = 0; i < TG_JWT_FAIL__COUNT; i++) {
+        atomic_init(&o->early[i], 0);
+    }
     pthread_condattr_t ca;
     bool ok = pthread_condattr_init(&ca) == 0;
     ok = ok && pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0;
@@ -451,7 +455,7 @@ tg_err_t tg_oidc_authenticate(tg_oidc_t *o, const tg_tenants_t *t, const char *h
     }
     *out = NULL;
     if (!tg_oidc_is_jwt_header(header, len)) {
-        atomic_fetch_add(&o->malformed, 1);
+        atomic_fetch_add(&o->early[TG_JWT_FAIL_FORMAT], 1);
         return TG_ERR_UNAUTHORIZED;
     }
     tg_jwt_t *j = NULL;
@@ -459,7 +463,10 @@ tg_err_t tg_oidc_authenticate(tg_oidc_t *o, const tg_tenants_t *t, const char *h
     tg_err_t rc = tg_jwt_parse(&j, header + 7, len - 7, &why);
     if (rc != TG_OK) {
         res->check = rc == TG_ERR_UNAUTHORIZED ? tg_jwt_fail_name(why) : "internal";
-        atomic_fetch_add(&o->malformed, 1);
+        atomic_fetch_add(&o->early[(unsigned)why < TG_JWT_FAIL__COUNT && why != TG_JWT_FAIL_NONE
+                                       ? why
+                                       : TG_JWT_FAIL_FORMAT],
+                         1);
         return rc == TG_ERR_NOMEM ? rc : TG_ERR_UNAUTHORIZED;
     }
     const char *iss = tg_jwt_unverified_issuer(j);
@@ -508,10 +515,13 @@ tg_err_t tg_oidc_metrics(tg_oidc_t *o, tg_buf_t *b, int64_t now_ms) {
     if (rc == TG_OK) {
         rc = tg_buf_printf(b,
                            "trigguard_oidc_verify_total{issuer=\"\",result=\"unknown_issuer\"} "
-                           "%llu\ntrigguard_oidc_verify_total{issuer=\"\",result=\"format\"} "
                            "%llu\n",
-                           (unsigned long long)atomic_load(&o->unknown_issuer),
-                           (unsigned long long)atomic_load(&o->malformed));
+                           (unsigned long long)atomic_load(&o->unknown_issuer));
+    }
+    for (size_t r = 1; rc == TG_OK && r < TG_JWT_FAIL__COUNT; r++) {
+        rc = tg_buf_printf(b, "trigguard_oidc_verify_total{issuer=\"\",result=\"%s\"} %llu\n",
+                           tg_jwt_fail_name((tg_jwt_fail_t)r),
+                           (unsigned long long)atomic_load(&o->early[r]));
     }
     for (size_t i = 0; rc == TG_OK && i < c->n; i++) {
         for (size_t r = 0; rc == TG_OK && r < OIDC_RESULTS; r++) {

@@ -95,7 +95,10 @@ static tg_err_t policy_ref_load(tg_policy_ref_t **out, const char *path, tg_diag
  * URLs are fetched once the pipeline starts: tg_pipeline_oidc_start). */
 static tg_err_t load_oidc(tg_pipeline_t *p, tg_diag_t *diag) {
     const tg_config_t *c = &p->cfg;
-    if (c->oidc.n == 0 && c->oidc_config[0] == '\0') {
+    if (c->oidc.n + c->oidc_jwks.n + c->oidc_audience.n + c->oidc_tenant_claim.n +
+                c->oidc_actor.n ==
+            0 &&
+        c->oidc_config[0] == '\0') {
         return TG_OK;
     }
     tg_oidc_conf_t *conf = NULL;
