@@ -288,4 +288,9 @@ echo '{"keys":[]}' >"$TG_TMP/empty-jwks.json"
 refused_start "a JWKS file without a usable key" "empty-jwks.json" --oidc gh=$GH --oidc-jwks "gh=$TG_TMP/empty-jwks.json" \
     --oidc-audience gh=a --oidc-tenant-claim gh=o
 
+# The shipped GitHub example passes the start's checks (URLs are not fetched by a check).
+out=$(timeout 60 "$TG_BIN" serve --check-config --policy "$TG_POLICY" --key "$TG_KEY" \
+    --ledger "$TG_TMP/ledger-x" --oidc-config "$TG_SRC/examples/oidc-github.json" 2>&1)
+tg_eq "$?" 0 "examples/oidc-github.json passes --check-config${out:+: $out}"
+
 tg_done
