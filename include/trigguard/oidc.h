@@ -66,10 +66,10 @@
 #define TG_OIDC_NAME_MAX 64
 #define TG_OIDC_URL_MAX 1024
 #define TG_OIDC_MAX_AUDIENCES 8
-#define TG_OIDC_MAX_TENANTS 64      /* "tenants" of one issuer */
-#define TG_OIDC_TEMPLATE_MAX 256    /* bytes of one template */
-#define TG_OIDC_CLAIMS_MAX 32       /* scalar claims copied into a principal; more are dropped */
-#define TG_OIDC_CLAIM_BYTES 4096    /* bytes of claim names and string values copied, in all */
+#define TG_OIDC_MAX_TENANTS 64   /* "tenants" of one issuer */
+#define TG_OIDC_TEMPLATE_MAX 256 /* bytes of one template */
+#define TG_OIDC_CLAIMS_MAX 32    /* scalar claims copied into a principal; more are dropped */
+#define TG_OIDC_CLAIM_BYTES 4096 /* bytes of claim names and string values copied, in all */
 #define TG_OIDC_CONFIG_MAX ((size_t)256 * 1024)
 #define TG_OIDC_LEEWAY_DEFAULT 60
 #define TG_OIDC_LEEWAY_MAX 300
@@ -91,12 +91,12 @@ tg_err_t tg_oidc_conf_build(tg_oidc_conf_t **out, const tg_config_t *cfg,
 /* The file format alone (text need not be NUL-terminated; origin names it in diag). Key files
  * are read only when load_files is true (false: for tests and the fuzz target).
  * Errors as tg_oidc_conf_build. */
-tg_err_t tg_oidc_conf_parse(tg_oidc_conf_t **out, const char *text, size_t len,
-                            const char *origin, bool load_files, tg_diag_t *diag) TG_MUST_USE;
+tg_err_t tg_oidc_conf_parse(tg_oidc_conf_t **out, const char *text, size_t len, const char *origin,
+                            bool load_files, tg_diag_t *diag) TG_MUST_USE;
 
 void tg_oidc_conf_free(tg_oidc_conf_t *c); /* NULL-safe */
 
-size_t tg_oidc_conf_count(const tg_oidc_conf_t *c); /* issuers (0 for NULL) */
+size_t tg_oidc_conf_count(const tg_oidc_conf_t *c);                 /* issuers (0 for NULL) */
 const char *tg_oidc_conf_name(const tg_oidc_conf_t *c, size_t i);   /* NULL out of range */
 const char *tg_oidc_conf_issuer(const tg_oidc_conf_t *c, size_t i); /* NULL out of range */
 
@@ -175,8 +175,8 @@ typedef struct tg_oidc_result {
  * TG_ERR_IDP_UNAVAILABLE (the issuer has no key set yet); TG_ERR_NOMEM;
  * TG_ERR_INVALID_ARG. May wait up to TG_OIDC_KICK_WAIT_MS (an unknown kid). res may be NULL.
  * Counts trigguard_oidc_verify_total. Thread-safe. */
-tg_err_t tg_oidc_authenticate(tg_oidc_t *o, const tg_tenants_t *t, const char *header,
-                              size_t len, int64_t now_s, tg_oidc_principal_t **out,
+tg_err_t tg_oidc_authenticate(tg_oidc_t *o, const tg_tenants_t *t, const char *header, size_t len,
+                              int64_t now_s, tg_oidc_principal_t **out,
                               tg_oidc_result_t *res) TG_MUST_USE;
 
 /* Appends the Prometheus text of the module's counters and gauges:

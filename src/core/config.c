@@ -242,9 +242,8 @@ static tg_err_t set_option(tg_config_t *cfg, const opt_t *o, const char *val, co
             return TG_OK; /* the (empty) default: a list starts empty */
         }
         if (l->n >= TG_CONFIG_LIST_MAX || n + 1 > sizeof l->buf - l->used) {
-            return tg_diag_set(diag, TG_ERR_CONFIG,
-                               "%s %s: more than %d values or %d bytes in all", origin, o->flag,
-                               TG_CONFIG_LIST_MAX, TG_CONFIG_LIST_BYTES);
+            return tg_diag_set(diag, TG_ERR_CONFIG, "%s %s: more than %d values or %d bytes in all",
+                               origin, o->flag, TG_CONFIG_LIST_MAX, TG_CONFIG_LIST_BYTES);
         }
         memcpy(l->buf + l->used, val, n + 1);
         l->used += (uint32_t)(n + 1);

@@ -74,26 +74,25 @@ static tg_err_t fetch(tg_oidc_t *o, const char *url, fetch_ctx_t *f, char *why, 
         (void)snprintf(why, cap, "curl_easy_init failed");
         return TG_ERR_IO;
     }
-    bool ok = curl_easy_setopt(h, CURLOPT_URL, url) == CURLE_OK &&
-              /* http only reaches here for a loopback host (conf.c checks it) */
-              curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http") == CURLE_OK &&
-              curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
-              curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
-              curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L) == CURLE_OK &&
-              curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L) == CURLE_OK &&
-              curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)o->opts.connect_timeout_ms) ==
-                  CURLE_OK &&
-              curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)o->opts.timeout_ms) == CURLE_OK &&
-              curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)TG_JWKS_MAX) ==
-                  CURLE_OK &&
-              curl_easy_setopt(h, CURLOPT_USERAGENT, "trigguard") == CURLE_OK &&
-              curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) == CURLE_OK &&
-              curl_easy_setopt(h, CURLOPT_WRITEDATA, f) == CURLE_OK &&
-              curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L) == CURLE_OK &&
-              curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress) == CURLE_OK &&
-              curl_easy_setopt(h, CURLOPT_XFERINFODATA, f) == CURLE_OK &&
-              (o->ca_file[0] == '\0' ||
-               curl_easy_setopt(h, CURLOPT_CAINFO, o->ca_file) == CURLE_OK);
+    bool ok =
+        curl_easy_setopt(h, CURLOPT_URL, url) == CURLE_OK &&
+        /* http only reaches here for a loopback host (conf.c checks it) */
+        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https,http") == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)o->opts.connect_timeout_ms) ==
+            CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)o->opts.timeout_ms) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)TG_JWKS_MAX) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_USERAGENT, "trigguard") == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, f) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, f) == CURLE_OK &&
+        (o->ca_file[0] == '\0' || curl_easy_setopt(h, CURLOPT_CAINFO, o->ca_file) == CURLE_OK);
     if (!ok) {
         curl_easy_cleanup(h);
         (void)snprintf(why, cap, "curl refused an option");
@@ -145,12 +144,12 @@ static void refresh(tg_oidc_t *o, oidc_issuer_t *is) {
                tg_jwks_count(k->set), is->jwks);
     } else {
         atomic_fetch_add(&is->refresh[1], 1);
-        int64_t retry = o->opts.refresh_s * 1000 < FETCH_RETRY_MS ? o->opts.refresh_s * 1000
-                                                                   : FETCH_RETRY_MS;
+        int64_t retry =
+            o->opts.refresh_s * 1000 < FETCH_RETRY_MS ? o->opts.refresh_s * 1000 : FETCH_RETRY_MS;
         atomic_store(&is->next_fetch_ms, now + retry);
         bool have = tg_swap_peek(is->keys) != NULL;
-        TG_LOG(TG_LOG_WARN, "oidc_jwks_refresh_failed", "issuer %s: %s: %s; %s", is->name,
-               is->jwks, why,
+        TG_LOG(TG_LOG_WARN, "oidc_jwks_refresh_failed", "issuer %s: %s: %s; %s", is->name, is->jwks,
+               why,
                have ? "keeping the last good key set"
                     : "no key set yet: its JWT callers get 503 until one arrives");
     }
@@ -338,8 +337,8 @@ tg_err_t tg_oidc_reload(tg_oidc_t *o, tg_oidc_conf_t *fresh, tg_diag_t *diag) {
             pthread_mutex_lock(&was->keys_mu);
             const oidc_keys_t *k = tg_swap_peek(was->keys);
             oidc_keys_t *copy = NULL;
-            tg_err_t rc = k != NULL ? oidc_keys_make(&copy, k->text, k->len, k->at_ms, diag)
-                                    : TG_OK;
+            tg_err_t rc =
+                k != NULL ? oidc_keys_make(&copy, k->text, k->len, k->at_ms, diag) : TG_OK;
             pthread_mutex_unlock(&was->keys_mu);
             if (rc != TG_OK) {
                 tg_oidc_conf_free(fresh);
@@ -443,9 +442,8 @@ static tg_err_t verify(tg_oidc_t *o, oidc_issuer_t *is, tg_jwt_t *j, int64_t now
     return rc;
 }
 
-tg_err_t tg_oidc_authenticate(tg_oidc_t *o, const tg_tenants_t *t, const char *header,
-                              size_t len, int64_t now_s, tg_oidc_principal_t **out,
-                              tg_oidc_result_t *res) {
+tg_err_t tg_oidc_authenticate(tg_oidc_t *o, const tg_tenants_t *t, const char *header, size_t len,
+                              int64_t now_s, tg_oidc_principal_t **out, tg_oidc_result_t *res) {
     tg_oidc_result_t dummy;
     res = res != NULL ? res : &dummy;
     res->issuer[0] = '\0';
@@ -489,10 +487,10 @@ tg_err_t tg_oidc_authenticate(tg_oidc_t *o, const tg_tenants_t *t, const char *h
     rc = verify(o, is, j, now_s, &r);
     if (rc == TG_OK) {
         rc = tg_oidc_map(out, c, i, tg_jwt_claims(j), t);
-        r = rc == TG_OK                           ? 0
-            : rc == TG_ERR_TENANT_NOT_ALLOWED     ? OIDC_RES_TENANT
-            : rc == TG_ERR_UNAUTHORIZED           ? OIDC_RES_MAPPING
-                                                  : OIDC_RES_INTERNAL;
+        r = rc == TG_OK                       ? 0
+            : rc == TG_ERR_TENANT_NOT_ALLOWED ? OIDC_RES_TENANT
+            : rc == TG_ERR_UNAUTHORIZED       ? OIDC_RES_MAPPING
+                                              : OIDC_RES_INTERNAL;
     }
     atomic_fetch_add(&is->verify[r], 1);
     res->check = result_name(r);
@@ -558,8 +556,8 @@ tg_err_t tg_oidc_metrics(tg_oidc_t *o, tg_buf_t *b, int64_t now_ms) {
         tg_swap_release(is->keys, &kh);
         rc = tg_buf_printf(b, "trigguard_oidc_jwks_keys{issuer=\"%s\"} %zu\n", is->name, n);
         if (rc == TG_OK && n > 0) {
-            rc = tg_buf_printf(b, "trigguard_oidc_jwks_age_seconds{issuer=\"%s\"} %lld\n",
-                               is->name, (long long)(age > 0 ? age : 0));
+            rc = tg_buf_printf(b, "trigguard_oidc_jwks_age_seconds{issuer=\"%s\"} %lld\n", is->name,
+                               (long long)(age > 0 ? age : 0));
         }
     }
     tg_swap_release(o->conf, &hold);

@@ -211,8 +211,8 @@ static tg_err_t issuer_check(oidc_issuer_t *is, const char *where, tg_diag_t *di
                            where, is->name, TG_OIDC_URL_MAX);
     }
     if (is->jwks == NULL || !token_ok(is->jwks, TG_OIDC_URL_MAX)) {
-        return tg_diag_set(diag, TG_ERR_CONFIG, "%s (%s): a JWKS file or URL is required",
-                           where, is->name);
+        return tg_diag_set(diag, TG_ERR_CONFIG, "%s (%s): a JWKS file or URL is required", where,
+                           is->name);
     }
     if (strncmp(is->jwks, "https://", 8) == 0) {
         is->jwks_url = true;
@@ -229,18 +229,20 @@ static tg_err_t issuer_check(oidc_issuer_t *is, const char *where, tg_diag_t *di
                            is->name);
     }
     if (is->n_audiences == 0) {
-        return tg_diag_set(diag, TG_ERR_CONFIG, "%s (%s): at least one audience is required",
-                           where, is->name);
+        return tg_diag_set(diag, TG_ERR_CONFIG, "%s (%s): at least one audience is required", where,
+                           is->name);
     }
     for (size_t i = 0; i < is->n_audiences; i++) {
         if (!token_ok(is->audiences[i], TG_OIDC_URL_MAX)) {
-            return tg_diag_set(diag, TG_ERR_CONFIG, "%s (%s): audience %zu is empty or not "
-                                                    "printable", where, is->name, i);
+            return tg_diag_set(diag, TG_ERR_CONFIG,
+                               "%s (%s): audience %zu is empty or not "
+                               "printable",
+                               where, is->name, i);
         }
     }
     if (is->leeway_s < 0 || is->leeway_s > TG_OIDC_LEEWAY_MAX) {
-        return tg_diag_set(diag, TG_ERR_CONFIG, "%s (%s): leeway_s must be 0..%d", where,
-                           is->name, TG_OIDC_LEEWAY_MAX);
+        return tg_diag_set(diag, TG_ERR_CONFIG, "%s (%s): leeway_s must be 0..%d", where, is->name,
+                           TG_OIDC_LEEWAY_MAX);
     }
     if ((is->tenant_claim == NULL) == (is->tenant == NULL)) {
         return tg_diag_set(diag, TG_ERR_CONFIG,
@@ -249,8 +251,8 @@ static tg_err_t issuer_check(oidc_issuer_t *is, const char *where, tg_diag_t *di
                            where, is->name);
     }
     if (is->tenant_claim != NULL && !token_ok(is->tenant_claim, TG_OIDC_NAME_MAX)) {
-        return tg_diag_set(diag, TG_ERR_CONFIG, "%s (%s): tenant_claim is not a claim name",
-                           where, is->name);
+        return tg_diag_set(diag, TG_ERR_CONFIG, "%s (%s): tenant_claim is not a claim name", where,
+                           is->name);
     }
     if (is->tenant != NULL && !name_ok(is->tenant, TG_GUARD_TENANT_NAME_MAX)) {
         return tg_diag_set(diag, TG_ERR_CONFIG, "%s (%s): tenant \"%s\" is not a tenant name",
@@ -319,8 +321,7 @@ static tg_err_t issuer_load_file(oidc_issuer_t *is, tg_diag_t *diag) {
     return TG_OK;
 }
 
-static tg_err_t conf_add(tg_oidc_conf_t *c, oidc_issuer_t *is, const char *where,
-                         tg_diag_t *diag) {
+static tg_err_t conf_add(tg_oidc_conf_t *c, oidc_issuer_t *is, const char *where, tg_diag_t *diag) {
     if (c->n >= TG_OIDC_MAX_ISSUERS) {
         return tg_diag_set(diag, TG_ERR_CONFIG, "%s: more than %d issuers", where,
                            TG_OIDC_MAX_ISSUERS);
@@ -507,8 +508,8 @@ done:
     return rc;
 }
 
-tg_err_t tg_oidc_conf_parse(tg_oidc_conf_t **out, const char *text, size_t len,
-                            const char *origin, bool load_files, tg_diag_t *diag) {
+tg_err_t tg_oidc_conf_parse(tg_oidc_conf_t **out, const char *text, size_t len, const char *origin,
+                            bool load_files, tg_diag_t *diag) {
     if (out == NULL || (text == NULL && len > 0)) {
         return TG_ERR_INVALID_ARG;
     }
@@ -560,8 +561,8 @@ static tg_err_t flag_values(oidc_issuer_t **fl, size_t n, const tg_config_list_t
         }
         oidc_issuer_t *is = flag_issuer(fl, n, name);
         if (is == NULL) {
-            return tg_diag_set(diag, TG_ERR_CONFIG, "--%s %s=...: no --oidc %s=ISSUER", flag,
-                               name, name);
+            return tg_diag_set(diag, TG_ERR_CONFIG, "--%s %s=...: no --oidc %s=ISSUER", flag, name,
+                               name);
         }
         char *dup = strdup(val);
         if (dup == NULL) {
@@ -589,8 +590,7 @@ static tg_err_t flag_values(oidc_issuer_t **fl, size_t n, const tg_config_list_t
         }
         if (*count >= max) {
             free(dup);
-            return tg_diag_set(diag, TG_ERR_CONFIG, "--%s %s=...: more than %zu", flag, name,
-                               max);
+            return tg_diag_set(diag, TG_ERR_CONFIG, "--%s %s=...: more than %zu", flag, name, max);
         }
         list[(*count)++] = dup;
     }

@@ -1,7 +1,7 @@
 /* map.c — verified claims to a principal: templates, tenant, the copied scalar claims. */
 #include <stdlib.h>
-#include <strings.h>
 #include <string.h>
+#include <strings.h>
 
 #include "oidc_int.h"
 #include "trigguard/canon.h"
@@ -25,8 +25,7 @@ const tg_principal_t *tg_oidc_principal(const tg_oidc_principal_t *p) {
 void tg_oidc_principal_free(tg_oidc_principal_t *p) { free(p); }
 
 /* The text a scalar claim stands for in a template. */
-static bool scalar_text(const json_t *v, char num[TG_CANON_NUMBER_MAX], const char **s,
-                        size_t *n) {
+static bool scalar_text(const json_t *v, char num[TG_CANON_NUMBER_MAX], const char **s, size_t *n) {
     if (json_is_string(v)) {
         *s = json_string_value(v);
         *n = json_string_length(v);

@@ -32,7 +32,7 @@ tg_err_t oidc_keys_make(oidc_keys_t **out, const char *text, size_t len, int64_t
 typedef struct oidc_issuer {
     char name[TG_OIDC_NAME_MAX + 1];
     char *issuer;
-    char *jwks;   /* the source as configured */
+    char *jwks;    /* the source as configured */
     bool jwks_url; /* http(s):// (fetched) rather than a file */
     char *audiences[TG_OIDC_MAX_AUDIENCES];
     size_t n_audiences;
@@ -49,8 +49,8 @@ typedef struct oidc_issuer {
     tg_role_t role;
 
     /* runtime (cache.c): the published key set and the fetch bookkeeping */
-    tg_swap_t *keys;              /* oidc_keys_t, NULL until a set is read or fetched */
-    pthread_mutex_t keys_mu;      /* writers of keys (exchange, peek) */
+    tg_swap_t *keys;         /* oidc_keys_t, NULL until a set is read or fetched */
+    pthread_mutex_t keys_mu; /* writers of keys (exchange, peek) */
     bool keys_mu_init;
     _Atomic int64_t next_fetch_ms; /* monotonic; the fetch thread's schedule */
     _Atomic int64_t last_kick_ms;  /* monotonic; unknown-kid refreshes, rate-limited */

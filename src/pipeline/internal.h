@@ -69,8 +69,8 @@ struct tg_pipeline {
     tg_rate_t *verify_rate; /* RATE_LIMIT_VERIFY: verification needs no token, so no tenant */
     tg_bulkhead_t *bulkhead;
     tg_db_t *db; /* claims, records, the receipt index (db.h) */
-    tg_oidc_t *oidc; /* JWT callers (oidc.h); NULL when neither an --oidc flag nor
-                        --oidc-config was given */
+    /* JWT callers (oidc.h); NULL when neither an --oidc flag nor --oidc-config was given */
+    tg_oidc_t *oidc;
 
     tg_metrics_t metrics;
     atomic_bool serving;

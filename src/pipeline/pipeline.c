@@ -123,8 +123,8 @@ tg_err_t tg_pipeline_auth(tg_pipeline_t *p, const tg_tenants_t *t, const char *h
         return tg_auth_principal(t, header, len, &a->principal);
     }
     tg_oidc_result_t res;
-    tg_err_t rc = tg_oidc_authenticate(p->oidc, t, header, len, tg_clock_now_ms() / 1000,
-                                       &a->owned, &res);
+    tg_err_t rc =
+        tg_oidc_authenticate(p->oidc, t, header, len, tg_clock_now_ms() / 1000, &a->owned, &res);
     if (rc == TG_OK) {
         a->principal = tg_oidc_principal(a->owned);
         return TG_OK;

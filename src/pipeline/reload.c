@@ -15,7 +15,7 @@ static const char *const part_names[TG_PART__COUNT] = {"policy", "tokens", "keys
 /* The order parts reload in: the OIDC configuration before the tokens, whose new table
  * takes the tenants the issuers list. */
 static const unsigned part_order[TG_PART__COUNT] = {TG_PART_POLICY, TG_PART_OIDC, TG_PART_TOKENS,
-                                                   TG_PART_KEYS, TG_PART_TLS};
+                                                    TG_PART_KEYS, TG_PART_TLS};
 
 const char *tg_reload_part_name(unsigned part) {
     return part < TG_PART__COUNT ? part_names[part] : "?";

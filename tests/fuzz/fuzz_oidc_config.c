@@ -48,12 +48,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 continue;
             }
             const tg_principal_t *p = tg_oidc_principal(pp);
-            if (p->tenant < 0 || (size_t)p->tenant >= tg_tenants_count(t) ||
-                p->subject.len == 0 || p->subject.len > TG_GUARD_SUBJECT_MAX ||
-                strlen(p->subject.ptr) != p->subject.len ||
-                p->actors_count > TG_GUARD_MAX_BINDINGS ||
-                p->claims_count > TG_OIDC_CLAIMS_MAX || p->issuer.ptr == NULL ||
-                strcmp(p->issuer.ptr, tg_oidc_conf_issuer(c, i)) != 0) {
+            if (p->tenant < 0 || (size_t)p->tenant >= tg_tenants_count(t) || p->subject.len == 0 ||
+                p->subject.len > TG_GUARD_SUBJECT_MAX || strlen(p->subject.ptr) != p->subject.len ||
+                p->actors_count > TG_GUARD_MAX_BINDINGS || p->claims_count > TG_OIDC_CLAIMS_MAX ||
+                p->issuer.ptr == NULL || strcmp(p->issuer.ptr, tg_oidc_conf_issuer(c, i)) != 0) {
                 abort();
             }
             for (size_t k = 0; k < p->actors_count; k++) {

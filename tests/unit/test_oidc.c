@@ -52,11 +52,12 @@ static void test_conf_file_ok(void **state) {
     assert_null(tg_oidc_conf_name(c, 1));
     tg_oidc_conf_free(c);
     /* the minimum: defaults for subject, role, leeway; a fixed tenant */
-    assert_int_equal(parse(&c,
-                           "{\"issuers\":[{\"name\":\"x\",\"issuer\":\"https://i\",\"jwks\":"
-                           "\"http://127.0.0.1:9/jwks\",\"audiences\":[\"a\"],\"tenant\":\"acme\"}]}",
-                           &d),
-                     TG_OK);
+    assert_int_equal(
+        parse(&c,
+              "{\"issuers\":[{\"name\":\"x\",\"issuer\":\"https://i\",\"jwks\":"
+              "\"http://127.0.0.1:9/jwks\",\"audiences\":[\"a\"],\"tenant\":\"acme\"}]}",
+              &d),
+        TG_OK);
     tg_oidc_conf_free(c);
     /* no issuer at all is a valid (empty) configuration */
     assert_int_equal(parse(&c, "{\"issuers\":[]}", &d), TG_OK);
@@ -163,15 +164,15 @@ static void test_conf_flags(void **state) {
     char *noeq[] = {"serve", "--oidc", "gh"};
     assert_int_equal(flags(&c, &d, 3, noeq), TG_ERR_CONFIG);
     assert_non_null(strstr(d.msg, "NAME=ISSUER"));
-    char *nojwks[] = {"serve", "--oidc", "gh=" GH, "--oidc-audience", "gh=a",
-                      "--oidc-tenant-claim", "gh=o"};
+    char *nojwks[] = {"serve", "--oidc", "gh=" GH, "--oidc-audience", "gh=a", "--oidc-tenant-claim",
+                      "gh=o"};
     assert_int_equal(flags(&c, &d, 7, nojwks), TG_ERR_CONFIG);
     assert_non_null(strstr(d.msg, "JWKS"));
     char *twice[] = {"serve", "--oidc", "gh=" GH, "--oidc", "gh=https://x"};
     assert_int_equal(flags(&c, &d, 5, twice), TG_ERR_CONFIG);
     assert_non_null(strstr(d.msg, "given twice"));
-    char *jwks2[] = {"serve", "--oidc", "gh=" GH, "--oidc-jwks", "gh=a.json", "--oidc-jwks",
-                     "gh=b.json"};
+    char *jwks2[] = {"serve",     "--oidc",      "gh=" GH,   "--oidc-jwks",
+                     "gh=a.json", "--oidc-jwks", "gh=b.json"};
     assert_int_equal(flags(&c, &d, 7, jwks2), TG_ERR_CONFIG);
     assert_non_null(strstr(d.msg, "given twice"));
 }
@@ -221,7 +222,7 @@ static tg_tenants_t *tenants(void) {
     tg_tenants_t *t = NULL;
     assert_int_equal(tg_tenants_create(&t), TG_OK);
     uint8_t dg[32] = {1};
-    assert_int_equal(tg_tenants_add(t, "beta", 4, dg, NULL), TG_OK); /* a tokens tenant */
+    assert_int_equal(tg_tenants_add(t, "beta", 4, dg, NULL), TG_OK);   /* a tokens tenant */
     assert_int_equal(tg_tenants_add_name(t, "other", 5, NULL), TG_OK); /* token-less */
     return t;
 }
