@@ -11,6 +11,7 @@
 #include "trigguard/io.h"
 
 #define CONF_STR_MAX 2048 /* longest string anywhere in the file (a URL, a template) */
+#define JPATH_MAX 1280    /* a JSON path in a message: the file name (cut) and the members */
 
 /* ---- key sets --------------------------------------------------------------------------- */
 
@@ -360,8 +361,8 @@ static tg_err_t want_list(char **dst, size_t *n, size_t max, const json_t *v, co
                            max);
     }
     for (size_t i = 0; i < json_array_size(v); i++) {
-        char p[160];
-        (void)snprintf(p, sizeof p, "%s[%zu]", path, i);
+        char p[JPATH_MAX];
+        (void)snprintf(p, sizeof p, "%.1200s[%zu]", path, i);
         tg_err_t rc = want_str(&dst[*n], json_array_get(v, i), p, diag);
         if (rc != TG_OK) {
             return rc;
@@ -385,8 +386,8 @@ static tg_err_t parse_issuer(oidc_issuer_t *is, const json_t *o, const char *pat
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)o, key, v) {
-        char p[160];
-        (void)snprintf(p, sizeof p, "%s.%.40s", path, key);
+        char p[JPATH_MAX];
+        (void)snprintf(p, sizeof p, "%.1100s.%.40s", path, key);
         tg_err_t rc = TG_OK;
         if (strcmp(key, "name") == 0) {
             char *s = NULL;
