@@ -21,16 +21,16 @@
 /* Strings in a JWKS: x5c certificates are the longest members a real set carries. */
 static const tg_json_limits_t JWKS_LIMITS = {TG_JWKS_MAX, 8, 16384, 64};
 
-bool tg_jwt_b64url_decode(uint8_t *out, size_t cap, size_t *out_len, const char *in,
-                          size_t in_len) {
+bool tg_jwt_b64url_decode(uint8_t *out, size_t bin_maxlen, size_t *out_len, const char *b64,
+                          size_t b64_len) {
     /* libsodium's decoder with no ignore set and no end pointer refuses padding, whitespace,
      * any character outside the URL-safe alphabet, a length of 4k+1 and non-zero trailing
      * bits (checked in tests/unit/test_jwt.c), so every input has one decoding. */
-    if (in_len == 0) {
+    if (b64_len == 0) {
         *out_len = 0;
         return true;
     }
-    return sodium_base642bin(out, cap, in, in_len, NULL, out_len, NULL,
+    return sodium_base642bin(out, bin_maxlen, b64, b64_len, NULL, out_len, NULL,
                              sodium_base64_VARIANT_URLSAFE_NO_PADDING) == 0;
 }
 
@@ -110,7 +110,9 @@ static tg_err_t rsa_key(tg_jwk_t *out, const json_t *key, size_t i, tg_diag_t *d
     OSSL_PARAM_BLD *bld = OSSL_PARAM_BLD_new();
     if (bn == NULL || be == NULL || bld == NULL) {
         rc = TG_ERR_NOMEM;
-    } else if (BN_num_bits(bn) < RSA_BITS_MIN || BN_num_bits(bn) > RSA_BITS_MAX) {
+        goto done;
+    }
+    if (BN_num_bits(bn) < RSA_BITS_MIN || BN_num_bits(bn) > RSA_BITS_MAX) {
         rc = tg_diag_set(diag, TG_ERR_CONFIG, "keys[%zu].n: modulus of %d bits (%d..%d allowed)", i,
                          BN_num_bits(bn), RSA_BITS_MIN, RSA_BITS_MAX);
     } else if (!BN_is_odd(be) || BN_num_bits(be) < 2) {
@@ -125,6 +127,7 @@ static tg_err_t rsa_key(tg_jwk_t *out, const json_t *key, size_t i, tg_diag_t *d
             tg_diag_set(diag, rc, "keys[%zu]: OpenSSL refused the RSA public key", i);
         }
     }
+done:
     OSSL_PARAM_BLD_free(bld);
     BN_free(bn);
     BN_free(be);

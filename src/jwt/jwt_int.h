@@ -24,9 +24,10 @@ struct tg_jwks {
 };
 
 /* Strict base64url (RFC 7515 §2: no padding, no whitespace, only A-Z a-z 0-9 - _, zero
- * trailing bits) of in[0..in_len) into out (cap bytes). False on any of those or when the
- * result does not fit; *out_len is then unspecified. */
-bool tg_jwt_b64url_decode(uint8_t *out, size_t cap, size_t *out_len, const char *in, size_t in_len);
+ * trailing bits) of b64[0..b64_len) into out (bin_maxlen bytes; the names are libsodium's).
+ * False on any of those or when the result does not fit; *out_len is then unspecified. */
+bool tg_jwt_b64url_decode(uint8_t *out, size_t bin_maxlen, size_t *out_len, const char *b64,
+                          size_t b64_len);
 
 /* The usable key named kid[0..len), or NULL. */
 const tg_jwk_t *tg_jwks_find(const tg_jwks_t *k, const char *kid, size_t len);

@@ -12,6 +12,7 @@
 #include <openssl/hmac.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1035,6 +1036,45 @@ static void test_jwks_skipped(void **state) {
     free(ops);
 }
 
+/* jwt.h: any number of threads may verify against one set at once. */
+#define THREADS 4
+#define ROUNDS 30
+
+static void *verify_loop(void *arg) {
+    char *const *toks = arg;
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < 3; i++) {
+            tg_jwt_t *j = NULL;
+            tg_jwt_fail_t why;
+            if (tg_jwt_parse(&j, toks[i], strlen(toks[i]), &why) != TG_OK ||
+                tg_jwt_verify(j, all, &EXPECT, &why) != TG_OK) {
+                tg_jwt_free(j);
+                return (void *)1;
+            }
+            tg_jwt_free(j);
+        }
+    }
+    return NULL;
+}
+
+static void test_verify_threads(void **state) {
+    (void)state;
+    char *toks[3] = {token(H_RS, CLAIMS_OK, rsa, SIG_GOOD), token(H_ES, CLAIMS_OK, ec, SIG_GOOD),
+                     token(H_ED, CLAIMS_OK, ed, SIG_GOOD)};
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        assert_int_equal(pthread_create(&th[i], NULL, verify_loop, toks), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        void *res = (void *)1;
+        assert_int_equal(pthread_join(th[i], &res), 0);
+        assert_null(res);
+    }
+    for (int i = 0; i < 3; i++) {
+        free(toks[i]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_each_alg),
@@ -1057,6 +1097,7 @@ int main(void) {
         cmocka_unit_test(test_jwks_key_errors),
         cmocka_unit_test(test_jwks_set_errors),
         cmocka_unit_test(test_jwks_skipped),
+        cmocka_unit_test(test_verify_threads),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
