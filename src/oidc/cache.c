@@ -501,7 +501,8 @@ tg_err_t tg_oidc_authenticate(tg_oidc_t *o, const tg_tenants_t *t, const char *h
 
 /* ---- metrics ------------------------------------------------------------------------------ */
 
-tg_err_t tg_oidc_metrics(tg_oidc_t *o, tg_buf_t *b, int64_t now_ms) {
+tg_err_t tg_oidc_metrics(tg_oidc_t *o, tg_buf_t *out, int64_t now_ms) {
+    tg_buf_t *b = out;
     if (o == NULL) {
         return TG_OK;
     }

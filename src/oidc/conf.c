@@ -392,7 +392,7 @@ static tg_err_t parse_issuer(oidc_issuer_t *is, const json_t *o, const char *pat
         if (strcmp(key, "name") == 0) {
             char *s = NULL;
             rc = want_str(&s, v, p, diag);
-            if (rc == TG_OK) {
+            if (rc == TG_OK && s != NULL) {
                 if (strlen(s) > TG_OIDC_NAME_MAX) {
                     rc = tg_diag_set(diag, TG_ERR_CONFIG, "%s: longer than %d bytes", p,
                                      TG_OIDC_NAME_MAX);
