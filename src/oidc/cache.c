@@ -2,6 +2,7 @@
  * set, the thread that fetches JWKS URLs, authentication and metrics. */
 #include <curl/curl.h>
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +162,7 @@ static void refresh(tg_oidc_t *o, oidc_issuer_t *is) {
 
 static void *fetch_thread(void *arg) {
     tg_oidc_t *o = arg;
+    (void)prctl(PR_SET_NAME, "tg-oidc-jwks", 0, 0, 0); /* top -H, ps -L */
     while (!atomic_load(&o->stop)) {
         tg_swap_ref_t hold;
         tg_oidc_conf_t *c = tg_swap_acquire(o->conf, &hold);
