@@ -26,6 +26,21 @@
 #define TG_CONFIG_STORE_ENTRIES_MAX INT64_C(100000000) /* tg_store_create: up to 2^32 */
 #define TG_CONFIG_KEY_MAX INT64_C(255) /* idempotency keys, nonces: SPEC §3.1; the store: 1024 */
 
+/* A repeatable option (--oidc NAME=ISSUER ...): its values in the order given, each
+ * NUL-terminated, one after the other in buf. Bounded: at most TG_CONFIG_LIST_MAX values of
+ * which all together fit buf (a longer list is a TG_ERR_CONFIG naming the option). A list
+ * option has no environment fallback and no default; each flag appends one value. */
+#define TG_CONFIG_LIST_MAX 32
+#define TG_CONFIG_LIST_BYTES 8192
+typedef struct tg_config_list {
+    uint32_t n;
+    uint32_t used; /* bytes of buf in use */
+    char buf[TG_CONFIG_LIST_BYTES];
+} tg_config_list_t;
+
+/* Value i (0..n-1) of a list, or NULL out of range. Pure. */
+const char *tg_config_list_get(const tg_config_list_t *l, uint32_t i);
+
 /* Mirrors the ledger's modes without depending on the ledger module. */
 typedef enum tg_config_durability {
     TG_CONFIG_DURABILITY_FSYNC = 0,
@@ -92,6 +107,17 @@ typedef struct tg_config {
     int64_t max_keys;
     char tls_cert[TG_CONFIG_STR_MAX];
     char tls_key[TG_CONFIG_STR_MAX];
+    /* OIDC callers (oidc.h, docs/OPERATIONS.md "OIDC callers"): NAME=VALUE lists */
+    tg_config_list_t oidc;              /* NAME=ISSUER */
+    tg_config_list_t oidc_jwks;         /* NAME=FILE|URL */
+    tg_config_list_t oidc_audience;     /* NAME=AUD */
+    tg_config_list_t oidc_tenant_claim; /* NAME=CLAIM */
+    tg_config_list_t oidc_actor;        /* NAME=TEMPLATE */
+    char oidc_config[TG_CONFIG_STR_MAX];
+    char oidc_ca_file[TG_CONFIG_STR_MAX];
+    int64_t oidc_refresh_s;
+    int64_t oidc_connect_timeout_ms;
+    int64_t oidc_timeout_ms;
     /* logging */
     char log_level[16];
     char log_format[16];

@@ -71,7 +71,9 @@
     X(TG_ERR_OVERLOADED, "overloaded")                                                             \
     X(TG_ERR_CONFIG, "invalid configuration")                                                      \
     X(TG_ERR_SCHEMA_VERSION, "database schema is newer than this binary knows")                    \
-    X(TG_ERR_STORE_UNAVAILABLE, "the shared database cannot be reached or did not commit")
+    X(TG_ERR_STORE_UNAVAILABLE, "the shared database cannot be reached or did not commit")         \
+    X(TG_ERR_TENANT_NOT_ALLOWED, "the caller's tenant is not one this server serves")              \
+    X(TG_ERR_IDP_UNAVAILABLE, "the identity provider's keys are not available")
 
 typedef enum tg_err {
 #define TG_ERR_ENUM_(name, text) name,

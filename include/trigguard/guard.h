@@ -197,6 +197,18 @@ tg_err_t tg_tenants_add(tg_tenants_t *t, const char *name, size_t name_len,
  * index and authenticates nobody. Errors: TG_ERR_INVALID_ARG (NULL, or t not empty). */
 tg_err_t tg_tenants_seed(tg_tenants_t *t, const tg_tenants_t *from) TG_MUST_USE;
 
+/* Adds tenant name[0..len) without any principal (no token authenticates into it), unless it
+ * exists: the tenants an OIDC issuer may name (oidc.h), so that they get an index (and rate
+ * limit and bulkhead slots) like every other; after tg_tenants_seed the seeded indices stay.
+ * Errors: TG_ERR_CONFIG (bad name, table full), TG_ERR_INVALID_ARG. */
+tg_err_t tg_tenants_add_name(tg_tenants_t *t, const char *name, size_t len,
+                             tg_diag_t *diag) TG_MUST_USE;
+
+/* True when tenant `index` has at least one principal of the table (a token), i.e. is a
+ * tenant of the tokens file, TRIGGUARD_API_KEYS or the local bypass, not only a name kept by
+ * tg_tenants_seed or added by tg_tenants_add_name. Thread-safe. */
+bool tg_tenants_has_tokens(const tg_tenants_t *t, int index);
+
 /* Turns the local bypass on or off. Turning it on adds tenant "local" if absent, with a random
  * digest (no known token matches it). Errors: TG_ERR_CONFIG (table full), TG_ERR_INVALID_ARG. */
 tg_err_t tg_tenants_set_local_bypass(tg_tenants_t *t, bool on) TG_MUST_USE;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { OPT_INT, OPT_STR, OPT_BOOL } opt_type_t;
+typedef enum { OPT_INT, OPT_STR, OPT_BOOL, OPT_LIST } opt_type_t;
 
 typedef struct {
     const char *flag; /* --flag */
@@ -155,6 +155,29 @@ static const opt_t options[] = {
      "PEM certificate: serve HTTPS (needs --tls-key)"},
     {"tls-key", "TRIGGUARD_TLS_KEY", OPT_STR, F(tls_key), "", 0, 0, NULL, 0,
      "PEM private key for --tls-cert"},
+    {"oidc", NULL, OPT_LIST, F(oidc), "", 0, 0, NULL, 0,
+     "repeatable NAME=ISSUER: accept JWTs of this OIDC issuer (exact iss) as Bearer tokens; "
+     "needs --oidc-jwks and --oidc-audience for NAME (docs/OPERATIONS.md, OIDC callers)"},
+    {"oidc-jwks", NULL, OPT_LIST, F(oidc_jwks), "", 0, 0, NULL, 0,
+     "repeatable NAME=FILE|URL: the issuer's key set (JWKS): a file, an https:// URL, or an "
+     "http:// URL on a loopback host"},
+    {"oidc-audience", NULL, OPT_LIST, F(oidc_audience), "", 0, 0, NULL, 0,
+     "repeatable NAME=AUD: an audience the issuer's tokens must name (at least one)"},
+    {"oidc-tenant-claim", NULL, OPT_LIST, F(oidc_tenant_claim), "", 0, 0, NULL, 0,
+     "repeatable NAME=CLAIM: the claim naming the caller's tenant (required for a flag issuer)"},
+    {"oidc-actor", NULL, OPT_LIST, F(oidc_actor), "", 0, 0, NULL, 0,
+     "repeatable NAME=TEMPLATE: an actor the token may act as, e.g. {repository}:{workflow}; "
+     "none = unbound"},
+    {"oidc-config", "TRIGGUARD_OIDC_CONFIG", OPT_STR, F(oidc_config), "", 0, 0, NULL, 0,
+     "JSON file of OIDC issuers and their claim mappings (re-read on reload)"},
+    {"oidc-ca-file", "TRIGGUARD_OIDC_CA_FILE", OPT_STR, F(oidc_ca_file), "", 0, 0, NULL, 0,
+     "PEM CA bundle for fetching JWKS URLs (default: the system's CAs)"},
+    {"oidc-refresh", "TRIGGUARD_OIDC_REFRESH", OPT_INT, F(oidc_refresh_s), "300", 10, 86400, NULL,
+     0, "seconds between fetches of a JWKS URL (also fetched on an unknown kid)"},
+    {"oidc-connect-timeout", "TRIGGUARD_OIDC_CONNECT_TIMEOUT", OPT_INT, F(oidc_connect_timeout_ms),
+     "2000", 100, 60000, NULL, 0, "ms a JWKS fetch may take to connect"},
+    {"oidc-timeout", "TRIGGUARD_OIDC_TIMEOUT", OPT_INT, F(oidc_timeout_ms), "5000", 100, 120000,
+     NULL, 0, "ms a whole JWKS fetch may take"},
     {"log-level", "TRIGGUARD_LOG_LEVEL", OPT_STR, F(log_level), "info", 0, 0,
      "error|warn|info|debug", 0, "least severe level written"},
     {"log-format", "TRIGGUARD_LOG_FORMAT", OPT_STR, F(log_format), "json", 0, 0, "json|text", 0,
@@ -212,6 +235,21 @@ static tg_err_t set_option(tg_config_t *cfg, const opt_t *o, const char *val, co
         memcpy(field, &b, sizeof b);
         return TG_OK;
     }
+    case OPT_LIST: {
+        tg_config_list_t *l = (tg_config_list_t *)(void *)field;
+        size_t n = strlen(val);
+        if (n == 0) {
+            return TG_OK; /* the (empty) default: a list starts empty */
+        }
+        if (l->n >= TG_CONFIG_LIST_MAX || n + 1 > sizeof l->buf - l->used) {
+            return tg_diag_set(diag, TG_ERR_CONFIG, "%s %s: more than %d values or %d bytes in all",
+                               origin, o->flag, TG_CONFIG_LIST_MAX, TG_CONFIG_LIST_BYTES);
+        }
+        memcpy(l->buf + l->used, val, n + 1);
+        l->used += (uint32_t)(n + 1);
+        l->n++;
+        return TG_OK;
+    }
     case OPT_INT: {
         errno = 0;
         long long v = strtoll(val, NULL, 10);
@@ -232,6 +270,17 @@ static tg_err_t set_option(tg_config_t *cfg, const opt_t *o, const char *val, co
     }
     }
     return TG_ERR_INTERNAL;
+}
+
+const char *tg_config_list_get(const tg_config_list_t *l, uint32_t i) {
+    if (l == NULL || i >= l->n) {
+        return NULL;
+    }
+    const char *v = l->buf;
+    for (uint32_t k = 0; k < i; k++) {
+        v += strlen(v) + 1;
+    }
+    return v;
 }
 
 static const opt_t *find_flag(const char *name, size_t n) {
@@ -376,6 +425,8 @@ void tg_config_usage(FILE *out) {
         char left[64];
         if (o->type == OPT_BOOL) {
             (void)snprintf(left, sizeof left, "--%s", o->flag);
+        } else if (o->type == OPT_LIST) {
+            (void)snprintf(left, sizeof left, "--%s NAME=VALUE", o->flag);
         } else {
             (void)snprintf(left, sizeof left, "--%s %s", o->flag,
                            o->type == OPT_INT ? "N" : (o->choices ? "MODE" : "VALUE"));
@@ -429,6 +480,13 @@ void tg_config_print(FILE *out, const tg_config_t *cfg) {
             bool b;
             memcpy(&b, field, sizeof b);
             fputs(b ? "true" : "false", out);
+            break;
+        }
+        case OPT_LIST: {
+            const tg_config_list_t *l = (const tg_config_list_t *)(const void *)field;
+            for (uint32_t k = 0; k < l->n; k++) {
+                fprintf(out, "%s%s", k ? ", " : "", tg_config_list_get(l, k));
+            }
             break;
         }
         case OPT_INT: {

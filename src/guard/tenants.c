@@ -369,6 +369,36 @@ tg_err_t tg_tenants_seed(tg_tenants_t *t, const tg_tenants_t *from) {
     return TG_OK;
 }
 
+tg_err_t tg_tenants_add_name(tg_tenants_t *t, const char *name, size_t len, tg_diag_t *diag) {
+    if (t == NULL || name == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    if (!name_valid(name, len)) {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "tenant \"%.*s\": 1..%d chars of [A-Za-z0-9._-]",
+                           (int)(len > 64 ? 64 : len), name, TG_GUARD_TENANT_NAME_MAX);
+    }
+    if (tg_tenants_find(t, name, len) >= 0) {
+        return TG_OK;
+    }
+    if (t->count >= TG_GUARD_MAX_TENANTS) {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "more than %d tenants", TG_GUARD_MAX_TENANTS);
+    }
+    memcpy(t->names[t->count].name, name, len);
+    t->names[t->count].name[len] = '\0';
+    t->names[t->count].name_len = len;
+    t->count++;
+    return TG_OK;
+}
+
+bool tg_tenants_has_tokens(const tg_tenants_t *t, int index) {
+    for (size_t i = 0; t != NULL && index >= 0 && i < t->tokens; i++) {
+        if (t->principals[i].pub.tenant == index) {
+            return true;
+        }
+    }
+    return false;
+}
+
 tg_err_t tg_tenants_set_local_bypass(tg_tenants_t *t, bool on) {
     if (t == NULL) {
         return TG_ERR_INVALID_ARG;

@@ -27,8 +27,9 @@ typedef struct eval_req {
     tg_pipeline_t *p;
     tg_exchange_t *ex;
     tg_eval_mode_t mode;
-    /* Owned by the tenant table the steps hold (steps_t.tenants): NULL before admit, and
-     * not to be read once the steps ended (a reload may have freed that table since). */
+    /* Owned by the tenant table the steps hold (steps_t.tenants), or for a JWT caller by
+     * steps_t.auth: NULL before admit, and not to be read once the steps ended (a reload may
+     * have freed that table since, and steps_end frees a JWT caller's principal). */
     const tg_principal_t *principal;
     int tenant;
     size_t tenant_len;
@@ -74,6 +75,7 @@ typedef struct steps {
     json_t *req;                 /* the parsed body */
     tg_swap_ref_t tenants_hold;  /* the tenant table, held from admit to the end */
     const tg_tenants_t *tenants; /* NULL until admit */
+    tg_auth_t auth;              /* who the request is; a JWT caller's principal is owned here */
     tg_swap_ref_t keys_hold;     /* the key set, held from build_receipt to the end */
     const tg_keyset_t *keys;     /* NULL until build_receipt */
     tg_swap_ref_t hold;          /* the policy reference, held from parsing to the end */
@@ -97,6 +99,7 @@ typedef enum { STEP_NEXT = 0, STEP_ANSWERED, STEP_HANDED_OFF } step_t;
 static void steps_init(steps_t *s) {
     s->req = NULL;
     s->tenants = NULL;
+    s->auth = (tg_auth_t){NULL, NULL};
     s->keys = NULL;
     s->ref = NULL;
     s->pol = NULL;
@@ -116,6 +119,7 @@ static void steps_end(tg_pipeline_t *p, steps_t *s) {
     if (s->keys != NULL) {
         tg_pipeline_keys_release(p, &s->keys_hold);
     }
+    tg_pipeline_auth_end(&s->auth);
     if (s->tenants != NULL) {
         /* r->principal dangles from here on; r itself may be the ledger's by now */
         tg_pipeline_tenants_release(p, &s->tenants_hold);
@@ -470,11 +474,13 @@ static step_t admit(eval_req_t *r, steps_t *s) {
     }
     const char *auth = ex->authorization;
     s->tenants = tg_pipeline_tenants_acquire(p, &s->tenants_hold);
-    tg_err_t rc = tg_auth_principal(s->tenants, auth, auth ? strlen(auth) : 0, &r->principal);
+    const char *refusal = NULL;
+    tg_err_t rc = tg_pipeline_auth(p, s->tenants, auth, r->rid, &s->auth, &refusal);
     if (rc != TG_OK) {
-        tg_reply_error(ex, TG_ERR_UNAUTHORIZED, "a valid bearer token is required");
+        tg_reply_error(ex, rc, refusal);
         return STEP_ANSWERED;
     }
+    r->principal = s->auth.principal;
     r->tenant = r->principal->tenant;
     (void)snprintf(r->subject, sizeof r->subject, "%s", r->principal->subject.ptr);
     size_t tl = 0;

@@ -15,6 +15,7 @@
 #include "trigguard/http.h"
 #include "trigguard/keys.h"
 #include "trigguard/ledger.h"
+#include "trigguard/oidc.h"
 #include "trigguard/pipeline.h"
 #include "trigguard/policy.h"
 #include "trigguard/swap.h"
@@ -41,6 +42,7 @@ typedef enum {
     TG_PART_TOKENS,
     TG_PART_KEYS,
     TG_PART_TLS,
+    TG_PART_OIDC, /* reloaded before the tokens: its tenants go into the new table */
     TG_PART__COUNT
 } tg_part_t;
 
@@ -68,6 +70,8 @@ struct tg_pipeline {
     tg_rate_t *verify_rate; /* RATE_LIMIT_VERIFY: verification needs no token, so no tenant */
     tg_bulkhead_t *bulkhead;
     tg_db_t *db; /* claims, records, the receipt index (db.h) */
+    /* JWT callers (oidc.h); NULL when neither an --oidc flag nor --oidc-config was given */
+    tg_oidc_t *oidc;
 
     tg_metrics_t metrics;
     atomic_bool serving;
@@ -116,7 +120,24 @@ void tg_pipeline_tenants_release(tg_pipeline_t *p, const tg_swap_ref_t *hold);
 tg_err_t tg_keyset_load(tg_keyset_t **out, const tg_config_t *cfg, tg_diag_t *diag) TG_MUST_USE;
 void tg_keyset_free(tg_keyset_t *k); /* wipes; NULL-safe */
 tg_err_t tg_tenants_build(tg_tenants_t **out, const tg_config_t *cfg, const tg_tenants_t *prev,
-                          tg_diag_t *diag) TG_MUST_USE;
+                          tg_oidc_t *oidc, tg_diag_t *diag) TG_MUST_USE;
+
+/* Who a request is: a token of the table t, or a verified JWT of an OIDC issuer (then owned
+ * here until tg_pipeline_auth_end). */
+typedef struct tg_auth {
+    const tg_principal_t *principal; /* NULL unless authenticated */
+    tg_oidc_principal_t *owned;      /* the JWT caller's principal, or NULL */
+} tg_auth_t;
+
+/* Authenticates an Authorization value (NULL = absent) against t: a JWT-shaped Bearer while
+ * some OIDC issuer is configured goes to the oidc module, anything else to the table.
+ * TG_OK (a->principal valid while t is held and until tg_pipeline_auth_end);
+ * TG_ERR_UNAUTHORIZED, TG_ERR_TENANT_NOT_ALLOWED, TG_ERR_IDP_UNAVAILABLE, TG_ERR_NOMEM
+ * (a JWT refusal is logged with its check and the request id rid). *msg gets the sentence
+ * for the caller. May wait (oidc.h, an unknown kid). */
+tg_err_t tg_pipeline_auth(tg_pipeline_t *p, const tg_tenants_t *t, const char *header,
+                          const char *rid, tg_auth_t *a, const char **msg) TG_MUST_USE;
+void tg_pipeline_auth_end(tg_auth_t *a); /* NULL-safe, idempotent */
 
 /* POST /v1/admin/reload (reload.c): answers 401/403/503 at once, or defers the exchange
  * until the control thread's tg_pipeline_admin_poll ran the reload. Does its own
@@ -154,6 +175,7 @@ typedef enum {
     TG_ANSWER_ROLE_NOT_ALLOWED,    /* 403 role_not_allowed: the token's role may not call it */
     TG_ANSWER_SURFACE_NOT_ALLOWED, /* 403 surface_not_allowed: outside the token's surfaces */
     TG_ANSWER_ACTOR_NOT_ALLOWED,   /* 403 actor_not_allowed: not one of the token's actors */
+    TG_ANSWER_TENANT_NOT_ALLOWED,  /* 403 tenant_not_allowed: a JWT naming a tenant not served */
     TG_ANSWER_NOT_FOUND,           /* 404 not_found */
     TG_ANSWER_METHOD_NOT_ALLOWED,  /* 405 method_not_allowed */
     TG_ANSWER_CONFLICT,            /* 409 idempotency_conflict */
@@ -168,6 +190,7 @@ typedef enum {
     TG_ANSWER_KEYS_UNAVAILABLE,    /* 503 keys_unavailable */
     TG_ANSWER_LEDGER_UNAVAILABLE,  /* 503 ledger_unavailable (Retry-After: 1) */
     TG_ANSWER_STORE_UNAVAILABLE,   /* 503 store_unavailable (Retry-After: 1): PostgreSQL */
+    TG_ANSWER_IDP_UNAVAILABLE,     /* 503 identity_provider_unavailable (Retry-After: 1) */
     TG_ANSWER__COUNT
 } tg_answer_t;
 

@@ -86,9 +86,9 @@ typedef struct {
 
 /* What is loaded now and how reloads went (reload.c): the parts' names, their counts, and
  * the identity of the configuration serving. The strings are the caller's, for the call. */
-#define TG_METRICS_RELOAD_PARTS 4
+#define TG_METRICS_RELOAD_PARTS 5
 typedef struct {
-    const char *part[TG_METRICS_RELOAD_PARTS]; /* "policy", "tokens", "keys", "tls" */
+    const char *part[TG_METRICS_RELOAD_PARTS]; /* "policy", "tokens", "keys", "tls", "oidc" */
     uint64_t ok[TG_METRICS_RELOAD_PARTS], failed[TG_METRICS_RELOAD_PARTS];
     const char *policy_version; /* policy-controlled: escaped */
     const char *policy_hash;

@@ -273,6 +273,9 @@ void tg_route_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     if (rc == TG_OK) {
         rc = render_config(p, &ex->out);
     }
+    if (rc == TG_OK) {
+        rc = tg_oidc_metrics(p->oidc, &ex->out, tg_clock_now_ms()); /* nothing when NULL */
+    }
     tg_reply_built(ex, rc, TG_ANSWER_OK);
     if (rc == TG_OK) {
         ex->content_type_out = "text/plain; version=0.0.4; charset=utf-8";

@@ -176,23 +176,25 @@ static _Thread_local char log_tenant[TG_GUARD_TENANT_NAME_MAX + 1];
 static _Thread_local char log_subject[TG_GUARD_SUBJECT_MAX + 1];
 
 static void get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const tg_tenants_t *t,
-                        const char *exec_id);
+                        const tg_principal_t *pr, const char *exec_id);
 
 void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *exec_id) {
     tg_swap_ref_t th;
     const tg_tenants_t *t = tg_pipeline_tenants_acquire(p, &th);
-    get_receipt(p, ex, t, exec_id);
+    tg_auth_t a;
+    const char *why = NULL;
+    tg_err_t rc = tg_pipeline_auth(p, t, ex->authorization, ex->request_id, &a, &why);
+    if (rc != TG_OK) {
+        tg_reply_error(ex, rc, why);
+    } else {
+        get_receipt(p, ex, t, a.principal, exec_id);
+    }
+    tg_pipeline_auth_end(&a);
     tg_pipeline_tenants_release(p, &th);
 }
 
 static void get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const tg_tenants_t *t,
-                        const char *exec_id) {
-    const tg_principal_t *pr = NULL;
-    const char *auth = ex->authorization;
-    if (tg_auth_principal(t, auth, auth ? strlen(auth) : 0, &pr) != TG_OK) {
-        tg_reply_error(ex, TG_ERR_UNAUTHORIZED, "a valid bearer token is required");
-        return;
-    }
+                        const tg_principal_t *pr, const char *exec_id) {
     (void)snprintf(log_tenant, sizeof log_tenant, "%s", tg_tenants_name(t, pr->tenant, NULL));
     (void)snprintf(log_subject, sizeof log_subject, "%s", pr->subject.ptr);
     ex->log_tenant = log_tenant;

@@ -11,7 +11,12 @@
 #include "trigguard/log.h"
 #include "trigguard/tls.h"
 
-static const char *const part_names[TG_PART__COUNT] = {"policy", "tokens", "keys", "tls"};
+static const char *const part_names[TG_PART__COUNT] = {"policy", "tokens", "keys", "tls", "oidc"};
+
+/* The order parts reload in: the OIDC configuration before the tokens, whose new table
+ * takes the tenants the issuers list. */
+static const unsigned part_order[TG_PART__COUNT] = {TG_PART_POLICY, TG_PART_OIDC, TG_PART_TOKENS,
+                                                    TG_PART_KEYS, TG_PART_TLS};
 
 const char *tg_reload_part_name(unsigned part) {
     return part < TG_PART__COUNT ? part_names[part] : "?";
@@ -118,7 +123,7 @@ void tg_keyset_free(tg_keyset_t *k) {
 /* ---- tenants ----------------------------------------------------------------------------- */
 
 tg_err_t tg_tenants_build(tg_tenants_t **out, const tg_config_t *c, const tg_tenants_t *prev,
-                          tg_diag_t *diag) {
+                          tg_oidc_t *oidc, tg_diag_t *diag) {
     *out = NULL;
     if (c->auth_bypass && !tg_guard_listen_is_loopback(c->listen)) {
         return tg_diag_set(diag, TG_ERR_CONFIG,
@@ -142,6 +147,10 @@ tg_err_t tg_tenants_build(tg_tenants_t **out, const tg_config_t *c, const tg_ten
     if (rc == TG_OK && c->auth_bypass) {
         rc = tg_tenants_set_local_bypass(t, true);
     }
+    /* Last: the tenants only issuers name get indices after every token's. */
+    if (rc == TG_OK && oidc != NULL) {
+        rc = tg_oidc_add_tenants(oidc, t, diag);
+    }
     if (rc != TG_OK) {
         tg_tenants_destroy(t);
         return rc;
@@ -155,11 +164,18 @@ tg_err_t tg_tenants_build(tg_tenants_t **out, const tg_config_t *c, const tg_ten
 static tg_err_t reload_tokens(tg_pipeline_t *p, tg_diag_t *diag) {
     tg_tenants_t *fresh = NULL;
     /* peek: this thread is the only one that replaces the table */
-    tg_err_t rc = tg_tenants_build(&fresh, &p->cfg, tg_swap_peek(p->tenants), diag);
+    tg_err_t rc = tg_tenants_build(&fresh, &p->cfg, tg_swap_peek(p->tenants), p->oidc, diag);
     if (rc == TG_OK) {
         tg_tenants_destroy(tg_swap_exchange(p->tenants, fresh));
     }
     return rc;
+}
+
+/* The --oidc-config file (and the JWKS files) read again; the flags are as at start. */
+static tg_err_t reload_oidc(tg_pipeline_t *p, tg_diag_t *diag) {
+    tg_oidc_conf_t *fresh = NULL;
+    tg_err_t rc = tg_oidc_conf_build(&fresh, &p->cfg, diag);
+    return rc == TG_OK ? tg_oidc_reload(p->oidc, fresh, diag) : rc;
 }
 
 static tg_err_t reload_keys(tg_pipeline_t *p, tg_diag_t *diag) {
@@ -212,11 +228,14 @@ tg_err_t tg_pipeline_reload_parts(tg_pipeline_t *p, const char *trigger, tg_relo
     pthread_mutex_lock(&p->reload_mu);
     r.at_ms = tg_clock_now_ms();
     r.tried[TG_PART_POLICY] = true;
-    r.tried[TG_PART_TOKENS] = p->cfg.tokens[0] != '\0' || p->cfg.api_keys[0] != '\0';
+    r.tried[TG_PART_TOKENS] =
+        p->cfg.tokens[0] != '\0' || p->cfg.api_keys[0] != '\0' || p->oidc != NULL;
     r.tried[TG_PART_KEYS] = p->cfg.signing_key[0] != '\0' || p->cfg.verify_keys[0] != '\0';
     r.tried[TG_PART_TLS] = p->cfg.tls_cert[0] != '\0';
+    r.tried[TG_PART_OIDC] = p->oidc != NULL;
     tg_err_t first = TG_OK;
-    for (unsigned i = 0; i < TG_PART__COUNT; i++) {
+    for (unsigned k = 0; k < TG_PART__COUNT; k++) {
+        unsigned i = part_order[k];
         if (!r.tried[i]) {
             continue;
         }
@@ -224,6 +243,7 @@ tg_err_t tg_pipeline_reload_parts(tg_pipeline_t *p, const char *trigger, tg_relo
         tg_err_t rc = i == TG_PART_POLICY   ? tg_pipeline_reload(p, &d)
                       : i == TG_PART_TOKENS ? reload_tokens(p, &d)
                       : i == TG_PART_KEYS   ? reload_keys(p, &d)
+                      : i == TG_PART_OIDC   ? reload_oidc(p, &d)
                                             : reload_tls(p, &d);
         r.rc[i] = rc;
         if (rc != TG_OK) {
@@ -312,19 +332,21 @@ void tg_route_admin_reload(tg_pipeline_t *p, tg_exchange_t *ex) {
     char subject[TG_GUARD_SUBJECT_MAX + 1] = "";
     tg_swap_ref_t th;
     const tg_tenants_t *t = tg_pipeline_tenants_acquire(p, &th);
-    const tg_principal_t *pr = NULL;
-    const char *auth = ex->authorization;
-    tg_err_t rc = tg_auth_principal(t, auth, auth ? strlen(auth) : 0, &pr);
+    tg_auth_t who;
+    const char *why = NULL;
+    tg_err_t rc = tg_pipeline_auth(p, t, ex->authorization, ex->request_id, &who, &why);
+    const tg_principal_t *pr = who.principal;
     tg_role_t role = pr != NULL ? pr->role : TG_ROLE_CALLER;
     if (pr != NULL) {
         (void)snprintf(subject, sizeof subject, "%s", pr->subject.ptr);
     }
+    tg_pipeline_auth_end(&who);
     /* Released before the reload: this request must not be one the swap waits for. */
     tg_pipeline_tenants_release(p, &th);
     ex->log_subject = subject[0] ? subject : NULL;
     admin_req_t *a = NULL;
     if (rc != TG_OK) {
-        tg_reply_error(ex, TG_ERR_UNAUTHORIZED, "a valid bearer token is required");
+        tg_reply_error(ex, rc, why);
     } else if (role != TG_ROLE_ADMIN) {
         char msg[128];
         (void)snprintf(msg, sizeof msg,

@@ -24,6 +24,7 @@ static const answer_map_t answers[TG_ANSWER__COUNT] = {
     [TG_ANSWER_ROLE_NOT_ALLOWED] = {403, "role_not_allowed", false},
     [TG_ANSWER_SURFACE_NOT_ALLOWED] = {403, "surface_not_allowed", false},
     [TG_ANSWER_ACTOR_NOT_ALLOWED] = {403, "actor_not_allowed", false},
+    [TG_ANSWER_TENANT_NOT_ALLOWED] = {403, "tenant_not_allowed", false},
     [TG_ANSWER_NOT_FOUND] = {404, "not_found", false},
     [TG_ANSWER_METHOD_NOT_ALLOWED] = {405, "method_not_allowed", false},
     [TG_ANSWER_CONFLICT] = {409, "idempotency_conflict", false},
@@ -38,6 +39,7 @@ static const answer_map_t answers[TG_ANSWER__COUNT] = {
     [TG_ANSWER_KEYS_UNAVAILABLE] = {503, "keys_unavailable", false},
     [TG_ANSWER_LEDGER_UNAVAILABLE] = {503, "ledger_unavailable", true},
     [TG_ANSWER_STORE_UNAVAILABLE] = {503, "store_unavailable", true},
+    [TG_ANSWER_IDP_UNAVAILABLE] = {503, "identity_provider_unavailable", true},
 };
 
 typedef struct {
@@ -73,6 +75,8 @@ static const err_map_t err_map[] = {
     {TG_ERR_NO_KEY, TG_ANSWER_KEYS_UNAVAILABLE},
     {TG_ERR_LEDGER_UNHEALTHY, TG_ANSWER_LEDGER_UNAVAILABLE},
     {TG_ERR_STORE_UNAVAILABLE, TG_ANSWER_STORE_UNAVAILABLE},
+    {TG_ERR_TENANT_NOT_ALLOWED, TG_ANSWER_TENANT_NOT_ALLOWED},
+    {TG_ERR_IDP_UNAVAILABLE, TG_ANSWER_IDP_UNAVAILABLE},
 };
 
 int tg_answer_status(tg_answer_t a) {
