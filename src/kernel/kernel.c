@@ -96,9 +96,19 @@ static int eval_cond(const tg_cond_t *c, const tg_frame_t *f) {
     case TG_SRC_SIGNAL:
         v = slot_find(f->signals, f->n_signals, c->id);
         break;
+    case TG_SRC_CLAIM:
+        v = slot_find(f->claims, f->n_claims, c->id);
+        break;
     case TG_SRC_ACTOR:
-    case TG_SRC_ACTION: {
-        const tg_sv_t *s = c->src == TG_SRC_ACTOR ? &f->actor : &f->action;
+    case TG_SRC_ACTION:
+    case TG_SRC_TENANT:
+    case TG_SRC_PRINCIPAL_SUBJECT:
+    case TG_SRC_PRINCIPAL_ISSUER: {
+        const tg_sv_t *s = c->src == TG_SRC_ACTOR               ? &f->actor
+                           : c->src == TG_SRC_ACTION            ? &f->action
+                           : c->src == TG_SRC_TENANT            ? &f->tenant
+                           : c->src == TG_SRC_PRINCIPAL_SUBJECT ? &f->principal_subject
+                                                                : &f->principal_issuer;
         if (s->ptr != NULL) {
             tmp.type = TG_VT_STRING;
             tmp.str = s->ptr;
@@ -280,8 +290,13 @@ static void evaluate_rules(tg_decision_t *d, const tg_surface_t *s, const tg_fra
 /* The frame must come from these tables and respect its own bounds before any lookup. */
 static int frame_ok(const tg_kernel_tables_t *t, const tg_frame_t *f) {
     if (f->surface >= t->n_surfaces || f->n_context > TG_FRAME_MAX_CONTEXT ||
-        f->n_signals > TG_FRAME_MAX_SIGNALS) {
+        f->n_signals > TG_FRAME_MAX_SIGNALS || f->n_claims > TG_FRAME_MAX_CLAIMS) {
         return 0;
+    }
+    for (uint32_t i = 0; i < f->n_claims; i++) {
+        if (f->claims[i].id >= t->n_claims) {
+            return 0;
+        }
     }
     for (uint32_t i = 0; i < f->n_signals; i++) {
         if (f->signals[i].id >= t->n_signals) {

@@ -83,6 +83,8 @@ typedef struct steps {
     tg_request_meta_t meta;
     uint8_t req_hash[32];
     char req_hex[65];
+    uint8_t claim_hash[32]; /* what the idempotency key is bound to: request and principal */
+    char claim_hex[65];
     tg_decision_t d;
     char detail[TG_DETAIL_MAX]; /* SILENCE's detail (tg_decision_detail) */
     size_t detail_len;
@@ -212,10 +214,11 @@ static void fail(eval_req_t *r, tg_err_t e, const char *msg) {
 /* ---- response and ledger record bodies --------------------------------------------- */
 
 /* The record's meta (record.h) for this request. */
-static tg_record_meta_t meta_of(const eval_req_t *r, const char *req_hash, int64_t at_ms,
-                                int status) {
+static tg_record_meta_t meta_of(const eval_req_t *r, const char *req_hash, const char *claim_hash,
+                                int64_t at_ms, int status) {
     return (tg_record_meta_t){
         .at_ms = at_ms,
+        .claim_hash = r->has_idem ? (tg_text_t){claim_hash, 64} : (tg_text_t){NULL, 0},
         .key = r->has_idem ? (tg_text_t){r->idem, r->idem_len} : (tg_text_t){NULL, 0},
         .nonce = r->has_nonce ? (tg_text_t){r->nonce, r->nonce_len} : (tg_text_t){NULL, 0},
         .request_hash = {req_hash, 64},
@@ -606,7 +609,8 @@ static step_t read_keys(eval_req_t *r, steps_t *s) {
     if (r->has_idem || r->has_nonce) {
         tg_buf_t probe;
         tg_buf_init(&probe, TG_LEDGER_META_MAX);
-        tg_record_meta_t widest = meta_of(r, TG_META_PROBE_HASH, INT64_MAX, 999);
+        tg_record_meta_t widest =
+            meta_of(r, TG_META_PROBE_HASH, TG_META_PROBE_HASH, INT64_MAX, 999);
         tg_err_t mrc = tg_record_meta_write(&probe, &widest);
         tg_buf_free(&probe);
         if (mrc != TG_OK && mrc != TG_ERR_LIMIT) {
@@ -639,13 +643,15 @@ static step_t check_idempotency(eval_req_t *r, steps_t *s) {
     tg_idem_result_t res;
     memset(&res, 0, sizeof res);
     tg_err_t rc = tg_db_claim_key(p->db, r->tenant_name, r->tenant_len, r->idem, r->idem_len,
-                                  s->req_hash, tg_clock_now_ms(), &res);
+                                  s->claim_hash, tg_clock_now_ms(), &res);
     if (rc == TG_ERR_LIMIT) {
         tg_reply_error(ex, TG_ERR_OVERLOADED, "idempotency table is full; retry later");
         return STEP_ANSWERED;
     }
     if (rc == TG_ERR_CONFLICT) {
-        tg_reply_error(ex, rc, "this idempotency key was used for a different request");
+        tg_reply_error(ex, rc,
+                       "this idempotency key was used for a different request or by another "
+                       "principal");
         return STEP_ANSWERED;
     }
     if (rc == TG_ERR_IN_FLIGHT) {
@@ -746,6 +752,14 @@ static tg_err_t sign_receipt(eval_req_t *r, tg_buf_t *out, const tg_key_t *signe
     fl.protocol_fingerprint = (tg_receipt_str_t){ref->fingerprint, 64};
     fl.timestamp_ms = now_ms;
     fl.expires_at_ms = now_ms + p->receipt_ttl_ms;
+    /* Who asked (SPEC 1.1): an issuer's caller, or a token with an explicit subject. A
+     * derived subject names nothing an operator chose, and leaving it out keeps those
+     * tokens' receipts v1 receipts byte for byte. */
+    const tg_principal_t *pr = r->principal;
+    if (pr->issuer.ptr != NULL || !pr->subject_derived) {
+        fl.principal_subject = (tg_receipt_str_t){pr->subject.ptr, pr->subject.len};
+        fl.principal_issuer = (tg_receipt_str_t){pr->issuer.ptr, pr->issuer.len};
+    }
     return tg_receipt_sign_fields(out, NULL, signer, &fl, NULL);
 }
 
@@ -803,6 +817,9 @@ static step_t bind_principal(eval_req_t *r, steps_t *s) {
     const tg_principal_t *pr = r->principal;
     tg_frame_t *f = &s->frame;
     char msg[TG_POLICY_MAX_NAME + 160];
+    /* What the policy may judge of the caller comes from its authentication, never from
+     * the body (tg_frame_from_request left these absent). */
+    tg_pipeline_bind_facts(f, s->pol, r->tenant_name, r->tenant_len, pr);
     if (!tg_principal_surface_allowed(pr, f->surface_name.ptr, f->surface_name.len)) {
         (void)snprintf(msg, sizeof msg, "this token may not ask about surface \"%.*s\"",
                        (int)f->surface_name.len, f->surface_name.ptr);
@@ -861,6 +878,12 @@ static step_t hash_request(eval_req_t *r, steps_t *s) {
         return STEP_ANSWERED;
     }
     tg_hex(s->req_hex, s->req_hash, 32);
+    /* The key is bound to who asked too (record.h): another principal of the tenant
+     * replaying it gets a 409, never this principal's receipt. */
+    const tg_principal_t *pr = r->principal;
+    tg_record_claim_hash(s->claim_hash, s->req_hash, pr->issuer.ptr, pr->issuer.len,
+                         pr->subject.ptr, pr->subject.len);
+    tg_hex(s->claim_hex, s->claim_hash, 32);
     return STEP_NEXT;
 }
 
@@ -936,7 +959,7 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
         rc = tg_record_silence_write(&s->record, &sil);
     }
     if (rc == TG_OK) {
-        tg_record_meta_t m = meta_of(r, s->req_hex, now, r->status);
+        tg_record_meta_t m = meta_of(r, s->req_hex, s->claim_hex, now, r->status);
         rc = tg_record_meta_write(&s->meta_buf, &m);
     }
     if (rc == TG_OK) {

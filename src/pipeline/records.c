@@ -89,7 +89,8 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
     const tg_record_meta_t *m = &v.meta;
     if (m->key.ptr != NULL) {
         tg_idem_entry_t done = {.status = m->status, .pos = rec->pos, .stored_at_ms = m->at_ms};
-        memcpy(done.request_hash, v.request_hash, sizeof done.request_hash);
+        memcpy(done.request_hash, v.claim_hash,
+               sizeof done.request_hash); /* what the key is bound to */
         rc = tg_db_restore_key(p->db, m->tenant.ptr, m->tenant.len, m->key.ptr, m->key.len, &done,
                                now);
         if (rc == TG_ERR_LIMIT) {
