@@ -58,7 +58,8 @@ typedef struct eval_req {
     /* Text members below are NUL-terminated when their length is set; they are not
      * zeroed at allocation (2.5 KB per request), see eval_req_new. */
     char tenant_name[TG_TENANT_MAX + 1];
-    char subject[TG_GUARD_SUBJECT_MAX + 1]; /* the principal's, for the access log */
+    char subject[TG_GUARD_SUBJECT_MAX + 1];    /* the principal's, for the access log */
+    char issuer[TG_RECEIPT_PRINCIPAL_MAX + 1]; /* its issuer (OIDC), for the access log */
     char idem[TG_KEY_MAX + 1];
     char nonce[TG_KEY_MAX + 1];
     char exec_id[TG_RECEIPT_EXEC_ID_LEN + 1];
@@ -131,8 +132,8 @@ static eval_req_t *eval_req_new(void) {
     eval_req_t *r = malloc(sizeof *r);
     if (r != NULL) {
         memset(r, 0, offsetof(eval_req_t, tenant_name));
-        r->tenant_name[0] = r->subject[0] = r->idem[0] = r->nonce[0] = r->exec_id[0] =
-            r->surface[0] = r->reason_copy[0] = r->rid[0] = '\0';
+        r->tenant_name[0] = r->subject[0] = r->issuer[0] = r->idem[0] = r->nonce[0] =
+            r->exec_id[0] = r->surface[0] = r->reason_copy[0] = r->rid[0] = '\0';
     }
     return r;
 }
@@ -175,6 +176,7 @@ static void finish(eval_req_t *r) {
         .request_id = ex->request_id,
         .tenant = r->tenant_len ? r->tenant_name : NULL,
         .subject = r->subject[0] != '\0' ? r->subject : NULL,
+        .issuer = r->issuer[0] != '\0' ? r->issuer : NULL,
         .method = ex->method,
         .route = route_label(r->mode),
         .status = ex->status,
@@ -480,6 +482,9 @@ static step_t admit(eval_req_t *r, steps_t *s) {
     }
     r->tenant = r->principal->tenant;
     (void)snprintf(r->subject, sizeof r->subject, "%s", r->principal->subject.ptr);
+    if (r->principal->issuer.ptr != NULL) {
+        (void)snprintf(r->issuer, sizeof r->issuer, "%s", r->principal->issuer.ptr);
+    }
     size_t tl = 0;
     const char *tn = tg_tenants_name(s->tenants, r->tenant, &tl);
     if (tn == NULL || !copy_view(r->tenant_name, TG_TENANT_MAX, &r->tenant_len, tn, tl)) {

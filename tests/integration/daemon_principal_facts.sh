@@ -121,6 +121,14 @@ tg_req GET "/v1/receipts/$EXEC" -H "Authorization: Bearer tok-ci"
 tg_expect_py "s == 200 and (j.get('receipt') or j)['principal'] == {'subject': 'ci-deploy'}" "GET /v1/receipts: the principal"
 tg_save get1
 
+LOG=$(tg_logfile main)
+tg_check "the access line names the subject (and no issuer for a token)" python3 - "$LOG" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+reqs = [l for l in lines if l.get("event") == "request" and l.get("subject") == "ci-deploy"]
+assert reqs and all("issuer" not in l for l in reqs), reqs[:2]
+PY
+
 # ---- after a restart -----------------------------------------------------------------------
 
 tg_stop main
