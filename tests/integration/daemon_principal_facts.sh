@@ -68,6 +68,11 @@ tg_expect_py "s == 200 and j['valid'] is True" "POST /v1/verify: valid"
 tg_req POST /v1/verify -H "Content-Type: application/json" --data-binary "@$TG_TMP/forged.json"
 tg_expect_py "j['valid'] is False" "POST /v1/verify: a changed principal is not valid"
 
+tg_req POST /protocol/verify-receipt -H "Content-Type: application/json" --data-binary "@$TG_TMP/forged.json"
+tg_expect_py "j['valid'] is False" "POST /protocol/verify-receipt: a changed principal is not valid"
+tg_req POST /protocol/verify-receipt -H "Content-Type: application/json" --data-binary "@$TG_TMP/ci-receipt.json"
+tg_expect_py "j['valid'] is True" "POST /protocol/verify-receipt: valid"
+
 as tok-old /v1/evaluate '{"surface":"open","action":"a","actor":"x"}'
 tg_expect_py "s == 200 and j['decision'] == 'PERMIT' and 'principal' not in j['receipt']" \
     "old-format entry (derived subject): no principal, a v1 receipt"
@@ -141,4 +146,11 @@ tg_req GET "/v1/receipts/$EXEC" -H "Authorization: Bearer tok-ci"
 tg_check "GET /v1/receipts after a restart: the same bytes" cmp -s "$(tg_saved_body get1)" "$TG_BODY_FILE"
 
 tg_stop main
+if [ "${TG_TEST_STORE:-file}" == file ]; then
+    out=$("$TG_BIN" ledger verify "$TG_TMP/ledger-main" --keys "$TG_TMP/keys.json" 2>&1)
+    tg_eq "$?" 0 "trigguard ledger verify: every receipt, principals included, verifies ($out)"
+else
+    out=$("$TG_BIN" ledger verify --database-url "$TG_PG_STORE_URL" --keys "$TG_TMP/keys.json" 2>&1)
+    tg_eq "$?" 0 "trigguard ledger verify --database-url: every receipt verifies ($out)"
+fi
 tg_done
