@@ -884,11 +884,13 @@ static step_t hash_request(eval_req_t *r, steps_t *s) {
     }
     tg_hex(s->req_hex, s->req_hash, 32);
     /* The key is bound to who asked too (record.h): another principal of the tenant
-     * replaying it gets a 409, never this principal's receipt. */
-    const tg_principal_t *pr = r->principal;
-    tg_record_claim_hash(s->claim_hash, s->req_hash, pr->issuer.ptr, pr->issuer.len,
-                         pr->subject.ptr, pr->subject.len);
-    tg_hex(s->claim_hex, s->claim_hash, 32);
+     * replaying it gets a 409, never this principal's receipt. Only a key needs it. */
+    if (r->has_idem) {
+        const tg_principal_t *pr = r->principal;
+        tg_record_claim_hash(s->claim_hash, s->req_hash, pr->issuer.ptr, pr->issuer.len,
+                             pr->subject.ptr, pr->subject.len);
+        tg_hex(s->claim_hex, s->claim_hash, 32);
+    }
     return STEP_NEXT;
 }
 
