@@ -259,10 +259,11 @@ static tg_err_t write_unsigned(tg_buf_t *out, size_t pos[N_MEMBERS],
             if (!rc && MEMBERS[i].kind == K_PRINCIPAL) {
                 rc = tg_buf_putc(out, '}');
             }
-            if (rc == TG_ERR_JSON_UTF8 || rc == TG_ERR_JSON_SURROGATE) {
-                return tg_diag_set(diag, TG_ERR_INVALID_ARG, "receipt field %s is not valid UTF-8",
-                                   MEMBERS[i].name);
-            }
+        }
+        /* the principal's issuer is written before its subject: either may be the one */
+        if (rc == TG_ERR_JSON_UTF8 || rc == TG_ERR_JSON_SURROGATE) {
+            return tg_diag_set(diag, TG_ERR_INVALID_ARG, "receipt field %s is not valid UTF-8",
+                               MEMBERS[i].name);
         }
         if (rc) {
             return rc;

@@ -793,6 +793,12 @@ static void test_principal(void **state) {
     bf.principal_subject.ptr = NULL;
     bf.principal_issuer = TG_RSTR("https://idp");
     expect_build_error(bf, "issuer but no subject");
+    bf.principal_subject = TG_RSTR("a");
+    bf.principal_issuer = TG_RSTR("https://idp/\xff");
+    expect_build_error(bf, "principal is not valid UTF-8");
+    bf.principal_subject = TG_RSTR("\xc3");
+    bf.principal_issuer.ptr = NULL;
+    expect_build_error(bf, "principal is not valid UTF-8");
     big[TG_RECEIPT_PRINCIPAL_MAX] = '\0'; /* the limit itself is fine */
     bf.principal_subject = TG_RSTR(big);
     bf.principal_issuer = TG_RSTR(big);
