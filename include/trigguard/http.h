@@ -86,6 +86,7 @@ struct tg_exchange {
     const char *log_route;
     const char *log_tenant;
     const char *log_subject; /* the authenticated principal's subject */
+    const char *log_issuer;  /* its issuer (OIDC callers); NULL for tokens */
     const char *log_decision;
     const char *log_reason;
     const char *log_surface;

@@ -38,6 +38,9 @@
  *     field makes every operator false except `exists: false`; ordered operators on a
  *     non-number are false; eq/ne/in/not_in compare typed ("5" ne 5 holds). Mandatory facts
  *     are enforced by required context / required signals in the first state (SILENCE).
+ *     Conditions on the principal (tenant, principal.subject, principal.issuer,
+ *     principal.claims.<name>) read the frame's verified members with the same rules: an
+ *     absent fact is a missing field.
  *   Before RECEIVED is left, the frame must belong to the policy (same policyHash) and be
  *   well formed, else SILENCE POLICY_MISMATCH / INVALID_FRAME.
  *
@@ -91,8 +94,9 @@ typedef struct tg_frame_slot {
 
 #define TG_FRAME_MAX_CONTEXT 64 /* context fields the policy mentions, per request */
 #define TG_FRAME_MAX_SIGNALS 32 /* signals per request: at most one per declared signal */
+#define TG_FRAME_MAX_CLAIMS 16  /* principal claims the policy mentions: one per claim name */
 
-/* The kernel's input: fixed size (about 3.5 KiB), no heap, caller-allocated. Views borrow
+/* The kernel's input: fixed size (about 4 KiB), no heap, caller-allocated. Views borrow
  * from the parsed request, which must outlive the frame's use. */
 typedef struct tg_frame {
     uint8_t policy_hash[32]; /* the policy the ids below refer to */
@@ -106,6 +110,16 @@ typedef struct tg_frame {
     tg_sv_t unknown_signal;     /* the bytewise-smallest such name, for the trace */
     tg_frame_slot_t context[TG_FRAME_MAX_CONTEXT]; /* sorted by field id, unique */
     tg_frame_slot_t signals[TG_FRAME_MAX_SIGNALS]; /* sorted by signal id, unique */
+    /* Verified facts about who asks (issue 20), never taken from the request body: the
+     * authenticated tenant, the principal's subject and issuer (ptr NULL = absent, e.g. no
+     * issuer for a token of the tokens file), and the principal's claims that the policy
+     * names, by claim id. tg_frame_from_request leaves them all absent; the caller that
+     * authenticated the request binds them before the kernel runs. */
+    tg_sv_t tenant;
+    tg_sv_t principal_subject;
+    tg_sv_t principal_issuer;
+    uint32_t n_claims;
+    tg_frame_slot_t claims[TG_FRAME_MAX_CLAIMS]; /* sorted by claim id, unique */
 } tg_frame_t;
 
 /* A zeroed tg_decision_t is a SILENCE: the zero value never authorizes. */

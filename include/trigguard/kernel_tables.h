@@ -12,7 +12,8 @@
  *
  * Ids (integers the frame carries instead of names, tg_frame_t):
  *   surface id = index in `surfaces`;  signal id = index in `signals`;
- *   field id   = index in `fields`, the context member names the bundle mentions.
+ *   field id   = index in `fields`, the context member names the bundle mentions;
+ *   claim id   = index in `claims`, the principal claim names the bundle mentions.
  * The compiler makes them a function of the bundle's content (docs/POLICY.md), so a frame
  * built against one compiled copy of a bundle is valid for every copy with its policy_hash.
  *
@@ -23,6 +24,8 @@
  *                                        ordered by name bytewise: MISSING_SIGNAL and the
  *                                        signal states check them in this order
  *   fields              n_fields         context field names, by field id (for traces)
+ *   claims              n_claims         principal claim names (principal.claims.<name>),
+ *                                        by claim id; the caller binds frame.claims by them
  *   bool_deny_mask[t]   bit i            tier t (1..3): signal i is boolean and true denies
  *   threshold_mask[t]   bit i            tier t: signal i is a number with a threshold on t
  *
@@ -42,7 +45,7 @@
  *
  *   tg_rule_t           id (view), effect TG_EFFECT_*, reason (deny: its code; permit:
  *                       NO_POLICY_VIOLATION), conds[n_conds] (all must hold; none = always)
- *   tg_cond_t           src TG_SRC_* and id (field id or signal id) say where the value is;
+ *   tg_cond_t           src TG_SRC_* and id (field, signal or claim id) say where the value is;
  *                       op TG_OP_*; value (scalar operand; exists: a TG_VT_BOOL), list[n_list]
  *                       (in / not_in operands); field (the condition's field as written)
  *   tg_reqfield_t       id (field id), type TG_FT_*
@@ -51,8 +54,8 @@
  *                       (bit t = tier t, as in the masks above)
  *
  * What the kernel checks and what it trusts. It checks every frame against the tables (ids
- * below n_surfaces, n_signals, n_fields; counts within the frame's arrays) and a surface tier
- * of 0, and decides SILENCE INVALID_FRAME when they disagree. It trusts the compiler for the
+ * below n_surfaces, n_signals, n_fields, n_claims; counts within the frame's arrays) and a surface
+ * tier of 0, and decides SILENCE INVALID_FRAME when they disagree. It trusts the compiler for the
  * rest: orders as stated, at most TG_FRAME_MAX_SIGNALS signals, mask bits only for declared
  * signals, field ids of `required` below n_fields, reasons that are valid reason codes.
  */
@@ -83,7 +86,11 @@ typedef enum tg_cond_src {
     TG_SRC_CONTEXT = 0,
     TG_SRC_ACTOR,
     TG_SRC_ACTION,
-    TG_SRC_SIGNAL
+    TG_SRC_SIGNAL,
+    TG_SRC_TENANT,            /* the authenticated tenant (frame.tenant) */
+    TG_SRC_PRINCIPAL_SUBJECT, /* frame.principal_subject */
+    TG_SRC_PRINCIPAL_ISSUER,  /* frame.principal_issuer */
+    TG_SRC_CLAIM              /* frame.claims, by claim id */
 } tg_cond_src_t;
 
 /* Condition operators (docs/POLICY.md gives their meaning on each value type). */
@@ -108,7 +115,7 @@ typedef enum tg_signal_type { TG_SIG_NUMBER = 0, TG_SIG_BOOLEAN = 1 } tg_signal_
 typedef struct tg_cond {
     uint8_t src;            /* tg_cond_src_t */
     uint8_t op;             /* tg_op_t */
-    uint32_t id;            /* field id (context) or signal id */
+    uint32_t id;            /* field id (context), signal id or claim id */
     tg_value_t value;       /* scalar operand; exists: TG_VT_BOOL */
     const tg_value_t *list; /* in / not_in operands */
     uint32_t n_list;
@@ -158,9 +165,11 @@ struct tg_kernel_tables {
     const tg_surface_t *surfaces;
     const tg_signal_t *signals;
     const tg_sv_t *fields;
+    const tg_sv_t *claims; /* principal claim names, by claim id */
     uint32_t n_surfaces;
     uint32_t n_signals;
     uint32_t n_fields;
+    uint32_t n_claims;
     /* Per tier (index 1..3): signals the CLASSIFIED -> SIGNALS_EVALUATED step checks. */
     uint32_t bool_deny_mask[4];
     uint32_t threshold_mask[4];

@@ -71,6 +71,7 @@ typedef struct tg_log_request {
     const char *request_id;
     const char *tenant;
     const char *subject; /* the principal (tokens file "subject"; derived by default) */
+    const char *issuer;  /* an OIDC caller's verified issuer; NULL (omitted) for tokens */
     const char *method;
     const char *route;
     int status;

@@ -14,7 +14,9 @@
 
 #include "trigguard/config.h"
 #include "trigguard/err.h"
+#include "trigguard/guard.h"
 #include "trigguard/http.h"
+#include "trigguard/policy.h"
 
 typedef struct tg_pipeline tg_pipeline_t;
 
@@ -96,6 +98,16 @@ void tg_pipeline_set_serving(tg_pipeline_t *p, bool serving);
 
 /* A one-line summary for the startup log: policy, key id, tenants, durability, ledger. */
 void tg_pipeline_describe(const tg_pipeline_t *p, char *out, size_t cap);
+
+/* Binds the verified facts of the caller into f, a frame tg_frame_from_request built
+ * against pol: f->tenant = tenant (tenant_len bytes; NULL = absent), the principal's subject
+ * and issuer, and one claim slot per claim name pol references (tg_policy_claim_name) that
+ * pr holds with a scalar value. pr NULL: only the tenant. The frame borrows every view from
+ * tenant and pr, which must outlive its use. Runs after authentication and before the
+ * kernel on /v1/evaluate, /execute and /decide, and in `trigguard check`. Pure;
+ * thread-safe; allocates nothing. */
+void tg_pipeline_bind_facts(tg_frame_t *f, const tg_policy_t *pol, const char *tenant,
+                            size_t tenant_len, const tg_principal_t *pr);
 
 /* Closes the ledger (after all exchanges completed), wipes keys, frees. NULL-safe. */
 void tg_pipeline_destroy(tg_pipeline_t *p);

@@ -16,8 +16,11 @@
  *             [names], actors [ids or "@group"], rules [rule], default "deny"|"permit"|
  *             {effect, reason}}          types: string number boolean object array any
  *   rule:    {id, effect "permit"|"deny", reason UPPER_SNAKE, when [condition]}
- *   condition: {field "context.<name>"|"actor"|"action"|"signals.<name>",
+ *   condition: {field "context.<name>"|"actor"|"action"|"signals.<name>"|"tenant"|
+ *               "principal.subject"|"principal.issuer"|"principal.claims.<name>",
  *               op eq|ne|gt|gte|lt|lte|in|not_in|exists, value}
+ *              tenant and principal.* are verified facts of the authenticated caller, bound
+ *              into the frame by the caller of tg_frame_from_request (never from the body).
  *   signal:  {type "number"|"boolean", description, reason, deny_on_tier [tiers],
  *             thresholds {"1".."3": number}, required_for [surfaces or "*"]}
  *
@@ -58,6 +61,7 @@
 #define TG_POLICY_MAX_GROUPS 64            /* actor groups */
 #define TG_POLICY_MAX_SIGNALS 32           /* declared signals, riskScore included */
 #define TG_POLICY_MAX_FIELDS 256           /* distinct context field names in the bundle */
+#define TG_POLICY_MAX_CLAIMS 16            /* distinct principal.claims.<name> in the bundle */
 #define TG_POLICY_MAX_TOOLS 1024           /* tools */
 #define TG_POLICY_MAX_NAME 128             /* bytes of a surface/field/signal/actor/tool/rule id */
 #define TG_POLICY_MAX_REASON TG_REASON_MAX /* bytes of a reason code (kernel.h owns the format) */
@@ -71,6 +75,8 @@ _Static_assert(TG_POLICY_MAX_SIGNALS <= TG_FRAME_MAX_SIGNALS,
                "a frame has a slot, and a signal set a bit, for every signal a bundle declares");
 _Static_assert(TG_POLICY_MAX_REQUIRED <= TG_FRAME_MAX_CONTEXT,
                "a frame can carry every context field a surface requires");
+_Static_assert(TG_POLICY_MAX_CLAIMS <= TG_FRAME_MAX_CLAIMS,
+               "a frame has a slot for every principal claim a bundle names");
 _Static_assert(TG_POLICY_MAX_RULES <= UINT16_MAX, "tg_decision_t.rules_evaluated is a uint16_t");
 
 typedef struct tg_policy tg_policy_t;
@@ -106,6 +112,16 @@ size_t tg_policy_surface_count(const tg_policy_t *p);
 size_t tg_policy_rule_count(const tg_policy_t *p); /* over all surfaces */
 size_t tg_policy_signal_count(const tg_policy_t *p);
 size_t tg_policy_tool_count(const tg_policy_t *p);
+
+/* The principal claims the bundle's conditions name (principal.claims.<name>), by claim id
+ * 0..tg_policy_claim_count-1, in a deterministic order (as field ids). Whoever authenticated
+ * a request binds frame.claims with them: for each id whose name the principal has a
+ * verified scalar claim of, one slot {id, value}, in id order (kernel.h). The policy module
+ * knows no principal; that is why it hands the names out instead of binding them itself.
+ * tg_policy_claim_name: {NULL, 0} when id is out of range; the view is NUL-terminated and
+ * lives as long as p. Thread-safe. */
+size_t tg_policy_claim_count(const tg_policy_t *p);
+tg_sv_t tg_policy_claim_name(const tg_policy_t *p, uint32_t id);
 
 /* The kernel's tables of p (kernel_tables.h): what tg_kernel_decide reads, owned by p and
  * valid as long as it. NULL p gives NULL, which tg_kernel_decide decides SILENCE

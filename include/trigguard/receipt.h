@@ -1,6 +1,7 @@
 /* receipt.h — build, hash, sign and verify receipts (SPEC §5).
  *
- * A receipt is one flat JSON object whose members are all strings. Its canonical form
+ * A receipt is one JSON object whose members are strings, but for `principal` (an object of
+ * strings, SPEC 1.1). Its canonical form
  * (RFC 8785) sorts the names by UTF-16 code units; all names are ASCII, so the order is
  * fixed. `*` = optional (absent, never null), `s` = member of the signed form only:
  *
@@ -18,20 +19,27 @@
  *  11  policyHash             64 lowercase hex                          yes
  *  12  policyVersion          text, non-empty                           yes
  *  13  prevReceiptHash      * text, non-empty (as given)                yes
- *  14  protocolFingerprint    64 lowercase hex                          yes
- *  15  protocolVersion        "trigguard/v1"                            yes
- *  16  reasonCode             text, non-empty                           yes
- *  17  receiptHash        s   64 lowercase hex                          no
- *  18  requestHash            64 lowercase hex                          yes
- *  19  subjectDigest        * text, non-empty (as given)                yes
- *  20  surface                text, non-empty                           yes
- *  21  tenantId               text, non-empty                           yes
- *  22  timestamp              YYYY-MM-DDTHH:MM:SS.mmmZ                  yes
+ *  14  principal            * {"issuer"*: id, "subject": id} (v1.1)     yes
+ *  15  protocolFingerprint    64 lowercase hex                          yes
+ *  16  protocolVersion        "trigguard/v1"                            yes
+ *  17  reasonCode             text, non-empty                           yes
+ *  18  receiptHash        s   64 lowercase hex                          no
+ *  19  requestHash            64 lowercase hex                          yes
+ *  20  subjectDigest        * text, non-empty (as given)                yes
+ *  21  surface                text, non-empty                           yes
+ *  22  tenantId               text, non-empty                           yes
+ *  23  timestamp              YYYY-MM-DDTHH:MM:SS.mmmZ                  yes
+ *
+ * principal names who asked, verified by the daemon (never taken from the request body):
+ * the OIDC ID token's `iss` and `sub`, or a tokens-file principal's explicit `subject`
+ * (no issuer). It is absent for principals with a derived subject, so receipts of such
+ * tokens stay v1 receipts byte for byte. "id" is text of 1..TG_RECEIPT_PRINCIPAL_MAX bytes;
+ * the object has exactly these members, issuer first when present (canonical order).
  *
  * "text" is valid UTF-8 of at most TG_RECEIPT_TEXT_MAX bytes.
  * receiptHash  = SHA-256(canonical JSON of the members marked "hashed" that are present).
  * authoritySignature = base64(Ed25519(the 32 raw bytes of receiptHash)).
- * The signed receipt is emitted in canonical form too (all 22 names sorted as above).
+ * The signed receipt is emitted in canonical form too (all 23 names sorted as above).
  *
  * Verification order (SPEC §5): shape -> known key id (or a trust anchor whose signature
  * holds) -> signature over the stated hash -> recomputed hash equals the stated one ->
@@ -57,6 +65,7 @@
 #include "trigguard/keys.h"
 
 #define TG_RECEIPT_TEXT_MAX 4096
+#define TG_RECEIPT_PRINCIPAL_MAX 1024 /* bytes of principal.issuer and of principal.subject */
 /* Largest receipt text the text verifier accepts. */
 #define TG_RECEIPT_MAX_BYTES ((size_t)64 * 1024)
 #define TG_RECEIPT_EXEC_ID_LEN 37 /* "exec_" + 32 hex */
@@ -97,6 +106,10 @@ typedef struct tg_receipt_fields {
     tg_receipt_str_t engine_version;       /* ptr NULL = TG_ENGINE_VERSION */
     int64_t timestamp_ms;                  /* Unix ms */
     int64_t expires_at_ms;                 /* Unix ms, >= timestamp_ms */
+    /* The principal member: present when principal_subject.ptr is not NULL; the issuer
+     * (optional) only with a subject. */
+    tg_receipt_str_t principal_subject;
+    tg_receipt_str_t principal_issuer;
 } tg_receipt_fields_t;
 
 /* What the signer reports about the receipt it appended. */

@@ -6,7 +6,8 @@
  * A ledger record (ledger.h) has two opaque sections, meta and payload. The payload is the
  * evidence: the signed receipt (type 1, receipt.h) or the SILENCE decision (type 2, below).
  * The meta is what the daemon needs besides the evidence to act on the record again: the
- * tenant, the idempotency key and nonce it consumed, the request hash they are bound to, and
+ * tenant, the idempotency key and nonce it consumed, the request hash and the claim hash
+ * (request and principal) the key is bound to, and
  * the status it answered with. Everything a replay sends is rebuilt from these two sections
  * with the same writer the live path used (tg_decision_body_open, policy.h), so a replay is
  * the original response byte for byte, before and after a restart, and the idempotency
@@ -17,6 +18,9 @@
  *
  *   member  JSON type  presence  meaning
  *   at      integer    always    wall-clock ms of the decision (the receipt's timestamp)
+ *   ch      string     optional  the idempotency claim hash the key is bound to: 64 lowercase
+ *                                hex (tg_idem_claim_hash: the request hash and the principal);
+ *                                absent in records of earlier builds, whose key is bound to rh
  *   k       string     optional  the idempotency key (body member or header), as sent
  *   n       string     optional  the nonce, as sent
  *   rh      string     always    requestHash: 64 lowercase hex (policy.h tg_request_hash)
@@ -52,6 +56,7 @@ typedef struct tg_record_meta {
     tg_text_t key;          /* k */
     tg_text_t nonce;        /* n */
     tg_text_t request_hash; /* rh: 64 lowercase hex */
+    tg_text_t claim_hash;   /* ch: 64 lowercase hex; ptr NULL = absent */
     int status;             /* s */
     tg_text_t tenant;       /* t */
 } tg_record_meta_t;
@@ -79,6 +84,7 @@ tg_err_t tg_record_silence_write(tg_buf_t *out, const tg_record_silence_t *s) TG
 typedef struct tg_record_view {
     tg_record_meta_t meta;
     uint8_t request_hash[32]; /* meta.request_hash decoded */
+    uint8_t claim_hash[32];   /* meta.claim_hash decoded; request_hash when it is absent */
     const char *decision;     /* the payload's: PERMIT, DENY or SILENCE */
     tg_text_t reason, execution_id, policy_version;
     tg_text_t detail; /* SILENCE's detail (ptr NULL when the record has none) */
@@ -101,5 +107,14 @@ void tg_record_view_free(tg_record_view_t *v);
  * tg_decision_body_open. */
 tg_err_t tg_record_response(tg_buf_t *out, const tg_record_view_t *v, const void *payload,
                             size_t payload_len) TG_MUST_USE;
+
+/* The hash an idempotency claim is bound to (SPEC 1.1, docs/API.md "Idempotency"): SHA-256
+ * over a domain tag, the request hash (32 raw bytes), then the principal's issuer and subject,
+ * each length-prefixed (issuer NULL = none, distinct from empty). A replay must match it, so
+ * the same key and body from another principal of the tenant is a conflict, never the first
+ * principal's receipt; the receipt's requestHash stays SPEC §3.3's request hash. Stored as
+ * the meta's "ch" and, on PostgreSQL, as the claim row's request_hash column. Pure. */
+void tg_record_claim_hash(uint8_t out[32], const uint8_t request_hash[32], const char *issuer,
+                          size_t issuer_len, const char *subject, size_t subject_len);
 
 #endif /* TRIGGUARD_RECORD_H */

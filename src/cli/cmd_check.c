@@ -8,8 +8,10 @@
 #include "cli.h"
 #include "trigguard/canon.h"
 #include "trigguard/clock.h"
+#include "trigguard/guard.h"
 #include "trigguard/kernel.h"
 #include "trigguard/keys.h"
+#include "trigguard/pipeline.h"
 #include "trigguard/policy.h"
 #include "trigguard/receipt.h"
 #include "trigguard/version.h"
@@ -17,6 +19,7 @@
 static void check_usage(FILE *out) {
     fprintf(out,
             "usage: trigguard check --policy FILE [--key KEY.pem] [--key-id ID] [--tenant T]\n"
+            "                       [--subject S] [--issuer I] [--claim NAME=VALUE]...\n"
             "                       [--authority-id A] [--receipt-ttl SECONDS] REQUEST.json\n"
             "\n"
             "Decides REQUEST.json (SPEC section 3.1, or {\"tool\",\"args\",\"intent_id\"}; - for\n"
@@ -27,13 +30,26 @@ static void check_usage(FILE *out) {
             "--receipt-ttl to 600; those two and --key-id shape the receipt, so they need\n"
             "--key.\n"
             "\n"
+            "The verified facts a policy may judge (tenant, principal.subject,\n"
+            "principal.issuer, principal.claims.<name>) are what the daemon learns from the\n"
+            "caller's token; here they are given: --tenant, --subject S, --issuer I (needs\n"
+            "--subject) and --claim NAME=VALUE, repeatable, one per claim name, VALUE a JSON\n"
+            "number, true, false or \"string\", anything else the string itself\n"
+            "(--claim ref=refs/heads/main). Without them those facts are absent. With --subject\n"
+            "the signed receipt names the principal {issuer?, subject}, as serve's does for an\n"
+            "OIDC caller or a token with an explicit subject.\n"
+            "\n"
             "exit status: 0 PERMIT, 3 DENY, 4 SILENCE, 2 bad input (unreadable or invalid\n"
             "policy, request or key; unknown surface)\n");
 }
 
+#define CHECK_MAX_CLAIMS 64 /* --claim options (a verified token holds as many at most) */
+
 typedef struct {
-    const char *policy, *key, *key_id, *tenant, *authority, *request;
+    const char *policy, *key, *key_id, *tenant, *authority, *request, *subject, *issuer;
     long ttl_s;
+    const char *claim_args[CHECK_MAX_CLAIMS]; /* NAME=VALUE as given */
+    size_t n_claims;
 } check_args_t;
 
 static int parse_args(check_args_t *a, int argc, char **argv) {
@@ -48,7 +64,22 @@ static int parse_args(check_args_t *a, int argc, char **argv) {
                            : strcmp(arg, "--key-id") == 0       ? &a->key_id
                            : strcmp(arg, "--tenant") == 0       ? &a->tenant
                            : strcmp(arg, "--authority-id") == 0 ? &a->authority
+                           : strcmp(arg, "--subject") == 0      ? &a->subject
+                           : strcmp(arg, "--issuer") == 0       ? &a->issuer
                                                                 : NULL;
+        if (strcmp(arg, "--claim") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "trigguard check: --claim needs a value\n");
+                return 0;
+            }
+            if (a->n_claims >= CHECK_MAX_CLAIMS) {
+                fprintf(stderr, "trigguard check: more than %d --claim options\n",
+                        CHECK_MAX_CLAIMS);
+                return 0;
+            }
+            a->claim_args[a->n_claims++] = argv[++i];
+            continue;
+        }
         if (dst != NULL || strcmp(arg, "--receipt-ttl") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "trigguard check: %s needs a value\n", arg);
@@ -85,11 +116,77 @@ static int parse_args(check_args_t *a, int argc, char **argv) {
         fprintf(stderr, "trigguard check: --tenant must not be empty\n");
         return 0;
     }
+    if ((a->subject != NULL &&
+         (a->subject[0] == '\0' || strlen(a->subject) > TG_RECEIPT_PRINCIPAL_MAX)) ||
+        (a->issuer != NULL &&
+         (a->issuer[0] == '\0' || strlen(a->issuer) > TG_RECEIPT_PRINCIPAL_MAX))) {
+        fprintf(stderr, "trigguard check: --subject and --issuer take 1..%d bytes\n",
+                TG_RECEIPT_PRINCIPAL_MAX);
+        return 0;
+    }
+    if (a->issuer != NULL && a->subject == NULL) {
+        /* an issuer vouches for a subject: a principal always has one */
+        fprintf(stderr, "trigguard check: --issuer needs --subject\n");
+        return 0;
+    }
     if (a->key == NULL && (a->key_id != NULL || a->authority != NULL || ttl_given)) {
         /* they only shape the signed receipt: without --key they would be ignored silently */
         fprintf(stderr, "trigguard check: --key-id, --authority-id and --receipt-ttl need --key "
                         "(they shape the signed receipt)\n");
         return 0;
+    }
+    return 1;
+}
+
+/* --claim NAME=VALUE into claims[i] (values in vals[i], which the caller releases). VALUE
+ * that parses as a JSON number, boolean or string is that value; anything else that is not
+ * JSON at all is the string itself; JSON null, objects and arrays are refused (a verified
+ * claim the kernel compares is a scalar, guard.h). */
+static int parse_claims(tg_claim_t *claims, json_t **vals, const check_args_t *a) {
+    for (size_t i = 0; i < a->n_claims; i++) {
+        const char *arg = a->claim_args[i];
+        const char *eq = strchr(arg, '=');
+        size_t nl = eq != NULL ? (size_t)(eq - arg) : 0;
+        if (nl == 0 || nl > TG_POLICY_MAX_NAME) {
+            fprintf(stderr, "trigguard check: --claim %s: expected NAME=VALUE, NAME 1..%d bytes\n",
+                    arg, TG_POLICY_MAX_NAME);
+            return 0;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (claims[j].name.len == nl && memcmp(claims[j].name.ptr, arg, nl) == 0) {
+                fprintf(stderr, "trigguard check: --claim %.*s given twice\n", (int)nl, arg);
+                return 0;
+            }
+        }
+        const char *text = eq + 1;
+        json_error_t jerr;
+        json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
+        if (v == NULL) {
+            v = json_string(text); /* not JSON: the string as typed (NULL: not UTF-8) */
+        }
+        if (v == NULL || !(json_is_string(v) || json_is_number(v) || json_is_boolean(v))) {
+            json_decref(v);
+            fprintf(stderr,
+                    "trigguard check: --claim %.*s: the value must be a string, number or "
+                    "boolean (valid UTF-8)\n",
+                    (int)nl, arg);
+            return 0;
+        }
+        vals[i] = v;
+        claims[i].name.ptr = arg;
+        claims[i].name.len = nl;
+        memset(&claims[i].value, 0, sizeof claims[i].value);
+        if (json_is_string(v)) {
+            claims[i].value.type = TG_VT_STRING;
+            claims[i].value.str = json_string_value(v);
+            claims[i].value.len = (uint32_t)json_string_length(v);
+        } else if (json_is_boolean(v)) {
+            claims[i].value.type = TG_VT_BOOL;
+            claims[i].value.boolean = json_is_true(v) ? 1 : 0;
+        } else {
+            claims[i].value.type = TG_VT_NUMBER;
+            claims[i].value.num = json_number_value(v);
+        }
     }
     return 1;
 }
@@ -138,6 +235,8 @@ static tg_err_t sign_receipt(tg_buf_t *out, const tg_key_t *key, const check_arg
     r.protocol_fingerprint = TG_RSTR(fingerprint);
     r.timestamp_ms = tg_clock_now_ms();
     r.expires_at_ms = r.timestamp_ms + (int64_t)a->ttl_s * 1000;
+    r.principal_subject = TG_RSTR(a->subject); /* absent without --subject, as serve's */
+    r.principal_issuer = TG_RSTR(a->issuer);
     return tg_receipt_sign_fields(out, NULL, key, &r, diag);
 }
 
@@ -160,12 +259,17 @@ int tg_cmd_check(int argc, char **argv) {
     tg_key_t key;
     tg_buf_t receipt, out;
     tg_diag_t diag = {{0}};
+    tg_claim_t claims[CHECK_MAX_CLAIMS];
+    json_t *claim_vals[CHECK_MAX_CLAIMS] = {NULL};
     memset(&key, 0, sizeof key);
     tg_buf_init(&receipt, 0);
     tg_buf_init(&out, 0);
 
     if (sodium_init() < 0) {
         fprintf(stderr, "trigguard check: libsodium failed to initialise\n");
+        goto done;
+    }
+    if (!parse_claims(claims, claim_vals, &a)) {
         goto done;
     }
     tg_err_t rc = tg_policy_load_file(&p, a.policy, &diag);
@@ -225,6 +329,17 @@ int tg_cmd_check(int argc, char **argv) {
         goto done;
     }
 
+    /* The facts serve takes from the caller's token, here from the options. */
+    tg_principal_t pr;
+    memset(&pr, 0, sizeof pr);
+    pr.subject.ptr = a.subject;
+    pr.subject.len = a.subject != NULL ? strlen(a.subject) : 0;
+    pr.issuer.ptr = a.issuer;
+    pr.issuer.len = a.issuer != NULL ? strlen(a.issuer) : 0;
+    pr.claims = a.n_claims > 0 ? claims : NULL;
+    pr.claims_count = a.n_claims;
+    tg_pipeline_bind_facts(&frame, p, a.tenant, strlen(a.tenant), &pr);
+
     tg_decision_t d;
     tg_kernel_decide(&d, tg_policy_tables(p), &frame);
 
@@ -249,6 +364,9 @@ int tg_cmd_check(int argc, char **argv) {
              : d.verdict == TG_DENY ? TG_EXIT_DENY
                                     : TG_EXIT_SILENCE;
 done:
+    for (size_t i = 0; i < a.n_claims; i++) {
+        json_decref(claim_vals[i]);
+    }
     tg_key_wipe(&key);
     tg_buf_free(&receipt);
     tg_buf_free(&out);

@@ -129,7 +129,7 @@ static tg_err_t imp_check(void *ud, const tg_ledger_record_t *rec, tg_diag_t *di
         const tg_pg_param_t p[] = {
             p_text(v.meta.tenant),
             p_text(v.meta.key),
-            p_bytes(v.request_hash, sizeof v.request_hash),
+            p_bytes(v.claim_hash, sizeof v.claim_hash), /* what the key is bound to */
             p_bytes(im->instance, strlen(im->instance)),
             p_num(at),
             p_num(seq),

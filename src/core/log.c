@@ -380,6 +380,7 @@ void tg_log_request(const tg_log_request_t *r) {
     put_field_str(&l, "request_id", r->request_id);
     put_field_str(&l, "tenant", r->tenant);
     put_field_str(&l, "subject", r->subject);
+    put_field_str(&l, "issuer", r->issuer);
     put_field_str(&l, "method", r->method);
     put_field_str(&l, "route", r->route);
     put_field_int(&l, "status", r->status);

@@ -85,6 +85,37 @@ static int type_matches(const tg_value_t *v, uint8_t ft) {
     }
 }
 
+/* The caller's verified facts (tenant, principal.*): a function of its own, kept out of
+ * eval_cond's common cases so that rules on the request's own members stay as cheap as
+ * they were. NULL when absent (or an unknown source: nothing holds but exists:false). */
+static const tg_value_t *fact_value(const tg_cond_t *c, const tg_frame_t *f, tg_value_t *tmp) {
+    const tg_sv_t *s;
+    switch (c->src) {
+    case TG_SRC_CLAIM:
+        return slot_find(f->claims, f->n_claims, c->id);
+    case TG_SRC_TENANT:
+        s = &f->tenant;
+        break;
+    case TG_SRC_PRINCIPAL_SUBJECT:
+        s = &f->principal_subject;
+        break;
+    case TG_SRC_PRINCIPAL_ISSUER:
+        s = &f->principal_issuer;
+        break;
+    default:
+        return NULL;
+    }
+    if (s->ptr == NULL) {
+        return NULL;
+    }
+    tmp->type = TG_VT_STRING;
+    tmp->str = s->ptr;
+    tmp->len = s->len;
+    tmp->num = 0;
+    tmp->boolean = 0;
+    return tmp;
+}
+
 /* A condition holds only on a present value of a comparable type (kernel.h). */
 static int eval_cond(const tg_cond_t *c, const tg_frame_t *f) {
     tg_value_t tmp;
@@ -110,7 +141,8 @@ static int eval_cond(const tg_cond_t *c, const tg_frame_t *f) {
         break;
     }
     default:
-        return 0;
+        v = fact_value(c, f, &tmp);
+        break;
     }
     if (v == NULL || v->type == TG_VT_ABSENT || v->type == TG_VT_NULL) {
         return c->op == TG_OP_EXISTS && !c->value.boolean; /* exists:false holds */
@@ -277,10 +309,25 @@ static void evaluate_rules(tg_decision_t *d, const tg_surface_t *s, const tg_fra
     }
 }
 
+static int claims_ok(const tg_kernel_tables_t *t, const tg_frame_t *f) {
+    if (f->n_claims > TG_FRAME_MAX_CLAIMS) {
+        return 0;
+    }
+    for (uint32_t i = 0; i < f->n_claims; i++) {
+        if (f->claims[i].id >= t->n_claims) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* The frame must come from these tables and respect its own bounds before any lookup. */
 static int frame_ok(const tg_kernel_tables_t *t, const tg_frame_t *f) {
     if (f->surface >= t->n_surfaces || f->n_context > TG_FRAME_MAX_CONTEXT ||
         f->n_signals > TG_FRAME_MAX_SIGNALS) {
+        return 0;
+    }
+    if (f->n_claims != 0 && !claims_ok(t, f)) {
         return 0;
     }
     for (uint32_t i = 0; i < f->n_signals; i++) {

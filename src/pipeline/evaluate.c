@@ -59,7 +59,8 @@ typedef struct eval_req {
     /* Text members below are NUL-terminated when their length is set; they are not
      * zeroed at allocation (2.5 KB per request), see eval_req_new. */
     char tenant_name[TG_TENANT_MAX + 1];
-    char subject[TG_GUARD_SUBJECT_MAX + 1]; /* the principal's, for the access log */
+    char subject[TG_GUARD_SUBJECT_MAX + 1];    /* the principal's, for the access log */
+    char issuer[TG_RECEIPT_PRINCIPAL_MAX + 1]; /* its issuer (OIDC), for the access log */
     char idem[TG_KEY_MAX + 1];
     char nonce[TG_KEY_MAX + 1];
     char exec_id[TG_RECEIPT_EXEC_ID_LEN + 1];
@@ -85,6 +86,8 @@ typedef struct steps {
     tg_request_meta_t meta;
     uint8_t req_hash[32];
     char req_hex[65];
+    uint8_t claim_hash[32]; /* what the idempotency key is bound to: request and principal */
+    char claim_hex[65];
     tg_decision_t d;
     char detail[TG_DETAIL_MAX]; /* SILENCE's detail (tg_decision_detail) */
     size_t detail_len;
@@ -133,8 +136,8 @@ static eval_req_t *eval_req_new(void) {
     eval_req_t *r = malloc(sizeof *r);
     if (r != NULL) {
         memset(r, 0, offsetof(eval_req_t, tenant_name));
-        r->tenant_name[0] = r->subject[0] = r->idem[0] = r->nonce[0] = r->exec_id[0] =
-            r->surface[0] = r->reason_copy[0] = r->rid[0] = '\0';
+        r->tenant_name[0] = r->subject[0] = r->issuer[0] = r->idem[0] = r->nonce[0] =
+            r->exec_id[0] = r->surface[0] = r->reason_copy[0] = r->rid[0] = '\0';
     }
     return r;
 }
@@ -177,6 +180,7 @@ static void finish(eval_req_t *r) {
         .request_id = ex->request_id,
         .tenant = r->tenant_len ? r->tenant_name : NULL,
         .subject = r->subject[0] != '\0' ? r->subject : NULL,
+        .issuer = r->issuer[0] != '\0' ? r->issuer : NULL,
         .method = ex->method,
         .route = route_label(r->mode),
         .status = ex->status,
@@ -216,10 +220,11 @@ static void fail(eval_req_t *r, tg_err_t e, const char *msg) {
 /* ---- response and ledger record bodies --------------------------------------------- */
 
 /* The record's meta (record.h) for this request. */
-static tg_record_meta_t meta_of(const eval_req_t *r, const char *req_hash, int64_t at_ms,
-                                int status) {
+static tg_record_meta_t meta_of(const eval_req_t *r, const char *req_hash, const char *claim_hash,
+                                int64_t at_ms, int status) {
     return (tg_record_meta_t){
         .at_ms = at_ms,
+        .claim_hash = r->has_idem ? (tg_text_t){claim_hash, 64} : (tg_text_t){NULL, 0},
         .key = r->has_idem ? (tg_text_t){r->idem, r->idem_len} : (tg_text_t){NULL, 0},
         .nonce = r->has_nonce ? (tg_text_t){r->nonce, r->nonce_len} : (tg_text_t){NULL, 0},
         .request_hash = {req_hash, 64},
@@ -483,6 +488,9 @@ static step_t admit(eval_req_t *r, steps_t *s) {
     r->principal = s->auth.principal;
     r->tenant = r->principal->tenant;
     (void)snprintf(r->subject, sizeof r->subject, "%s", r->principal->subject.ptr);
+    if (r->principal->issuer.ptr != NULL) {
+        (void)snprintf(r->issuer, sizeof r->issuer, "%s", r->principal->issuer.ptr);
+    }
     size_t tl = 0;
     const char *tn = tg_tenants_name(s->tenants, r->tenant, &tl);
     if (tn == NULL || !copy_view(r->tenant_name, TG_TENANT_MAX, &r->tenant_len, tn, tl)) {
@@ -612,7 +620,8 @@ static step_t read_keys(eval_req_t *r, steps_t *s) {
     if (r->has_idem || r->has_nonce) {
         tg_buf_t probe;
         tg_buf_init(&probe, TG_LEDGER_META_MAX);
-        tg_record_meta_t widest = meta_of(r, TG_META_PROBE_HASH, INT64_MAX, 999);
+        tg_record_meta_t widest =
+            meta_of(r, TG_META_PROBE_HASH, TG_META_PROBE_HASH, INT64_MAX, 999);
         tg_err_t mrc = tg_record_meta_write(&probe, &widest);
         tg_buf_free(&probe);
         if (mrc != TG_OK && mrc != TG_ERR_LIMIT) {
@@ -645,13 +654,15 @@ static step_t check_idempotency(eval_req_t *r, steps_t *s) {
     tg_idem_result_t res;
     memset(&res, 0, sizeof res);
     tg_err_t rc = tg_db_claim_key(p->db, r->tenant_name, r->tenant_len, r->idem, r->idem_len,
-                                  s->req_hash, tg_clock_now_ms(), &res);
+                                  s->claim_hash, tg_clock_now_ms(), &res);
     if (rc == TG_ERR_LIMIT) {
         tg_reply_error(ex, TG_ERR_OVERLOADED, "idempotency table is full; retry later");
         return STEP_ANSWERED;
     }
     if (rc == TG_ERR_CONFLICT) {
-        tg_reply_error(ex, rc, "this idempotency key was used for a different request");
+        tg_reply_error(ex, rc,
+                       "this idempotency key was used for a different request or by another "
+                       "principal");
         return STEP_ANSWERED;
     }
     if (rc == TG_ERR_IN_FLIGHT) {
@@ -752,6 +763,14 @@ static tg_err_t sign_receipt(eval_req_t *r, tg_buf_t *out, const tg_key_t *signe
     fl.protocol_fingerprint = (tg_receipt_str_t){ref->fingerprint, 64};
     fl.timestamp_ms = now_ms;
     fl.expires_at_ms = now_ms + p->receipt_ttl_ms;
+    /* Who asked (SPEC 1.1): an issuer's caller, or a token with an explicit subject. A
+     * derived subject names nothing an operator chose, and leaving it out keeps those
+     * tokens' receipts v1 receipts byte for byte. */
+    const tg_principal_t *pr = r->principal;
+    if (pr->issuer.ptr != NULL || !pr->subject_derived) {
+        fl.principal_subject = (tg_receipt_str_t){pr->subject.ptr, pr->subject.len};
+        fl.principal_issuer = (tg_receipt_str_t){pr->issuer.ptr, pr->issuer.len};
+    }
     return tg_receipt_sign_fields(out, NULL, signer, &fl, NULL);
 }
 
@@ -809,6 +828,9 @@ static step_t bind_principal(eval_req_t *r, steps_t *s) {
     const tg_principal_t *pr = r->principal;
     tg_frame_t *f = &s->frame;
     char msg[TG_POLICY_MAX_NAME + 160];
+    /* What the policy may judge of the caller comes from its authentication, never from
+     * the body (tg_frame_from_request left these absent). */
+    tg_pipeline_bind_facts(f, s->pol, r->tenant_name, r->tenant_len, pr);
     if (!tg_principal_surface_allowed(pr, f->surface_name.ptr, f->surface_name.len)) {
         (void)snprintf(msg, sizeof msg, "this token may not ask about surface \"%.*s\"",
                        (int)f->surface_name.len, f->surface_name.ptr);
@@ -867,6 +889,14 @@ static step_t hash_request(eval_req_t *r, steps_t *s) {
         return STEP_ANSWERED;
     }
     tg_hex(s->req_hex, s->req_hash, 32);
+    /* The key is bound to who asked too (record.h): another principal of the tenant
+     * replaying it gets a 409, never this principal's receipt. Only a key needs it. */
+    if (r->has_idem) {
+        const tg_principal_t *pr = r->principal;
+        tg_record_claim_hash(s->claim_hash, s->req_hash, pr->issuer.ptr, pr->issuer.len,
+                             pr->subject.ptr, pr->subject.len);
+        tg_hex(s->claim_hex, s->claim_hash, 32);
+    }
     return STEP_NEXT;
 }
 
@@ -942,7 +972,7 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
         rc = tg_record_silence_write(&s->record, &sil);
     }
     if (rc == TG_OK) {
-        tg_record_meta_t m = meta_of(r, s->req_hex, now, r->status);
+        tg_record_meta_t m = meta_of(r, s->req_hex, s->claim_hex, now, r->status);
         rc = tg_record_meta_write(&s->meta_buf, &m);
     }
     if (rc == TG_OK) {

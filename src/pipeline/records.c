@@ -89,7 +89,8 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
     const tg_record_meta_t *m = &v.meta;
     if (m->key.ptr != NULL) {
         tg_idem_entry_t done = {.status = m->status, .pos = rec->pos, .stored_at_ms = m->at_ms};
-        memcpy(done.request_hash, v.request_hash, sizeof done.request_hash);
+        memcpy(done.request_hash, v.claim_hash,
+               sizeof done.request_hash); /* what the key is bound to */
         rc = tg_db_restore_key(p->db, m->tenant.ptr, m->tenant.len, m->key.ptr, m->key.len, &done,
                                now);
         if (rc == TG_ERR_LIMIT) {
@@ -174,6 +175,7 @@ tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag) {
  * the thread that answers (the route never defers). */
 static _Thread_local char log_tenant[TG_GUARD_TENANT_NAME_MAX + 1];
 static _Thread_local char log_subject[TG_GUARD_SUBJECT_MAX + 1];
+static _Thread_local char log_issuer[TG_RECEIPT_PRINCIPAL_MAX + 1];
 
 static void get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const tg_tenants_t *t,
                         const tg_principal_t *pr, const char *exec_id);
@@ -199,6 +201,10 @@ static void get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const tg_tenants_t 
     (void)snprintf(log_subject, sizeof log_subject, "%s", pr->subject.ptr);
     ex->log_tenant = log_tenant;
     ex->log_subject = log_subject;
+    if (pr->issuer.ptr != NULL) {
+        (void)snprintf(log_issuer, sizeof log_issuer, "%s", pr->issuer.ptr);
+        ex->log_issuer = log_issuer;
+    }
     if (!tg_role_may_read_receipts(pr->role)) {
         char msg[128];
         (void)snprintf(msg, sizeof msg,

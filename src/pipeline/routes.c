@@ -30,6 +30,7 @@ void tg_pipeline_finish_simple(tg_pipeline_t *p, tg_exchange_t *ex, tg_route_t i
     tg_log_request_t line = {.request_id = ex->request_id,
                              .tenant = ex->log_tenant,
                              .subject = ex->log_subject,
+                             .issuer = ex->log_issuer,
                              .method = ex->method,
                              .route = tg_route_name(id),
                              .status = ex->status,

@@ -169,6 +169,11 @@ tg_err_t tg_frame_from_request(tg_frame_t *out, tg_request_meta_t *meta, const t
     out->unknown_signal = sv_none();
     out->action = sv_none();
     out->actor = sv_none();
+    /* The caller's verified facts are not the request's to give: bound later, if at all. */
+    out->tenant = sv_none();
+    out->principal_subject = sv_none();
+    out->principal_issuer = sv_none();
+    out->n_claims = 0;
     if (meta != NULL) {
         memset(meta, 0, sizeof *meta);
     }

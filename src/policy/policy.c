@@ -108,6 +108,7 @@ typedef struct cc {
     /* Compile-time scratch (freed after compile). */
     const json_t *groups;   /* "actors" object or NULL */
     tg_sv_t *fields;        /* = p->tables.fields, capacity TG_POLICY_MAX_FIELDS */
+    tg_sv_t *claims;        /* = p->tables.claims, capacity TG_POLICY_MAX_CLAIMS */
     tg_surface_t *surfaces; /* writable views of p's tables */
     tg_signal_t *signals;
     double tier_threshold[4];
@@ -521,6 +522,28 @@ static tg_err_t intern_field(cc_t *c, const char *name, size_t n, uint32_t *id) 
     return TG_OK;
 }
 
+/* Id of principal claim `name` (principal.claims.<name>), adding it on first sight, as
+ * intern_field does for context fields. A linear scan: there are at most
+ * TG_POLICY_MAX_CLAIMS of them. */
+static tg_err_t intern_claim(cc_t *c, const char *name, size_t n, uint32_t *id) {
+    tg_policy_t *p = c->p;
+    for (uint32_t i = 0; i < p->tables.n_claims; i++) {
+        if (c->claims[i].len == n && memcmp(c->claims[i].ptr, name, n) == 0) {
+            *id = i;
+            return TG_OK;
+        }
+    }
+    if (p->tables.n_claims >= TG_POLICY_MAX_CLAIMS) {
+        return fail(c, "more than %d distinct principal claims in the policy",
+                    TG_POLICY_MAX_CLAIMS);
+    }
+    if (!arena_sv(c, &c->claims[p->tables.n_claims], name, n)) {
+        return nomem(c);
+    }
+    *id = p->tables.n_claims++;
+    return TG_OK;
+}
+
 /* ---- surfaces: names first (signals and tools refer to them) ------------------------- */
 
 static tg_err_t compile_surface_names(cc_t *c, const json_t *surfaces) {
@@ -930,10 +953,34 @@ static tg_err_t compile_cond(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, cons
                         printable(pk, fs + 8, fl - 8));
         }
         want = c->signals[cd->id].type == TG_SIG_BOOLEAN ? TG_FT_BOOLEAN : TG_FT_NUMBER;
+    } else if (strcmp(fs, "tenant") == 0 || strcmp(fs, "principal.subject") == 0 ||
+               strcmp(fs, "principal.issuer") == 0) {
+        /* Verified facts of the authenticated caller (kernel.h), strings. */
+        cd->src = fs[0] == 't'    ? TG_SRC_TENANT
+                  : fs[10] == 's' ? TG_SRC_PRINCIPAL_SUBJECT
+                                  : TG_SRC_PRINCIPAL_ISSUER;
+        want = TG_FT_STRING;
+    } else if (fl > 17 && memcmp(fs, "principal.claims.", 17) == 0) {
+        /* A verified claim may be a string, a number or a boolean: typed like an
+         * undeclared context field. */
+        cd->src = TG_SRC_CLAIM;
+        rc = check_name(c, fs + 17, fl - 17, "principal claim name");
+        if (rc) {
+            return rc;
+        }
+        rc = intern_claim(c, fs + 17, fl - 17, &cd->id);
+        if (rc) {
+            return rc;
+        }
+    } else if (fl >= 10 && memcmp(fs, "principal.", 10) == 0) {
+        return fail(c,
+                    "unknown principal field \"%s\" (expected principal.subject, "
+                    "principal.issuer or principal.claims.<name>)",
+                    printable(pk, fs, fl));
     } else {
         return fail(c,
-                    "unknown field \"%s\" (expected context.<name>, signals.<name>, actor or "
-                    "action)",
+                    "unknown field \"%s\" (expected context.<name>, signals.<name>, actor, "
+                    "action, tenant or principal.<subject|issuer|claims.<name>>)",
                     printable(pk, fs, fl));
     }
     if (!arena_sv(c, &cd->field, fs, fl)) {
@@ -1567,6 +1614,12 @@ tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *d
         goto done;
     }
     p->tables.fields = c.fields;
+    c.claims = arena_alloc(p, TG_POLICY_MAX_CLAIMS * sizeof *c.claims);
+    if (c.claims == NULL) {
+        rc = nomem(&c);
+        goto done;
+    }
+    p->tables.claims = c.claims;
     for (uint32_t i = 0; i < p->tables.n_surfaces; i++) {
         size_t s1 = path_push_key(&c, "surfaces");
         path_push_key(&c, c.surfaces[i].name.ptr);
@@ -1665,6 +1718,15 @@ size_t tg_policy_surface_count(const tg_policy_t *p) { return p->tables.n_surfac
 size_t tg_policy_rule_count(const tg_policy_t *p) { return p->n_rules; }
 
 size_t tg_policy_signal_count(const tg_policy_t *p) { return p->tables.n_signals; }
+
+size_t tg_policy_claim_count(const tg_policy_t *p) { return p->tables.n_claims; }
+
+tg_sv_t tg_policy_claim_name(const tg_policy_t *p, uint32_t id) {
+    if (id >= p->tables.n_claims) {
+        return (tg_sv_t){NULL, 0};
+    }
+    return p->tables.claims[id];
+}
 
 size_t tg_policy_tool_count(const tg_policy_t *p) { return p->n_tools; }
 

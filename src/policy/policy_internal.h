@@ -7,7 +7,8 @@
  *   surface id = index in `surfaces`, sorted by name bytewise (tg_sv_lexcmp);
  *   signal id  = index in `signals`, sorted the same way (riskScore included);
  *   field id   = index in `fields`, the distinct context member names the bundle mentions,
- *                in the order the compiler meets them (objects walked in sorted order).
+ *                in the order the compiler meets them (objects walked in sorted order);
+ *   claim id   = index in `claims`, the distinct principal.claims.<name> names, likewise.
  * So ids are a function of the bundle's content, not of its member order.
  * Only src/policy includes this header; the kernel sees the tables alone.
  */

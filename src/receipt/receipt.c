@@ -21,7 +21,8 @@ typedef enum {
     K_REASON,   /* tg_reason_code_valid */
     K_PROTOCOL, /* TG_PROTOCOL_VERSION */
     K_KEY_ID,   /* tg_key_id_valid */
-    K_SIG       /* 88 chars of canonical padded base64 decoding to 64 bytes */
+    K_SIG,      /* 88 chars of canonical padded base64 decoding to 64 bytes */
+    K_PRINCIPAL /* {"issuer"?: text, "subject": text}, both non-empty, bounded (v1.1) */
 } kind_t;
 
 enum { F_REQUIRED = 0, F_OPTIONAL = 1, F_SIGNATURE = 2 };
@@ -55,6 +56,7 @@ static const member_t MEMBERS[] = {
     MEMBER("policyHash", K_HEX64, F_REQUIRED, FOFF(policy_hash)),
     MEMBER("policyVersion", K_TEXT_NE, F_REQUIRED, FOFF(policy_version)),
     MEMBER("prevReceiptHash", K_TEXT_NE, F_OPTIONAL, FOFF(prev_receipt_hash)),
+    MEMBER("principal", K_PRINCIPAL, F_OPTIONAL, FOFF(principal_subject)),
     MEMBER("protocolFingerprint", K_HEX64, F_REQUIRED, FOFF(protocol_fingerprint)),
     MEMBER("protocolVersion", K_PROTOCOL, F_REQUIRED, FOFF(protocol_version)),
     MEMBER("reasonCode", K_REASON, F_REQUIRED, FOFF(reason_code)),
@@ -75,10 +77,11 @@ enum {
     M_EXECUTION_ID = 8,
     M_EXPIRES_AT = 9,
     M_POLICY_VERSION = 11,
-    M_REASON_CODE = 15,
-    M_RECEIPT_HASH = 16,
-    M_REQUEST_HASH = 17,
-    M_TIMESTAMP = 21
+    M_PRINCIPAL = 13,
+    M_REASON_CODE = 16,
+    M_RECEIPT_HASH = 17,
+    M_REQUEST_HASH = 18,
+    M_TIMESTAMP = 22
 };
 
 static bool is_lower_hex(const char *p, size_t n) {
@@ -145,8 +148,21 @@ static const char *check_value(const member_t *m, const char *p, size_t n, int64
         sodium_memzero(sig, sizeof sig);
         return ok ? NULL : "is not the padded base64 of a 64-byte signature";
     }
+    case K_PRINCIPAL: /* its subject; the issuer is checked by check_issuer */
+        if (n == 0) {
+            return "has an empty subject";
+        }
+        return n <= TG_RECEIPT_PRINCIPAL_MAX ? NULL : "has a subject longer than 1024 bytes";
     }
     return "has an unknown format";
+}
+
+/* The principal's optional issuer: NULL when it fits, else what is wrong. */
+static const char *check_issuer(size_t n) {
+    if (n == 0) {
+        return "has an empty issuer";
+    }
+    return n <= TG_RECEIPT_PRINCIPAL_MAX ? NULL : "has an issuer longer than 1024 bytes";
 }
 
 /* ---- fast builder -------------------------------------------------------------------- */
@@ -164,6 +180,13 @@ static tg_err_t gather(tg_receipt_str_t vals[N_MEMBERS], char ts[TG_TIME_ISO_LEN
     }
     if (f->expires_at_ms < f->timestamp_ms) {
         return tg_diag_set(diag, TG_ERR_INVALID_ARG, "receipt field expiresAt is before timestamp");
+    }
+    if (f->principal_issuer.ptr != NULL) {
+        const char *why = f->principal_subject.ptr == NULL ? "has an issuer but no subject"
+                                                           : check_issuer(f->principal_issuer.len);
+        if (why != NULL) {
+            return tg_diag_set(diag, TG_ERR_INVALID_ARG, "receipt field principal %s", why);
+        }
     }
     for (size_t i = 0; i < N_MEMBERS; i++) {
         const member_t *m = &MEMBERS[i];
@@ -201,7 +224,8 @@ static tg_err_t gather(tg_receipt_str_t vals[N_MEMBERS], char ts[TG_TIME_ISO_LEN
 /* Writes the canonical unsigned object; pos[i] records, for the signature members, the
  * offset where `,"name":value` belongs in the signed form. */
 static tg_err_t write_unsigned(tg_buf_t *out, size_t pos[N_MEMBERS],
-                               const tg_receipt_str_t vals[N_MEMBERS], tg_diag_t *diag) {
+                               const tg_receipt_str_t vals[N_MEMBERS], tg_receipt_str_t issuer,
+                               tg_diag_t *diag) {
     tg_err_t rc = TG_OK;
     bool first = true;
     for (size_t i = 0; i < N_MEMBERS; i++) {
@@ -216,12 +240,30 @@ static tg_err_t write_unsigned(tg_buf_t *out, size_t pos[N_MEMBERS],
         if (!rc) {
             rc = tg_buf_append(out, MEMBERS[i].key, MEMBERS[i].key_len);
         }
+        if (!rc && MEMBERS[i].kind == K_PRINCIPAL) {
+            /* {"issuer":…,"subject":…}: canonical member order, issuer only when known */
+            if (issuer.ptr != NULL) {
+                rc = tg_buf_puts(out, "{\"issuer\":");
+                if (!rc) {
+                    rc = tg_canon_string(out, issuer.ptr, issuer.len);
+                }
+                if (!rc) {
+                    rc = tg_buf_puts(out, ",\"subject\":");
+                }
+            } else {
+                rc = tg_buf_puts(out, "{\"subject\":");
+            }
+        }
         if (!rc) {
             rc = tg_canon_string(out, vals[i].ptr, vals[i].len);
-            if (rc == TG_ERR_JSON_UTF8 || rc == TG_ERR_JSON_SURROGATE) {
-                return tg_diag_set(diag, TG_ERR_INVALID_ARG, "receipt field %s is not valid UTF-8",
-                                   MEMBERS[i].name);
+            if (!rc && MEMBERS[i].kind == K_PRINCIPAL) {
+                rc = tg_buf_putc(out, '}');
             }
+        }
+        /* the principal's issuer is written before its subject: either may be the one */
+        if (rc == TG_ERR_JSON_UTF8 || rc == TG_ERR_JSON_SURROGATE) {
+            return tg_diag_set(diag, TG_ERR_INVALID_ARG, "receipt field %s is not valid UTF-8",
+                               MEMBERS[i].name);
         }
         if (rc) {
             return rc;
@@ -239,7 +281,7 @@ tg_err_t tg_receipt_write_unsigned(tg_buf_t *out, const tg_receipt_fields_t *fie
     size_t start = out->len;
     tg_err_t rc = gather(vals, ts, exp, fields, diag);
     if (rc == TG_OK) {
-        rc = write_unsigned(out, pos, vals, diag);
+        rc = write_unsigned(out, pos, vals, fields->principal_issuer, diag);
     }
     if (rc && out->data != NULL) {
         out->len = start;
@@ -305,7 +347,7 @@ tg_err_t tg_receipt_sign_fields(tg_buf_t *out, tg_receipt_signed_t *info, const 
         return tg_diag_set(diag, TG_ERR_NO_KEY, "no signing key: cannot sign a receipt");
     }
     TG_TRY(gather(vals, ts, exp, fields, diag));
-    TG_TRY(write_unsigned(out, pos, vals, diag));
+    TG_TRY(write_unsigned(out, pos, vals, fields->principal_issuer, diag));
     rc = sign_and_insert(out, info, key, start, pos);
     if (rc) {
         rc = tg_diag_set(diag, rc, "cannot sign the receipt: %s", tg_strerror(rc));
@@ -363,6 +405,33 @@ static int member_index(const char *name) {
     return -1;
 }
 
+/* The principal member (SPEC 1.1): an object with exactly a string "subject" and, optionally,
+ * a string "issuer". The subject's value is checked with the other members'. */
+static tg_err_t principal_shape(const json_t *v, tg_diag_t *diag) {
+    if (!json_is_object(v)) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "member principal must be an object");
+    }
+    const json_t *sub = json_object_get(v, "subject");
+    const json_t *iss = json_object_get(v, "issuer");
+    if (!json_is_string(sub)) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                           "member principal must have a string subject");
+    }
+    if (iss != NULL && !json_is_string(iss)) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                           "member principal's issuer must be a string");
+    }
+    if (json_object_size(v) != (iss != NULL ? 2u : 1u)) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                           "member principal may only have the members issuer and subject");
+    }
+    const char *why = iss != NULL ? check_issuer(json_string_length(iss)) : NULL;
+    if (why != NULL) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "member principal %s", why);
+    }
+    return TG_OK;
+}
+
 /* signed_form: the three signature members are required (verify) or forbidden (sign). */
 static tg_err_t check_shape(shape_t *sh, const json_t *obj, bool signed_form, tg_diag_t *diag) {
     const char *name;
@@ -388,6 +457,13 @@ static tg_err_t check_shape(shape_t *sh, const json_t *obj, bool signed_form, tg
             return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
                                "member %s is null (absent fields are omitted, never null)",
                                m->name);
+        }
+        if (m->kind == K_PRINCIPAL) {
+            tg_err_t prc = principal_shape(v, diag);
+            if (prc != TG_OK) {
+                return prc;
+            }
+            v = json_object_get(v, "subject"); /* checked below like every value */
         }
         if (!json_is_string(v)) {
             return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "member %s must be a string", m->name);

@@ -1,6 +1,7 @@
 /* record.c — the ledger record's meta and SILENCE payload, written and read back (record.h). */
 #include "trigguard/record.h"
 
+#include <sodium.h>
 #include <string.h>
 
 #include "trigguard/canon.h"
@@ -32,6 +33,15 @@ tg_err_t tg_record_meta_write(tg_buf_t *out, const tg_record_meta_t *m) {
     tg_err_t rc = tg_buf_puts(out, "{\"at\":");
     if (rc == TG_OK) {
         rc = tg_buf_put_i64(out, m->at_ms);
+    }
+    if (rc == TG_OK && m->claim_hash.ptr != NULL) {
+        if (m->claim_hash.len != 64) {
+            return TG_ERR_INVALID_ARG;
+        }
+        char ch[65];
+        memcpy(ch, m->claim_hash.ptr, 64);
+        ch[64] = '\0';
+        rc = PUT_STRS(out, ",\"ch\":\"", ch, "\"");
     }
     if (rc == TG_OK && m->key.ptr != NULL) {
         rc = tg_buf_puts(out, ",\"k\":");
@@ -134,6 +144,7 @@ tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len, 
     m->key = jsv(v->meta_doc, "k");
     m->nonce = jsv(v->meta_doc, "n");
     m->request_hash = jsv(v->meta_doc, "rh");
+    m->claim_hash = jsv(v->meta_doc, "ch");
     const json_t *st = json_object_get(v->meta_doc, "s");
     const json_t *at = json_object_get(v->meta_doc, "at");
     tg_text_t decision = jsv(v->payload_doc, "decision");
@@ -145,6 +156,13 @@ tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len, 
         !json_is_number(at) || decision.ptr == NULL || v->reason.ptr == NULL ||
         v->execution_id.ptr == NULL || v->policy_version.ptr == NULL ||
         tg_unhex(v->request_hash, 32, m->request_hash.ptr, m->request_hash.len) != TG_OK) {
+        tg_record_view_free(v);
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    /* Records of earlier builds bound their key to the request hash alone. */
+    if (m->claim_hash.ptr == NULL) {
+        memcpy(v->claim_hash, v->request_hash, sizeof v->claim_hash);
+    } else if (tg_unhex(v->claim_hash, 32, m->claim_hash.ptr, m->claim_hash.len) != TG_OK) {
         tg_record_view_free(v);
         return TG_ERR_LEDGER_CORRUPT;
     }
@@ -174,4 +192,30 @@ tg_err_t tg_record_response(tg_buf_t *out, const tg_record_view_t *v, const void
     };
     tg_err_t rc = tg_decision_body_open(out, &b);
     return rc == TG_OK ? tg_buf_putc(out, '}') : rc;
+}
+
+/* Length-prefixed, so ("ab","c") and ("a","bc") never hash alike. */
+static void claim_part(crypto_hash_sha256_state *st, const char *p, size_t n) {
+    uint8_t len[8];
+    uint64_t v = p != NULL ? (uint64_t)n : UINT64_MAX; /* absent differs from empty */
+    for (int i = 7; i >= 0; i--) {
+        len[i] = (uint8_t)(v & 0xff);
+        v >>= 8;
+    }
+    crypto_hash_sha256_update(st, len, sizeof len);
+    if (p != NULL && n > 0) {
+        crypto_hash_sha256_update(st, (const unsigned char *)p, n);
+    }
+}
+
+void tg_record_claim_hash(uint8_t out[32], const uint8_t request_hash[32], const char *issuer,
+                          size_t issuer_len, const char *subject, size_t subject_len) {
+    static const char domain[] = "trigguard/idempotency-claim/v1.1";
+    crypto_hash_sha256_state st;
+    crypto_hash_sha256_init(&st);
+    crypto_hash_sha256_update(&st, (const unsigned char *)domain, sizeof domain); /* with NUL */
+    crypto_hash_sha256_update(&st, request_hash, 32);
+    claim_part(&st, issuer, issuer_len);
+    claim_part(&st, subject, subject_len);
+    crypto_hash_sha256_final(&st, out);
 }

@@ -163,6 +163,52 @@ bad "policy check invalid" 'badpolicy.json: surfaces.x.tier: must be 1, 2 or 3' 
 bad "policy check missing" 'cannot open' policy check "$tmp/none.json"
 bad "policy check usage" 'usage' policy
 bad "policy unknown subcommand" 'usage' policy frob "$policy"
+# ---- verified facts given offline (issue 20): --tenant, --subject, --issuer, --claim ----
+req prod '{"surface":"deploy.release","action":"deploy","actor":"ci.release-bot",
+ "context":{"target":"production","version":"1.4.2","branch":"main","ref":"refs/heads/main"}}'
+if run 3 "production deploy, no claims" check --policy "$policy" "$tmp/prod.json"; then
+    json_is '.decision == "DENY" and .reason_code == "NO_MATCHING_POLICY"' \
+        "production deploy: the body's branch and ref are no verified facts"
+fi
+if run 0 "production deploy, verified claims" check --policy "$policy" --subject repo:acme/app \
+    --issuer https://token.actions.githubusercontent.com --claim ref=refs/heads/main \
+    --claim environment=production "$tmp/prod.json"; then
+    json_is '.decision == "PERMIT" and .trace.rule == "release-to-production-from-main"' \
+        "production deploy permitted by the verified-claims rule"
+fi
+run 3 "production deploy, another ref" check --policy "$policy" --claim ref=refs/heads/dev \
+    --claim environment=production "$tmp/prod.json" || true
+run 3 "production deploy, ref only" check --policy "$policy" --claim ref=refs/heads/main \
+    "$tmp/prod.json" || true
+bad "--claim with an array" 'must be a string, number or boolean' check --policy "$policy" \
+    --claim 'ref="refs/heads/main"' --claim 'environment=["production"]' "$tmp/prod.json"
+run 0 "production deploy, JSON-quoted strings" check --policy "$policy" \
+    --claim 'ref="refs/heads/main"' --claim 'environment="production"' "$tmp/prod.json" || true
+bad "--claim without =" 'expected NAME=VALUE' check --policy "$policy" --claim ref "$tmp/prod.json"
+bad "--claim twice" 'given twice' check --policy "$policy" --claim a=1 --claim a=2 "$tmp/prod.json"
+bad "--claim null" 'must be a string, number or boolean' check --policy "$policy" --claim a=null \
+    "$tmp/prod.json"
+bad "--issuer alone" '--issuer needs --subject' check --policy "$policy" --issuer https://i \
+    "$tmp/prod.json"
+bad "--subject empty" '--subject and --issuer take' check --policy "$policy" --subject '' \
+    "$tmp/prod.json"
+if [ -f "$tmp/key.pem" ] && chmod 0600 "$tmp/key.pem" &&
+    run 0 "receipt principal" check --policy "$policy" --key "$tmp/key.pem" --subject repo:acme/app \
+        --issuer https://token.actions.githubusercontent.com --claim ref=refs/heads/main \
+        --claim environment=production "$tmp/prod.json"; then
+    json_is '.receipt.principal == {"issuer":"https://token.actions.githubusercontent.com","subject":"repo:acme/app"}' \
+        "the signed receipt names the principal"
+    jq -c .receipt "$tmp/out" >"$tmp/receipt-principal.json"
+    "$TG_BIN" verify --keys "$tmp/keys.json" "$tmp/receipt-principal.json" >"$tmp/v" 2>&1 ||
+        fail "verify a receipt with a principal: $(cat "$tmp/v")"
+    checks=$((checks + 1))
+    run 0 "receipt without --subject" check --policy "$policy" --key "$tmp/key.pem" "$tmp/permit.json" &&
+        json_is '.receipt | has("principal") | not' "no --subject: no principal (a v1 receipt)"
+fi
+if run 0 "check --help" check --help; then
+    grep -q -- '--claim NAME=VALUE' "$tmp/out" || fail "check --help names --claim"
+fi
+
 run 0 "policy help" policy --help || true
 run 0 "check help" check --help || true
 for f in "$TG_SRC"/tests/unit/vectors/kernel/policies/*.json; do

@@ -35,6 +35,16 @@ tg_expect_py "s == 200 and j['decision'] == 'DENY'" "rsdSpike on a tier-1 surfac
 tg_post /v1/evaluate '{"tool":"stripe.charge","args":{"amount":2500,"currency":"USD"},"actor":"agent.billing","signals":{"riskScore":0.12}}'
 tg_expect_py "s == 200 and j['receipt']['surface'] == 'payments.charge'" "tool-call shape: stripe.charge maps to payments.charge"
 
+# The production deploy on verified facts (issue 20): the rule wants the caller's OIDC claims
+# ref and environment; a static token has none, so whatever the body says it is no PERMIT.
+DEPLOY='{"surface":"deploy.release","action":"deploy","actor":"ci.release-bot","context":{"target":"production","version":"1.4.2","branch":"main","ref":"refs/heads/main","environment":"production"}}'
+tg_post /decide "$DEPLOY"
+tg_expect_py "s == 200 and j['decision'] == 'DENY' and j['reason_code'] == 'NO_MATCHING_POLICY'" \
+    "production deploy with caller-sent branch/ref/environment and a static token: not permitted"
+tg_post /v1/evaluate '{"surface":"deploy.release","action":"deploy","actor":"ci.release-bot","context":{"target":"production","version":"1.4.2"},"signals":{"humanApproved":true}}'
+tg_expect_py "s == 200 and j['decision'] == 'PERMIT' and j['receipt'].get('principal') is None" \
+    "the approved production deploy still permits (a derived-subject token: no principal in the receipt)"
+
 # Required context of SPEC §8: each field missing -> SILENCE MISSING_CONTEXT; all present
 # -> something other than MISSING_CONTEXT (the rules then decide).
 tg_check "required context of every surface in the SPEC §8 table" python3 - "${TG_PORTS[main]}" <<'PY'

@@ -13,7 +13,9 @@
 #include <sodium.h>
 
 #include "trigguard/canon.h"
+#include "trigguard/guard.h"
 #include "trigguard/kernel.h"
+#include "trigguard/pipeline.h"
 #include "trigguard/policy.h"
 
 #include "support/fail_alloc.h"
@@ -561,6 +563,174 @@ static void test_frame_guards(void **state) {
     cache_clear();
 }
 
+/* ---- verified facts: tenant, principal.subject, principal.issuer, principal.claims ---- */
+
+/* One rule per surface, each on one fact; every surface denies by default. */
+static const char FACTS_POLICY[] =
+    "{\"version\":\"1\",\"surfaces\":{"
+    "\"t\":{\"tier\":1,\"rules\":[{\"id\":\"r\",\"effect\":\"permit\",\"when\":["
+    "{\"field\":\"tenant\",\"op\":\"eq\",\"value\":\"acme\"}]}]},"
+    "\"s\":{\"tier\":1,\"rules\":[{\"id\":\"r\",\"effect\":\"permit\",\"when\":["
+    "{\"field\":\"principal.subject\",\"op\":\"in\",\"value\":[\"ci-deploy\",\"ops\"]}]}]},"
+    "\"i\":{\"tier\":1,\"rules\":[{\"id\":\"r\",\"effect\":\"permit\",\"when\":["
+    "{\"field\":\"principal.issuer\",\"op\":\"eq\",\"value\":\"https://idp\"}]}]},"
+    "\"noiss\":{\"tier\":1,\"rules\":[{\"id\":\"r\",\"effect\":\"permit\",\"when\":["
+    "{\"field\":\"principal.issuer\",\"op\":\"exists\",\"value\":false}]}]},"
+    "\"ref\":{\"tier\":1,\"rules\":[{\"id\":\"r\",\"effect\":\"permit\",\"when\":["
+    "{\"field\":\"principal.claims.ref\",\"op\":\"eq\",\"value\":\"refs/heads/main\"},"
+    "{\"field\":\"principal.claims.environment\",\"op\":\"eq\",\"value\":\"production\"}]}]},"
+    "\"num\":{\"tier\":1,\"rules\":[{\"id\":\"r\",\"effect\":\"permit\",\"when\":["
+    "{\"field\":\"principal.claims.level\",\"op\":\"gte\",\"value\":3}]}]},"
+    "\"bool\":{\"tier\":1,\"rules\":[{\"id\":\"r\",\"effect\":\"permit\",\"when\":["
+    "{\"field\":\"principal.claims.admin\",\"op\":\"eq\",\"value\":true}]}]}}}";
+
+static tg_verdict_t facts_decide(const tg_policy_t *p, const char *surface, const char *tenant,
+                                 const tg_principal_t *pr, const char *body_context) {
+    char text[512];
+    snprintf(text, sizeof text, "{\"surface\":\"%s\"%s%s}", surface,
+             body_context ? ",\"context\":" : "", body_context ? body_context : "");
+    json_t *req = parse_text(text);
+    tg_frame_t f;
+    assert_int_equal(tg_frame_from_request(&f, NULL, p, req, NULL), TG_OK);
+    /* The body never fills a fact. */
+    assert_null(f.tenant.ptr);
+    assert_null(f.principal_subject.ptr);
+    assert_int_equal(f.n_claims, 0);
+    tg_pipeline_bind_facts(&f, p, tenant, tenant ? strlen(tenant) : 0, pr);
+    tg_decision_t d;
+    tg_kernel_decide(&d, tg_policy_tables(p), &f);
+    json_decref(req);
+    return d.verdict;
+}
+
+static tg_claim_t claim_str(const char *name, const char *v) {
+    tg_claim_t c;
+    memset(&c, 0, sizeof c);
+    c.name = (tg_guard_str_t){name, strlen(name)};
+    c.value.type = TG_VT_STRING;
+    c.value.str = v;
+    c.value.len = (uint32_t)strlen(v);
+    return c;
+}
+
+static void test_principal_facts(void **state) {
+    (void)state;
+    tg_policy_t *p = NULL;
+    tg_diag_t diag = {{0}};
+    assert_int_equal(tg_policy_load_text(&p, FACTS_POLICY, strlen(FACTS_POLICY), &diag), TG_OK);
+    /* Claim names are interned like context fields: ids in first-seen order. */
+    assert_int_equal(tg_policy_claim_count(p), 4);
+    assert_null(tg_policy_claim_name(p, 4).ptr);
+    size_t seen = 0;
+    for (uint32_t i = 0; i < 4; i++) {
+        tg_sv_t n = tg_policy_claim_name(p, i);
+        assert_non_null(n.ptr);
+        seen += strcmp(n.ptr, "ref") == 0 || strcmp(n.ptr, "environment") == 0 ||
+                strcmp(n.ptr, "level") == 0 || strcmp(n.ptr, "admin") == 0;
+    }
+    assert_int_equal(seen, 4);
+
+    tg_principal_t token; /* a tokens-file principal: no issuer, no claims */
+    memset(&token, 0, sizeof token);
+    token.subject = (tg_guard_str_t){"ci-deploy", 9};
+    tg_principal_t other = token;
+    other.subject = (tg_guard_str_t){"acme:0123abcd", 13};
+    other.subject_derived = true;
+
+    /* tenant */
+    assert_int_equal(facts_decide(p, "t", "acme", &token, NULL), TG_PERMIT);
+    assert_int_equal(facts_decide(p, "t", "beta", &token, NULL), TG_DENY);
+    assert_int_equal(facts_decide(p, "t", NULL, NULL, "{\"tenant\":\"acme\"}"), TG_DENY);
+    /* principal.subject */
+    assert_int_equal(facts_decide(p, "s", "acme", &token, NULL), TG_PERMIT);
+    assert_int_equal(facts_decide(p, "s", "acme", &other, NULL), TG_DENY);
+    assert_int_equal(facts_decide(p, "s", "acme", NULL, NULL), TG_DENY);
+    /* principal.issuer: absent for a token (exists false holds, eq does not) */
+    assert_int_equal(facts_decide(p, "i", "acme", &token, NULL), TG_DENY);
+    assert_int_equal(facts_decide(p, "noiss", "acme", &token, NULL), TG_PERMIT);
+    tg_principal_t oidc = token;
+    oidc.issuer = (tg_guard_str_t){"https://idp", 11};
+    assert_int_equal(facts_decide(p, "i", "acme", &oidc, NULL), TG_PERMIT);
+    assert_int_equal(facts_decide(p, "noiss", "acme", &oidc, NULL), TG_DENY);
+
+    /* principal.claims: both verified claims, whatever the body says */
+    tg_claim_t cl[4];
+    cl[0] = claim_str("environment", "production");
+    cl[1] = claim_str("ref", "refs/heads/main");
+    oidc.claims = cl;
+    oidc.claims_count = 2;
+    assert_int_equal(facts_decide(p, "ref", "acme", &oidc, NULL), TG_PERMIT);
+    assert_int_equal(facts_decide(p, "ref", "acme", &token,
+                                  "{\"ref\":\"refs/heads/main\",\"environment\":\"production\"}"),
+                     TG_DENY);
+    cl[1] = claim_str("ref", "refs/heads/dev");
+    assert_int_equal(facts_decide(p, "ref", "acme", &oidc, NULL), TG_DENY);
+    oidc.claims_count = 1; /* environment only */
+    assert_int_equal(facts_decide(p, "ref", "acme", &oidc, NULL), TG_DENY);
+
+    /* typed: a number claim compares as a number, "3" is not 3; a bool is a bool */
+    memset(&cl[0], 0, sizeof cl[0]);
+    cl[0].name = (tg_guard_str_t){"level", 5};
+    cl[0].value.type = TG_VT_NUMBER;
+    cl[0].value.num = 3;
+    oidc.claims_count = 1;
+    assert_int_equal(facts_decide(p, "num", "acme", &oidc, NULL), TG_PERMIT);
+    cl[0].value.num = 2.5;
+    assert_int_equal(facts_decide(p, "num", "acme", &oidc, NULL), TG_DENY);
+    cl[0] = claim_str("level", "3");
+    assert_int_equal(facts_decide(p, "num", "acme", &oidc, NULL), TG_DENY);
+    memset(&cl[0], 0, sizeof cl[0]);
+    cl[0].name = (tg_guard_str_t){"admin", 5};
+    cl[0].value.type = TG_VT_BOOL;
+    cl[0].value.boolean = 1;
+    assert_int_equal(facts_decide(p, "bool", "acme", &oidc, NULL), TG_PERMIT);
+    cl[0] = claim_str("admin", "true");
+    assert_int_equal(facts_decide(p, "bool", "acme", &oidc, NULL), TG_DENY);
+    /* a claim that is not a scalar is not bound at all */
+    memset(&cl[0], 0, sizeof cl[0]);
+    cl[0].name = (tg_guard_str_t){"admin", 5};
+    cl[0].value.type = TG_VT_OBJECT;
+    json_t *req = parse_text("{\"surface\":\"bool\"}");
+    tg_frame_t f;
+    assert_int_equal(tg_frame_from_request(&f, NULL, p, req, NULL), TG_OK);
+    tg_pipeline_bind_facts(&f, p, "acme", 4, &oidc);
+    assert_int_equal(f.n_claims, 0);
+
+    /* frame binding: slots sorted by claim id, only the names the policy uses */
+    cl[0] = claim_str("unused", "x");
+    cl[1] = claim_str("ref", "refs/heads/main");
+    cl[2] = claim_str("environment", "production");
+    cl[3] = claim_str("level", "1");
+    oidc.claims_count = 4;
+    tg_pipeline_bind_facts(&f, p, "acme", 4, &oidc);
+    assert_int_equal(f.n_claims, 3);
+    for (uint32_t i = 1; i < f.n_claims; i++) {
+        assert_true(f.claims[i - 1].id < f.claims[i].id);
+    }
+    assert_true(f.tenant.len == 4 && memcmp(f.tenant.ptr, "acme", 4) == 0);
+    assert_ptr_equal(f.principal_issuer.ptr, oidc.issuer.ptr);
+
+    /* the kernel stays allocation-free with facts bound */
+    long before = tg_fail_alloc_seen();
+    tg_decision_t d;
+    tg_fail_alloc_all(true);
+    tg_kernel_decide(&d, tg_policy_tables(p), &f);
+    tg_fail_alloc_all(false);
+    assert_int_equal(tg_fail_alloc_seen() - before, 0);
+
+    /* frame guards: claim ids and counts are checked like the others */
+    tg_frame_t g = f;
+    g.n_claims = TG_FRAME_MAX_CLAIMS + 1;
+    tg_kernel_decide(&d, tg_policy_tables(p), &g);
+    assert_string_equal(d.reason, "INVALID_FRAME");
+    g = f;
+    g.claims[0].id = (uint32_t)tg_policy_claim_count(p);
+    tg_kernel_decide(&d, tg_policy_tables(p), &g);
+    assert_string_equal(d.reason, "INVALID_FRAME");
+    json_decref(req);
+    tg_policy_destroy(p);
+}
+
 static void test_names(void **state) {
     (void)state;
     assert_string_equal(tg_verdict_name(TG_PERMIT), "PERMIT");
@@ -631,6 +801,7 @@ int main(void) {
         cmocka_unit_test(test_property_two_compiled_copies),
         cmocka_unit_test(test_kernel_never_allocates),
         cmocka_unit_test(test_frame_guards),
+        cmocka_unit_test(test_principal_facts),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_reason_codes),
     };

@@ -258,12 +258,37 @@ static void test_rule_errors(void **state) {
          "surfaces.x.rules[0].when[0].field: required member missing"},
         {"[{'effect':'deny','when':[{'field':1,'op':'eq','value':1}]}]",
          "surfaces.x.rules[0].when[0].field: must be a string, not a number"},
-        {"[{'effect':'deny','when':[{'field':'tenant','op':'eq','value':1}]}]",
-         "surfaces.x.rules[0].when[0].field: unknown field \"tenant\" (expected "
-         "context.<name>, signals.<name>, actor or action)"},
+        {"[{'effect':'deny','when':[{'field':'tenants','op':'eq','value':1}]}]",
+         "surfaces.x.rules[0].when[0].field: unknown field \"tenants\" (expected "
+         "context.<name>, signals.<name>, actor, action, tenant or "
+         "principal.<subject|issuer|claims.<name>>)"},
         {"[{'effect':'deny','when':[{'field':'context.','op':'eq','value':1}]}]",
          "surfaces.x.rules[0].when[0].field: unknown field \"context.\" (expected "
-         "context.<name>, signals.<name>, actor or action)"},
+         "context.<name>, signals.<name>, actor, action, tenant or "
+         "principal.<subject|issuer|claims.<name>>)"},
+        /* The verified facts of the caller (issue 20): strings, and claims by name. */
+        {"[{'effect':'deny','when':[{'field':'tenant','op':'eq','value':1}]}]",
+         "surfaces.x.rules[0].when[0].value: a number operand never matches a field of type "
+         "string"},
+        {"[{'effect':'deny','when':[{'field':'principal.subject','op':'gt','value':1}]}]",
+         "surfaces.x.rules[0].when[0].op: gt compares numbers but principal.subject is of type "
+         "string"},
+        {"[{'effect':'deny','when':[{'field':'principal.issuer','op':'in','value':['a',true]}]}]",
+         "surfaces.x.rules[0].when[0].value[1]: a boolean operand never matches a field of type "
+         "string"},
+        {"[{'effect':'deny','when':[{'field':'principal.','op':'eq','value':'a'}]}]",
+         "surfaces.x.rules[0].when[0].field: unknown principal field \"principal.\" (expected "
+         "principal.subject, principal.issuer or principal.claims.<name>)"},
+        {"[{'effect':'deny','when':[{'field':'principal.foo','op':'eq','value':'a'}]}]",
+         "surfaces.x.rules[0].when[0].field: unknown principal field \"principal.foo\" "
+         "(expected principal.subject, principal.issuer or principal.claims.<name>)"},
+        {"[{'effect':'deny','when':[{'field':'principal.claims.','op':'eq','value':'a'}]}]",
+         "surfaces.x.rules[0].when[0].field: unknown principal field \"principal.claims.\" "
+         "(expected principal.subject, principal.issuer or principal.claims.<name>)"},
+        {"[{'effect':'deny','when':[{'field':'principal','op':'eq','value':'a'}]}]",
+         "surfaces.x.rules[0].when[0].field: unknown field \"principal\" (expected "
+         "context.<name>, signals.<name>, actor, action, tenant or "
+         "principal.<subject|issuer|claims.<name>>)"},
         {"[{'effect':'deny','when':[{'field':'signals.nope','op':'eq','value':1}]}]",
          "surfaces.x.rules[0].when[0].field: signal \"nope\" is not declared in signals"},
         {"[{'effect':'deny','when':[{'field':'actor','value':'a'}]}]",
@@ -582,6 +607,26 @@ static void test_limits(void **state) {
                                  "context fields in the policy");
         } else {
             tg_policy_destroy(compile_ok_tree(b));
+        }
+        json_decref(b);
+
+        /* distinct principal claims across the bundle (one rule, one condition each) */
+        b = parse_q("{'version':'1','surfaces':{'x':{'tier':3,'rules':[]}}}");
+        json_t *crules =
+            json_object_get(json_object_get(json_object_get(b, "surfaces"), "x"), "rules");
+        for (int k = 0; k < TG_POLICY_MAX_CLAIMS + over; k++) {
+            snprintf(name, sizeof name, "principal.claims.c%02d", k);
+            json_array_append_new(crules,
+                                  json_pack("{s:s, s:[{s:s, s:s, s:b}]}", "effect", "deny", "when",
+                                            "field", name, "op", "exists", "value", 1));
+        }
+        if (over) {
+            expect_error_tree(b, "surfaces.x.rules[16].when[0].field: more than 16 distinct "
+                                 "principal claims in the policy");
+        } else {
+            tg_policy_t *p = compile_ok_tree(b);
+            assert_int_equal(tg_policy_claim_count(p), TG_POLICY_MAX_CLAIMS);
+            tg_policy_destroy(p);
         }
         json_decref(b);
     }

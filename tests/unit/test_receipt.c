@@ -684,6 +684,133 @@ static void test_verify_shape(void **state) {
     free(g);
 }
 
+/* ---- principal (SPEC 1.1) ----------------------------------------------------------- */
+
+static char *sign_to_text(const tg_receipt_fields_t *f) {
+    tg_buf_t out;
+    tg_diag_t d;
+    tg_buf_init(&out, 0);
+    tg_err_t rc = tg_receipt_sign_fields(&out, NULL, &signer, f, &d);
+    if (rc) {
+        fail_msg("sign: %s %s", tg_err_name(rc), d.msg);
+    }
+    char *t = strdup(out.data);
+    tg_buf_free(&out);
+    return t;
+}
+
+static void test_principal(void **state) {
+    (void)state;
+    tg_diag_t d;
+    /* Without a principal the receipt is the v1 golden receipt, byte for byte. */
+    size_t glen;
+    char *g = golden("vectors/receipt/golden.json", &glen);
+    tg_receipt_fields_t f = golden_fields();
+    char *v1 = sign_to_text(&f);
+    assert_string_equal(v1, g);
+    assert_null(strstr(v1, "principal"));
+
+    /* A token with an explicit subject: {"subject"}; an OIDC caller: {"issuer","subject"},
+     * in canonical order, signed like the rest and equal to the generic path's bytes. */
+    f.principal_subject = TG_RSTR("ci-deploy");
+    char *tok = sign_to_text(&f);
+    assert_non_null(
+        strstr(tok, ",\"principal\":{\"subject\":\"ci-deploy\"},\"protocolFingerprint\""));
+    f.principal_issuer = TG_RSTR("https://token.actions.githubusercontent.com");
+    char *oidc = sign_to_text(&f);
+    assert_non_null(strstr(oidc, "\"principal\":{\"issuer\":\"https://token.actions."
+                                 "githubusercontent.com\",\"subject\":\"ci-deploy\"}"));
+    const char *texts[] = {tok, oidc};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(verify_str(texts[i], TS_MS, &d), TG_OK);
+        json_t *obj = parse_json(texts[i]);
+        tg_buf_t canon, generic;
+        tg_buf_init(&canon, 0);
+        tg_buf_init(&generic, 0);
+        assert_int_equal(tg_canon_write(&canon, obj, &d), TG_OK);
+        assert_string_equal(canon.data, texts[i]);
+        json_t *body = json_deep_copy(obj);
+        json_object_del(body, "receiptHash");
+        json_object_del(body, "authoritySignature");
+        json_object_del(body, "authorityKeyId");
+        assert_int_equal(tg_receipt_sign_json(&generic, NULL, &signer, body, &d), TG_OK);
+        assert_string_equal(generic.data, texts[i]);
+        json_decref(body);
+        json_decref(obj);
+        tg_buf_free(&canon);
+        tg_buf_free(&generic);
+    }
+
+    /* Tampered principal: the hash no longer matches (the principal is signed). */
+    char *t = strdup(oidc);
+    char *at = strstr(t, "ci-deploy");
+    at[0] = 'C';
+    assert_int_equal(verify_str(t, TS_MS, &d), TG_ERR_RECEIPT_HASH);
+    free(t);
+    /* Removing the principal from a signed receipt breaks it too. */
+    json_t *obj = parse_json(oidc);
+    json_object_del(obj, "principal");
+    assert_int_equal(tg_receipt_verify(&ring, obj, TS_MS, &d), TG_ERR_RECEIPT_HASH);
+    json_decref(obj);
+
+    /* Shape: an object with exactly a string subject and an optional string issuer. */
+    static const struct {
+        const char *value, *needle;
+    } bad[] = {
+        {"\"ci-deploy\"", "principal must be an object"},
+        {"null", "is null"},
+        {"{}", "string subject"},
+        {"{\"subject\":5}", "string subject"},
+        {"{\"subject\":\"\"}", "empty subject"},
+        {"{\"subject\":\"a\",\"issuer\":\"\"}", "empty issuer"},
+        {"{\"subject\":\"a\",\"issuer\":1}", "issuer must be a string"},
+        {"{\"subject\":\"a\",\"role\":\"admin\"}", "only have the members"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_t *o = parse_json(oidc);
+        json_t *pv = parse_json(bad[i].value);
+        json_object_set_new(o, "principal", pv);
+        tg_err_t rc = tg_receipt_verify(&ring, o, TS_MS, &d);
+        if (rc != TG_ERR_RECEIPT_SHAPE || strstr(d.msg, bad[i].needle) == NULL) {
+            fail_msg("principal %s: %s \"%s\"", bad[i].value, tg_err_name(rc), d.msg);
+        }
+        json_decref(o);
+    }
+    /* Bounded lengths, on both paths. */
+    char big[TG_RECEIPT_PRINCIPAL_MAX + 2];
+    memset(big, 's', sizeof big);
+    big[TG_RECEIPT_PRINCIPAL_MAX + 1] = '\0';
+    json_t *o = parse_json(oidc);
+    json_object_set_new(o, "principal", json_pack("{s:s}", "subject", big));
+    assert_int_equal(tg_receipt_verify(&ring, o, TS_MS, &d), TG_ERR_RECEIPT_SHAPE);
+    json_decref(o);
+    tg_receipt_fields_t bf = golden_fields();
+    bf.principal_subject = TG_RSTR(big);
+    expect_build_error(bf, "principal");
+    bf.principal_subject = TG_RSTR("a");
+    bf.principal_issuer = TG_RSTR(big);
+    expect_build_error(bf, "issuer longer");
+    bf.principal_subject.ptr = NULL;
+    bf.principal_issuer = TG_RSTR("https://idp");
+    expect_build_error(bf, "issuer but no subject");
+    bf.principal_subject = TG_RSTR("a");
+    bf.principal_issuer = TG_RSTR("https://idp/\xff");
+    expect_build_error(bf, "principal is not valid UTF-8");
+    bf.principal_subject = TG_RSTR("\xc3");
+    bf.principal_issuer.ptr = NULL;
+    expect_build_error(bf, "principal is not valid UTF-8");
+    big[TG_RECEIPT_PRINCIPAL_MAX] = '\0'; /* the limit itself is fine */
+    bf.principal_subject = TG_RSTR(big);
+    bf.principal_issuer = TG_RSTR(big);
+    char *maxed = sign_to_text(&bf);
+    assert_int_equal(verify_str(maxed, TS_MS, &d), TG_OK);
+    free(maxed);
+    free(g);
+    free(v1);
+    free(tok);
+    free(oidc);
+}
+
 static void test_verify_keys_and_text(void **state) {
     (void)state;
     size_t glen;
@@ -1288,6 +1415,7 @@ int main(void) {
         cmocka_unit_test(test_verify_tampering),
         cmocka_unit_test(test_verify_shape),
         cmocka_unit_test(test_verify_keys_and_text),
+        cmocka_unit_test(test_principal),
         cmocka_unit_test(test_reason_codes),
         cmocka_unit_test(test_execution_id),
         cmocka_unit_test(test_protocol_fingerprint),

@@ -49,6 +49,63 @@ static void test_meta_bytes(void **state) {
     tg_buf_free(&b);
 }
 
+static void expect_canonical(const tg_buf_t *b);
+
+/* The claim hash ("ch", SPEC 1.1): between "at" and "k"; a reader without it (a record of an
+ * earlier build) binds the key to the request hash; the hash covers the principal. */
+static void test_meta_claim_hash(void **state) {
+    (void)state;
+#define CH "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100"
+    tg_buf_t b;
+    tg_buf_init(&b, TG_LEDGER_META_MAX);
+    tg_record_meta_t m = meta_example();
+    m.claim_hash = T(CH);
+    assert_int_equal(tg_record_meta_write(&b, &m), TG_OK);
+    assert_string_equal(b.data, "{\"at\":1796017500123,\"ch\":\"" CH
+                                "\",\"k\":\"key-\\\"1\\\"\",\"n\":\"n1\",\"rh\":\"" RH
+                                "\",\"s\":403,\"t\":\"acme\"}");
+    expect_canonical(&b);
+    const char *payload = "{\"decision\":\"PERMIT\",\"executionId\":\"e\",\"policyVersion\":"
+                          "\"v1\",\"reasonCode\":\"NO_POLICY_VIOLATION\"}";
+    tg_record_view_t v;
+    assert_int_equal(tg_record_view(&v, b.data, b.len, payload, strlen(payload)), TG_OK);
+    uint8_t want[32];
+    assert_int_equal(tg_unhex(want, 32, CH, 64), TG_OK);
+    assert_memory_equal(v.claim_hash, want, 32);
+    tg_record_view_free(&v);
+    /* without ch: the request hash */
+    tg_buf_reset(&b);
+    m.claim_hash = NONE;
+    assert_int_equal(tg_record_meta_write(&b, &m), TG_OK);
+    assert_int_equal(tg_record_view(&v, b.data, b.len, payload, strlen(payload)), TG_OK);
+    assert_memory_equal(v.claim_hash, v.request_hash, 32);
+    tg_record_view_free(&v);
+    /* a ch that is not hex is corruption; a writer refuses one of the wrong length */
+    const char *bad = "{\"at\":1,\"ch\":\"zz\",\"rh\":\"" RH "\",\"s\":200,\"t\":\"a\"}";
+    assert_int_equal(tg_record_view(&v, bad, strlen(bad), payload, strlen(payload)),
+                     TG_ERR_LEDGER_CORRUPT);
+    m.claim_hash = T("abc");
+    assert_int_equal(tg_record_meta_write(&b, &m), TG_ERR_INVALID_ARG);
+    tg_buf_free(&b);
+
+    /* The claim hash tells principals apart, and never equals the bare request hash. */
+    uint8_t rh[32], a[32], c[32], d[32], e[32], f[32];
+    assert_int_equal(tg_unhex(rh, 32, RH, 64), TG_OK);
+    tg_record_claim_hash(a, rh, NULL, 0, "ci-deploy", 9);
+    tg_record_claim_hash(c, rh, NULL, 0, "ci-deploy", 9);
+    assert_memory_equal(a, c, 32);
+    tg_record_claim_hash(d, rh, NULL, 0, "ops", 3);
+    assert_memory_not_equal(a, d, 32);
+    tg_record_claim_hash(e, rh, "", 0, "ci-deploy", 9); /* an empty issuer is not none */
+    assert_memory_not_equal(a, e, 32);
+    tg_record_claim_hash(f, rh, "https://idp", 11, "ci-deploy", 9);
+    assert_memory_not_equal(a, f, 32);
+    tg_record_claim_hash(f, rh, "ci-", 3, "deploy", 6); /* no splicing across the parts */
+    assert_memory_not_equal(e, f, 32);
+    assert_memory_not_equal(a, rh, 32);
+#undef CH
+}
+
 static tg_record_silence_t silence_example(void);
 
 /* The hand-written meta writer and the tree-built SILENCE writer both produce RFC 8785
@@ -271,10 +328,10 @@ static void test_view_refuses(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_meta_bytes),           cmocka_unit_test(test_meta_errors),
-        cmocka_unit_test(test_silence_bytes),        cmocka_unit_test(test_round_trip_silence),
-        cmocka_unit_test(test_round_trip_receipt),   cmocka_unit_test(test_view_refuses),
-        cmocka_unit_test(test_canonical_round_trip),
+        cmocka_unit_test(test_meta_bytes),         cmocka_unit_test(test_meta_claim_hash),
+        cmocka_unit_test(test_meta_errors),        cmocka_unit_test(test_silence_bytes),
+        cmocka_unit_test(test_round_trip_silence), cmocka_unit_test(test_round_trip_receipt),
+        cmocka_unit_test(test_view_refuses),       cmocka_unit_test(test_canonical_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
