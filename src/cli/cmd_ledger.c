@@ -50,7 +50,8 @@ static void ledger_usage(FILE *out) {
             "\n"
             "append: appends each FILE (at most 64 KiB; a signed receipt, or a SILENCE record\n"
             "with --silence, a redemption with --redemption) as one record to the ledger in\n"
-            "DIR, which must not be in use by a running daemon; --segment-bytes sets the rotation size (default 64 MiB).\n"
+            "DIR, which must not be in use by a running daemon; --segment-bytes sets the rotation "
+            "size (default 64 MiB).\n"
             "For building fixtures and test ledgers.\n"
             "\n"
             "exit status: 0 valid / done, 1 fault found (corrupt, torn, bad signature, head\n"
@@ -66,7 +67,7 @@ typedef struct check_ctx {
      * read one after the other, where only "never twice" is checked. */
     json_t *receipts;
     bool ordered;
-    bool dump;                /* print each record as a JSON line */
+    bool dump; /* print each record as a JSON line */
     tg_buf_t line;
 } check_ctx_t;
 
@@ -196,15 +197,15 @@ static tg_err_t dump_record(check_ctx_t *c, const tg_ledger_record_t *rec) {
     tg_hex(p, rec->prev_hash, TG_LEDGER_HASH_SIZE);
     tg_buf_t *b = &c->line;
     tg_buf_reset(b);
-    tg_err_t rc = tg_buf_printf(
-        b,
-        "{\"seq\":%llu,\"type\":\"%s\",\"segment\":%u,\"offset\":%llu,\"length\":%u,"
-        "\"hash\":\"%s\",\"prev_hash\":\"%s\",\"meta_hex\":\"",
-        (unsigned long long)rec->seq,
-        rec->type == TG_LEDGER_TYPE_RECEIPT      ? "receipt"
-        : rec->type == TG_LEDGER_TYPE_REDEMPTION ? "redemption"
-                                                 : "silence",
-        rec->pos.segment, (unsigned long long)rec->pos.offset, rec->pos.length, h, p);
+    tg_err_t rc =
+        tg_buf_printf(b,
+                      "{\"seq\":%llu,\"type\":\"%s\",\"segment\":%u,\"offset\":%llu,\"length\":%u,"
+                      "\"hash\":\"%s\",\"prev_hash\":\"%s\",\"meta_hex\":\"",
+                      (unsigned long long)rec->seq,
+                      rec->type == TG_LEDGER_TYPE_RECEIPT      ? "receipt"
+                      : rec->type == TG_LEDGER_TYPE_REDEMPTION ? "redemption"
+                                                               : "silence",
+                      rec->pos.segment, (unsigned long long)rec->pos.offset, rec->pos.length, h, p);
     if (rc == TG_OK) {
         rc = tg_buf_hex(b, rec->meta, rec->meta_len);
     }
@@ -267,17 +268,17 @@ static void print_json_summary(const tg_ledger_verify_report_t *rep, const char 
     rc = rc ? rc : tg_buf_puts(&b, ",\"path\":");
     rc = rc ? rc : tg_canon_string(&b, path, strlen(path));
     rc = rc ? rc
-            : tg_buf_printf(&b,
-                            ",\"records\":%llu,\"receipts\":%llu,\"silences\":%llu,"
-                            "\"redemptions\":%llu,\"first_seq\":%llu,\"last_seq\":%llu,\"head_hash\":\"%s\","
-                            "\"segments\":%u,\"bytes\":%llu,\"signatures_checked\":%s,"
-                            "\"signatures_verified\":%llu",
-                            (unsigned long long)rep->records, (unsigned long long)rep->receipts,
-                            (unsigned long long)rep->silences,
-                            (unsigned long long)rep->redemptions, (unsigned long long)rep->first_seq,
-                            (unsigned long long)rep->last_seq, head_hex, rep->segments,
-                            (unsigned long long)rep->bytes, c->ring ? "true" : "false",
-                            (unsigned long long)c->signatures);
+            : tg_buf_printf(
+                  &b,
+                  ",\"records\":%llu,\"receipts\":%llu,\"silences\":%llu,"
+                  "\"redemptions\":%llu,\"first_seq\":%llu,\"last_seq\":%llu,\"head_hash\":\"%s\","
+                  "\"segments\":%u,\"bytes\":%llu,\"signatures_checked\":%s,"
+                  "\"signatures_verified\":%llu",
+                  (unsigned long long)rep->records, (unsigned long long)rep->receipts,
+                  (unsigned long long)rep->silences, (unsigned long long)rep->redemptions,
+                  (unsigned long long)rep->first_seq, (unsigned long long)rep->last_seq, head_hex,
+                  rep->segments, (unsigned long long)rep->bytes, c->ring ? "true" : "false",
+                  (unsigned long long)c->signatures);
     if (rep->head_found && rc == TG_OK) {
         char when[TG_TIME_ISO_LEN + 1];
         head_time(when, rep);
@@ -421,8 +422,9 @@ static int ledger_verify(int argc, char **argv, bool dump) {
             printf("ledger OK: %s\n", path);
             printf("  segments:   %u (ledger-%06u.tgl .. ledger-%06u.tgl)\n", rep.segments,
                    rep.first_segment, rep.last_segment);
-            printf("  records:    %llu (%llu receipts, %llu silence", (unsigned long long)rep.records,
-                   (unsigned long long)rep.receipts, (unsigned long long)rep.silences);
+            printf("  records:    %llu (%llu receipts, %llu silence",
+                   (unsigned long long)rep.records, (unsigned long long)rep.receipts,
+                   (unsigned long long)rep.silences);
             if (rep.redemptions > 0) {
                 printf(", %llu redemptions", (unsigned long long)rep.redemptions);
             }

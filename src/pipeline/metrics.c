@@ -5,8 +5,8 @@
 
 /* Every status the daemon itself sends has its own label; "other" is left for a status
  * added later and not listed here. */
-static const int status_codes[TG_METRICS_STATUSES] = {
-    200, 400, 401, 403, 404, 405, 409, 410, 413, 414, 415, 422, 429, 431, 500, 503, 0};
+static const int status_codes[TG_METRICS_STATUSES] = {200, 400, 401, 403, 404, 405, 409, 410, 413,
+                                                      414, 415, 422, 429, 431, 500, 503, 0};
 #define STATUS_OTHER (TG_METRICS_STATUSES - 1)
 
 /* Upper bounds in microseconds; the last bucket is +Inf. */

@@ -8,13 +8,13 @@
 #include <sodium.h>
 
 #include "internal.h"
-#include "trigguard/record.h"
 #include "trigguard/clock.h"
 #include "trigguard/db.h"
 #include "trigguard/io.h"
 #include "trigguard/log.h"
 #include "trigguard/pg_schema.h"
 #include "trigguard/receipt.h"
+#include "trigguard/record.h"
 
 /* The option table's bounds are the whole truth about what starts (config.c): where a module
  * enforces a bound of its own, the table's is the same number, so a value `serve --help`
@@ -126,8 +126,8 @@ static tg_err_t load_guard(tg_pipeline_t *p, tg_diag_t *diag) {
 /* The longest key or nonce the store takes: the caller's, and a redemption's claim (redeem.c,
  * whatever --max-nonce says). */
 static size_t key_len_max(const tg_config_t *c) {
-    size_t m = (size_t)(c->max_idempotency_key > c->max_nonce ? c->max_idempotency_key
-                                                              : c->max_nonce);
+    size_t m =
+        (size_t)(c->max_idempotency_key > c->max_nonce ? c->max_idempotency_key : c->max_nonce);
     return m > TG_RECORD_REDEEM_NONCE_LEN ? m : TG_RECORD_REDEEM_NONCE_LEN;
 }
 

@@ -256,8 +256,8 @@ static receipt_check_t check_receipt(tg_pipeline_t *p, const tg_buf_t *payload,
 }
 
 /* 200: {"execution_id","receipt","redeemed","redeemed_at","request_hash"}. */
-static tg_err_t ok_body(tg_buf_t *o, const char *exec_id, const tg_buf_t *receipt,
-                        const char *when, const char *req_hash) {
+static tg_err_t ok_body(tg_buf_t *o, const char *exec_id, const tg_buf_t *receipt, const char *when,
+                        const char *req_hash) {
     tg_err_t rc = tg_buf_printf(o, "{\"execution_id\":\"%s\",\"receipt\":", exec_id);
     if (rc == TG_OK) {
         rc = tg_buf_append(o, receipt->data, receipt->len);
@@ -414,8 +414,7 @@ static tg_redeem_result_t redeem(tg_pipeline_t *p, tg_exchange_t *ex, const char
  * TG_REDEEM_OK the tenant's name is in tn (the table is released before the record is waited
  * for: a waiting redemption holds no tokens, so a reload never waits for a disk). */
 static tg_redeem_result_t admit(tg_pipeline_t *p, tg_exchange_t *ex, const tg_tenants_t *t,
-                                char tn[TG_GUARD_TENANT_NAME_MAX + 1], size_t *tl,
-                                char want[65]) {
+                                char tn[TG_GUARD_TENANT_NAME_MAX + 1], size_t *tl, char want[65]) {
     /* 1: an executor of the tenant, then the body */
     const tg_principal_t *pr = NULL;
     const char *auth = ex->authorization;

@@ -69,8 +69,8 @@ static bool path_matches(const route_t *r, const char *path, const char **rest) 
         }
         /* one segment, then exactly the suffix (if any) */
         const char *slash = strchr(path + n, '/');
-        bool ok = r->suffix == NULL ? slash == NULL
-                                    : slash != NULL && strcmp(slash, r->suffix) == 0;
+        bool ok =
+            r->suffix == NULL ? slash == NULL : slash != NULL && strcmp(slash, r->suffix) == 0;
         if (ok) {
             *rest = path + n;
         }

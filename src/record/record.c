@@ -162,9 +162,8 @@ static tg_err_t view_redemption(tg_record_view_t *v) {
               rh.ptr != NULL && jsv(v->payload_doc, "receiptHash").ptr != NULL &&
               jsv(v->payload_doc, "redeemedAt").ptr != NULL && m->key.ptr == NULL &&
               tenant.len == m->tenant.len && memcmp(tenant.ptr, m->tenant.ptr, tenant.len) == 0 &&
-              rh.len == m->request_hash.len &&
-              memcmp(rh.ptr, m->request_hash.ptr, rh.len) == 0 && m->nonce.ptr != NULL &&
-              m->nonce.len == pl + v->execution_id.len &&
+              rh.len == m->request_hash.len && memcmp(rh.ptr, m->request_hash.ptr, rh.len) == 0 &&
+              m->nonce.ptr != NULL && m->nonce.len == pl + v->execution_id.len &&
               memcmp(m->nonce.ptr, TG_RECORD_REDEEM_NONCE_PREFIX, pl) == 0 &&
               memcmp(m->nonce.ptr + pl, v->execution_id.ptr, v->execution_id.len) == 0 &&
               tg_unhex(v->request_hash, 32, m->request_hash.ptr, m->request_hash.len) == TG_OK;
