@@ -236,14 +236,15 @@ static receipt_check_t check_receipt(tg_pipeline_t *p, const tg_buf_t *payload,
     const char *dec = json_string_value(json_object_get(doc, "decision"));
     const char *rh = json_string_value(json_object_get(doc, "requestHash"));
     const char *hash = json_string_value(json_object_get(doc, "receiptHash"));
-    if (rc != TG_OK && rc != TG_ERR_RECEIPT_EXPIRED) {
+    /* A verified receipt always has both hashes: one without them is not authentic. */
+    bool authentic = (rc == TG_OK || rc == TG_ERR_RECEIPT_EXPIRED) && rh != NULL &&
+                     strlen(rh) == 64 && hash != NULL && strlen(hash) == 64;
+    if (!authentic) {
         c.result = TG_REDEEM_NOT_AUTHENTIC; /* e.g. its key left the key set */
     } else if (dec == NULL || strcmp(dec, "PERMIT") != 0) {
         c.result = TG_REDEEM_NOT_PERMIT;
     } else if (rc == TG_ERR_RECEIPT_EXPIRED) {
         c.result = TG_REDEEM_EXPIRED;
-    } else if (rh == NULL || strlen(rh) != 64 || hash == NULL || strlen(hash) != 64) {
-        c.result = TG_REDEEM_NOT_AUTHENTIC; /* a verified receipt always has both */
     } else if (sodium_memcmp(rh, want_hash, 64) != 0) {
         /* Not a secret; constant time anyway, as it costs nothing here. */
         c.result = TG_REDEEM_HASH_MISMATCH;
@@ -284,8 +285,7 @@ static const char *const result_message[TG_REDEEM__COUNT] = {
     [TG_REDEEM_NOT_AUTHENTIC] = "the receipt no longer verifies with the current key set",
     [TG_REDEEM_NOT_PERMIT] = "only a PERMIT receipt can be redeemed",
     [TG_REDEEM_EXPIRED] = "the receipt has expired (expiresAt)",
-    [TG_REDEEM_HASH_MISMATCH] = "request_hash is not the receipt's requestHash: the receipt "
-                                "authorizes another action",
+    [TG_REDEEM_HASH_MISMATCH] = "the receipt authorizes another action (requestHash)",
     [TG_REDEEM_ALREADY] = "this receipt was already redeemed (or its redemption is in flight)",
 };
 
