@@ -49,6 +49,9 @@ redeemed_total() {
         awk -v r="$1" '$1 == "trigguard_redemptions_total{result=\"" r "\"}" {print $2}'
 }
 
+tg_req GET /protocol/capabilities
+tg_expect_py "'POST /v1/receipts/{executionId}/redeem' in j['endpoints']" "capabilities list the route"
+
 # ---- the executor's side: the request hash of the action it is about to run -----------
 
 tg_req_json permit >"$TG_TMP/action.json"
