@@ -18,6 +18,13 @@
  *          tg_db_index_receipt      executionId -> the record's position, never repointed
  *   fail   tg_db_release_key/nonce  nothing durable happened: undo the claims
  *   read   tg_db_find_receipt       executionId -> position (GET /v1/receipts)
+ *
+ * A receipt's redemption (POST /v1/receipts/{id}/redeem, redeem.c) uses the same steps
+ * with no operation of its own: tg_db_claim_nonce of TG_RECORD_REDEEM_NONCE_PREFIX +
+ * executionId (record.h: a namespace callers cannot send), tg_db_append of a record of
+ * type TG_LEDGER_TYPE_REDEMPTION carrying that nonce, tg_db_release_nonce when it was
+ * never written. Everything below about nonces (exclusive, durable with the record,
+ * replayed or fenced) is what makes a receipt redeemable once.
  *          tg_db_read               the record at a position (replays, receipt reads)
  *   start  tg_db_start              open the record log; rebuild what lives in memory
  *          tg_db_restore_key/nonce  through the caller's replay callback
@@ -111,7 +118,7 @@ typedef struct tg_db_opts {
 /* A decision record on its way to durability, and what it claims. Pointers are read
  * during the call only. */
 typedef struct tg_db_record {
-    uint8_t type; /* TG_LEDGER_TYPE_RECEIPT or TG_LEDGER_TYPE_SILENCE */
+    uint8_t type; /* TG_LEDGER_TYPE_RECEIPT, _SILENCE or _REDEMPTION */
     const void *meta;
     size_t meta_len; /* 0..TG_LEDGER_META_MAX: the pipeline's record meta */
     const void *payload;
@@ -123,7 +130,8 @@ typedef struct tg_db_record {
     size_t key_len;
     const char *nonce; /* the nonce it consumed; NULL when none */
     size_t nonce_len;
-    const char *exec_id; /* its executionId (indexed when type is RECEIPT) */
+    const char *exec_id; /* its executionId (indexed when type is RECEIPT; a redemption's
+                            is the redeemed receipt's, never indexed) */
     size_t exec_id_len;
     const uint8_t *request_hash; /* 32 bytes */
     int status;                  /* the HTTP status the decision answered */

@@ -24,7 +24,10 @@
  *   0           4     magic        "TGLR" (0x54 0x47 0x4C 0x52)
  *   4           1     version      2 (1 is still read, see below)
  *   5           1     type         1 = signed receipt (canonical receipt JSON, SPEC §5),
- *                                  2 = SILENCE decision record (JSON, unsigned);
+ *                                  2 = SILENCE decision record (JSON, unsigned),
+ *                                  3 = redemption of a PERMIT receipt (JSON, unsigned;
+ *                                  record.h; written since issue 20: a build without
+ *                                  it refuses such a ledger as corrupt, fail closed);
  *                                  every other value is invalid in versions 1 and 2
  *   6           2     flags        u16, must be 0 (reserved)
  *   8           8     seq          u64, 1 for the first record, then exactly +1
@@ -135,6 +138,7 @@
 
 #define TG_LEDGER_TYPE_RECEIPT 1
 #define TG_LEDGER_TYPE_SILENCE 2
+#define TG_LEDGER_TYPE_REDEMPTION 3 /* a receipt redeemed by an executor (record.h) */
 
 typedef enum tg_durability {
     TG_DURABILITY_FSYNC = 0, /* default: acknowledged = on disk */
@@ -191,7 +195,7 @@ typedef struct tg_ledger_pos {
 
 /* A record as seen by replay and verify callbacks. Pointers are valid only during the call. */
 typedef struct tg_ledger_record {
-    uint8_t type; /* TG_LEDGER_TYPE_RECEIPT or TG_LEDGER_TYPE_SILENCE */
+    uint8_t type; /* TG_LEDGER_TYPE_RECEIPT, _SILENCE or _REDEMPTION */
     uint64_t seq;
     const uint8_t *meta;
     size_t meta_len;
@@ -256,7 +260,7 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
 /* Queues one record; copies type, meta and payload, so the caller keeps ownership and may
  * free them on return. On TG_OK, done(ud, ...) will be called exactly once later (on the
  * completion thread, possibly before this function returns). On error done is never called.
- * Errors (immediate, never blocking): TG_ERR_INVALID_ARG (NULL l/done, type not 1 or 2,
+ * Errors (immediate, never blocking): TG_ERR_INVALID_ARG (NULL l/done, type not 1..3,
  * NULL pointer with nonzero length), TG_ERR_LIMIT (meta_len > 1024 or len > 65536),
  * TG_ERR_LEDGER_UNHEALTHY (unhealthy or closing), TG_ERR_OVERLOADED (queue full),
  * TG_ERR_NOMEM. Thread-safe. */
@@ -391,7 +395,7 @@ typedef struct tg_ledger_verify_opts {
 } tg_ledger_verify_opts_t;
 
 typedef struct tg_ledger_verify_report {
-    uint64_t records, receipts, silences;
+    uint64_t records, receipts, silences, redemptions;
     uint64_t first_seq, last_seq; /* 0 when no record */
     uint8_t head_hash[TG_LEDGER_HASH_SIZE];
     uint64_t bytes;         /* bytes of valid records */

@@ -34,7 +34,18 @@
  *   executionId, policyHash, policyVersion, reasonCode, requestHash, surface, tenantId,
  *   timestamp (RFC 3339 UTC, milliseconds), type "silence"
  *
- * Both are written by the functions below and read by tg_record_view; nothing else in the
+ * ## Redemption payload (type 3; canonical JSON, unsigned)
+ *
+ *   executionId (the redeemed receipt's), receiptHash (its receiptHash: which receipt,
+ *   byte for byte, was redeemed), redeemedAt (RFC 3339 UTC, milliseconds), requestHash
+ *   (the receipt's, which the executor's equalled), tenantId, type "redemption"
+ *
+ *   Its meta is an ordinary meta: at = redeemedAt, n = the redemption's claim
+ *   (TG_RECORD_REDEEM_NONCE_PREFIX + executionId: a nonce in a namespace callers cannot
+ *   use, so a restart's replay and PostgreSQL's nonce rows make it single use exactly as
+ *   they make a nonce single use), rh = the request hash, s = 200, t = the tenant.
+ *
+ * All are written by the functions below and read by tg_record_view; nothing else in the
  * tree composes or parses them. Thread safety: every function is reentrant.
  */
 #ifndef TRIGGUARD_RECORD_H
@@ -79,22 +90,43 @@ typedef struct tg_record_silence {
  * canon errors (tg_canon_write), tg_buf errors. */
 tg_err_t tg_record_silence_write(tg_buf_t *out, const tg_record_silence_t *s) TG_MUST_USE;
 
+/* The redemption claim's nonce: this prefix, then the executionId. Callers' nonces may not
+ * begin with TG_RECORD_RESERVED_NONCE_PREFIX (the pipeline refuses them, 400), so no request
+ * can consume a redemption's claim, nor a redemption a caller's nonce. */
+#define TG_RECORD_RESERVED_NONCE_PREFIX "tg:"
+#define TG_RECORD_REDEEM_NONCE_PREFIX "tg:redeem:"
+#define TG_RECORD_REDEEM_NONCE_LEN (sizeof TG_RECORD_REDEEM_NONCE_PREFIX - 1 + 37)
+
+/* The redemption payload's members (views; all required). */
+typedef struct tg_record_redemption {
+    tg_text_t execution_id, tenant, request_hash, receipt_hash;
+    int64_t at_ms; /* redeemedAt */
+} tg_record_redemption_t;
+
+/* Appends the redemption payload's canonical JSON. Errors: TG_ERR_INVALID_ARG (NULL, a
+ * member missing), TG_ERR_NOMEM, canon errors, tg_buf errors. */
+tg_err_t tg_record_redemption_write(tg_buf_t *out, const tg_record_redemption_t *r) TG_MUST_USE;
+
 /* A record as this server wrote it, read back: views into two parsed documents, valid until
  * tg_record_view_free. */
 typedef struct tg_record_view {
     tg_record_meta_t meta;
     uint8_t request_hash[32]; /* meta.request_hash decoded */
     uint8_t claim_hash[32];   /* meta.claim_hash decoded; request_hash when it is absent */
-    const char *decision;     /* the payload's: PERMIT, DENY or SILENCE */
-    tg_text_t reason, execution_id, policy_version;
+    const char *decision;     /* the payload's: PERMIT, DENY or SILENCE; NULL for a
+                                 redemption (which answers no decision) */
+    tg_text_t reason, execution_id, policy_version; /* a redemption: execution_id only */
     tg_text_t detail; /* SILENCE's detail (ptr NULL when the record has none) */
-    bool receipt;     /* the payload is a signed receipt (not SILENCE) */
+    bool receipt;     /* the payload is a signed receipt (not SILENCE, not a redemption) */
+    bool redemption;  /* the payload is a redemption (type "redemption") */
     json_t *meta_doc, *payload_doc;
 } tg_record_view_t;
 
 /* Parses meta and payload (the two sections of a ledger record). Errors:
  * TG_ERR_LEDGER_CORRUPT unless both are what the writers above and the receipt writer
- * produce (the members above present, with their types; *v is then zeroed). */
+ * produce (the members above present, with their types; *v is then zeroed). A redemption
+ * must also carry its claim as the meta's nonce (TG_RECORD_REDEEM_NONCE_PREFIX +
+ * executionId). */
 tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len, const void *payload,
                         size_t payload_len) TG_MUST_USE;
 
@@ -104,7 +136,7 @@ void tg_record_view_free(tg_record_view_t *v);
 /* The decision response a record answered with (SPEC §3.2, without a ?explain trace, which
  * is never kept): appended to out, complete with its closing brace. payload is the record's
  * payload text (embedded as the receipt for a signed record). Errors: as
- * tg_decision_body_open. */
+ * tg_decision_body_open; TG_ERR_INVALID_ARG for a redemption (it answered no decision). */
 tg_err_t tg_record_response(tg_buf_t *out, const tg_record_view_t *v, const void *payload,
                             size_t payload_len) TG_MUST_USE;
 

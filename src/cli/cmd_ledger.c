@@ -11,6 +11,7 @@
 #include "trigguard/keys.h"
 #include "trigguard/ledger.h"
 #include "trigguard/receipt.h"
+#include "trigguard/record.h"
 
 static void ledger_usage(FILE *out) {
     fprintf(out,
@@ -19,8 +20,8 @@ static void ledger_usage(FILE *out) {
             "       trigguard ledger verify --database-url URL [--keys keys.json]... [--key "
             "KEY.pem]...\n"
             "       trigguard ledger dump PATH\n"
-            "       trigguard ledger append DIR [--silence] [--meta TEXT] [--durability MODE]\n"
-            "                              [--segment-bytes N] FILE...\n"
+            "       trigguard ledger append DIR [--silence|--redemption] [--meta TEXT]\n"
+            "                              [--durability MODE] [--segment-bytes N] FILE...\n"
             "\n"
             "verify: PATH is a ledger directory (segments ledger-NNNNNN.tgl, checked as one\n"
             "chain from seq 1) or one segment file. Checks every record's structure, header\n"
@@ -29,8 +30,11 @@ static void ledger_usage(FILE *out) {
             "are verified too; expiry is not a fault (receipts expire, the ledger is history).\n"
             "Without keys, receipts are only checked to be JSON objects with decision\n"
             "PERMIT or DENY. SILENCE records must be JSON objects whose decision, if present,\n"
-            "is SILENCE. --head HASH also requires the last record's hash to be HASH (a head\n"
-            "hash recorded elsewhere detects removal of whole records at the end).\n"
+            "is SILENCE. Every redemption record must name a PERMIT receipt of its tenant\n"
+            "earlier in the ledger, and no receipt may be redeemed twice (with --database-url:\n"
+            "never twice, as instances' chains have no common order). --head HASH also\n"
+            "requires the last record's hash to be HASH (a head hash recorded elsewhere\n"
+            "detects removal of whole records at the end).\n"
             "--allow-torn accepts a torn final record (a daemon restart would drop it).\n"
             "Prints a summary, or the first fault: file, sequence number, byte offset, what.\n"
             "--database-url URL (default: TRIGGUARD_DATABASE_URL when no PATH is given) checks\n"
@@ -45,8 +49,9 @@ static void ledger_usage(FILE *out) {
             "the first fault.\n"
             "\n"
             "append: appends each FILE (at most 64 KiB; a signed receipt, or a SILENCE record\n"
-            "with --silence) as one record to the ledger in DIR, which must not be in use by\n"
-            "a running daemon; --segment-bytes sets the rotation size (default 64 MiB).\n"
+            "with --silence, a redemption with --redemption) as one record to the ledger in\n"
+            "DIR, which must not be in use by a running daemon; --segment-bytes sets the rotation "
+            "size (default 64 MiB).\n"
             "For building fixtures and test ledgers.\n"
             "\n"
             "exit status: 0 valid / done, 1 fault found (corrupt, torn, bad signature, head\n"
@@ -56,7 +61,13 @@ static void ledger_usage(FILE *out) {
 typedef struct check_ctx {
     const tg_keyring_t *ring; /* NULL: no signature checks */
     uint64_t signatures;      /* receipts whose signature verified */
-    bool dump;                /* print each record as a JSON line */
+    /* Redemptions (record type 3): "tenant/executionId" -> "P" a PERMIT receipt, "D" a DENY
+     * one, "R" redeemed. ordered: the records come in one order (a directory), so a
+     * redemption must follow its receipt; false for PostgreSQL, whose instances' chains are
+     * read one after the other, where only "never twice" is checked. */
+    json_t *receipts;
+    bool ordered;
+    bool dump; /* print each record as a JSON line */
     tg_buf_t line;
 } check_ctx_t;
 
@@ -75,9 +86,70 @@ static tg_err_t payload_object(json_t **out, const tg_ledger_record_t *rec, tg_d
     return TG_OK;
 }
 
+/* "tenant/executionId": tenant names never hold a '/' (guard.h), so keys never collide. */
+static bool receipt_key(char *out, size_t cap, const char *tenant, size_t tl, const char *id,
+                        size_t il) {
+    int n = snprintf(out, cap, "%.*s/%.*s", (int)tl, tenant, (int)il, id);
+    return n > 0 && (size_t)n < cap && memchr(tenant, '/', tl) == NULL;
+}
+
+/* Notes a receipt's executionId, tenant and decision for the redemptions that follow. */
+static tg_err_t note_receipt(check_ctx_t *c, const json_t *obj, tg_diag_t *diag) {
+    const char *id = json_string_value(json_object_get(obj, "executionId"));
+    const char *tn = json_string_value(json_object_get(obj, "tenantId"));
+    const char *dec = json_string_value(json_object_get(obj, "decision"));
+    char key[512];
+    if (id == NULL || tn == NULL || dec == NULL ||
+        !receipt_key(key, sizeof key, tn, strlen(tn), id, strlen(id))) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                           "receipt record without executionId, tenantId or decision");
+    }
+    if (json_object_get(c->receipts, key) != NULL) {
+        return TG_OK; /* an id seen again: the daemon's index keeps the first (records.c) */
+    }
+    const char *state = strcmp(dec, "PERMIT") == 0 ? "P" : "D";
+    return json_object_set_new(c->receipts, key, json_string(state)) ? TG_ERR_NOMEM : TG_OK;
+}
+
+/* A redemption: what this server writes (record.h), naming a PERMIT receipt of its tenant
+ * that precedes it (a directory), and the only redemption of that receipt. */
+static tg_err_t check_redemption(check_ctx_t *c, const tg_ledger_record_t *rec, tg_diag_t *diag) {
+    tg_record_view_t v;
+    if (tg_record_view(&v, rec->meta, rec->meta_len, rec->payload, rec->payload_len) != TG_OK) {
+        return tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                           "redemption record that is not what this server writes");
+    }
+    char key[512];
+    tg_err_t rc = TG_OK;
+    if (!v.redemption) {
+        rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT, "redemption record without a redemption");
+    } else if (!receipt_key(key, sizeof key, v.meta.tenant.ptr, v.meta.tenant.len,
+                            v.execution_id.ptr, v.execution_id.len)) {
+        rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT, "redemption with an unusable tenant");
+    }
+    const char *state = rc ? NULL : json_string_value(json_object_get(c->receipts, key));
+    if (rc == TG_OK && state != NULL && state[0] == 'R') {
+        rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT, "receipt %s redeemed a second time", key);
+    } else if (rc == TG_OK && c->ordered && state == NULL) {
+        rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                         "redemption of %s, which no earlier receipt of that tenant names", key);
+    } else if (rc == TG_OK && c->ordered && state[0] != 'P') {
+        rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                         "redemption of %s, which is not a PERMIT receipt", key);
+    }
+    if (rc == TG_OK && json_object_set_new(c->receipts, key, json_string("R")) != 0) {
+        rc = TG_ERR_NOMEM;
+    }
+    tg_record_view_free(&v);
+    return rc;
+}
+
 static tg_err_t check_content(check_ctx_t *c, const tg_ledger_record_t *rec, tg_diag_t *diag) {
     json_t *obj = NULL;
     tg_err_t rc;
+    if (rec->type == TG_LEDGER_TYPE_REDEMPTION) {
+        return check_redemption(c, rec, diag);
+    }
     if (rec->type == TG_LEDGER_TYPE_RECEIPT && c->ring != NULL) {
         tg_diag_t d = {{0}};
         rc = payload_object(&obj, rec, diag);
@@ -88,11 +160,13 @@ static tg_err_t check_content(check_ctx_t *c, const tg_ledger_record_t *rec, tg_
          * is given by people are taken here. now = 0: nothing has expired yet, so an
          * authentic receipt verifies; EXPIRED can only mean "authentic" and is accepted. */
         rc = tg_receipt_verify(c->ring, obj, 0, &d);
-        json_decref(obj);
         if (rc == TG_OK || rc == TG_ERR_RECEIPT_EXPIRED) {
             c->signatures++;
-            return TG_OK;
+            rc = note_receipt(c, obj, diag);
+            json_decref(obj);
+            return rc;
         }
+        json_decref(obj);
         return tg_diag_set(diag, rc, "receipt does not verify: %s (%s)", tg_receipt_reason_code(rc),
                            d.msg[0] ? d.msg : tg_strerror(rc));
     }
@@ -105,6 +179,8 @@ static tg_err_t check_content(check_ctx_t *c, const tg_ledger_record_t *rec, tg_
         if (dec == NULL || (strcmp(dec, "PERMIT") != 0 && strcmp(dec, "DENY") != 0)) {
             rc = tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
                              "receipt record without decision PERMIT or DENY");
+        } else {
+            rc = note_receipt(c, obj, diag);
         }
     } else if (json_object_get(obj, "decision") != NULL &&
                (dec == NULL || strcmp(dec, "SILENCE") != 0)) {
@@ -121,12 +197,15 @@ static tg_err_t dump_record(check_ctx_t *c, const tg_ledger_record_t *rec) {
     tg_hex(p, rec->prev_hash, TG_LEDGER_HASH_SIZE);
     tg_buf_t *b = &c->line;
     tg_buf_reset(b);
-    tg_err_t rc = tg_buf_printf(
-        b,
-        "{\"seq\":%llu,\"type\":\"%s\",\"segment\":%u,\"offset\":%llu,\"length\":%u,"
-        "\"hash\":\"%s\",\"prev_hash\":\"%s\",\"meta_hex\":\"",
-        (unsigned long long)rec->seq, rec->type == TG_LEDGER_TYPE_RECEIPT ? "receipt" : "silence",
-        rec->pos.segment, (unsigned long long)rec->pos.offset, rec->pos.length, h, p);
+    tg_err_t rc =
+        tg_buf_printf(b,
+                      "{\"seq\":%llu,\"type\":\"%s\",\"segment\":%u,\"offset\":%llu,\"length\":%u,"
+                      "\"hash\":\"%s\",\"prev_hash\":\"%s\",\"meta_hex\":\"",
+                      (unsigned long long)rec->seq,
+                      rec->type == TG_LEDGER_TYPE_RECEIPT      ? "receipt"
+                      : rec->type == TG_LEDGER_TYPE_REDEMPTION ? "redemption"
+                                                               : "silence",
+                      rec->pos.segment, (unsigned long long)rec->pos.offset, rec->pos.length, h, p);
     if (rc == TG_OK) {
         rc = tg_buf_hex(b, rec->meta, rec->meta_len);
     }
@@ -189,16 +268,17 @@ static void print_json_summary(const tg_ledger_verify_report_t *rep, const char 
     rc = rc ? rc : tg_buf_puts(&b, ",\"path\":");
     rc = rc ? rc : tg_canon_string(&b, path, strlen(path));
     rc = rc ? rc
-            : tg_buf_printf(&b,
-                            ",\"records\":%llu,\"receipts\":%llu,\"silences\":%llu,"
-                            "\"first_seq\":%llu,\"last_seq\":%llu,\"head_hash\":\"%s\","
-                            "\"segments\":%u,\"bytes\":%llu,\"signatures_checked\":%s,"
-                            "\"signatures_verified\":%llu",
-                            (unsigned long long)rep->records, (unsigned long long)rep->receipts,
-                            (unsigned long long)rep->silences, (unsigned long long)rep->first_seq,
-                            (unsigned long long)rep->last_seq, head_hex, rep->segments,
-                            (unsigned long long)rep->bytes, c->ring ? "true" : "false",
-                            (unsigned long long)c->signatures);
+            : tg_buf_printf(
+                  &b,
+                  ",\"records\":%llu,\"receipts\":%llu,\"silences\":%llu,"
+                  "\"redemptions\":%llu,\"first_seq\":%llu,\"last_seq\":%llu,\"head_hash\":\"%s\","
+                  "\"segments\":%u,\"bytes\":%llu,\"signatures_checked\":%s,"
+                  "\"signatures_verified\":%llu",
+                  (unsigned long long)rep->records, (unsigned long long)rep->receipts,
+                  (unsigned long long)rep->silences, (unsigned long long)rep->redemptions,
+                  (unsigned long long)rep->first_seq, (unsigned long long)rep->last_seq, head_hex,
+                  rep->segments, (unsigned long long)rep->bytes, c->ring ? "true" : "false",
+                  (unsigned long long)c->signatures);
     if (rep->head_found && rc == TG_OK) {
         char when[TG_TIME_ISO_LEN + 1];
         head_time(when, rep);
@@ -234,6 +314,12 @@ static int ledger_verify(int argc, char **argv, bool dump) {
 
     memset(&c, 0, sizeof c);
     tg_buf_init(&c.line, 0);
+    c.receipts = json_object();
+    c.ordered = true;
+    if (c.receipts == NULL) {
+        fprintf(stderr, "trigguard ledger %s: out of memory\n", cmd);
+        goto done;
+    }
     tg_keyring_init(&ring);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -277,6 +363,7 @@ static int ledger_verify(int argc, char **argv, bool dump) {
             fprintf(stderr, "trigguard ledger verify: --database-url is empty\n");
             goto done;
         }
+        c.ordered = false;
         status = tg_ledger_verify_db(url, check_record, &c, c.ring != NULL ? &c.signatures : NULL);
         goto done;
     }
@@ -335,9 +422,13 @@ static int ledger_verify(int argc, char **argv, bool dump) {
             printf("ledger OK: %s\n", path);
             printf("  segments:   %u (ledger-%06u.tgl .. ledger-%06u.tgl)\n", rep.segments,
                    rep.first_segment, rep.last_segment);
-            printf("  records:    %llu (%llu receipts, %llu silence)\n",
+            printf("  records:    %llu (%llu receipts, %llu silence",
                    (unsigned long long)rep.records, (unsigned long long)rep.receipts,
                    (unsigned long long)rep.silences);
+            if (rep.redemptions > 0) {
+                printf(", %llu redemptions", (unsigned long long)rep.redemptions);
+            }
+            printf(")\n");
             printf("  sequence:   %llu .. %llu%s\n", (unsigned long long)rep.first_seq,
                    (unsigned long long)rep.last_seq,
                    rep.records && !rep.anchored ? " (single segment: chain start not checked)"
@@ -363,6 +454,7 @@ static int ledger_verify(int argc, char **argv, bool dump) {
     }
     status = rc == TG_OK ? TG_EXIT_OK : TG_EXIT_FAIL;
 done:
+    json_decref(c.receipts);
     tg_buf_free(&c.line);
     tg_keyring_wipe(&ring);
     return status;
@@ -388,6 +480,8 @@ static int ledger_append(int argc, char **argv) {
         }
         if (strcmp(a, "--silence") == 0) {
             type = TG_LEDGER_TYPE_SILENCE;
+        } else if (strcmp(a, "--redemption") == 0) {
+            type = TG_LEDGER_TYPE_REDEMPTION;
         } else if (strcmp(a, "--meta") == 0 && i + 1 < argc) {
             meta = argv[++i];
         } else if (strcmp(a, "--segment-bytes") == 0 && i + 1 < argc) {

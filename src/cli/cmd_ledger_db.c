@@ -30,7 +30,7 @@ typedef struct {
     char instance[256]; /* the chain being read ("" before the first row) */
     uint64_t chain_seq; /* its last place seen */
     uint8_t head[TG_LEDGER_HASH_SIZE];
-    uint64_t chains, records, receipts, silences;
+    uint64_t chains, records, receipts, silences, redemptions;
     /* the first fault */
     bool fault;
     char fault_instance[256];
@@ -106,7 +106,8 @@ static bool dbv_row(tg_dbv_t *v, PGresult *res, int r, tg_ledger_check_fn check,
     }
     memcpy(rec.prev_hash, PQgetvalue(res, r, 5), TG_LEDGER_HASH_SIZE);
     memcpy(rec.hash, PQgetvalue(res, r, 6), TG_LEDGER_HASH_SIZE);
-    if (rec.type != TG_LEDGER_TYPE_RECEIPT && rec.type != TG_LEDGER_TYPE_SILENCE) {
+    if (rec.type != TG_LEDGER_TYPE_RECEIPT && rec.type != TG_LEDGER_TYPE_SILENCE &&
+        rec.type != TG_LEDGER_TYPE_REDEMPTION) {
         dbv_fault(v, name, seq, "unknown record type");
         return false;
     }
@@ -147,6 +148,8 @@ static bool dbv_row(tg_dbv_t *v, PGresult *res, int r, tg_ledger_check_fn check,
     v->records++;
     if (rec.type == TG_LEDGER_TYPE_RECEIPT) {
         v->receipts++;
+    } else if (rec.type == TG_LEDGER_TYPE_REDEMPTION) {
+        v->redemptions++;
     } else {
         v->silences++;
     }
@@ -332,8 +335,12 @@ int tg_ledger_verify_db(const char *url, tg_ledger_check_fn check, void *ud,
     }
     printf("ledger OK: database\n");
     printf("  chains:     %" PRIu64 "\n", v.chains);
-    printf("  records:    %" PRIu64 " (%" PRIu64 " receipts, %" PRIu64 " silence)\n", v.records,
+    printf("  records:    %" PRIu64 " (%" PRIu64 " receipts, %" PRIu64 " silence", v.records,
            v.receipts, v.silences);
+    if (v.redemptions > 0) {
+        printf(", %" PRIu64 " redemptions", v.redemptions);
+    }
+    printf(")\n");
     if (signatures != NULL) {
         printf("  signatures: %" PRIu64 " verified\n", *signatures);
     } else {

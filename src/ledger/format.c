@@ -174,7 +174,8 @@ tg_err_t tg_lg_hdr_parse(tg_lg_hdr_t *h, const uint8_t *p, char *what, size_t wh
         return TG_ERR_LEDGER_CORRUPT;
     }
     h->type = p[5];
-    if (h->type != TG_LEDGER_TYPE_RECEIPT && h->type != TG_LEDGER_TYPE_SILENCE) {
+    if (h->type != TG_LEDGER_TYPE_RECEIPT && h->type != TG_LEDGER_TYPE_SILENCE &&
+        h->type != TG_LEDGER_TYPE_REDEMPTION) {
         snprintf(what, what_len, "unknown record type %u", (unsigned)h->type);
         return TG_ERR_LEDGER_CORRUPT;
     }
@@ -622,6 +623,8 @@ static tg_err_t verify_rec(void *ud, const tg_ledger_record_t *rec, tg_diag_t *d
     rep->records++;
     if (rec->type == TG_LEDGER_TYPE_RECEIPT) {
         rep->receipts++;
+    } else if (rec->type == TG_LEDGER_TYPE_REDEMPTION) {
+        rep->redemptions++;
     } else {
         rep->silences++;
     }

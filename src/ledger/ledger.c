@@ -1706,7 +1706,8 @@ done:
 /* The checks both append paths share: the error to return, or TG_OK. */
 static tg_err_t entry_check(tg_ledger_t *l, uint8_t type, const void *meta, size_t meta_len,
                             const void *payload, size_t len) {
-    if ((type != TG_LEDGER_TYPE_RECEIPT && type != TG_LEDGER_TYPE_SILENCE) ||
+    if ((type != TG_LEDGER_TYPE_RECEIPT && type != TG_LEDGER_TYPE_SILENCE &&
+         type != TG_LEDGER_TYPE_REDEMPTION) ||
         (meta == NULL && meta_len > 0) || (payload == NULL && len > 0)) {
         return TG_ERR_INVALID_ARG;
     }

@@ -605,6 +605,16 @@ static step_t read_keys(eval_req_t *r, steps_t *s) {
             tg_reply_error(ex, TG_ERR_REQUEST_INVALID, "nonce is empty");
             return STEP_ANSWERED;
         }
+        /* The server's own claims (a redemption's, redeem.c) live in this namespace, so a
+         * request can neither take one nor have its nonce taken by one. */
+        size_t rl = sizeof TG_RECORD_RESERVED_NONCE_PREFIX - 1;
+        if (meta->nonce.len >= rl &&
+            memcmp(meta->nonce.ptr, TG_RECORD_RESERVED_NONCE_PREFIX, rl) == 0) {
+            tg_reply_error(ex, TG_ERR_REQUEST_INVALID,
+                           "nonces beginning with \"" TG_RECORD_RESERVED_NONCE_PREFIX
+                           "\" are reserved for the server");
+            return STEP_ANSWERED;
+        }
         if (meta->nonce.len > maxn ||
             !copy_view(r->nonce, TG_KEY_MAX, &r->nonce_len, meta->nonce.ptr, meta->nonce.len)) {
             tg_reply_limit(ex, TG_ANSWER_INVALID_REQUEST, "max_nonce", maxn,

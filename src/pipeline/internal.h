@@ -190,7 +190,13 @@ typedef enum {
     TG_ANSWER_KEYS_UNAVAILABLE,    /* 503 keys_unavailable */
     TG_ANSWER_LEDGER_UNAVAILABLE,  /* 503 ledger_unavailable (Retry-After: 1) */
     TG_ANSWER_STORE_UNAVAILABLE,   /* 503 store_unavailable (Retry-After: 1): PostgreSQL */
-    TG_ANSWER_IDP_UNAVAILABLE,     /* 503 identity_provider_unavailable (Retry-After: 1) */
+    TG_ANSWER_IDP_UNAVAILABLE, /* 503 identity_provider_unavailable (Retry-After: 1) */
+    /* POST /v1/receipts/{id}/redeem (redeem.c) */
+    TG_ANSWER_RECEIPT_ALREADY_REDEEMED, /* 409 receipt_already_redeemed */
+    TG_ANSWER_RECEIPT_NOT_PERMIT,       /* 409 receipt_not_permit */
+    TG_ANSWER_RECEIPT_NOT_AUTHENTIC,    /* 409 receipt_not_authentic: no longer verifies */
+    TG_ANSWER_RECEIPT_EXPIRED,          /* 410 receipt_expired */
+    TG_ANSWER_REQUEST_HASH_MISMATCH,    /* 422 request_hash_mismatch */
     TG_ANSWER__COUNT
 } tg_answer_t;
 
@@ -267,5 +273,7 @@ void tg_route_verify(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_protocol_verify(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_receipts(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+/* POST /v1/receipts/{executionId}/redeem (redeem.c); rest is "{executionId}/redeem". */
+void tg_route_redeem(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 
 #endif /* TG_PIPELINE_INTERNAL_H */

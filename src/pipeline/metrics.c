@@ -5,8 +5,8 @@
 
 /* Every status the daemon itself sends has its own label; "other" is left for a status
  * added later and not listed here. */
-static const int status_codes[TG_METRICS_STATUSES] = {200, 400, 401, 403, 404, 405, 409, 413,
-                                                      414, 415, 429, 431, 500, 503, 0};
+static const int status_codes[TG_METRICS_STATUSES] = {200, 400, 401, 403, 404, 405, 409, 410, 413,
+                                                      414, 415, 422, 429, 431, 500, 503, 0};
 #define STATUS_OTHER (TG_METRICS_STATUSES - 1)
 
 /* Upper bounds in microseconds; the last bucket is +Inf. */
@@ -27,7 +27,27 @@ static const char *const route_names[TG_ROUTE__COUNT] = {"/v1/evaluate",
                                                          "/version",
                                                          "/metrics",
                                                          "/v1/admin/reload",
+                                                         "/v1/receipts/redeem",
                                                          "other"};
+
+static const char *const redeem_names[TG_REDEEM__COUNT] = {
+    [TG_REDEEM_OK] = "redeemed",
+    [TG_REDEEM_ALREADY] = "already_redeemed",
+    [TG_REDEEM_HASH_MISMATCH] = "request_hash_mismatch",
+    [TG_REDEEM_EXPIRED] = "expired",
+    [TG_REDEEM_NOT_PERMIT] = "not_permit",
+    [TG_REDEEM_NOT_AUTHENTIC] = "not_authentic",
+    [TG_REDEEM_NOT_FOUND] = "not_found",
+    [TG_REDEEM_REFUSED] = "refused",
+    [TG_REDEEM_UNAVAILABLE] = "unavailable",
+    [TG_REDEEM_ERROR] = "error",
+};
+
+void tg_metrics_redeem(tg_metrics_t *m, tg_redeem_result_t r) {
+    if ((unsigned)r < TG_REDEEM__COUNT) {
+        atomic_fetch_add_explicit(&m->redemptions[r], 1, memory_order_relaxed);
+    }
+}
 
 static const char *const outcome_names[3] = {"PERMIT", "DENY", "SILENCE"};
 
@@ -289,6 +309,15 @@ tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) {
                            (unsigned long long)ld(&m->idem_replays),
                            (unsigned long long)ld(&m->ledger_wait_timeouts),
                            (unsigned long long)ld(&m->receipt_index_collisions));
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(out, "# HELP trigguard_redemptions_total Receipt redemptions (POST "
+                              "/v1/receipts/{id}/redeem) by result.\n"
+                              "# TYPE trigguard_redemptions_total counter\n");
+    }
+    for (int r = 0; r < TG_REDEEM__COUNT && rc == TG_OK; r++) {
+        rc = tg_buf_printf(out, "trigguard_redemptions_total{result=\"%s\"} %llu\n",
+                           redeem_names[r], (unsigned long long)ld(&m->redemptions[r]));
     }
     return rc;
 }

@@ -32,11 +32,12 @@ typedef enum {
     TG_ROUTE_VERSION,
     TG_ROUTE_METRICS,
     TG_ROUTE_ADMIN_RELOAD,
+    TG_ROUTE_REDEEM, /* POST /v1/receipts/{executionId}/redeem */
     TG_ROUTE_OTHER,
     TG_ROUTE__COUNT
 } tg_route_t;
 
-#define TG_METRICS_STATUSES 15
+#define TG_METRICS_STATUSES 17
 #define TG_METRICS_LATENCY_BUCKETS 16
 #define TG_METRICS_SURFACES 256
 #define TG_METRICS_SURFACE_NAME_MAX 128
@@ -46,6 +47,21 @@ typedef struct {
     char names[TG_METRICS_SURFACE_NAME_MAX + 1];
     atomic_uint_fast64_t decisions[3]; /* PERMIT, DENY, SILENCE */
 } tg_metrics_surface_t;
+
+/* What a redemption ended in (redeem.c): trigguard_redemptions_total{result}. */
+typedef enum {
+    TG_REDEEM_OK = 0,        /* "redeemed": 200 */
+    TG_REDEEM_ALREADY,       /* "already_redeemed": 409 */
+    TG_REDEEM_HASH_MISMATCH, /* "request_hash_mismatch": 422 */
+    TG_REDEEM_EXPIRED,       /* "expired": 410 */
+    TG_REDEEM_NOT_PERMIT,    /* "not_permit": 409 */
+    TG_REDEEM_NOT_AUTHENTIC, /* "not_authentic": 409 */
+    TG_REDEEM_NOT_FOUND,     /* "not_found": 404 */
+    TG_REDEEM_REFUSED,       /* "refused": 400, 401, 403, 413, 415, 429 before any lookup */
+    TG_REDEEM_UNAVAILABLE,   /* "unavailable": 503, nothing redeemed */
+    TG_REDEEM_ERROR,         /* "error": 500 */
+    TG_REDEEM__COUNT
+} tg_redeem_result_t;
 
 typedef struct tg_metrics {
     atomic_uint_fast64_t requests[TG_ROUTE__COUNT][TG_METRICS_STATUSES];
@@ -58,6 +74,7 @@ typedef struct tg_metrics {
     /* executionIds found already indexed for another ledger record, live or while the index
      * was rebuilt at start (evaluate.c, index_receipt): should stay 0 */
     atomic_uint_fast64_t receipt_index_collisions;
+    atomic_uint_fast64_t redemptions[TG_REDEEM__COUNT];
 } tg_metrics_t;
 
 void tg_metrics_init(tg_metrics_t *m);
@@ -72,6 +89,9 @@ void tg_metrics_decision(tg_metrics_t *m, const char *surface, size_t len, int o
 /* Counts one request answered 503 while its record was still not durable (stall bound or
  * stop). Thread-safe. */
 void tg_metrics_ledger_wait_timeout(tg_metrics_t *m);
+
+/* Counts one redemption's result. Thread-safe. */
+void tg_metrics_redeem(tg_metrics_t *m, tg_redeem_result_t r);
 
 /* Appends the Prometheus text exposition of these counters. */
 tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) TG_MUST_USE;

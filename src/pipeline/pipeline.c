@@ -14,6 +14,7 @@
 #include "trigguard/log.h"
 #include "trigguard/pg_schema.h"
 #include "trigguard/receipt.h"
+#include "trigguard/record.h"
 
 /* The option table's bounds are the whole truth about what starts (config.c): where a module
  * enforces a bound of its own, the table's is the same number, so a value `serve --help`
@@ -181,6 +182,14 @@ static tg_err_t load_guard(tg_pipeline_t *p, tg_diag_t *diag) {
     return rc;
 }
 
+/* The longest key or nonce the store takes: the caller's, and a redemption's claim (redeem.c,
+ * whatever --max-nonce says). */
+static size_t key_len_max(const tg_config_t *c) {
+    size_t m =
+        (size_t)(c->max_idempotency_key > c->max_nonce ? c->max_idempotency_key : c->max_nonce);
+    return m > TG_RECORD_REDEEM_NONCE_LEN ? m : TG_RECORD_REDEEM_NONCE_LEN;
+}
+
 static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     const tg_config_t *c = &p->cfg;
     /* Idempotency entries hold the ledger position of their record (evaluate.c), never a
@@ -189,9 +198,7 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     so.keys = (tg_store_opts_t){.max_entries = (size_t)c->store_max_entries,
                                 .max_bytes = (size_t)c->store_max_bytes,
                                 .retention_ms = c->retention_s * 1000,
-                                .max_key_len = (size_t)(c->max_idempotency_key > c->max_nonce
-                                                            ? c->max_idempotency_key
-                                                            : c->max_nonce)};
+                                .max_key_len = key_len_max(c)};
     so.receipts = (tg_store_opts_t){.max_entries = (size_t)c->store_max_entries,
                                     .max_bytes = (size_t)c->store_max_bytes,
                                     .retention_ms = c->retention_s * 1000};

@@ -143,7 +143,8 @@ void tg_route_capabilities(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest
         "\"canonicalization\":\"RFC8785\"},"
         "\"endpoints\":[\"POST /v1/evaluate\",\"POST /execute\",\"POST /decide\","
         "\"POST /v1/verify\",\"POST /verify-receipt\",\"POST /protocol/verify-receipt\","
-        "\"GET /v1/receipts/{executionId}\",\"GET /.well-known/trigguard/keys.json\","
+        "\"GET /v1/receipts/{executionId}\",\"POST /v1/receipts/{executionId}/redeem\","
+        "\"GET /.well-known/trigguard/keys.json\","
         "\"GET /protocol/capabilities\",\"GET /healthz\",\"GET /readyz\",\"GET /version\","
         "\"GET /metrics\"],\"surfaces\":[",
         TG_PROTOCOL_VERSION, TG_PROTOCOL_SEMVER, TG_ENGINE_VERSION);

@@ -59,7 +59,10 @@ tg_err_t tg_pipeline_replay_response(tg_pipeline_t *p, const tg_ledger_pos_t *po
     if (rc == TG_OK) {
         rc = tg_record_view(&v, meta.data, meta.len, payload.data, payload.len);
     }
-    if (rc == TG_OK) {
+    if (rc == TG_OK && v.decision == NULL) {
+        rc = TG_ERR_LEDGER_CORRUPT; /* a redemption answered no decision: never replayed */
+        tg_record_view_free(&v);
+    } else if (rc == TG_OK) {
         *permit = strcmp(v.decision, "PERMIT") == 0;
         tg_buf_reset(out);
         rc = tg_record_response(out, &v, payload.data, payload.len);

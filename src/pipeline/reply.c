@@ -40,6 +40,11 @@ static const answer_map_t answers[TG_ANSWER__COUNT] = {
     [TG_ANSWER_LEDGER_UNAVAILABLE] = {503, "ledger_unavailable", true},
     [TG_ANSWER_STORE_UNAVAILABLE] = {503, "store_unavailable", true},
     [TG_ANSWER_IDP_UNAVAILABLE] = {503, "identity_provider_unavailable", true},
+    [TG_ANSWER_RECEIPT_ALREADY_REDEEMED] = {409, "receipt_already_redeemed", false},
+    [TG_ANSWER_RECEIPT_NOT_PERMIT] = {409, "receipt_not_permit", false},
+    [TG_ANSWER_RECEIPT_NOT_AUTHENTIC] = {409, "receipt_not_authentic", false},
+    [TG_ANSWER_RECEIPT_EXPIRED] = {410, "receipt_expired", false},
+    [TG_ANSWER_REQUEST_HASH_MISMATCH] = {422, "request_hash_mismatch", false},
 };
 
 typedef struct {

@@ -19,6 +19,7 @@ typedef void (*route_fn)(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 typedef struct {
     const char *path; /* exact path, or prefix when it ends in '/' */
     method_t method;
+    const char *suffix; /* prefix routes: NULL, or what follows the one segment after it */
     tg_route_t id;
     route_fn fn;         /* NULL for a decision route: tg_pipeline_evaluate in `mode` */
     tg_eval_mode_t mode; /* decision routes only */
@@ -39,22 +40,24 @@ void tg_pipeline_finish_simple(tg_pipeline_t *p, tg_exchange_t *ex, tg_route_t i
 }
 
 static const route_t routes[] = {
-    {"/v1/evaluate", M_POST, TG_ROUTE_EVALUATE, NULL, TG_MODE_EVALUATE},
-    {"/execute", M_POST, TG_ROUTE_EXECUTE, NULL, TG_MODE_EXECUTE},
-    {"/decide", M_POST, TG_ROUTE_DECIDE, NULL, TG_MODE_DECIDE},
-    {"/v1/verify", M_POST, TG_ROUTE_VERIFY, tg_route_verify, TG_MODE_EVALUATE},
-    {"/verify-receipt", M_POST, TG_ROUTE_VERIFY, tg_route_verify, TG_MODE_EVALUATE},
-    {"/protocol/verify-receipt", M_POST, TG_ROUTE_PROTOCOL_VERIFY, tg_route_protocol_verify,
+    {"/v1/evaluate", M_POST, NULL, TG_ROUTE_EVALUATE, NULL, TG_MODE_EVALUATE},
+    {"/execute", M_POST, NULL, TG_ROUTE_EXECUTE, NULL, TG_MODE_EXECUTE},
+    {"/decide", M_POST, NULL, TG_ROUTE_DECIDE, NULL, TG_MODE_DECIDE},
+    {"/v1/verify", M_POST, NULL, TG_ROUTE_VERIFY, tg_route_verify, TG_MODE_EVALUATE},
+    {"/verify-receipt", M_POST, NULL, TG_ROUTE_VERIFY, tg_route_verify, TG_MODE_EVALUATE},
+    {"/protocol/verify-receipt", M_POST, NULL, TG_ROUTE_PROTOCOL_VERIFY, tg_route_protocol_verify,
      TG_MODE_EVALUATE},
-    {"/v1/receipts/", M_GET, TG_ROUTE_RECEIPTS, tg_route_receipts, TG_MODE_EVALUATE},
-    {"/.well-known/trigguard/keys.json", M_GET, TG_ROUTE_KEYS, tg_route_keys, TG_MODE_EVALUATE},
-    {"/protocol/capabilities", M_GET, TG_ROUTE_CAPABILITIES, tg_route_capabilities,
+    {"/v1/receipts/", M_GET, NULL, TG_ROUTE_RECEIPTS, tg_route_receipts, TG_MODE_EVALUATE},
+    {"/v1/receipts/", M_POST, "/redeem", TG_ROUTE_REDEEM, tg_route_redeem, TG_MODE_EVALUATE},
+    {"/.well-known/trigguard/keys.json", M_GET, NULL, TG_ROUTE_KEYS, tg_route_keys,
      TG_MODE_EVALUATE},
-    {"/healthz", M_GET, TG_ROUTE_HEALTHZ, tg_route_healthz, TG_MODE_EVALUATE},
-    {"/readyz", M_GET, TG_ROUTE_READYZ, tg_route_readyz, TG_MODE_EVALUATE},
-    {"/version", M_GET, TG_ROUTE_VERSION, tg_route_version, TG_MODE_EVALUATE},
-    {"/metrics", M_GET, TG_ROUTE_METRICS, tg_route_metrics, TG_MODE_EVALUATE},
-    {"/v1/admin/reload", M_POST, TG_ROUTE_ADMIN_RELOAD, NULL, TG_MODE_EVALUATE},
+    {"/protocol/capabilities", M_GET, NULL, TG_ROUTE_CAPABILITIES, tg_route_capabilities,
+     TG_MODE_EVALUATE},
+    {"/healthz", M_GET, NULL, TG_ROUTE_HEALTHZ, tg_route_healthz, TG_MODE_EVALUATE},
+    {"/readyz", M_GET, NULL, TG_ROUTE_READYZ, tg_route_readyz, TG_MODE_EVALUATE},
+    {"/version", M_GET, NULL, TG_ROUTE_VERSION, tg_route_version, TG_MODE_EVALUATE},
+    {"/metrics", M_GET, NULL, TG_ROUTE_METRICS, tg_route_metrics, TG_MODE_EVALUATE},
+    {"/v1/admin/reload", M_POST, NULL, TG_ROUTE_ADMIN_RELOAD, NULL, TG_MODE_EVALUATE},
 };
 
 #define N_ROUTES (sizeof routes / sizeof routes[0])
@@ -62,11 +65,17 @@ static const route_t routes[] = {
 static bool path_matches(const route_t *r, const char *path, const char **rest) {
     size_t n = strlen(r->path);
     if (r->path[n - 1] == '/') {
-        if (strncmp(path, r->path, n) == 0 && path[n] != '\0' && strchr(path + n, '/') == NULL) {
-            *rest = path + n;
-            return true;
+        if (strncmp(path, r->path, n) != 0 || path[n] == '\0' || path[n] == '/') {
+            return false;
         }
-        return false;
+        /* one segment, then exactly the suffix (if any) */
+        const char *slash = strchr(path + n, '/');
+        bool ok =
+            r->suffix == NULL ? slash == NULL : slash != NULL && strcmp(slash, r->suffix) == 0;
+        if (ok) {
+            *rest = path + n;
+        }
+        return ok;
     }
     *rest = "";
     return strcmp(path, r->path) == 0;

@@ -113,6 +113,32 @@ tg_err_t tg_record_silence_write(tg_buf_t *out, const tg_record_silence_t *s) {
     return rc;
 }
 
+tg_err_t tg_record_redemption_write(tg_buf_t *out, const tg_record_redemption_t *r) {
+    if (out == NULL || r == NULL || r->execution_id.ptr == NULL || r->tenant.ptr == NULL ||
+        r->request_hash.ptr == NULL || r->receipt_hash.ptr == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    char ts[TG_TIME_ISO_LEN + 1];
+    tg_err_t rc = tg_time_format_ms(ts, r->at_ms);
+    if (rc != TG_OK) {
+        return rc;
+    }
+    json_t *o = json_object();
+    if (o == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    /* One per redemption, a rare path next to decisions: a tree, written canonically. */
+    int bad = json_object_set_new(o, "type", json_string("redemption"));
+    bad |= set_sv(o, "executionId", r->execution_id);
+    bad |= set_sv(o, "tenantId", r->tenant);
+    bad |= set_sv(o, "requestHash", r->request_hash);
+    bad |= set_sv(o, "receiptHash", r->receipt_hash);
+    bad |= json_object_set_new(o, "redeemedAt", json_string(ts));
+    rc = bad ? TG_ERR_NOMEM : tg_canon_write(out, o, NULL);
+    json_decref(o);
+    return rc;
+}
+
 /* The string member k of o as a view (ptr NULL when absent or not a string). */
 static tg_text_t jsv(const json_t *o, const char *k) {
     const json_t *v = json_object_get(o, k);
@@ -131,6 +157,36 @@ void tg_record_view_free(tg_record_view_t *v) {
     memset(v, 0, sizeof *v);
 }
 
+/* The rest of tg_record_view for a redemption payload: its members, and its claim in the
+ * meta (the nonce a replay restores must be the one the redemption consumed). */
+static tg_err_t view_redemption(tg_record_view_t *v) {
+    tg_record_meta_t *m = &v->meta;
+    const json_t *st = json_object_get(v->meta_doc, "s");
+    const json_t *at = json_object_get(v->meta_doc, "at");
+    v->execution_id = jsv(v->payload_doc, "executionId");
+    tg_text_t tenant = jsv(v->payload_doc, "tenantId");
+    tg_text_t rh = jsv(v->payload_doc, "requestHash");
+    const size_t pl = sizeof TG_RECORD_REDEEM_NONCE_PREFIX - 1;
+    bool ok = m->tenant.ptr != NULL && m->request_hash.ptr != NULL && json_is_number(st) &&
+              json_is_number(at) && v->execution_id.ptr != NULL && tenant.ptr != NULL &&
+              rh.ptr != NULL && jsv(v->payload_doc, "receiptHash").ptr != NULL &&
+              jsv(v->payload_doc, "redeemedAt").ptr != NULL && m->key.ptr == NULL &&
+              tenant.len == m->tenant.len && memcmp(tenant.ptr, m->tenant.ptr, tenant.len) == 0 &&
+              rh.len == m->request_hash.len && memcmp(rh.ptr, m->request_hash.ptr, rh.len) == 0 &&
+              m->nonce.ptr != NULL && m->nonce.len == pl + v->execution_id.len &&
+              memcmp(m->nonce.ptr, TG_RECORD_REDEEM_NONCE_PREFIX, pl) == 0 &&
+              memcmp(m->nonce.ptr + pl, v->execution_id.ptr, v->execution_id.len) == 0 &&
+              tg_unhex(v->request_hash, 32, m->request_hash.ptr, m->request_hash.len) == TG_OK;
+    if (!ok) {
+        tg_record_view_free(v);
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    v->redemption = true;
+    m->at_ms = (int64_t)json_number_value(at);
+    m->status = (int)json_number_value(st);
+    return TG_OK;
+}
+
 tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len, const void *payload,
                         size_t payload_len) {
     memset(v, 0, sizeof *v);
@@ -147,6 +203,10 @@ tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len, 
     m->claim_hash = jsv(v->meta_doc, "ch");
     const json_t *st = json_object_get(v->meta_doc, "s");
     const json_t *at = json_object_get(v->meta_doc, "at");
+    tg_text_t type = jsv(v->payload_doc, "type");
+    if (type.ptr != NULL && strcmp(type.ptr, "redemption") == 0) {
+        return view_redemption(v);
+    }
     tg_text_t decision = jsv(v->payload_doc, "decision");
     v->reason = jsv(v->payload_doc, "reasonCode");
     v->execution_id = jsv(v->payload_doc, "executionId");

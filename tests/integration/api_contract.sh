@@ -260,7 +260,11 @@ cat >"$TG_TMP/tokens.json" <<EOF
  {"tenant": "acme", "token_sha256": "$(printf %s tok-appr | sha256sum | cut -c1-64)",
   "subject": "reviewer", "role": "approver"},
  {"tenant": "acme", "token_sha256": "$(printf %s tok-admin | sha256sum | cut -c1-64)",
-  "subject": "operator", "role": "admin"}]
+  "subject": "operator", "role": "admin"},
+ {"tenant": "acme", "token_sha256": "$(printf %s tok-exec | sha256sum | cut -c1-64)",
+  "subject": "runner", "role": "executor"},
+ {"tenant": "beta", "token_sha256": "$(printf %s tok-bexec | sha256sum | cut -c1-64)",
+  "subject": "beta-runner", "role": "executor"}]
 EOF
 tg_start bound TRIGGUARD_API_KEYS= -- --policy "$TG_POLICY" --key "$TG_KEY" \
     --ledger "$TG_TMP/ledger-bound" --tokens "$TG_TMP/tokens.json" --log-format json --threads 2
@@ -279,6 +283,36 @@ ac 403 "decide with an approver token" POST /decide "${APPR[@]}" --json-body "$P
 tg_expect_py 'j["error"] == "role_not_allowed"' "role_not_allowed"
 ac 403 "an approver may not read receipts" GET "/v1/receipts/$BOUND_EXEC" "${APPR[@]}"
 tg_expect_py 'j["error"] == "role_not_allowed"' "role_not_allowed on receipts"
+
+# ---- redemption (executor tokens) ---------------------------------------------------------
+EXEC=(-H "Authorization: Bearer tok-exec")
+tg_req POST /v1/evaluate "${BOUND[@]}" --json-body '{"surface":"payments.charge","context":{"amount":10,"currency":"USD"}}'
+tg_jget RH 'j["request_hash"]'
+RB="{\"request_hash\":\"$RH\"}"
+ac 401 "redeem without a token" POST "/v1/receipts/$BOUND_EXEC/redeem" --json-body "$RB"
+ac 403 "redeem with a caller token" POST "/v1/receipts/$BOUND_EXEC/redeem" "${BOUND[@]}" --json-body "$RB"
+ac 404 "redeem another tenant's receipt" POST "/v1/receipts/$BOUND_EXEC/redeem" \
+    -H "Authorization: Bearer tok-bexec" --json-body "$RB"
+ac 404 "redeem an id that is not one" POST /v1/receipts/exec_zz/redeem "${EXEC[@]}" --json-body "$RB"
+ac 400 "redeem with an unknown member" POST "/v1/receipts/$BOUND_EXEC/redeem" "${EXEC[@]}" \
+    --json-body "{\"request_hash\":\"$RH\",\"x\":1}"
+ac 400 "redeem with a body that is not JSON" POST "/v1/receipts/$BOUND_EXEC/redeem" "${EXEC[@]}" --json-body '{'
+ac 415 "redeem with text/plain" POST "/v1/receipts/$BOUND_EXEC/redeem" "${EXEC[@]}" \
+    -H "Content-Type: text/plain" --data-binary "$RB"
+ac 413 "redeem with a body over --max-body" POST "/v1/receipts/$BOUND_EXEC/redeem" "${EXEC[@]}" \
+    -H "Content-Type: application/json" --data-binary "@$TG_TMP/big.json"
+ac 405 "GET the redeem route" GET "/v1/receipts/$BOUND_EXEC/redeem" "${EXEC[@]}"
+ac 422 "redeem for another request" POST "/v1/receipts/$BOUND_EXEC/redeem" "${EXEC[@]}" \
+    --json-body "{\"request_hash\":\"$(printf '%064d' 0)\"}"
+ac 200 "redeem a PERMIT receipt" POST "/v1/receipts/$BOUND_EXEC/redeem" "${EXEC[@]}" --json-body "$RB"
+ac 409 "redeem it again" POST "/v1/receipts/$BOUND_EXEC/redeem" "${EXEC[@]}" --json-body "$RB"
+tg_expect_py 'j["error"] == "receipt_already_redeemed"' "receipt_already_redeemed"
+tg_req POST /v1/evaluate "${BOUND[@]}" --json-body '{"surface":"payments.charge","context":{"amount":20000,"currency":"USD"},"signals":{"riskScore":0.2}}'
+tg_jget DENY_EXEC 'j["execution_id"]'
+tg_jget DENY_RH 'j["request_hash"]'
+ac 409 "redeem a DENY receipt" POST "/v1/receipts/$DENY_EXEC/redeem" "${EXEC[@]}" \
+    --json-body "{\"request_hash\":\"$DENY_RH\"}"
+tg_expect_py 'j["error"] == "receipt_not_permit"' "receipt_not_permit"
 ADMIN=(-H "Authorization: Bearer tok-admin")
 ac 200 "admin reload" POST /v1/admin/reload "${ADMIN[@]}"
 tg_expect_py 'j["result"] == "ok" and j["reloaded"] == ["policy", "tokens", "keys"]' "admin reload: every part"
@@ -289,6 +323,16 @@ ac 405 "GET /v1/admin/reload" GET /v1/admin/reload "${ADMIN[@]}"
 ac 200 "version after a reload" GET /version
 tg_expect_py 'j["last_reload"]["trigger"] == "admin"' "version: last_reload"
 tg_stop bound
+tg_start shortttl TRIGGUARD_API_KEYS= -- --policy "$TG_POLICY" --key "$TG_KEY" \
+    --ledger "$TG_TMP/ledger-shortttl" --tokens "$TG_TMP/tokens.json" --log-format json \
+    --threads 2 --receipt-ttl 1
+tg_req POST /v1/evaluate "${BOUND[@]}" --json-body '{"surface":"payments.charge","context":{"amount":10,"currency":"USD"}}'
+tg_jget SHORT_EXEC 'j["execution_id"]'
+tg_jget SHORT_RH 'j["request_hash"]'
+sleep 1.2
+ac 410 "redeem an expired receipt" POST "/v1/receipts/$SHORT_EXEC/redeem" "${EXEC[@]}" \
+    --json-body "{\"request_hash\":\"$SHORT_RH\"}"
+tg_stop shortttl
 
 # ---- no signing key, a tiny idempotency table: 503s -------------------------------------
 

@@ -498,7 +498,7 @@ static void test_args(void **state) {
     static uint8_t meta[TG_LEDGER_META_MAX + 1];
     tg_ledger_pos_t pos;
     assert_int_equal(tg_ledger_append_sync(l, 0, NULL, 0, "x", 1, &pos), TG_ERR_INVALID_ARG);
-    assert_int_equal(tg_ledger_append_sync(l, 3, NULL, 0, "x", 1, &pos), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_ledger_append_sync(l, 4, NULL, 0, "x", 1, &pos), TG_ERR_INVALID_ARG);
     assert_int_equal(tg_ledger_append_sync(l, 1, NULL, 3, "x", 1, &pos), TG_ERR_INVALID_ARG);
     assert_int_equal(tg_ledger_append_sync(l, 1, NULL, 0, NULL, 1, &pos), TG_ERR_INVALID_ARG);
     assert_int_equal(tg_ledger_append_sync(NULL, 1, NULL, 0, "x", 1, &pos), TG_ERR_INVALID_ARG);
@@ -512,6 +512,10 @@ static void test_args(void **state) {
     assert_int_equal(pos.length, TG_LEDGER_RECORD_MAX);
     assert_int_equal(tg_ledger_append_sync(l, 2, NULL, 0, NULL, 0, &pos), TG_OK);
     assert_int_equal(pos.seq, 2);
+    /* a redemption (type 3, record.h) is a record like the others */
+    assert_int_equal(tg_ledger_append_sync(l, TG_LEDGER_TYPE_REDEMPTION, "m", 1, "{}", 2, &pos),
+                     TG_OK);
+    assert_int_equal(pos.seq, 3);
     /* allocation failure when copying the record */
     tg_fail_alloc_after(0);
     assert_int_equal(tg_ledger_append_sync(l, 1, NULL, 0, "x", 1, &pos), TG_ERR_NOMEM);
@@ -524,9 +528,10 @@ static void test_args(void **state) {
 
     tg_ledger_verify_report_t vr;
     assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, NULL), TG_OK);
-    assert_int_equal(vr.records, 2);
+    assert_int_equal(vr.records, 3);
     assert_int_equal(vr.receipts, 1);
     assert_int_equal(vr.silences, 1);
+    assert_int_equal(vr.redemptions, 1);
     assert_true(vr.anchored);
     assert_int_equal(tg_ledger_verify_path(NULL, d.path, NULL, NULL), TG_ERR_INVALID_ARG);
     assert_int_equal(tg_ledger_verify_path(&vr, NULL, NULL, NULL), TG_ERR_INVALID_ARG);

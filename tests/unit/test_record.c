@@ -326,12 +326,88 @@ static void test_view_refuses(void **state) {
     tg_buf_free(&out);
 }
 
+/* A redemption (record.h): exact bytes, read back with its claim, and refused when its meta
+ * does not carry the claim of its executionId or names another tenant or request hash. */
+#define EID "exec_0123456789abcdef0123456789abcdef"
+static void test_redemption(void **state) {
+    (void)state;
+    tg_buf_t meta, payload, out;
+    tg_buf_init(&meta, TG_LEDGER_META_MAX);
+    tg_buf_init(&payload, TG_LEDGER_PAYLOAD_MAX);
+    tg_buf_init(&out, 0);
+    tg_record_redemption_t r = {.execution_id = T(EID),
+                                .tenant = T("acme"),
+                                .request_hash = T(RH),
+                                .receipt_hash = T(RH),
+                                .at_ms = 1796017500123};
+    assert_int_equal(tg_record_redemption_write(&payload, &r), TG_OK);
+    assert_string_equal(payload.data, "{\"executionId\":\"" EID "\",\"receiptHash\":\"" RH
+                                      "\",\"redeemedAt\":\"2026-11-30T05:45:00.123Z\","
+                                      "\"requestHash\":\"" RH "\",\"tenantId\":\"acme\","
+                                      "\"type\":\"redemption\"}");
+    tg_record_meta_t m = {.at_ms = r.at_ms,
+                          .nonce = T(TG_RECORD_REDEEM_NONCE_PREFIX EID),
+                          .request_hash = T(RH),
+                          .status = 200,
+                          .tenant = T("acme")};
+    assert_int_equal(m.nonce.len, TG_RECORD_REDEEM_NONCE_LEN);
+    assert_int_equal(tg_record_meta_write(&meta, &m), TG_OK);
+    tg_record_view_t v;
+    assert_int_equal(tg_record_view(&v, meta.data, meta.len, payload.data, payload.len), TG_OK);
+    assert_true(v.redemption);
+    assert_false(v.receipt);
+    assert_null(v.decision);
+    assert_int_equal(v.execution_id.len, sizeof EID - 1);
+    assert_memory_equal(v.meta.nonce.ptr, TG_RECORD_REDEEM_NONCE_PREFIX EID, m.nonce.len);
+    assert_int_equal(v.meta.status, 200);
+    assert_int_equal(v.request_hash[31], 0xff);
+    /* it answered no decision: nothing to replay */
+    assert_int_equal(tg_record_response(&out, &v, payload.data, payload.len), TG_ERR_INVALID_ARG);
+    tg_record_view_free(&v);
+
+    const char *bad_metas[] = {
+        /* no claim */
+        "{\"at\":1,\"rh\":\"" RH "\",\"s\":200,\"t\":\"acme\"}",
+        /* a caller's nonce, not the claim */
+        "{\"at\":1,\"n\":\"" EID "\",\"rh\":\"" RH "\",\"s\":200,\"t\":\"acme\"}",
+        /* the claim of another receipt */
+        "{\"at\":1,\"n\":\"tg:redeem:exec_1\",\"rh\":\"" RH "\",\"s\":200,\"t\":\"acme\"}",
+        /* another tenant */
+        "{\"at\":1,\"n\":\"tg:redeem:" EID "\",\"rh\":\"" RH "\",\"s\":200,\"t\":\"beta\"}",
+        /* another request hash */
+        "{\"at\":1,\"n\":\"tg:redeem:" EID "\",\"rh\":\"" RH "\",\"s\":200,\"t\":\"acme\"}",
+        /* an idempotency key: a redemption completes none */
+        "{\"at\":1,\"k\":\"x\",\"n\":\"tg:redeem:" EID "\",\"rh\":\"" RH
+        "\",\"s\":200,\"t\":\"acme\"}",
+    };
+    for (size_t i = 0; i < sizeof bad_metas / sizeof bad_metas[0]; i++) {
+        const char *pl = payload.data;
+        char other[512];
+        if (i == 4) { /* the payload's hash differs from the meta's */
+            (void)snprintf(other, sizeof other, "%s", payload.data);
+            char *h = strstr(other, "\"requestHash\":\"") + 15;
+            h[0] = h[0] == '0' ? '1' : '0';
+            pl = other;
+        }
+        assert_int_equal(tg_record_view(&v, bad_metas[i], strlen(bad_metas[i]), pl, strlen(pl)),
+                         TG_ERR_LEDGER_CORRUPT);
+        assert_false(v.redemption);
+    }
+    r.receipt_hash = NONE;
+    assert_int_equal(tg_record_redemption_write(&payload, &r), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_record_redemption_write(&payload, NULL), TG_ERR_INVALID_ARG);
+    tg_buf_free(&meta);
+    tg_buf_free(&payload);
+    tg_buf_free(&out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_meta_bytes),         cmocka_unit_test(test_meta_claim_hash),
         cmocka_unit_test(test_meta_errors),        cmocka_unit_test(test_silence_bytes),
         cmocka_unit_test(test_round_trip_silence), cmocka_unit_test(test_round_trip_receipt),
         cmocka_unit_test(test_view_refuses),       cmocka_unit_test(test_canonical_round_trip),
+        cmocka_unit_test(test_redemption),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

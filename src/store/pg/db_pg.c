@@ -1263,7 +1263,8 @@ static void pg_announce_end(tg_db_t *db) { (void)db; }
 
 static tg_err_t pg_append(tg_db_t *dbp, const tg_db_record_t *rec, tg_db_done_fn done, void *ud) {
     pg_db_t *db = pg_of(dbp);
-    if ((rec->type != TG_LEDGER_TYPE_RECEIPT && rec->type != TG_LEDGER_TYPE_SILENCE) ||
+    if ((rec->type != TG_LEDGER_TYPE_RECEIPT && rec->type != TG_LEDGER_TYPE_SILENCE &&
+         rec->type != TG_LEDGER_TYPE_REDEMPTION) ||
         done == NULL || (rec->meta == NULL && rec->meta_len) ||
         (rec->payload == NULL && rec->payload_len) || rec->tenant == NULL ||
         !name_ok(rec->tenant, rec->tenant_len, TG_STORE_TENANT_MAX)) {
