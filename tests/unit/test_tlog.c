@@ -488,8 +488,12 @@ static void test_inclusion_exhaustive(void **state) {
             assert_int_equal(tg_tlog_inclusion_proof(proof, &len, &reader, i, n), TG_OK);
             assert_int_equal(tg_tlog_verify_inclusion(&leaves[i], i, n, proof, len, root), TG_OK);
             checked++;
-            /* a flipped byte in any proof hash */
+            /* a flipped byte in every proof hash for the smaller trees, in one beyond (each
+             * position is still hit by some leaf) */
             for (size_t k = 0; k < len; k++) {
+                if (n > 64 && k != (i + n) % len) {
+                    continue;
+                }
                 flip(&proof[k], i + k);
                 assert_int_equal(tg_tlog_verify_inclusion(&leaves[i], i, n, proof, len, root),
                                  TG_ERR_TLOG_PROOF);
