@@ -71,7 +71,7 @@
     X(TG_ERR_OVERLOADED, "overloaded")                                                             \
     X(TG_ERR_CONFIG, "invalid configuration")                                                      \
     X(TG_ERR_SCHEMA_VERSION, "database schema is newer than this binary knows")                    \
-    X(TG_ERR_STORE_UNAVAILABLE, "the shared database cannot be reached or did not commit")        \
+    X(TG_ERR_STORE_UNAVAILABLE, "the shared database cannot be reached or did not commit")         \
     /* transparency log (tlog.h, note.h) */                                                        \
     X(TG_ERR_TLOG_PROOF, "Merkle proof does not verify")                                           \
     X(TG_ERR_TLOG_PATH, "not a canonical tile path")                                               \
