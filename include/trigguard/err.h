@@ -73,7 +73,14 @@
     X(TG_ERR_SCHEMA_VERSION, "database schema is newer than this binary knows")                    \
     X(TG_ERR_STORE_UNAVAILABLE, "the shared database cannot be reached or did not commit")         \
     X(TG_ERR_TENANT_NOT_ALLOWED, "the caller's tenant is not one this server serves")              \
-    X(TG_ERR_IDP_UNAVAILABLE, "the identity provider's keys are not available")
+    X(TG_ERR_IDP_UNAVAILABLE, "the identity provider's keys are not available")                    \
+    /* transparency log (tlog.h, note.h) */                                                        \
+    X(TG_ERR_TLOG_PROOF, "Merkle proof does not verify")                                           \
+    X(TG_ERR_TLOG_PATH, "not a canonical tile path")                                               \
+    X(TG_ERR_NOTE_MALFORMED, "malformed signed note")                                              \
+    X(TG_ERR_NOTE_SIGNATURE, "a signed note's signature by a known key does not verify")           \
+    X(TG_ERR_NOTE_UNVERIFIED, "signed note has no signature by a known key")                       \
+    X(TG_ERR_CHECKPOINT_MALFORMED, "malformed checkpoint")
 
 typedef enum tg_err {
 #define TG_ERR_ENUM_(name, text) name,
