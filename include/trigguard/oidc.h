@@ -29,9 +29,11 @@
  * A flag issuer and a file issuer of the same name are refused (one place per issuer).
  *
  * ## Tenants
- * The mapped tenant must be a tenant of the table the request authenticated against: one of
- * the tokens file / TRIGGUARD_API_KEYS, or one listed in an issuer's "tenants" (the pipeline
- * adds those when it builds the table). Any other name is TG_ERR_TENANT_NOT_ALLOWED (403).
+ * The mapped tenant must be a tenant of the table the request authenticated against, and one
+ * the issuer may name: an issuer with a "tenants" list (or a fixed "tenant") names only those
+ * (the pipeline adds them to the table when it builds it); an issuer without a list names only
+ * tenants of the tokens file / TRIGGUARD_API_KEYS. Any other name is
+ * TG_ERR_TENANT_NOT_ALLOWED (403).
  *
  * ## Key sets
  * Per issuer the last good tg_jwks_t, held in a swap (swap.h): request threads read it

@@ -192,12 +192,15 @@ tg_err_t tg_oidc_map(tg_oidc_principal_t **out, const tg_oidc_conf_t *c, size_t 
     }
     size_t tl = strlen(tenant);
     int idx = tg_tenants_find(t, tenant, tl);
-    /* An issuer vouches only for the tenants it lists; any other must be a tenant of the
-     * tokens file. A name merely kept in the table (seeded by a reload, or listed by another
-     * issuer) is neither: a shared issuer such as GitHub must not reach another's tenant. */
+    /* An issuer that lists its tenants (or fixes one) reaches those and no other: a shared
+     * issuer such as GitHub lets anyone mint a token whose tenant claim names any tenant with
+     * tokens ("payments"), so the list is the operator's bound on it. Only an issuer without
+     * a list falls back to the tenants of the tokens file. A name merely kept in the table
+     * (seeded by a reload, or listed by another issuer) is reachable by neither. */
+    bool has_list = is->n_tenants > 0 || is->tenant != NULL;
     bool listed = in_list(is->tenants, is->n_tenants, tenant) ||
                   (is->tenant != NULL && strcmp(is->tenant, tenant) == 0);
-    if (idx < 0 || (!listed && !tg_tenants_has_tokens(t, idx))) {
+    if (idx < 0 || (has_list ? !listed : !tg_tenants_has_tokens(t, idx))) {
         return TG_ERR_TENANT_NOT_ALLOWED;
     }
     tg_oidc_principal_t *pp = calloc(1, sizeof *pp);
