@@ -179,7 +179,13 @@ static bool binding_ok(const char *s, bool actor) {
 static bool http_loopback(const char *url) {
     const char *h = url + strlen("http://");
     char host[256];
-    size_t n = 0;
+    size_t n = strcspn(h, "/?#");
+    /* User info anywhere in the authority is refused rather than parsed: in
+     * "http://127.0.0.1:80@evil.test/" the host curl connects to is evil.test, whatever the
+     * text before the '@' looks like. */
+    if (memchr(h, '@', n) != NULL) {
+        return false;
+    }
     if (*h == '[') {
         const char *end = strchr(h, ']');
         if (end == NULL || (size_t)(end - h) + 1 >= sizeof host) {
@@ -194,9 +200,6 @@ static bool http_loopback(const char *url) {
     }
     memcpy(host, h, n);
     host[n] = '\0';
-    if (strchr(host, '@') != NULL) {
-        return false; /* user info: refused rather than parsed */
-    }
     return tg_guard_listen_is_loopback(host);
 }
 

@@ -86,6 +86,13 @@ static void test_conf_file_refused(void **state) {
     refused("{\"issuers\":[{\"name\":\"a\",\"issuer\":\"https://i\",\"jwks\":"
             "\"http://user@127.0.0.1/jwks\",\"audiences\":[\"x\"],\"tenant\":\"acme\"}]}",
             "loopback");
+    /* user info that looks like a loopback host and port: curl would fetch from evil.test */
+    refused("{\"issuers\":[{\"name\":\"a\",\"issuer\":\"https://i\",\"jwks\":"
+            "\"http://127.0.0.1:80@evil.test/jwks\",\"audiences\":[\"x\"],\"tenant\":\"acme\"}]}",
+            "loopback");
+    refused("{\"issuers\":[{\"name\":\"a\",\"issuer\":\"https://i\",\"jwks\":"
+            "\"http://[::1]@evil.test/jwks\",\"audiences\":[\"x\"],\"tenant\":\"acme\"}]}",
+            "loopback");
     refused("{\"issuers\":[{\"name\":\"a\",\"issuer\":\"https://i\",\"jwks\":\"ftp://h/jwks\","
             "\"audiences\":[\"x\"],\"tenant\":\"acme\"}]}",
             "scheme");
