@@ -88,32 +88,6 @@ tg_err_t oidc_render(char *out, size_t cap, size_t *len_out, const char *tpl,
     return TG_OK;
 }
 
-static bool subject_chars(const char *s, size_t n) {
-    if (n == 0 || n > TG_GUARD_SUBJECT_MAX) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              (c != '\0' && strchr("._:@/+-", c) != NULL))) {
-            return false;
-        }
-    }
-    return true;
-}
-
-static bool actor_chars(const char *s, size_t n) {
-    if (n == 0 || n > TG_GUARD_NAME_MAX || s[0] == '@') {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
-            return false;
-        }
-    }
-    return true;
-}
-
 static bool in_list(char *const *l, size_t n, const char *s) {
     for (size_t i = 0; i < n; i++) {
         if (strcmp(l[i], s) == 0) {
@@ -210,7 +184,7 @@ tg_err_t tg_oidc_map(tg_oidc_principal_t **out, const tg_oidc_conf_t *c, size_t 
     tg_err_t rc = TG_OK;
     size_t n = 0;
     rc = oidc_render(pp->subject, sizeof pp->subject, &n, is->subject, claims);
-    if (rc == TG_OK && !subject_chars(pp->subject, n)) {
+    if (rc == TG_OK && !tg_guard_subject_valid(pp->subject, n)) {
         rc = TG_ERR_UNAUTHORIZED;
     }
     pp->pub.subject = (tg_guard_str_t){pp->subject, n};
@@ -218,7 +192,7 @@ tg_err_t tg_oidc_map(tg_oidc_principal_t **out, const tg_oidc_conf_t *c, size_t 
     for (size_t k = 0; rc == TG_OK && k < is->n_actors; k++) {
         char *a = pp->actor_text[na];
         rc = oidc_render(a, sizeof pp->actor_text[na], &n, is->actors[k], claims);
-        if (rc == TG_OK && !actor_chars(a, n)) {
+        if (rc == TG_OK && (!tg_guard_binding_valid(a, n) || a[0] == '@')) {
             rc = TG_ERR_UNAUTHORIZED;
         }
         bool dup = false;
