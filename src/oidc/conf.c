@@ -219,6 +219,15 @@ static tg_err_t issuer_check(oidc_issuer_t *is, const char *where, tg_diag_t *di
                            is->name);
     }
     if (strncmp(is->jwks, "https://", 8) == 0) {
+        /* A key set is public: credentials in its URL would only end up in the logs, which
+         * name the URL of every fetch. */
+        const char *auth = is->jwks + 8;
+        if (memchr(auth, '@', strcspn(auth, "/?#")) != NULL) {
+            return tg_diag_set(diag, TG_ERR_CONFIG,
+                               "%s (%s): a JWKS URL must not carry user info (user@ or "
+                               "user:password@): it is logged",
+                               where, is->name);
+        }
         is->jwks_url = true;
     } else if (strncmp(is->jwks, "http://", 7) == 0) {
         if (!http_loopback(is->jwks)) {

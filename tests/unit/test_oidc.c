@@ -86,6 +86,10 @@ static void test_conf_file_refused(void **state) {
     refused("{\"issuers\":[{\"name\":\"a\",\"issuer\":\"https://i\",\"jwks\":"
             "\"http://user@127.0.0.1/jwks\",\"audiences\":[\"x\"],\"tenant\":\"acme\"}]}",
             "loopback");
+    /* credentials in an https URL: they would be logged with every fetch */
+    refused("{\"issuers\":[{\"name\":\"a\",\"issuer\":\"https://i\",\"jwks\":"
+            "\"https://u:secret@idp.test/jwks\",\"audiences\":[\"x\"],\"tenant\":\"acme\"}]}",
+            "user info");
     /* user info that looks like a loopback host and port: curl would fetch from evil.test */
     refused("{\"issuers\":[{\"name\":\"a\",\"issuer\":\"https://i\",\"jwks\":"
             "\"http://127.0.0.1:80@evil.test/jwks\",\"audiences\":[\"x\"],\"tenant\":\"acme\"}]}",
