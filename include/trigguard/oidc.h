@@ -146,8 +146,9 @@ tg_err_t tg_oidc_create(tg_oidc_t **out, tg_oidc_conf_t *conf, const tg_oidc_opt
                         tg_diag_t *diag) TG_MUST_USE;
 
 /* Starts the fetch thread (always, even when no issuer has a URL yet: a reload may add one)
- * and waits at most wait_ms for each URL source's first fetch: a start whose issuer is down is not held up longer, and its JWT
- * callers get 503 until a set arrives. Errors: TG_ERR_INTERNAL (thread). */
+ * and waits at most wait_ms for each URL source's first fetch: a start whose issuer is down
+ * is not held up longer, and its JWT callers get 503 until a set arrives.
+ * Errors: TG_ERR_INTERNAL (thread). */
 tg_err_t tg_oidc_start(tg_oidc_t *o, int64_t wait_ms) TG_MUST_USE;
 
 /* Stops the fetch thread (an ongoing fetch is aborted) and frees. NULL-safe. */
