@@ -138,6 +138,14 @@ typedef struct tg_principal {
     size_t claims_count;
 } tg_principal_t;
 
+/* The shape of a principal's subject: 1..TG_GUARD_SUBJECT_MAX of [A-Za-z0-9._:@/+-] (no NUL).
+ * One rule for the tokens file and for subjects an OIDC issuer's template builds. Pure. */
+bool tg_guard_subject_valid(const char *s, size_t len);
+
+/* The shape of an actor or surface binding: 1..TG_GUARD_NAME_MAX bytes without control
+ * characters (an actor must also not start with '@', a policy group). Pure. */
+bool tg_guard_binding_valid(const char *s, size_t len);
+
 /* "caller", "approver", "executor", "admin" ("?" outside the enum). */
 const char *tg_role_name(tg_role_t role);
 

@@ -29,9 +29,11 @@
  * A flag issuer and a file issuer of the same name are refused (one place per issuer).
  *
  * ## Tenants
- * The mapped tenant must be a tenant of the table the request authenticated against: one of
- * the tokens file / TRIGGUARD_API_KEYS, or one listed in an issuer's "tenants" (the pipeline
- * adds those when it builds the table). Any other name is TG_ERR_TENANT_NOT_ALLOWED (403).
+ * The mapped tenant must be a tenant of the table the request authenticated against, and one
+ * the issuer may name: an issuer with a "tenants" list (or a fixed "tenant") names only those
+ * (the pipeline adds them to the table when it builds it); an issuer without a list names only
+ * tenants of the tokens file / TRIGGUARD_API_KEYS. Any other name is
+ * TG_ERR_TENANT_NOT_ALLOWED (403).
  *
  * ## Key sets
  * Per issuer the last good tg_jwks_t, held in a swap (swap.h): request threads read it
@@ -143,9 +145,10 @@ typedef struct tg_oidc_opts {
 tg_err_t tg_oidc_create(tg_oidc_t **out, tg_oidc_conf_t *conf, const tg_oidc_opts_t *opts,
                         tg_diag_t *diag) TG_MUST_USE;
 
-/* Starts the fetch thread (when some issuer has a URL) and waits at most wait_ms for each URL
- * source's first fetch: a start whose issuer is down is not held up longer, and its JWT
- * callers get 503 until a set arrives. Errors: TG_ERR_INTERNAL (thread). */
+/* Starts the fetch thread (always, even when no issuer has a URL yet: a reload may add one)
+ * and waits at most wait_ms for each URL source's first fetch: a start whose issuer is down
+ * is not held up longer, and its JWT callers get 503 until a set arrives.
+ * Errors: TG_ERR_INTERNAL (thread). */
 tg_err_t tg_oidc_start(tg_oidc_t *o, int64_t wait_ms) TG_MUST_USE;
 
 /* Stops the fetch thread (an ongoing fetch is aborted) and frees. NULL-safe. */

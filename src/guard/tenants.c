@@ -184,7 +184,7 @@ static bool name_valid(const char *name, size_t len) {
     return true;
 }
 
-static bool subject_valid(const char *s, size_t len) {
+bool tg_guard_subject_valid(const char *s, size_t len) {
     if (s == NULL || len == 0 || len > TG_GUARD_SUBJECT_MAX) {
         return false;
     }
@@ -423,6 +423,19 @@ tg_err_t tg_tenants_set_local_bypass(tg_tenants_t *t, bool on) {
     return TG_OK;
 }
 
+bool tg_guard_binding_valid(const char *s, size_t len) {
+    if (s == NULL || len == 0 || len > TG_GUARD_NAME_MAX) {
+        return false;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch < 0x20 || ch == 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* One list member ("actors" or "surfaces") of entry i: 1..TG_GUARD_MAX_BINDINGS distinct
  * strings of 1..TG_GUARD_NAME_MAX bytes without control characters (actors: not "@..."). */
 static tg_err_t check_list(const json_t *v, const char *member, bool is_actor, const char *origin,
@@ -438,12 +451,7 @@ static tg_err_t check_list(const json_t *v, const char *member, bool is_actor, c
         const json_t *e = json_array_get(v, k);
         const char *s = json_string_value(e);
         size_t len = json_string_length(e);
-        bool ok = json_is_string(e) && len >= 1 && len <= TG_GUARD_NAME_MAX;
-        for (size_t c = 0; ok && c < len; c++) {
-            unsigned char ch = (unsigned char)s[c];
-            ok = ch >= 0x20 && ch != 0x7f;
-        }
-        if (!ok) {
+        if (!json_is_string(e) || !tg_guard_binding_valid(s, len)) {
             return tg_diag_set(diag, TG_ERR_CONFIG,
                                "%s: [%zu].%s[%zu]: expected 1..%d bytes without control "
                                "characters",
@@ -509,7 +517,8 @@ static tg_err_t parse_entry(pending_t *p, const json_t *item, const char *origin
     p->name = json_string_value(jn);
     p->name_len = json_string_length(jn);
     if (js != NULL) {
-        if (!json_is_string(js) || !subject_valid(json_string_value(js), json_string_length(js))) {
+        if (!json_is_string(js) ||
+            !tg_guard_subject_valid(json_string_value(js), json_string_length(js))) {
             return tg_diag_set(diag, TG_ERR_CONFIG,
                                "%s: [%zu].subject: expected 1..%d chars of [A-Za-z0-9._:@/+-]",
                                origin, i, TG_GUARD_SUBJECT_MAX);

@@ -2,10 +2,10 @@
  * set, the thread that fetches JWKS URLs, authentication and metrics. */
 #include <curl/curl.h>
 #include <pthread.h>
-#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "oidc_int.h"

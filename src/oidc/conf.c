@@ -179,7 +179,13 @@ static bool binding_ok(const char *s, bool actor) {
 static bool http_loopback(const char *url) {
     const char *h = url + strlen("http://");
     char host[256];
-    size_t n = 0;
+    size_t n = strcspn(h, "/?#");
+    /* User info anywhere in the authority is refused rather than parsed: in
+     * "http://127.0.0.1:80@evil.test/" the host curl connects to is evil.test, whatever the
+     * text before the '@' looks like. */
+    if (memchr(h, '@', n) != NULL) {
+        return false;
+    }
     if (*h == '[') {
         const char *end = strchr(h, ']');
         if (end == NULL || (size_t)(end - h) + 1 >= sizeof host) {
@@ -194,9 +200,6 @@ static bool http_loopback(const char *url) {
     }
     memcpy(host, h, n);
     host[n] = '\0';
-    if (strchr(host, '@') != NULL) {
-        return false; /* user info: refused rather than parsed */
-    }
     return tg_guard_listen_is_loopback(host);
 }
 
@@ -216,6 +219,15 @@ static tg_err_t issuer_check(oidc_issuer_t *is, const char *where, tg_diag_t *di
                            is->name);
     }
     if (strncmp(is->jwks, "https://", 8) == 0) {
+        /* A key set is public: credentials in its URL would only end up in the logs, which
+         * name the URL of every fetch. */
+        const char *auth = is->jwks + 8;
+        if (memchr(auth, '@', strcspn(auth, "/?#")) != NULL) {
+            return tg_diag_set(diag, TG_ERR_CONFIG,
+                               "%s (%s): a JWKS URL must not carry user info (user@ or "
+                               "user:password@): it is logged",
+                               where, is->name);
+        }
         is->jwks_url = true;
     } else if (strncmp(is->jwks, "http://", 7) == 0) {
         if (!http_loopback(is->jwks)) {

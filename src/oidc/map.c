@@ -88,32 +88,6 @@ tg_err_t oidc_render(char *out, size_t cap, size_t *len_out, const char *tpl,
     return TG_OK;
 }
 
-static bool subject_chars(const char *s, size_t n) {
-    if (n == 0 || n > TG_GUARD_SUBJECT_MAX) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              (c != '\0' && strchr("._:@/+-", c) != NULL))) {
-            return false;
-        }
-    }
-    return true;
-}
-
-static bool actor_chars(const char *s, size_t n) {
-    if (n == 0 || n > TG_GUARD_NAME_MAX || s[0] == '@') {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
-            return false;
-        }
-    }
-    return true;
-}
-
 static bool in_list(char *const *l, size_t n, const char *s) {
     for (size_t i = 0; i < n; i++) {
         if (strcmp(l[i], s) == 0) {
@@ -192,12 +166,15 @@ tg_err_t tg_oidc_map(tg_oidc_principal_t **out, const tg_oidc_conf_t *c, size_t 
     }
     size_t tl = strlen(tenant);
     int idx = tg_tenants_find(t, tenant, tl);
-    /* An issuer vouches only for the tenants it lists; any other must be a tenant of the
-     * tokens file. A name merely kept in the table (seeded by a reload, or listed by another
-     * issuer) is neither: a shared issuer such as GitHub must not reach another's tenant. */
+    /* An issuer that lists its tenants (or fixes one) reaches those and no other: a shared
+     * issuer such as GitHub lets anyone mint a token whose tenant claim names any tenant with
+     * tokens ("payments"), so the list is the operator's bound on it. Only an issuer without
+     * a list falls back to the tenants of the tokens file. A name merely kept in the table
+     * (seeded by a reload, or listed by another issuer) is reachable by neither. */
+    bool has_list = is->n_tenants > 0 || is->tenant != NULL;
     bool listed = in_list(is->tenants, is->n_tenants, tenant) ||
                   (is->tenant != NULL && strcmp(is->tenant, tenant) == 0);
-    if (idx < 0 || (!listed && !tg_tenants_has_tokens(t, idx))) {
+    if (idx < 0 || (has_list ? !listed : !tg_tenants_has_tokens(t, idx))) {
         return TG_ERR_TENANT_NOT_ALLOWED;
     }
     tg_oidc_principal_t *pp = calloc(1, sizeof *pp);
@@ -207,7 +184,7 @@ tg_err_t tg_oidc_map(tg_oidc_principal_t **out, const tg_oidc_conf_t *c, size_t 
     tg_err_t rc = TG_OK;
     size_t n = 0;
     rc = oidc_render(pp->subject, sizeof pp->subject, &n, is->subject, claims);
-    if (rc == TG_OK && !subject_chars(pp->subject, n)) {
+    if (rc == TG_OK && !tg_guard_subject_valid(pp->subject, n)) {
         rc = TG_ERR_UNAUTHORIZED;
     }
     pp->pub.subject = (tg_guard_str_t){pp->subject, n};
@@ -215,7 +192,7 @@ tg_err_t tg_oidc_map(tg_oidc_principal_t **out, const tg_oidc_conf_t *c, size_t 
     for (size_t k = 0; rc == TG_OK && k < is->n_actors; k++) {
         char *a = pp->actor_text[na];
         rc = oidc_render(a, sizeof pp->actor_text[na], &n, is->actors[k], claims);
-        if (rc == TG_OK && !actor_chars(a, n)) {
+        if (rc == TG_OK && (!tg_guard_binding_valid(a, n) || a[0] == '@')) {
             rc = TG_ERR_UNAUTHORIZED;
         }
         bool dup = false;

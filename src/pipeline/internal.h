@@ -139,6 +139,12 @@ tg_err_t tg_pipeline_auth(tg_pipeline_t *p, const tg_tenants_t *t, const char *h
                           const char *rid, tg_auth_t *a, const char **msg) TG_MUST_USE;
 void tg_pipeline_auth_end(tg_auth_t *a); /* NULL-safe, idempotent */
 
+/* Points ex's access-log tenant, subject and issuer at copies of pr's (t is pr's table), for
+ * a route that answers on the calling thread without deferring: the line is written after
+ * the route returned, when the principal may be freed (tg_pipeline_auth_end) and the table
+ * replaced by a reload. The copies are per thread, overwritten by the next such request. */
+void tg_pipeline_log_principal(tg_exchange_t *ex, const tg_tenants_t *t, const tg_principal_t *pr);
+
 /* POST /v1/admin/reload (reload.c): answers 401/403/503 at once, or defers the exchange
  * until the control thread's tg_pipeline_admin_poll ran the reload. Does its own
  * accounting (metrics, access log), like the decision routes. */
@@ -190,7 +196,7 @@ typedef enum {
     TG_ANSWER_KEYS_UNAVAILABLE,    /* 503 keys_unavailable */
     TG_ANSWER_LEDGER_UNAVAILABLE,  /* 503 ledger_unavailable (Retry-After: 1) */
     TG_ANSWER_STORE_UNAVAILABLE,   /* 503 store_unavailable (Retry-After: 1): PostgreSQL */
-    TG_ANSWER_IDP_UNAVAILABLE, /* 503 identity_provider_unavailable (Retry-After: 1) */
+    TG_ANSWER_IDP_UNAVAILABLE,     /* 503 identity_provider_unavailable (Retry-After: 1) */
     /* POST /v1/receipts/{id}/redeem (redeem.c) */
     TG_ANSWER_RECEIPT_ALREADY_REDEEMED, /* 409 receipt_already_redeemed */
     TG_ANSWER_RECEIPT_NOT_PERMIT,       /* 409 receipt_not_permit */

@@ -143,6 +143,22 @@ tg_err_t tg_pipeline_auth(tg_pipeline_t *p, const tg_tenants_t *t, const char *h
     return rc;
 }
 
+static _Thread_local char log_tenant[TG_GUARD_TENANT_NAME_MAX + 1];
+static _Thread_local char log_subject[TG_GUARD_SUBJECT_MAX + 1];
+static _Thread_local char log_issuer[TG_RECEIPT_PRINCIPAL_MAX + 1];
+
+void tg_pipeline_log_principal(tg_exchange_t *ex, const tg_tenants_t *t, const tg_principal_t *pr) {
+    const char *tenant = tg_tenants_name(t, pr->tenant, NULL);
+    (void)snprintf(log_tenant, sizeof log_tenant, "%s", tenant != NULL ? tenant : "");
+    (void)snprintf(log_subject, sizeof log_subject, "%s", pr->subject.ptr);
+    ex->log_tenant = log_tenant;
+    ex->log_subject = log_subject;
+    if (pr->issuer.ptr != NULL) {
+        (void)snprintf(log_issuer, sizeof log_issuer, "%s", pr->issuer.ptr);
+        ex->log_issuer = log_issuer;
+    }
+}
+
 void tg_pipeline_auth_end(tg_auth_t *a) {
     if (a != NULL) {
         tg_oidc_principal_free(a->owned);

@@ -173,13 +173,6 @@ tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag) {
 
 /* ---- GET /v1/receipts/{executionId} -------------------------------------------------- */
 
-/* The tenant and subject for the access line, which is written after the route returned,
- * when a reload may have freed the table: a copy per event thread, as the line is written on
- * the thread that answers (the route never defers). */
-static _Thread_local char log_tenant[TG_GUARD_TENANT_NAME_MAX + 1];
-static _Thread_local char log_subject[TG_GUARD_SUBJECT_MAX + 1];
-static _Thread_local char log_issuer[TG_RECEIPT_PRINCIPAL_MAX + 1];
-
 static void get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const tg_tenants_t *t,
                         const tg_principal_t *pr, const char *exec_id);
 
@@ -200,14 +193,7 @@ void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *ex
 
 static void get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const tg_tenants_t *t,
                         const tg_principal_t *pr, const char *exec_id) {
-    (void)snprintf(log_tenant, sizeof log_tenant, "%s", tg_tenants_name(t, pr->tenant, NULL));
-    (void)snprintf(log_subject, sizeof log_subject, "%s", pr->subject.ptr);
-    ex->log_tenant = log_tenant;
-    ex->log_subject = log_subject;
-    if (pr->issuer.ptr != NULL) {
-        (void)snprintf(log_issuer, sizeof log_issuer, "%s", pr->issuer.ptr);
-        ex->log_issuer = log_issuer;
-    }
+    tg_pipeline_log_principal(ex, t, pr); /* the route never defers */
     if (!tg_role_may_read_receipts(pr->role)) {
         char msg[128];
         (void)snprintf(msg, sizeof msg,

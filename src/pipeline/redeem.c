@@ -23,12 +23,6 @@
 #include "trigguard/receipt.h"
 #include "trigguard/record.h"
 
-/* The access line's tenant and subject, per event thread (written after the route returned,
- * when a reload may have freed the tenant table; as records.c). */
-static _Thread_local char log_tenant[TG_GUARD_TENANT_NAME_MAX + 1];
-static _Thread_local char log_subject[TG_GUARD_SUBJECT_MAX + 1];
-static _Thread_local char log_issuer[TG_RECEIPT_PRINCIPAL_MAX + 1];
-
 /* One redemption's wait for its record: the route's thread and the db's done callback share
  * it; whoever drops the last reference frees it. When the route stopped waiting (the stall
  * bound: it answered 503), the callback settles the claim itself. */
@@ -439,14 +433,7 @@ static tg_redeem_result_t admit_principal(tg_pipeline_t *p, tg_exchange_t *ex,
                                           const tg_tenants_t *t, const tg_principal_t *pr,
                                           char tn[TG_GUARD_TENANT_NAME_MAX + 1], size_t *tl,
                                           char want[65]) {
-    (void)snprintf(log_tenant, sizeof log_tenant, "%s", tg_tenants_name(t, pr->tenant, NULL));
-    (void)snprintf(log_subject, sizeof log_subject, "%s", pr->subject.ptr);
-    ex->log_tenant = log_tenant;
-    ex->log_subject = log_subject;
-    if (pr->issuer.ptr != NULL) {
-        (void)snprintf(log_issuer, sizeof log_issuer, "%s", pr->issuer.ptr);
-        ex->log_issuer = log_issuer;
-    }
+    tg_pipeline_log_principal(ex, t, pr); /* the route waits for its record, never defers */
     if (pr->role != TG_ROLE_EXECUTOR) {
         char msg[128];
         (void)snprintf(msg, sizeof msg,

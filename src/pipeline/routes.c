@@ -190,6 +190,13 @@ void tg_pipeline_early(void *ud, tg_exchange_t *ex) {
     if (m.hit == NULL || !is_decision_route(m.hit->id)) {
         return;
     }
+    /* A JWT (with OIDC on) is no static token: looked up here it would be a 401 for every JWT
+     * caller that asks for 100 Continue. It is verified once, with the body (tg_pipeline_auth:
+     * the check may wait for a key refresh and is counted per token); a caller can skip this
+     * early check by not asking for 100 Continue anyway, so nothing is lost by waiting. */
+    if (tg_oidc_enabled(p->oidc) && tg_oidc_is_jwt_header(auth, auth != NULL ? strlen(auth) : 0)) {
+        return;
+    }
     tg_swap_ref_t th;
     bool bad = tg_auth_check(tg_pipeline_tenants_acquire(p, &th), auth, auth ? strlen(auth) : 0,
                              &tenant) != TG_OK;

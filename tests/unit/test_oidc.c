@@ -86,6 +86,17 @@ static void test_conf_file_refused(void **state) {
     refused("{\"issuers\":[{\"name\":\"a\",\"issuer\":\"https://i\",\"jwks\":"
             "\"http://user@127.0.0.1/jwks\",\"audiences\":[\"x\"],\"tenant\":\"acme\"}]}",
             "loopback");
+    /* credentials in an https URL: they would be logged with every fetch */
+    refused("{\"issuers\":[{\"name\":\"a\",\"issuer\":\"https://i\",\"jwks\":"
+            "\"https://u:secret@idp.test/jwks\",\"audiences\":[\"x\"],\"tenant\":\"acme\"}]}",
+            "user info");
+    /* user info that looks like a loopback host and port: curl would fetch from evil.test */
+    refused("{\"issuers\":[{\"name\":\"a\",\"issuer\":\"https://i\",\"jwks\":"
+            "\"http://127.0.0.1:80@evil.test/jwks\",\"audiences\":[\"x\"],\"tenant\":\"acme\"}]}",
+            "loopback");
+    refused("{\"issuers\":[{\"name\":\"a\",\"issuer\":\"https://i\",\"jwks\":"
+            "\"http://[::1]@evil.test/jwks\",\"audiences\":[\"x\"],\"tenant\":\"acme\"}]}",
+            "loopback");
     refused("{\"issuers\":[{\"name\":\"a\",\"issuer\":\"https://i\",\"jwks\":\"ftp://h/jwks\","
             "\"audiences\":[\"x\"],\"tenant\":\"acme\"}]}",
             "scheme");
@@ -298,9 +309,10 @@ static void test_map_refusals(void **state) {
         /* a known name without tokens, not listed by this issuer: not reachable */
         {"{\"sub\":\"s\",\"repository_owner\":\"other\",\"repository\":\"r\",\"workflow\":\"w\"}",
          TG_ERR_TENANT_NOT_ALLOWED},
-        /* a tenant of the tokens file is */
+        /* nor is a tenant of the tokens file: this issuer lists its tenants, and a shared
+         * issuer must not reach a token tenant its list leaves out */
         {"{\"sub\":\"s\",\"repository_owner\":\"beta\",\"repository\":\"r\",\"workflow\":\"w\"}",
-         TG_OK},
+         TG_ERR_TENANT_NOT_ALLOWED},
         /* the tenant claim absent or not a string */
         {"{\"sub\":\"s\",\"repository\":\"r\",\"workflow\":\"w\"}", TG_ERR_UNAUTHORIZED},
         {"{\"sub\":\"s\",\"repository_owner\":7,\"repository\":\"r\",\"workflow\":\"w\"}",
@@ -331,6 +343,32 @@ static void test_map_refusals(void **state) {
     json_t *empty = json_object();
     assert_int_equal(tg_oidc_map(&pp, c, 1, empty, t), TG_ERR_INVALID_ARG);
     json_decref(empty);
+    tg_oidc_conf_free(c);
+    tg_tenants_destroy(t);
+}
+
+/* An issuer without a "tenants" list (nor a fixed tenant) reaches the tenants of the tokens
+ * file, and still no name that is merely in the table. */
+static void test_map_unlisted_issuer(void **state) {
+    (void)state;
+    static const char *open_issuer =
+        "{\"issuers\":[{\"name\":\"corp\",\"issuer\":\"https://corp.test\","
+        "\"jwks\":\"https://corp.test/jwks\",\"audiences\":[\"trigguard\"],"
+        "\"tenant_claim\":\"org\"}]}";
+    tg_oidc_conf_t *c = NULL;
+    assert_int_equal(parse(&c, open_issuer, NULL), TG_OK);
+    tg_tenants_t *t = tenants();
+    assert_int_equal(tg_oidc_conf_add_tenants(c, t, NULL), TG_OK);
+    tg_oidc_principal_t *pp = NULL;
+    json_t *cl = claims_of("{\"sub\":\"s\",\"org\":\"beta\"}");
+    assert_int_equal(tg_oidc_map(&pp, c, 0, cl, t), TG_OK);
+    assert_int_equal(tg_oidc_principal(pp)->tenant, tg_tenants_find(t, "beta", 4));
+    tg_oidc_principal_free(pp);
+    json_decref(cl);
+    cl = claims_of("{\"sub\":\"s\",\"org\":\"other\"}");
+    assert_int_equal(tg_oidc_map(&pp, c, 0, cl, t), TG_ERR_TENANT_NOT_ALLOWED);
+    assert_null(pp);
+    json_decref(cl);
     tg_oidc_conf_free(c);
     tg_tenants_destroy(t);
 }
@@ -404,10 +442,11 @@ static void test_jwt_shape(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_conf_file_ok),     cmocka_unit_test(test_conf_file_refused),
-        cmocka_unit_test(test_conf_flags),       cmocka_unit_test(test_config_list_bounded),
-        cmocka_unit_test(test_map_github),       cmocka_unit_test(test_map_refusals),
-        cmocka_unit_test(test_map_claim_bounds), cmocka_unit_test(test_jwt_shape),
+        cmocka_unit_test(test_conf_file_ok),        cmocka_unit_test(test_conf_file_refused),
+        cmocka_unit_test(test_conf_flags),          cmocka_unit_test(test_config_list_bounded),
+        cmocka_unit_test(test_map_github),          cmocka_unit_test(test_map_refusals),
+        cmocka_unit_test(test_map_unlisted_issuer), cmocka_unit_test(test_map_claim_bounds),
+        cmocka_unit_test(test_jwt_shape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
