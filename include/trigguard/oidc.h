@@ -70,8 +70,11 @@
 #define TG_OIDC_MAX_AUDIENCES 8
 #define TG_OIDC_MAX_TENANTS 64   /* "tenants" of one issuer */
 #define TG_OIDC_TEMPLATE_MAX 256 /* bytes of one template */
-#define TG_OIDC_CLAIMS_MAX 32    /* scalar claims copied into a principal; more are dropped */
-#define TG_OIDC_CLAIM_BYTES 4096 /* bytes of claim names and string values copied, in all */
+/* Every scalar claim of a verified token is copied into its principal, never some of them:
+ * a token has at most TG_JWT_CLAIMS_MAX claims, and its names and string values, each with a
+ * NUL, take fewer bytes than the claims' JSON text, which is shorter than the token. */
+#define TG_OIDC_CLAIMS_MAX TG_JWT_CLAIMS_MAX
+#define TG_OIDC_CLAIM_BYTES TG_JWT_MAX
 #define TG_OIDC_CONFIG_MAX ((size_t)256 * 1024)
 #define TG_OIDC_LEEWAY_DEFAULT 60
 #define TG_OIDC_LEEWAY_MAX 300
@@ -113,9 +116,10 @@ typedef struct tg_oidc_principal tg_oidc_principal_t;
 
 /* Builds the principal issuer i of c makes of verified claims (an object), for table t:
  * tenant, subject, actors, role, surfaces, issuer and the scalar claims (at most
- * TG_OIDC_CLAIMS_MAX of them, in the object's order, and TG_OIDC_CLAIM_BYTES of text: the
- * rest are dropped, never truncated). Everything is copied: the result outlives claims, c
- * and t. Errors: TG_ERR_UNAUTHORIZED (a template or the tenant claim names an absent or
+ * all of them, in the object's order; more than TG_OIDC_CLAIMS_MAX or TG_OIDC_CLAIM_BYTES of
+ * text, or a NUL in a string claim, is TG_ERR_UNAUTHORIZED: none is ever left out, since a
+ * claim left out would disarm a deny rule that names it). Everything is copied: the result outlives
+ * claims, c and t. Errors: TG_ERR_UNAUTHORIZED (a template or the tenant claim names an absent or
  * unusable claim, or a result is not a valid name), TG_ERR_TENANT_NOT_ALLOWED, TG_ERR_NOMEM,
  * TG_ERR_INVALID_ARG. *out NULL on error. Thread-safe. */
 tg_err_t tg_oidc_map(tg_oidc_principal_t **out, const tg_oidc_conf_t *c, size_t i,

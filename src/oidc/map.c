@@ -97,14 +97,17 @@ static bool in_list(char *const *l, size_t n, const char *s) {
     return false;
 }
 
-/* The scalar claims, in the object's order, while they fit (never truncated). */
-static void copy_claims(tg_oidc_principal_t *pp, const json_t *claims) {
+/* The scalar claims, in the object's order, all of them or none: a claim left out would make
+ * every condition on it false, which silently disarms a deny rule that names it. A verified
+ * token cannot exceed the bounds (oidc.h), so a refusal here means the claims came from
+ * somewhere bigger than a JWT, and the caller fails closed. */
+static bool copy_claims(tg_oidc_principal_t *pp, const json_t *claims) {
     size_t used = 0, n = 0;
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)claims, key, v) {
         if (n >= TG_OIDC_CLAIMS_MAX) {
-            break;
+            return false;
         }
         size_t kl = strlen(key);
         tg_value_t val;
@@ -113,7 +116,7 @@ static void copy_claims(tg_oidc_principal_t *pp, const json_t *claims) {
         if (json_is_string(v)) {
             size_t sl = json_string_length(v);
             if (memchr(json_string_value(v), '\0', sl) != NULL || sl > UINT32_MAX) {
-                continue;
+                return false; /* a NUL in a claim: no condition could compare it honestly */
             }
             need += sl + 1;
             val.type = TG_VT_STRING;
@@ -128,7 +131,7 @@ static void copy_claims(tg_oidc_principal_t *pp, const json_t *claims) {
             continue; /* objects, arrays, null: not facts a condition compares */
         }
         if (used + need > sizeof pp->claim_text) {
-            continue; /* a later, shorter claim may still fit */
+            return false;
         }
         char *name = pp->claim_text + used;
         memcpy(name, key, kl + 1);
@@ -145,6 +148,7 @@ static void copy_claims(tg_oidc_principal_t *pp, const json_t *claims) {
     }
     pp->pub.claims = n > 0 ? pp->claims : NULL;
     pp->pub.claims_count = n;
+    return true;
 }
 
 tg_err_t tg_oidc_map(tg_oidc_principal_t **out, const tg_oidc_conf_t *c, size_t i,
@@ -220,7 +224,9 @@ tg_err_t tg_oidc_map(tg_oidc_principal_t **out, const tg_oidc_conf_t *c, size_t 
         pp->pub.surfaces = is->n_surfaces > 0 ? pp->surfaces : NULL;
         pp->pub.surfaces_count = is->n_surfaces;
         pp->pub.issuer = (tg_guard_str_t){pp->issuer, il};
-        copy_claims(pp, claims);
+        if (!copy_claims(pp, claims)) {
+            rc = TG_ERR_UNAUTHORIZED;
+        }
     }
     if (rc != TG_OK) {
         free(pp);

@@ -408,16 +408,43 @@ static void test_map_claim_bounds(void **state) {
                            "\"subject\":\"{sub}-{n}-{b}\"}]}",
                            NULL),
                      TG_OK);
+    /* more claims than a JWT can carry: refused whole, never copied in part (a claim left
+     * out would disarm a deny rule on it) */
+    assert_int_equal(tg_oidc_map(&pp, c, 0, cl, t), TG_ERR_UNAUTHORIZED);
+    assert_null(pp);
+    json_decref(cl);
+    /* as many as a JWT may carry, the longest fitting value among them: every one copied */
+    cl = json_object();
+    json_object_set_new(cl, "sub", json_string("me"));
+    json_object_set_new(cl, "n", json_real(1.5));
+    json_object_set_new(cl, "b", json_false());
+    json_object_set_new(cl, "obj", json_object()); /* not a scalar: not a fact, not counted */
+    for (int i = 0; i < TG_OIDC_CLAIMS_MAX - 4; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "c%d", i);
+        json_object_set_new(cl, k, json_string("v"));
+    }
+    char longv[4096];
+    memset(longv, 'y', sizeof longv - 1);
+    longv[sizeof longv - 1] = '\0';
+    json_object_set_new(cl, "long", json_string(longv));
     assert_int_equal(tg_oidc_map(&pp, c, 0, cl, t), TG_OK);
     const tg_principal_t *p = tg_oidc_principal(pp);
     assert_string_equal(p->subject.ptr, "me-1.5-false");
     assert_int_equal(p->claims_count, TG_OIDC_CLAIMS_MAX);
     size_t bytes = 0;
     for (size_t i = 0; i < p->claims_count; i++) {
-        assert_string_not_equal(p->claims[i].name.ptr, "big");
+        assert_string_not_equal(p->claims[i].name.ptr, "obj");
         bytes += p->claims[i].name.len + 1;
     }
     assert_true(bytes <= TG_OIDC_CLAIM_BYTES);
+    assert_string_equal(p->claims[p->claims_count - 1].name.ptr, "long");
+    assert_int_equal(p->claims[p->claims_count - 1].value.len, sizeof longv - 1);
+    tg_oidc_principal_free(pp);
+    pp = NULL;
+    /* a NUL inside a string claim: refused, not skipped */
+    json_object_set_new(cl, "long", json_stringn("a\0b", 3));
+    assert_int_equal(tg_oidc_map(&pp, c, 0, cl, t), TG_ERR_UNAUTHORIZED);
     tg_oidc_principal_free(pp);
     json_decref(cl);
     tg_oidc_conf_free(c);
