@@ -156,6 +156,11 @@ for p in build-essential cmake libpq-dev postgresql-15 nginx-light; do
     check "cluster group has $p" has "$cluster_list" "$p"
 done
 check "test group has nginx-light (the pg_instance* tests)" has "$test_list" nginx-light
+for p in systemd strace; do
+    checks=$((checks + 1))
+    ! has "$run_list" "$p" || fail "run group installs $p, which only the package test needs"
+    check "test group has $p (the package test)" has "$test_list" "$p"
+done
 checks=$((checks + 1))
 ! has "$cluster_list" clang-tidy || fail "cluster group installs clang-tidy"
 check "no group = every group" test "$all_list" = "$(printf '%s\n' "$run_list" "$test_list" "$bench_list" "$cluster_list" | awk '!s[$0]++')"
