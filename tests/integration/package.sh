@@ -232,6 +232,11 @@ print(" ".join(sorted(used - allowed)))
 PY
     )
     eq "$bad" "" "system calls outside the unit's SystemCallFilter"
+    # MemoryDenyWriteExecute=yes refuses writable-and-executable mappings and making any
+    # mapping executable after the fact: none of either.
+    wx=$(grep -E '^[0-9]+ +(mmap|mprotect|pkey_mprotect)\(' "$run/strace" |
+        grep -E '(mmap\(.*PROT_WRITE\|PROT_EXEC|mmap\(.*PROT_EXEC\|PROT_WRITE|mprotect\(.*PROT_EXEC)' | head -3)
+    eq "$wx" "" "writable-executable memory (MemoryDenyWriteExecute)"
 fi
 
 # ---- remove, then purge --------------------------------------------------------------
