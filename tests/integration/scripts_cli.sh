@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# scripts_cli.sh — scripts/run, scripts/cluster and scripts/deps as a new user meets them:
-# --help, the refusals that come before anything is installed, built or printed (bad PORT,
-# missing --policy file, a bad --instances), and the package groups (`scripts/deps --list
-# GROUP`, no dpkg, no network).
+# scripts_cli.sh — scripts/run, scripts/cluster, scripts/package and scripts/deps as a new
+# user meets them: --help, the refusals that come before anything is installed, built or
+# printed (bad PORT, missing --policy file, a bad --instances, a bad package argument), and
+# the package groups (`scripts/deps --list GROUP`, no dpkg, no network).
 # Nothing is installed or built: cmake, apt-get and dpkg-query are stubs here that record a
 # call and fail, so a refusal that came too late shows up as a call.
 set -u
@@ -86,6 +86,31 @@ check "good PORT and --policy get past the checks ($(cat "$tmp/calls" 2>/dev/nul
 check "... and stop before cmake" bash -c "! grep -q '^cmake' '$tmp/calls'"
 rm -f "$tmp/calls"
 
+# ---- scripts/package: --help and the refusals before anything is built ----
+runp() {
+    rc=0
+    "$TG_SRC/scripts/package" "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+    out=$(cat "$tmp/out") err=$(cat "$tmp/err")
+}
+runp --help
+check "package --help: exit $rc" test "$rc" = 0
+check "package --help: usage line" grep -q '^usage: scripts/package \[--build-dir DIR\] \[--out DIR\]' "$tmp/out"
+for word in /usr/bin/trigguard /etc/trigguard /var/lib/trigguard trigguard.service "dpkg -i" systemctl; do
+    check "package --help mentions '$word'" grep -qF -- "$word" "$tmp/out"
+done
+nothing_done "package --help"
+runp --frobnicate
+check "package unknown argument: exit $rc" test "$rc" = 2
+nothing_done "package unknown argument" --quiet
+runp --build-dir
+check "package --build-dir without a value: exit $rc" test "$rc" = 2
+nothing_done "package --build-dir without a value" --quiet
+runp --build-dir "$tmp/pkg-build"
+check "package: good arguments reach cmake ($(cat "$tmp/calls" 2>/dev/null))" \
+    grep -q '^cmake --preset release .*-DTG_INSTALL_ETC=ON' "$tmp/calls"
+check "package: a failed configure fails the script (exit $rc)" test "$rc" -ne 0
+rm -rf "$tmp/calls" "$tmp/pkg-build"
+
 # ---- scripts/cluster: --help and the refusals before anything happens ----
 runc() {
     rc=0
@@ -156,6 +181,11 @@ for p in build-essential cmake libpq-dev postgresql-15 nginx-light; do
     check "cluster group has $p" has "$cluster_list" "$p"
 done
 check "test group has nginx-light (the pg_instance* tests)" has "$test_list" nginx-light
+for p in systemd strace; do
+    checks=$((checks + 1))
+    ! has "$run_list" "$p" || fail "run group installs $p, which only the package test needs"
+    check "test group has $p (the package test)" has "$test_list" "$p"
+done
 checks=$((checks + 1))
 ! has "$cluster_list" clang-tidy || fail "cluster group installs clang-tidy"
 check "no group = every group" test "$all_list" = "$(printf '%s\n' "$run_list" "$test_list" "$bench_list" "$cluster_list" | awk '!s[$0]++')"
