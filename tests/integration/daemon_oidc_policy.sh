@@ -116,5 +116,45 @@ tg_expect_error 409 receipt_already_redeemed "a second redemption"
 grep -q '"issuer":"https://runner.test"' "$(tg_logfile main)"
 tg_check "the redemption's access line names the executor's issuer" test $? -eq 0
 
+# ---- the OIDC part reloads under load: no JWT caller's request fails because of it -------------
+
+PID=$(tg_pid main)
+cp "$TG_TMP/oidc.json" "$TG_TMP/oidc-full.json"
+python3 - "$TG_TMP/oidc.json" "$TG_TMP/oidc-github-only.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["issuers"] = [i for i in c["issuers"] if i["name"] == "github"]
+json.dump(c, open(sys.argv[2], "w"))
+PY
+LOAD_OUT=$TG_TMP/load-statuses
+(
+    for i in $(seq 1 300); do
+        curl -s -o /dev/null -w '%{http_code}\n' --max-time 10 -X POST "$TG_URL/decide" \
+            -H "Authorization: Bearer $MAIN" -H 'Content-Type: application/json' \
+            --data-binary "$SHIP" || echo "curl-failed"
+    done >"$LOAD_OUT"
+) &
+LOADER=$!
+RELOADS=0
+for round in 1 2 3 4 5 6; do
+    if [ $((round % 2)) -eq 1 ]; then src=$TG_TMP/oidc-github-only.json; else src=$TG_TMP/oidc-full.json; fi
+    cp "$src" "$TG_TMP/oidc.json"
+    before=$(curl -s --max-time 5 "$TG_URL/version" | jq -c '.last_reload.at // ""')
+    kill -HUP "$PID"
+    for i in $(seq 1 100); do
+        after=$(curl -s --max-time 5 "$TG_URL/version" | jq -c '.last_reload.at // ""')
+        [ "$after" != "$before" ] && { RELOADS=$((RELOADS + 1)); break; }
+        sleep 0.1
+    done
+done
+wait "$LOADER"
+tg_eq "$RELOADS" 6 "six reloads, the runner issuer removed and added back in turn"
+tg_eq "$(sort "$LOAD_OUT" | uniq -c | awk '{printf "%s:%s ", $2, $1}')" "200:300 " \
+    "300 JWT requests during the reloads: every one answered 200"
+curl -s --max-time 5 "$TG_URL/version" | jq -e '.last_reload.result == "ok"' >/dev/null
+tg_check "the last reload reports ok" test $? -eq 0
+tg_req POST /decide -H "Authorization: Bearer $EXECTOK" --json-body "$SHIP"
+tg_expect_error 403 role_not_allowed "the runner issuer is back after the reloads (its executor is known, and may not decide)"
+
 tg_stop main
 tg_done
