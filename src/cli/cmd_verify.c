@@ -133,6 +133,11 @@ int tg_cmd_verify(int argc, char **argv) {
     if (rc == TG_OK) {
         printf("VALID");
         print_signer(&kf, &vd);
+        /* SPEC §11.1 "authorizes": said only when it is false, so an enforce PERMIT's line
+         * stays what v1 scripts read */
+        if (!tg_receipt_authorizes(rc, &vd)) {
+            printf("; authorizes: false (%s)", vd.observe ? "observe_mode" : "not a PERMIT");
+        }
         printf("\n");
         status = TG_EXIT_OK;
     } else if (rc == TG_ERR_RECEIPT_EXPIRED) {

@@ -193,7 +193,8 @@ static void verify_common(tg_pipeline_t *p, tg_exchange_t *ex, bool protocol) {
     diag.msg[0] = '\0';
     tg_swap_ref_t kh;
     const tg_keyset_t *ks = tg_pipeline_keys_acquire(p, &kh);
-    rc = tg_receipt_verify_doc(&ks->ring, doc, tg_clock_now_ms(), NULL, &diag); /* the CLI's rule */
+    tg_receipt_verdict_t vd;
+    rc = tg_receipt_verify_doc(&ks->ring, doc, tg_clock_now_ms(), &vd, &diag); /* the CLI's rule */
     tg_pipeline_keys_release(p, &kh);
     json_decref(doc);
     bool internal = rc == TG_ERR_NOMEM || rc == TG_ERR_INTERNAL;
@@ -205,12 +206,15 @@ static void verify_common(tg_pipeline_t *p, tg_exchange_t *ex, bool protocol) {
     /* Expired = authentic but no longer authorizing: say both (SPEC §5). */
     bool authentic = valid || rc == TG_ERR_RECEIPT_EXPIRED;
     tg_buf_t *o = &ex->out;
-    rc = tg_buf_printf(o, "{%s\"valid\":%s,\"authentic\":%s,\"reason\":\"%s\"",
+    /* SPEC §11.1: whether the receipt lets its action run, one rule for every verifier. */
+    bool authorizes = tg_receipt_authorizes(rc, &vd);
+    rc = tg_buf_printf(o,
+                       "{%s\"valid\":%s,\"authentic\":%s,\"authorizes\":%s,\"reason\":\"%s\"",
                        protocol ? "\"type\":\"verify_receipt\",\"protocol\":\"" TG_PROTOCOL_VERSION
                                   "\",\"protocol_version\":\"" TG_PROTOCOL_SEMVER "\","
                                 : "",
                        valid ? "true" : "false", authentic ? "true" : "false",
-                       tg_receipt_reason_code(valid ? TG_OK : rc));
+                       authorizes ? "true" : "false", tg_receipt_verdict_reason(rc, &vd));
     if (rc == TG_OK && !valid && diag.msg[0]) {
         rc = tg_buf_puts(o, ",\"detail\":");
         if (rc == TG_OK) {
