@@ -269,7 +269,7 @@ static void settle_store(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *
     /* Index signed receipts for GET /v1/receipts (SILENCE has none). The index had
      * room before signing (run); if a concurrent request took it since, the receipt
      * is durable and goes out, and only that route will not find it: say so. */
-    tg_err_t rc = r->verdict == TG_SILENCE
+    tg_err_t rc = r->verdict == TG_SILENCE && !r->observe /* an observe SILENCE is signed */
                       ? TG_OK
                       : tg_pipeline_index_receipt(p, r->tenant_name, r->tenant_len, r->exec_id, pos,
                                                   now, now, r->rid);
