@@ -163,6 +163,9 @@ sil_body=$(tg_req_json silence ',"executionMode":"observe","idempotency_key":"ob
 tg_req POST /v1/evaluate -H "Authorization: Bearer tok-obs" --json-body "$sil_body"
 tg_expect_py "j['would_decision'] == 'SILENCE' and j['receipt']['decision'] == 'SILENCE'" "an observe SILENCE is signed"
 tg_save sil
+tg_save_receipt "$TG_TMP/obs-receipt.json"
+out=$("$TG_BIN" verify --keys "$TG_TMP/keys.json" "$TG_TMP/obs-receipt.json" 2>&1)
+tg_eq "$?:$out" "0:VALID; authorizes: false (observe_mode)" "trigguard verify: an observe receipt is valid and authorizes nothing"
 # the request hash of a request without executionMode is what it always was
 tg_req_json permit >"$TG_TMP/plain.json"
 "$TG_BIN" check --policy "$POLICY" "$TG_TMP/plain.json" >"$TG_TMP/check.out" 2>&1
