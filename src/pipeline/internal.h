@@ -272,6 +272,8 @@ void tg_route_keys(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_capabilities(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_verify(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_protocol_verify(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+/* POST /protocol/verify-signature (SPEC §14): the Ed25519 check of a receiptHash alone. */
+void tg_route_verify_signature(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_receipts(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 /* POST /v1/receipts/{executionId}/redeem (redeem.c); rest is "{executionId}/redeem". */

@@ -28,6 +28,7 @@ static const char *const route_names[TG_ROUTE__COUNT] = {"/v1/evaluate",
                                                          "/metrics",
                                                          "/v1/admin/reload",
                                                          "/v1/receipts/redeem",
+                                                         "/protocol/verify-signature",
                                                          "other"};
 
 static const char *const redeem_names[TG_REDEEM__COUNT] = {

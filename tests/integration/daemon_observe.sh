@@ -7,7 +7,8 @@
 # the same bytes, also after a restart; the metrics by mode and would-decisions; an
 # Action-shaped client (POST /execute, keys.json with the Bearer, Ed25519 over receiptHash);
 # and the invariant over 10,000 random requests: no PERMIT receipt is signed in observe mode
-# unless enforce mode gives PERMIT for the same request. Also run on --store postgres
+# unless enforce mode gives PERMIT for the same request; POST /protocol/verify-signature
+# (SPEC §14). Also run on --store postgres
 # (integration_pg_daemon_observe).
 source "$(dirname "$0")/lib/daemon.sh"
 
@@ -286,5 +287,43 @@ tg_expect_status 200 "after a restart: the observe replay on /execute"
 tg_check "after a restart: the same bytes" cmp -s "$(tg_saved_body first)" "$TG_BODY_FILE"
 tg_req POST /v1/evaluate -H "Authorization: Bearer tok-obs" --json-body "$sil_body"
 tg_check "after a restart: the observe SILENCE replays the same bytes" cmp -s "$(tg_saved_body sil)" "$TG_BODY_FILE"
+
+# ---- POST /protocol/verify-signature (SPEC §14) ---------------------------------------------
+
+RH=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["receiptHash"])' "$TG_TMP/obs-receipt.json")
+RS=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["authoritySignature"])' "$TG_TMP/obs-receipt.json")
+RK=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["authorityKeyId"])' "$TG_TMP/obs-receipt.json")
+vsig() { tg_req POST /protocol/verify-signature --json-body "$1"; }
+vsig "{\"receiptHash\":\"$RH\",\"authoritySignature\":\"$RS\",\"authorityKeyId\":\"$RK\"}"
+tg_expect_status 200 "verify-signature: a good signature"
+tg_expect_py "j == {'type':'verify_signature','protocol':'trigguard/v1','protocol_version':'1.0.0','valid':True,'reason':'valid'}" \
+    "verify-signature: valid, with the protocol members"
+vsig "{\"receiptHash\":\"$RH\",\"signature\":\"$RS\",\"keyId\":\"$RK\"}"
+tg_expect_py "j['valid'] is True" "verify-signature: the aliases signature and keyId"
+vsig "{\"receiptHash\":\"$RH\",\"signature\":\"$RS\"}"
+tg_expect_py "j['valid'] is True" "verify-signature: without a key id, any loaded key"
+OTHER=$(printf '%064d' 0)
+vsig "{\"receiptHash\":\"$OTHER\",\"signature\":\"$RS\",\"keyId\":\"$RK\"}"
+tg_expect_py "s == 200 and j['valid'] is False and j['reason'] == 'bad_signature'" "verify-signature: another hash"
+vsig "{\"receiptHash\":\"$RH\",\"signature\":\"$RS\",\"keyId\":\"nobody\"}"
+tg_expect_py "s == 200 and j['valid'] is False and j['reason'] == 'unknown_key'" "verify-signature: an unknown key id"
+vsig "{\"receiptHash\":\"${RH^^}\",\"signature\":\"$RS\"}"
+tg_expect_py "s == 200 and j['valid'] is False and j['reason'] == 'malformed'" "verify-signature: upper-case hex"
+vsig "{\"receiptHash\":\"$RH\",\"signature\":\"AAAA\"}"
+tg_expect_py "s == 200 and j['valid'] is False and j['reason'] == 'malformed'" "verify-signature: a short signature"
+vsig "{\"receiptHash\":\"$RH\",\"signature\":\"$RS\",\"authoritySignature\":\"$RS\"}"
+tg_expect_error 400 invalid_request "verify-signature: an alias given twice"
+vsig "{\"receiptHash\":\"$RH\",\"signature\":\"$RS\",\"extra\":1}"
+tg_expect_error 400 invalid_request "verify-signature: an unknown member"
+vsig "{\"signature\":\"$RS\"}"
+tg_expect_error 400 invalid_request "verify-signature: no receiptHash"
+vsig "[1]"
+tg_expect_error 400 invalid_request "verify-signature: not an object"
+vsig "{"
+tg_expect_error 400 invalid_json "verify-signature: not JSON"
+tg_req POST /protocol/verify-signature -H "Content-Type: text/plain" --data-binary x
+tg_expect_error 415 unsupported_media_type "verify-signature: not JSON content"
+tg_req GET /protocol/capabilities
+tg_expect_py "'POST /protocol/verify-signature' in j['endpoints']" "capabilities list verify-signature"
 
 tg_done
