@@ -888,8 +888,8 @@ static step_t bind_principal(eval_req_t *r, steps_t *s) {
  * is observed for every caller; a caller may ask for it ("executionMode": "observe") only
  * with a token that has "observe": true. Before any claim: a refusal consumes nothing. */
 static step_t resolve_mode(eval_req_t *r, steps_t *s) {
-    bool asked = s->meta.execution_mode.ptr != NULL &&
-                 strcmp(s->meta.execution_mode.ptr, "observe") == 0;
+    bool asked =
+        s->meta.execution_mode.ptr != NULL && strcmp(s->meta.execution_mode.ptr, "observe") == 0;
     bool surface = tg_policy_surface_observe(s->pol, s->frame.surface);
     if (asked && !surface && !r->principal->observe) {
         tg_reply_fail(r->ex, TG_ANSWER_OBSERVE_NOT_ALLOWED,
@@ -984,8 +984,8 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
      * included (SPEC §11.1): the receipt says executionMode observe, so it never authorizes. */
     bool go = r->observe || d->verdict == TG_PERMIT;
     r->status = tg_answer_status(decision_answer(r->mode, go));
-    s->type = d->verdict == TG_SILENCE && !r->observe ? TG_LEDGER_TYPE_SILENCE
-                                                      : TG_LEDGER_TYPE_RECEIPT;
+    s->type =
+        d->verdict == TG_SILENCE && !r->observe ? TG_LEDGER_TYPE_SILENCE : TG_LEDGER_TYPE_RECEIPT;
     s->keys = tg_pipeline_keys_acquire(p, &s->keys_hold);
     if (s->type == TG_LEDGER_TYPE_RECEIPT && s->keys->signer == NULL) {
         fail(r, TG_ERR_NO_KEY, "no signing key is loaded");

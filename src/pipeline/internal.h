@@ -191,7 +191,7 @@ typedef enum {
     TG_ANSWER_KEYS_UNAVAILABLE,    /* 503 keys_unavailable */
     TG_ANSWER_LEDGER_UNAVAILABLE,  /* 503 ledger_unavailable (Retry-After: 1) */
     TG_ANSWER_STORE_UNAVAILABLE,   /* 503 store_unavailable (Retry-After: 1): PostgreSQL */
-    TG_ANSWER_IDP_UNAVAILABLE, /* 503 identity_provider_unavailable (Retry-After: 1) */
+    TG_ANSWER_IDP_UNAVAILABLE,     /* 503 identity_provider_unavailable (Retry-After: 1) */
     /* POST /v1/receipts/{id}/redeem (redeem.c) */
     TG_ANSWER_RECEIPT_ALREADY_REDEEMED, /* 409 receipt_already_redeemed */
     TG_ANSWER_RECEIPT_NOT_PERMIT,       /* 409 receipt_not_permit */

@@ -193,8 +193,7 @@ void tg_metrics_would(tg_metrics_t *m, const char *surface, size_t len, int outc
         return;
     }
     size_t rl = reason != NULL ? strlen(reason) : 0;
-    if (surface == NULL || len == 0 || len > TG_METRICS_SURFACE_NAME_MAX || rl == 0 ||
-        rl > 64) {
+    if (surface == NULL || len == 0 || len > TG_METRICS_SURFACE_NAME_MAX || rl == 0 || rl > 64) {
         atomic_fetch_add_explicit(&m->would_overflow[outcome], 1, memory_order_relaxed);
         return;
     }
@@ -257,12 +256,12 @@ static tg_err_t render_modes(tg_buf_t *out, tg_metrics_t *m) {
     static const char *const mode_names[2] = {"enforce", "observe"};
     for (int md = 0; md < 2 && rc == TG_OK; md++) {
         for (int o = 0; o < 3 && rc == TG_OK; o++) {
-            rc = tg_buf_printf(out,
-                               "trigguard_decisions_by_mode_total{mode=\"%s\",decision=\"%s\"} "
-                               "%llu\n",
-                               mode_names[md], outcome_names[o],
-                               (unsigned long long)atomic_load_explicit(&m->modes[md][o],
-                                                                        memory_order_relaxed));
+            rc = tg_buf_printf(
+                out,
+                "trigguard_decisions_by_mode_total{mode=\"%s\",decision=\"%s\"} "
+                "%llu\n",
+                mode_names[md], outcome_names[o],
+                (unsigned long long)atomic_load_explicit(&m->modes[md][o], memory_order_relaxed));
         }
     }
     if (rc == TG_OK) {
@@ -291,9 +290,9 @@ static tg_err_t render_modes(tg_buf_t *out, tg_metrics_t *m) {
             rc = put_label_n(out, reason, rl);
         }
         if (rc == TG_OK) {
-            rc = tg_buf_printf(out, "\"} %llu\n",
-                               (unsigned long long)atomic_load_explicit(&w->count,
-                                                                        memory_order_relaxed));
+            rc = tg_buf_printf(
+                out, "\"} %llu\n",
+                (unsigned long long)atomic_load_explicit(&w->count, memory_order_relaxed));
         }
     }
     for (int o = 0; o < 3 && rc == TG_OK; o++) {

@@ -33,7 +33,7 @@ typedef enum {
     TG_ROUTE_VERSION,
     TG_ROUTE_METRICS,
     TG_ROUTE_ADMIN_RELOAD,
-    TG_ROUTE_REDEEM, /* POST /v1/receipts/{executionId}/redeem */
+    TG_ROUTE_REDEEM,           /* POST /v1/receipts/{executionId}/redeem */
     TG_ROUTE_VERIFY_SIGNATURE, /* POST /protocol/verify-signature */
     TG_ROUTE_OTHER,
     TG_ROUTE__COUNT

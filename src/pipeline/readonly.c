@@ -210,8 +210,7 @@ static void verify_common(tg_pipeline_t *p, tg_exchange_t *ex, bool protocol) {
     tg_buf_t *o = &ex->out;
     /* SPEC §11.1: whether the receipt lets its action run, one rule for every verifier. */
     bool authorizes = tg_receipt_authorizes(rc, &vd);
-    rc = tg_buf_printf(o,
-                       "{%s\"valid\":%s,\"authentic\":%s,\"authorizes\":%s,\"reason\":\"%s\"",
+    rc = tg_buf_printf(o, "{%s\"valid\":%s,\"authentic\":%s,\"authorizes\":%s,\"reason\":\"%s\"",
                        protocol ? "\"type\":\"verify_receipt\",\"protocol\":\"" TG_PROTOCOL_VERSION
                                   "\",\"protocol_version\":\"" TG_PROTOCOL_SEMVER "\","
                                 : "",
@@ -261,7 +260,8 @@ static const char *check_signature(const tg_keyring_t *ring, const char *hash_he
     size_t hl = strlen(hash_hex), sl = strlen(sig_b64);
     bool lower = hl == 64;
     for (size_t i = 0; i < hl && lower; i++) {
-        lower = (hash_hex[i] >= '0' && hash_hex[i] <= '9') || (hash_hex[i] >= 'a' && hash_hex[i] <= 'f');
+        lower = (hash_hex[i] >= '0' && hash_hex[i] <= '9') ||
+                (hash_hex[i] >= 'a' && hash_hex[i] <= 'f');
     }
     if (!lower || tg_unhex(hash, sizeof hash, hash_hex, hl) != TG_OK ||
         sl != TG_RECEIPT_SIG_B64_LEN ||
@@ -315,10 +315,10 @@ void tg_route_verify_signature(tg_pipeline_t *p, tg_exchange_t *ex, const char *
     json_t *v;
     if (!bad) {
         json_object_foreach(doc, name, v) {
-            bad = bad || (strcmp(name, "receiptHash") != 0 &&
-                          strcmp(name, "authoritySignature") != 0 &&
-                          strcmp(name, "signature") != 0 && strcmp(name, "authorityKeyId") != 0 &&
-                          strcmp(name, "keyId") != 0);
+            bad =
+                bad || (strcmp(name, "receiptHash") != 0 &&
+                        strcmp(name, "authoritySignature") != 0 && strcmp(name, "signature") != 0 &&
+                        strcmp(name, "authorityKeyId") != 0 && strcmp(name, "keyId") != 0);
         }
     }
     const char *hash = bad ? NULL : sig_member(doc, "receiptHash", NULL, &bad);

@@ -26,8 +26,8 @@ typedef enum {
 } member_id_t;
 
 static const char *const MEMBER_NAMES[M__COUNT] = {
-    "surface", "tool",          "action",         "actor",           "actorId",
-    "context", "args",          "signals",        "idempotency_key", "intent_id",
+    "surface", "tool",          "action",          "actor",           "actorId",
+    "context", "args",          "signals",         "idempotency_key", "intent_id",
     "nonce",   "subjectDigest", "prevReceiptHash", "executionMode",   "execution_mode"};
 
 static const char *type_name(const json_t *v) {
@@ -288,12 +288,13 @@ tg_err_t tg_frame_from_request(tg_frame_t *out, tg_request_meta_t *meta, const t
     }
     /* SPEC §11.1: the mode, normalized ("report" is observe), so that the aliases hash
      * alike; absent stays absent, which keeps v1 request hashes as they were. */
-    const json_t *mode = m[M_EXECUTION_MODE] != NULL ? m[M_EXECUTION_MODE] : m[M_EXECUTION_MODE_ALIAS];
+    const json_t *mode =
+        m[M_EXECUTION_MODE] != NULL ? m[M_EXECUTION_MODE] : m[M_EXECUTION_MODE_ALIAS];
     if (mode != NULL) {
         const char *mv = json_string_value(mode);
-        const char *norm = strcmp(mv, "enforce") == 0                              ? "enforce"
+        const char *norm = strcmp(mv, "enforce") == 0                                ? "enforce"
                            : strcmp(mv, "observe") == 0 || strcmp(mv, "report") == 0 ? "observe"
-                                                                                    : NULL;
+                                                                                     : NULL;
         if (norm == NULL || json_string_length(mode) != strlen(mv)) {
             return tg_diag_set(diag, TG_ERR_REQUEST_INVALID,
                                "request.%s: must be \"enforce\", \"observe\" or \"report\"",

@@ -12,16 +12,16 @@
 #include "trigguard/version.h"
 
 typedef enum {
-    K_TEXT,     /* UTF-8, may be empty */
-    K_TEXT_NE,  /* UTF-8, non-empty */
-    K_HEX64,    /* 64 lowercase hex */
-    K_EXEC_ID,  /* "exec_" + 32 lowercase hex */
-    K_TIME,     /* YYYY-MM-DDTHH:MM:SS.mmmZ */
-    K_DECISION, /* PERMIT | DENY */
-    K_REASON,   /* tg_reason_code_valid */
-    K_PROTOCOL, /* TG_PROTOCOL_VERSION */
-    K_KEY_ID,   /* tg_key_id_valid */
-    K_SIG,      /* 88 chars of canonical padded base64 decoding to 64 bytes */
+    K_TEXT,      /* UTF-8, may be empty */
+    K_TEXT_NE,   /* UTF-8, non-empty */
+    K_HEX64,     /* 64 lowercase hex */
+    K_EXEC_ID,   /* "exec_" + 32 lowercase hex */
+    K_TIME,      /* YYYY-MM-DDTHH:MM:SS.mmmZ */
+    K_DECISION,  /* PERMIT | DENY */
+    K_REASON,    /* tg_reason_code_valid */
+    K_PROTOCOL,  /* TG_PROTOCOL_VERSION */
+    K_KEY_ID,    /* tg_key_id_valid */
+    K_SIG,       /* 88 chars of canonical padded base64 decoding to 64 bytes */
     K_PRINCIPAL, /* {"issuer"?: text, "subject": text}, both non-empty, bounded (v1.1) */
     K_MODE       /* "observe" (SPEC §11.1; absent = enforce) */
 } kind_t;

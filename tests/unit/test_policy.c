@@ -1115,7 +1115,8 @@ static void test_request_hash(void **state) {
             "{\"surface\":\"example\",\"executionMode\":\"observe\",\"execution_mode\":"
             "\"observe\"}"};
         for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-            assert_int_equal(tg_json_parse(&bad, refused[i], strlen(refused[i]), NULL, NULL), TG_OK);
+            assert_int_equal(tg_json_parse(&bad, refused[i], strlen(refused[i]), NULL, NULL),
+                             TG_OK);
             assert_int_equal(tg_frame_from_request(&bf, &bm, p, bad, &bd), TG_ERR_REQUEST_INVALID);
             json_decref(bad);
         }
