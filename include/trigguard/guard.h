@@ -25,8 +25,9 @@
  *     surfaces      1..TG_GUARD_MAX_BINDINGS distinct surface names (same rules but '@'):
  *                   the only surfaces the token may ask about. Absent = every surface.
  *     role          "caller" (default), "approver", "executor" or "admin" (tg_role_t)
- *     observe       false (default); true is refused until observe mode (SPEC §11.1)
- *                   exists, so that a token is never believed to have a right it lacks
+ *     observe       false (default); true lets the token ask for observe mode
+ *                   ("executionMode": "observe", SPEC §11.1): decided and signed, never
+ *                   enforced. Without it such a request is 403 observe_not_allowed.
  *   Anything else (an unknown or mistyped member, an empty or oversized list, a duplicate
  *   in a list) is rejected with the JSON path, e.g.
  *   "tokens.json: [2].token_sha256: expected 64 hex digits".
@@ -126,7 +127,7 @@ typedef struct tg_claim {
 typedef struct tg_principal {
     int tenant; /* index into the tenant table */
     tg_role_t role;
-    bool observe;         /* always false for now (see the tokens file above) */
+    bool observe;         /* may ask for observe mode (see the tokens file above) */
     bool subject_derived; /* no "subject" member: subject is the derived default */
     tg_guard_str_t subject;
     const tg_guard_str_t *actors; /* actors_count of them; NULL and 0 = unbound */

@@ -149,6 +149,8 @@ typedef struct tg_surface {
     uint8_t frozen;
     uint8_t has_actors; /* an actor list exists (possibly empty: nobody allowed) */
     uint8_t default_effect;
+    uint8_t observe; /* "mode": "observe" (SPEC §11.1): never read by the kernel; the
+                        pipeline applies it after the decision */
 } tg_surface_t;
 
 typedef struct tg_signal {

@@ -21,6 +21,7 @@
  *      "subject": "{sub}",                   template (default "{sub}")
  *      "actors": ["{repository}:{workflow}"], templates; absent = unbound
  *      "surfaces": ["deploy.release"],       absent = every surface
+ *      "observe": false,                     true: may ask for observe mode (SPEC §11.1)
  *      "role": "caller"}]}                   tg_role_t name (default caller)
  * A template is text with {claim} references ("{{" and "}}" stand for braces). A reference
  * to a claim that is absent or not a string (numbers and booleans are written as their JSON

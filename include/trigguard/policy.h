@@ -143,6 +143,9 @@ tg_err_t tg_policy_surface_find(uint32_t *index, const tg_policy_t *p, const cha
  * range. Surfaces are indexed in sorted name order. */
 tg_sv_t tg_policy_surface_name(const tg_policy_t *p, uint32_t index);
 int tg_policy_surface_tier(const tg_policy_t *p, uint32_t index);
+/* The surface's "mode" is "observe" (SPEC §11.1: every request on it is decided, signed and
+ * recorded, never enforced); false when out of range. */
+bool tg_policy_surface_observe(const tg_policy_t *p, uint32_t index);
 
 /* ---- requests -> frames -------------------------------------------------------------- */
 
@@ -154,6 +157,9 @@ typedef struct tg_request_meta {
     tg_sv_t subject_digest;    /* ptr NULL = absent */
     tg_sv_t prev_receipt_hash; /* ptr NULL = absent */
     tg_sv_t tool;              /* tool-call shape: the tool name; else absent */
+    tg_sv_t execution_mode;    /* executionMode | execution_mode, normalized to "enforce" or
+                                  "observe" ("report"; SPEC §11.1); static text; ptr NULL =
+                                  absent (enforce) */
     const json_t *context;     /* "context" or "args" object; NULL = absent */
     const json_t *signals;     /* "signals" object; NULL = absent */
 } tg_request_meta_t;
@@ -161,7 +167,9 @@ typedef struct tg_request_meta {
 /* Converts a parsed request (SPEC §3.1, or the tool-call shape {"tool","args","intent_id"})
  * into a kernel frame bound to policy p. Accepted members: surface | tool, action,
  * actor | actorId, context | args, signals, idempotency_key | intent_id, nonce,
- * subjectDigest, prevReceiptHash; all strings except context/args and signals (objects).
+ * subjectDigest, prevReceiptHash, executionMode | execution_mode ("enforce", "observe" or
+ * "report"; anything else is TG_ERR_REQUEST_INVALID); all strings except context/args and
+ * signals (objects).
  * A tool is mapped through the policy's tools table to its surface (and action, when the
  * mapping names one; else the action is the tool name unless "action" is given).
  * Context fields the policy never mentions are not copied (no rule can see them); signals
@@ -178,7 +186,8 @@ tg_err_t tg_frame_from_request(tg_frame_t *out, tg_request_meta_t *meta, const t
 
 /* request_hash (SPEC §3.3 step 4) of a request converted by tg_frame_from_request: SHA-256
  * of the canonical JSON of the *normalized* request object {surface, action, actor,
- * context, signals, subjectDigest, prevReceiptHash} (members absent in the request stay
+ * context, executionMode, signals, subjectDigest, prevReceiptHash} (members absent in the
+ * request stay
  * absent; aliases and the tool-call shape map to these names, so equivalent requests
  * hash alike; idempotency_key and nonce are transport-only and excluded). Errors:
  * TG_ERR_NOMEM, canon errors, TG_ERR_INVALID_ARG. Thread-safe. */
@@ -202,6 +211,12 @@ typedef struct tg_decision_body {
     tg_text_t detail;  /* SILENCE: what was missing or invalid (tg_decision_detail); ptr NULL
                           = omitted. Written after policy_version. */
     tg_text_t receipt; /* the signed receipt's JSON text, embedded as is; ptr NULL = omitted */
+    /* Observe mode (SPEC §11.1): decision and reason above are the policy's (would_*), and
+     * the object written is {"decision":"PERMIT","enforcement":"NOT_ENFORCED","reason_code":
+     * "OBSERVE_MODE","execution_mode":"observe","would_decision":D,"would_reason_code":R,
+     * execution_id, request_hash, policy_version, receipt}: no detail (the receipt holds
+     * none, and a replay rebuilds the body from the receipt alone). */
+    bool observe;
 } tg_decision_body_t;
 
 /* For a SILENCE, one sentence naming the request field or signal that was missing or

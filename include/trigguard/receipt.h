@@ -11,10 +11,11 @@
  *   3  authorityId            text, non-empty                           yes
  *   4  authorityKeyId     s   key id [A-Za-z0-9._:-]{1,64}              no
  *   5  authoritySignature s   base64 (padded) of 64 bytes = 88 chars    no
- *   6  decision               "PERMIT" | "DENY"                         yes
+ *   6  decision               "PERMIT" | "DENY" | "SILENCE" (observe)   yes
  *   7  engineVersion          text, non-empty                           yes
  *   8  executionContextHash * 64 lowercase hex                          yes
  *   9  executionId            "exec_" + 32 lowercase hex                yes
+ *  9a  executionMode        * "observe" (v1.1, SPEC §11.1)              yes
  *  10  expiresAt              YYYY-MM-DDTHH:MM:SS.mmmZ, >= timestamp    yes
  *  11  policyHash             64 lowercase hex                          yes
  *  12  policyVersion          text, non-empty                           yes
@@ -36,10 +37,14 @@
  * tokens stay v1 receipts byte for byte. "id" is text of 1..TG_RECEIPT_PRINCIPAL_MAX bytes;
  * the object has exactly these members, issuer first when present (canonical order).
  *
+ * executionMode "observe" marks a receipt of observe (shadow) mode: its decision is the
+ * policy's true one, and it never authorizes anything (SPEC §11.1); only such a receipt
+ * may state decision "SILENCE" (an enforce-mode SILENCE is never signed).
+ *
  * "text" is valid UTF-8 of at most TG_RECEIPT_TEXT_MAX bytes.
  * receiptHash  = SHA-256(canonical JSON of the members marked "hashed" that are present).
  * authoritySignature = base64(Ed25519(the 32 raw bytes of receiptHash)).
- * The signed receipt is emitted in canonical form too (all 23 names sorted as above).
+ * The signed receipt is emitted in canonical form too (all 24 names sorted as above).
  *
  * Verification order (SPEC §5): shape -> known key id (or a trust anchor whose signature
  * holds) -> signature over the stated hash -> recomputed hash equals the stated one ->
@@ -89,6 +94,7 @@ typedef struct tg_receipt_str {
 typedef struct tg_receipt_fields {
     tg_receipt_str_t protocol_version; /* ptr NULL = TG_PROTOCOL_VERSION */
     tg_receipt_str_t execution_id;     /* "exec_" + 32 hex */
+    tg_receipt_str_t execution_mode;   /* optional: "observe" (SPEC §11.1); absent = enforce */
     tg_receipt_str_t authority_id;     /* --authority-id */
     tg_receipt_str_t tenant_id;
     tg_receipt_str_t surface;
@@ -154,6 +160,10 @@ typedef struct tg_receipt_verdict {
     /* The receipt's authorityKeyId and expiresAt once its shape is good, else "". */
     char key_id[TG_KEY_ID_MAX + 1];
     char expires_at[TG_TIME_ISO_LEN + 1];
+    /* Once the shape is good: the receipt's decision is PERMIT; it carries executionMode
+     * (observe mode, SPEC §11.1: never authorizes). */
+    bool permit;
+    bool observe;
 } tg_receipt_verdict_t;
 
 /* Verifies a parsed receipt object against the ring at wall-clock time now_ms, in the
@@ -192,6 +202,15 @@ tg_err_t tg_receipt_verify_doc(const tg_keyring_t *ring, const json_t *doc, int6
 tg_err_t tg_receipt_verify_text(const tg_keyring_t *ring, const char *text, size_t len,
                                 int64_t now_ms, tg_receipt_verdict_t *verdict,
                                 tg_diag_t *diag) TG_MUST_USE;
+
+/* SPEC §11.1 "authorizes": true only when the verification returned TG_OK (authentic,
+ * unexpired) and the receipt is a PERMIT in enforce mode (no executionMode). v may be NULL
+ * (false). Every verifier (HTTP, CLI) answers with this one rule. */
+bool tg_receipt_authorizes(tg_err_t rc, const tg_receipt_verdict_t *v);
+
+/* The verifiers' "reason": "observe_mode" for a valid observe receipt (it is valid but
+ * authorizes nothing), else tg_receipt_reason_code(rc). Static text. */
+const char *tg_receipt_verdict_reason(tg_err_t rc, const tg_receipt_verdict_t *v);
 
 /* Short snake_case reason for HTTP/CLI: "valid", "malformed" (shape and JSON errors),
  * "unknown_key", "bad_signature", "hash_mismatch", "expired", else "error". Static text. */

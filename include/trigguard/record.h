@@ -119,6 +119,8 @@ typedef struct tg_record_view {
     tg_text_t detail; /* SILENCE's detail (ptr NULL when the record has none) */
     bool receipt;     /* the payload is a signed receipt (not SILENCE, not a redemption) */
     bool redemption;  /* the payload is a redemption (type "redemption") */
+    bool observe;     /* the receipt carries executionMode (SPEC §11.1): its response is the
+                         observe one, whatever the decision (a SILENCE too is signed then) */
     json_t *meta_doc, *payload_doc;
 } tg_record_view_t;
 

@@ -133,6 +133,11 @@ int tg_cmd_verify(int argc, char **argv) {
     if (rc == TG_OK) {
         printf("VALID");
         print_signer(&kf, &vd);
+        /* SPEC §11.1 "authorizes": said for an observe receipt, valid yet authorizing
+         * nothing; a v1 receipt's line stays what v1 scripts read (its decision says it) */
+        if (vd.observe) {
+            printf("; authorizes: false (observe_mode)");
+        }
         printf("\n");
         status = TG_EXIT_OK;
     } else if (rc == TG_ERR_RECEIPT_EXPIRED) {

@@ -44,6 +44,7 @@ typedef struct pending {
     size_t subject_len;
     bool subject_derived;
     tg_role_t role;
+    bool observe; /* "observe": true (SPEC §11.1: may ask for observe mode) */
     const json_t *actors;
     const json_t *surfaces;
 } pending_t;
@@ -332,7 +333,7 @@ static tg_err_t commit(tg_tenants_t *t, const pending_t *p, size_t n, const char
         dst->pub.subject_derived = p[i].subject_derived;
         dst->pub.tenant = ti;
         dst->pub.role = p[i].role;
-        dst->pub.observe = false;
+        dst->pub.observe = p[i].observe;
         memcpy(t->digests[t->tokens], p[i].digest, 32);
         t->tokens++;
     }
@@ -542,13 +543,7 @@ static tg_err_t parse_entry(pending_t *p, const json_t *item, const char *origin
         return tg_diag_set(diag, TG_ERR_CONFIG, "%s: [%zu].observe: expected true or false", origin,
                            i);
     }
-    if (json_is_true(jo)) {
-        return tg_diag_set(diag, TG_ERR_CONFIG,
-                           "%s: [%zu].observe: true is not supported: observe mode (SPEC "
-                           "§11.1) is not implemented yet, so this token could not observe; "
-                           "remove the member or set it to false",
-                           origin, i);
-    }
+    p->observe = json_is_true(jo);
     tg_err_t rc = ja != NULL ? check_list(ja, "actors", true, origin, i, diag) : TG_OK;
     if (rc == TG_OK && jsf != NULL) {
         rc = check_list(jsf, "surfaces", false, origin, i, diag);

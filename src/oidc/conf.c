@@ -439,6 +439,11 @@ static tg_err_t parse_issuer(oidc_issuer_t *is, const json_t *o, const char *pat
             rc = want_list(is->actors, &is->n_actors, TG_GUARD_MAX_BINDINGS, v, p, diag);
         } else if (strcmp(key, "surfaces") == 0) {
             rc = want_list(is->surfaces, &is->n_surfaces, TG_GUARD_MAX_BINDINGS, v, p, diag);
+        } else if (strcmp(key, "observe") == 0) {
+            if (!json_is_boolean(v)) {
+                rc = tg_diag_set(diag, TG_ERR_CONFIG, "%s: expected true or false", p);
+            }
+            is->observe = json_is_true(v);
         } else if (strcmp(key, "role") == 0) {
             if (!json_is_string(v) ||
                 !tg_role_parse(&is->role, json_string_value(v), json_string_length(v))) {

@@ -217,7 +217,7 @@ tg_err_t tg_oidc_map(tg_oidc_principal_t **out, const tg_oidc_conf_t *c, size_t 
         memcpy(pp->issuer, is->issuer, il + 1);
         pp->pub.tenant = idx;
         pp->pub.role = is->role;
-        pp->pub.observe = false;
+        pp->pub.observe = is->observe;
         pp->pub.subject_derived = false;
         pp->pub.actors = na > 0 ? pp->actors : NULL;
         pp->pub.actors_count = na;

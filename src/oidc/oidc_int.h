@@ -47,6 +47,7 @@ typedef struct oidc_issuer {
     char *surfaces[TG_GUARD_MAX_BINDINGS];
     size_t n_surfaces;
     tg_role_t role;
+    bool observe; /* "observe": true: its callers may ask for observe mode (SPEC §11.1) */
 
     /* runtime (cache.c): the published key set and the fetch bookkeeping */
     tg_swap_t *keys;         /* oidc_keys_t, NULL until a set is read or fetched */

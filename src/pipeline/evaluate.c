@@ -41,6 +41,7 @@ typedef struct eval_req {
     bool idem_reserved;
     bool nonce_used;
     bool bulkhead_held;
+    bool observe;   /* observe mode (SPEC §11.1): decided, signed, recorded, not enforced */
     bool announced; /* tg_ledger_announce made, its end not yet */
     bool enlisted;  /* in the pipeline's list of requests waiting for the ledger */
     /* Waiting for the ledger (the deferred path): who answers the client first, the ledger
@@ -268,7 +269,7 @@ static void settle_store(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *
     /* Index signed receipts for GET /v1/receipts (SILENCE has none). The index had
      * room before signing (run); if a concurrent request took it since, the receipt
      * is durable and goes out, and only that route will not find it: say so. */
-    tg_err_t rc = r->verdict == TG_SILENCE
+    tg_err_t rc = r->verdict == TG_SILENCE && !r->observe /* an observe SILENCE is signed */
                       ? TG_OK
                       : tg_pipeline_index_receipt(p, r->tenant_name, r->tenant_len, r->exec_id, pos,
                                                   now, now, r->rid);
@@ -751,6 +752,9 @@ static tg_err_t sign_receipt(eval_req_t *r, tg_buf_t *out, const tg_key_t *signe
         fl.execution_context_hash = (tg_receipt_str_t){ctx_hex, 64};
     }
     fl.execution_id = (tg_receipt_str_t){r->exec_id, strlen(r->exec_id)};
+    if (r->observe) {
+        fl.execution_mode = TG_RSTR("observe");
+    }
     fl.authority_id = TG_RSTR(p->cfg.authority_id);
     fl.tenant_id = (tg_receipt_str_t){r->tenant_name, r->tenant_len};
     fl.surface = (tg_receipt_str_t){r->surface, r->surface_len};
@@ -880,6 +884,24 @@ static step_t bind_principal(eval_req_t *r, steps_t *s) {
     return STEP_NEXT;
 }
 
+/* Step 3, who may observe (SPEC §11.1): a surface whose policy entry has "mode": "observe"
+ * is observed for every caller; a caller may ask for it ("executionMode": "observe") only
+ * with a token that has "observe": true. Before any claim: a refusal consumes nothing. */
+static step_t resolve_mode(eval_req_t *r, steps_t *s) {
+    bool asked =
+        s->meta.execution_mode.ptr != NULL && strcmp(s->meta.execution_mode.ptr, "observe") == 0;
+    bool surface = tg_policy_surface_observe(s->pol, s->frame.surface);
+    if (asked && !surface && !r->principal->observe) {
+        tg_reply_fail(r->ex, TG_ANSWER_OBSERVE_NOT_ALLOWED,
+                      "this token may not ask for observe mode (its tokens-file entry needs "
+                      "\"observe\": true), and the surface is not in observe mode");
+        return STEP_ANSWERED;
+    }
+    /* /decide answers the kernel's decision as it is: never a PERMIT it did not give. */
+    r->observe = (asked || surface) && r->mode != TG_MODE_DECIDE;
+    return STEP_NEXT;
+}
+
 /* /decide: step 7 alone, unsigned and unrecorded (SPEC §3: the fast path). */
 static step_t decide_only(eval_req_t *r, steps_t *s) {
     tg_kernel_decide(&s->d, tg_policy_tables(s->pol), &s->frame);
@@ -917,7 +939,7 @@ static step_t decide(eval_req_t *r, steps_t *s) {
     /* A signed receipt must be readable by GET /v1/receipts: with the index full, refuse
      * now (503, claims released) rather than sign a receipt that route would deny
      * knowing. The insert after the ledger append stays the authority (see settle). */
-    if (s->d.verdict != TG_SILENCE &&
+    if ((s->d.verdict != TG_SILENCE || r->observe) &&
         !tg_db_receipt_room(p->db, r->tenant_len, TG_RECEIPT_EXEC_ID_LEN)) {
         fail(r, TG_ERR_OVERLOADED, "the receipt index is full; retry later");
         return STEP_ANSWERED;
@@ -927,6 +949,11 @@ static step_t decide(eval_req_t *r, steps_t *s) {
                     strlen(s->d.reason));
     r->reason = r->reason_copy;
     tg_metrics_decision(&p->metrics, r->surface, r->surface_len, verdict_index(s->d.verdict));
+    tg_metrics_mode(&p->metrics, r->observe, verdict_index(s->d.verdict));
+    if (r->observe) {
+        tg_metrics_would(&p->metrics, r->surface, r->surface_len, verdict_index(s->d.verdict),
+                         r->reason);
+    }
     /* From the idempotency key, else random: never from the nonce (receipt.h says why). */
     if (tg_receipt_execution_id(r->exec_id, r->tenant_name, r->tenant_len, r->surface,
                                 r->surface_len, s->req_hex, 64, r->has_idem ? r->idem : NULL,
@@ -953,8 +980,12 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
     TG_IGNORE(tg_buf_reserve(&s->record, 2048));
     TG_IGNORE(tg_buf_reserve(&ex->out, 2048));
     /* The status is part of the record (meta "s"): a replay answers with it. */
-    r->status = tg_answer_status(decision_answer(r->mode, d->verdict == TG_PERMIT));
-    s->type = d->verdict == TG_SILENCE ? TG_LEDGER_TYPE_SILENCE : TG_LEDGER_TYPE_RECEIPT;
+    /* Observe: a 200 on every route and a signed receipt for every outcome, SILENCE
+     * included (SPEC §11.1): the receipt says executionMode observe, so it never authorizes. */
+    bool go = r->observe || d->verdict == TG_PERMIT;
+    r->status = tg_answer_status(decision_answer(r->mode, go));
+    s->type =
+        d->verdict == TG_SILENCE && !r->observe ? TG_LEDGER_TYPE_SILENCE : TG_LEDGER_TYPE_RECEIPT;
     s->keys = tg_pipeline_keys_acquire(p, &s->keys_hold);
     if (s->type == TG_LEDGER_TYPE_RECEIPT && s->keys->signer == NULL) {
         fail(r, TG_ERR_NO_KEY, "no signing key is loaded");
@@ -998,6 +1029,7 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
             .receipt = s->type == TG_LEDGER_TYPE_RECEIPT
                            ? (tg_text_t){s->record.data, s->record.len}
                            : (tg_text_t){NULL, 0},
+            .observe = r->observe,
         };
         rc = tg_decision_body_open(&ex->out, &body);
     }
@@ -1021,7 +1053,7 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
         fail(r, TG_ERR_INTERNAL, NULL);
         return STEP_ANSWERED;
     }
-    tg_reply_ok(ex, decision_answer(r->mode, d->verdict == TG_PERMIT));
+    tg_reply_ok(ex, decision_answer(r->mode, go));
     return STEP_NEXT;
 }
 
@@ -1130,6 +1162,7 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
     st = st ? st : parse_request(r, &s);   /* 3 */
     st = st ? st : resolve_surface(r, &s); /* 3 */
     st = st ? st : bind_principal(r, &s);  /* 3 */
+    st = st ? st : resolve_mode(r, &s);    /* 3, SPEC §11.1 */
     if (st == STEP_NEXT && mode == TG_MODE_DECIDE) {
         st = decide_only(r, &s); /* 7, /decide */
     }

@@ -182,6 +182,7 @@ typedef enum {
     TG_ANSWER_SURFACE_NOT_ALLOWED, /* 403 surface_not_allowed: outside the token's surfaces */
     TG_ANSWER_ACTOR_NOT_ALLOWED,   /* 403 actor_not_allowed: not one of the token's actors */
     TG_ANSWER_TENANT_NOT_ALLOWED,  /* 403 tenant_not_allowed: a JWT naming a tenant not served */
+    TG_ANSWER_OBSERVE_NOT_ALLOWED, /* 403 observe_not_allowed: observe mode asked, not granted */
     TG_ANSWER_NOT_FOUND,           /* 404 not_found */
     TG_ANSWER_METHOD_NOT_ALLOWED,  /* 405 method_not_allowed */
     TG_ANSWER_CONFLICT,            /* 409 idempotency_conflict */
@@ -277,6 +278,8 @@ void tg_route_keys(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_capabilities(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_verify(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_protocol_verify(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+/* POST /protocol/verify-signature (SPEC §14): the Ed25519 check of a receiptHash alone. */
+void tg_route_verify_signature(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_receipts(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 /* POST /v1/receipts/{executionId}/redeem (redeem.c); rest is "{executionId}/redeem". */

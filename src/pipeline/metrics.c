@@ -28,6 +28,7 @@ static const char *const route_names[TG_ROUTE__COUNT] = {"/v1/evaluate",
                                                          "/metrics",
                                                          "/v1/admin/reload",
                                                          "/v1/receipts/redeem",
+                                                         "/protocol/verify-signature",
                                                          "other"};
 
 static const char *const redeem_names[TG_REDEEM__COUNT] = {
@@ -180,6 +181,132 @@ void tg_metrics_decision(tg_metrics_t *m, const char *surface, size_t len, int o
     atomic_fetch_add_explicit(&m->surfaces_overflow[outcome], 1, memory_order_relaxed);
 }
 
+void tg_metrics_mode(tg_metrics_t *m, bool observe, int outcome) {
+    if (outcome >= 0 && outcome <= 2) {
+        atomic_fetch_add_explicit(&m->modes[observe ? 1 : 0][outcome], 1, memory_order_relaxed);
+    }
+}
+
+void tg_metrics_would(tg_metrics_t *m, const char *surface, size_t len, int outcome,
+                      const char *reason) {
+    if (outcome < 0 || outcome > 2) {
+        return;
+    }
+    size_t rl = reason != NULL ? strlen(reason) : 0;
+    if (surface == NULL || len == 0 || len > TG_METRICS_SURFACE_NAME_MAX || rl == 0 || rl > 64) {
+        atomic_fetch_add_explicit(&m->would_overflow[outcome], 1, memory_order_relaxed);
+        return;
+    }
+    char key[TG_METRICS_WOULD_KEY_MAX + 1];
+    memcpy(key, surface, len);
+    key[len] = '\0';
+    memcpy(key + len + 1, reason, rl);
+    key[len + 1 + rl] = (char)('0' + outcome);
+    size_t kl = len + rl + 2;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a: spreads the slots, nothing more */
+    for (size_t i = 0; i < kl; i++) {
+        h = (h ^ (unsigned char)key[i]) * 1099511628211ull;
+    }
+    for (size_t probe = 0; probe < TG_METRICS_WOULD_SLOTS; probe++) {
+        tg_metrics_would_t *w = &m->would[(h + probe) % TG_METRICS_WOULD_SLOTS];
+        const char *name = atomic_load_explicit(&w->key, memory_order_acquire);
+        if (name == NULL) {
+            /* claimed with a CAS to the sentinel, filled, then published (as surfaces are) */
+            const char *expected = NULL;
+            if (atomic_compare_exchange_strong(&w->key, &expected, slot_claiming)) {
+                memcpy(w->keys, key, kl);
+                w->key_len = kl;
+                atomic_store_explicit(&w->key, w->keys, memory_order_release);
+                name = w->keys;
+            } else {
+                name = expected;
+            }
+        }
+        while (name == slot_claiming) {
+            name = atomic_load_explicit(&w->key, memory_order_acquire);
+        }
+        if (name != NULL && w->key_len == kl && memcmp(name, key, kl) == 0) {
+            atomic_fetch_add_explicit(&w->count, 1, memory_order_relaxed);
+            return;
+        }
+    }
+    atomic_fetch_add_explicit(&m->would_overflow[outcome], 1, memory_order_relaxed);
+}
+
+/* put_label for n bytes (a slice of a would-decision key). */
+static tg_err_t put_label_n(tg_buf_t *out, const char *p, size_t n) {
+    tg_err_t rc = TG_OK;
+    for (size_t i = 0; i < n && rc == TG_OK; i++) {
+        if (p[i] == '\\' || p[i] == '"') {
+            rc = tg_buf_putc(out, '\\');
+        }
+        if (rc == TG_OK) {
+            rc = p[i] == '\n' ? tg_buf_puts(out, "\\n") : tg_buf_putc(out, p[i]);
+        }
+    }
+    return rc;
+}
+
+/* trigguard_decisions_by_mode_total and trigguard_would_decisions_total (SPEC §11.1). */
+static tg_err_t render_modes(tg_buf_t *out, tg_metrics_t *m) {
+    tg_err_t rc = tg_buf_puts(out, "# HELP trigguard_decisions_by_mode_total Decisions by "
+                                   "execution mode (enforce, observe) and outcome (the policy's, "
+                                   "before observe mode).\n"
+                                   "# TYPE trigguard_decisions_by_mode_total counter\n");
+    static const char *const mode_names[2] = {"enforce", "observe"};
+    for (int md = 0; md < 2 && rc == TG_OK; md++) {
+        for (int o = 0; o < 3 && rc == TG_OK; o++) {
+            rc = tg_buf_printf(
+                out,
+                "trigguard_decisions_by_mode_total{mode=\"%s\",decision=\"%s\"} "
+                "%llu\n",
+                mode_names[md], outcome_names[o],
+                (unsigned long long)atomic_load_explicit(&m->modes[md][o], memory_order_relaxed));
+        }
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(out, "# HELP trigguard_would_decisions_total Observe mode: what the "
+                              "policy decided (and would have enforced) by surface, decision "
+                              "and reason.\n# TYPE trigguard_would_decisions_total counter\n");
+    }
+    for (int i = 0; i < TG_METRICS_WOULD_SLOTS && rc == TG_OK; i++) {
+        tg_metrics_would_t *w = &m->would[i];
+        const char *k = atomic_load_explicit(&w->key, memory_order_acquire);
+        if (k == NULL || k != w->keys) {
+            continue;
+        }
+        size_t sl = strlen(k);
+        const char *reason = k + sl + 1;
+        size_t rl = w->key_len - sl - 2;
+        int o = k[w->key_len - 1] - '0';
+        rc = tg_buf_puts(out, "trigguard_would_decisions_total{surface=\"");
+        if (rc == TG_OK) {
+            rc = put_label_n(out, k, sl);
+        }
+        if (rc == TG_OK) {
+            rc = tg_buf_printf(out, "\",decision=\"%s\",reason=\"", outcome_names[o]);
+        }
+        if (rc == TG_OK) {
+            rc = put_label_n(out, reason, rl);
+        }
+        if (rc == TG_OK) {
+            rc = tg_buf_printf(
+                out, "\"} %llu\n",
+                (unsigned long long)atomic_load_explicit(&w->count, memory_order_relaxed));
+        }
+    }
+    for (int o = 0; o < 3 && rc == TG_OK; o++) {
+        uint64_t v = (uint64_t)atomic_load_explicit(&m->would_overflow[o], memory_order_relaxed);
+        if (v) {
+            rc = tg_buf_printf(out,
+                               "trigguard_would_decisions_total{surface=\"other\",decision=\"%s\","
+                               "reason=\"other\"} %llu\n",
+                               outcome_names[o], (unsigned long long)v);
+        }
+    }
+    return rc;
+}
+
 void tg_metrics_ledger_wait_timeout(tg_metrics_t *m) {
     atomic_fetch_add_explicit(&m->ledger_wait_timeouts, 1, memory_order_relaxed);
 }
@@ -289,6 +416,9 @@ tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) {
                                "%llu\n",
                                outcome_names[o], (unsigned long long)v);
         }
+    }
+    if (rc == TG_OK) {
+        rc = render_modes(out, m);
     }
     if (rc == TG_OK) {
         rc = tg_buf_printf(out,

@@ -9,6 +9,7 @@
 #define TG_PIPELINE_METRICS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,7 +33,8 @@ typedef enum {
     TG_ROUTE_VERSION,
     TG_ROUTE_METRICS,
     TG_ROUTE_ADMIN_RELOAD,
-    TG_ROUTE_REDEEM, /* POST /v1/receipts/{executionId}/redeem */
+    TG_ROUTE_REDEEM,           /* POST /v1/receipts/{executionId}/redeem */
+    TG_ROUTE_VERIFY_SIGNATURE, /* POST /protocol/verify-signature */
     TG_ROUTE_OTHER,
     TG_ROUTE__COUNT
 } tg_route_t;
@@ -47,6 +49,18 @@ typedef struct {
     char names[TG_METRICS_SURFACE_NAME_MAX + 1];
     atomic_uint_fast64_t decisions[3]; /* PERMIT, DENY, SILENCE */
 } tg_metrics_surface_t;
+
+/* Observe mode's would-decisions (SPEC §11.1), one slot per (surface, decision, reason):
+ * trigguard_would_decisions_total{surface,decision,reason}. The key is the surface, a 0x00,
+ * the reason (a reason code: at most 64 bytes) and the decision's digit. */
+#define TG_METRICS_WOULD_SLOTS 512
+#define TG_METRICS_WOULD_KEY_MAX (TG_METRICS_SURFACE_NAME_MAX + 1 + 64 + 1)
+typedef struct {
+    _Atomic(const char *) key; /* NULL = free slot; points into `keys` */
+    size_t key_len;            /* written before key is published */
+    char keys[TG_METRICS_WOULD_KEY_MAX + 1];
+    atomic_uint_fast64_t count;
+} tg_metrics_would_t;
 
 /* What a redemption ended in (redeem.c): trigguard_redemptions_total{result}. */
 typedef enum {
@@ -75,6 +89,10 @@ typedef struct tg_metrics {
      * was rebuilt at start (evaluate.c, index_receipt): should stay 0 */
     atomic_uint_fast64_t receipt_index_collisions;
     atomic_uint_fast64_t redemptions[TG_REDEEM__COUNT];
+    /* trigguard_decisions_by_mode_total{mode,decision}: [0 enforce, 1 observe][outcome] */
+    atomic_uint_fast64_t modes[2][3];
+    tg_metrics_would_t would[TG_METRICS_WOULD_SLOTS];
+    atomic_uint_fast64_t would_overflow[3]; /* table full or names too long: surface "other" */
 } tg_metrics_t;
 
 void tg_metrics_init(tg_metrics_t *m);
@@ -85,6 +103,14 @@ void tg_metrics_request(tg_metrics_t *m, tg_route_t route, int status, int64_t l
 
 /* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE) for a surface. Thread-safe. */
 void tg_metrics_decision(tg_metrics_t *m, const char *surface, size_t len, int outcome);
+
+/* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE) by mode (observe or enforce). */
+void tg_metrics_mode(tg_metrics_t *m, bool observe, int outcome);
+
+/* Counts one observe-mode would-decision for surface and reason (reason NUL-terminated).
+ * Thread-safe. */
+void tg_metrics_would(tg_metrics_t *m, const char *surface, size_t len, int outcome,
+                      const char *reason);
 
 /* Counts one request answered 503 while its record was still not durable (stall bound or
  * stop). Thread-safe. */

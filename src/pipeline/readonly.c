@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <jansson.h>
+#include <sodium.h>
 
 #include "internal.h"
 #include "trigguard/clock.h"
@@ -143,6 +144,7 @@ void tg_route_capabilities(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest
         "\"canonicalization\":\"RFC8785\"},"
         "\"endpoints\":[\"POST /v1/evaluate\",\"POST /execute\",\"POST /decide\","
         "\"POST /v1/verify\",\"POST /verify-receipt\",\"POST /protocol/verify-receipt\","
+        "\"POST /protocol/verify-signature\","
         "\"GET /v1/receipts/{executionId}\",\"POST /v1/receipts/{executionId}/redeem\","
         "\"GET /.well-known/trigguard/keys.json\","
         "\"GET /protocol/capabilities\",\"GET /healthz\",\"GET /readyz\",\"GET /version\","
@@ -193,7 +195,8 @@ static void verify_common(tg_pipeline_t *p, tg_exchange_t *ex, bool protocol) {
     diag.msg[0] = '\0';
     tg_swap_ref_t kh;
     const tg_keyset_t *ks = tg_pipeline_keys_acquire(p, &kh);
-    rc = tg_receipt_verify_doc(&ks->ring, doc, tg_clock_now_ms(), NULL, &diag); /* the CLI's rule */
+    tg_receipt_verdict_t vd;
+    rc = tg_receipt_verify_doc(&ks->ring, doc, tg_clock_now_ms(), &vd, &diag); /* the CLI's rule */
     tg_pipeline_keys_release(p, &kh);
     json_decref(doc);
     bool internal = rc == TG_ERR_NOMEM || rc == TG_ERR_INTERNAL;
@@ -205,12 +208,14 @@ static void verify_common(tg_pipeline_t *p, tg_exchange_t *ex, bool protocol) {
     /* Expired = authentic but no longer authorizing: say both (SPEC §5). */
     bool authentic = valid || rc == TG_ERR_RECEIPT_EXPIRED;
     tg_buf_t *o = &ex->out;
-    rc = tg_buf_printf(o, "{%s\"valid\":%s,\"authentic\":%s,\"reason\":\"%s\"",
+    /* SPEC §11.1: whether the receipt lets its action run, one rule for every verifier. */
+    bool authorizes = tg_receipt_authorizes(rc, &vd);
+    rc = tg_buf_printf(o, "{%s\"valid\":%s,\"authentic\":%s,\"authorizes\":%s,\"reason\":\"%s\"",
                        protocol ? "\"type\":\"verify_receipt\",\"protocol\":\"" TG_PROTOCOL_VERSION
                                   "\",\"protocol_version\":\"" TG_PROTOCOL_SEMVER "\","
                                 : "",
                        valid ? "true" : "false", authentic ? "true" : "false",
-                       tg_receipt_reason_code(valid ? TG_OK : rc));
+                       authorizes ? "true" : "false", tg_receipt_verdict_reason(rc, &vd));
     if (rc == TG_OK && !valid && diag.msg[0]) {
         rc = tg_buf_puts(o, ",\"detail\":");
         if (rc == TG_OK) {
@@ -231,6 +236,112 @@ void tg_route_verify(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
 void tg_route_protocol_verify(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     (void)rest;
     verify_common(p, ex, true);
+}
+
+/* One string member of the verify-signature body under its name or its alias: NULL with
+ * *bad set when both are given or the value is not a string. */
+static const char *sig_member(const json_t *doc, const char *name, const char *alias, bool *bad) {
+    const json_t *a = json_object_get(doc, name);
+    const json_t *b = alias != NULL ? json_object_get(doc, alias) : NULL;
+    if ((a != NULL && b != NULL) || (a != NULL && !json_is_string(a)) ||
+        (b != NULL && !json_is_string(b))) {
+        *bad = true;
+        return NULL;
+    }
+    return a != NULL ? json_string_value(a) : b != NULL ? json_string_value(b) : NULL;
+}
+
+/* What the Ed25519 check found: "valid", "malformed" (not 64 hex, not the base64 of 64
+ * bytes), "unknown_key" (no loaded key of that id), "bad_signature". */
+static const char *check_signature(const tg_keyring_t *ring, const char *hash_hex,
+                                   const char *sig_b64, const char *kid) {
+    uint8_t hash[32], sig[TG_KEY_SIG_LEN];
+    size_t got = 0;
+    size_t hl = strlen(hash_hex), sl = strlen(sig_b64);
+    bool lower = hl == 64;
+    for (size_t i = 0; i < hl && lower; i++) {
+        lower = (hash_hex[i] >= '0' && hash_hex[i] <= '9') ||
+                (hash_hex[i] >= 'a' && hash_hex[i] <= 'f');
+    }
+    if (!lower || tg_unhex(hash, sizeof hash, hash_hex, hl) != TG_OK ||
+        sl != TG_RECEIPT_SIG_B64_LEN ||
+        sodium_base642bin(sig, sizeof sig, sig_b64, sl, NULL, &got, NULL,
+                          sodium_base64_VARIANT_ORIGINAL) != 0 ||
+        got != sizeof sig) {
+        return "malformed";
+    }
+    if (kid != NULL) {
+        const tg_key_t *k = tg_keyring_find(ring, kid, strlen(kid));
+        if (k == NULL) {
+            return "unknown_key";
+        }
+        return tg_key_verify(k, sig, hash, sizeof hash) == TG_OK ? "valid" : "bad_signature";
+    }
+    /* no key id: any loaded key whose signature holds (the ring is at most 16 keys) */
+    for (size_t i = 0; i < ring->count; i++) {
+        if (tg_key_verify(&ring->entries[i].key, sig, hash, sizeof hash) == TG_OK) {
+            return "valid";
+        }
+    }
+    return ring->count > 0 ? "bad_signature" : "unknown_key";
+}
+
+void tg_route_verify_signature(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
+    (void)rest;
+    /* No token: the verification limiter bounds what anonymous callers make us compute. */
+    tg_rate_info_t info;
+    if (tg_rate_check(p->verify_rate, TG_GUARD_NO_TENANT, tg_clock_mono_ns(), &info) != TG_OK) {
+        ex->retry_after_s = (int)tg_rate_retry_after_s(info.retry_after_ms);
+        tg_reply_error(ex, TG_ERR_RATE_LIMITED, "verification rate limit exceeded");
+        return;
+    }
+    if (ex->body_too_large) {
+        tg_reply_body_too_large(ex, (size_t)p->cfg.max_body);
+        return;
+    }
+    if (!tg_http_content_type_is_json(ex->content_type)) {
+        tg_reply_fail(ex, TG_ANSWER_UNSUPPORTED_MEDIA, "Content-Type must be application/json");
+        return;
+    }
+    json_t *doc = NULL;
+    tg_diag_t diag = {{0}};
+    tg_err_t rc = tg_json_parse(&doc, ex->body, ex->body_len, &p->limits, &diag);
+    if (rc != TG_OK) {
+        tg_reply_json_error(ex, &p->limits, rc, diag.msg);
+        return;
+    }
+    bool bad = !json_is_object(doc);
+    const char *name;
+    json_t *v;
+    if (!bad) {
+        json_object_foreach(doc, name, v) {
+            bad =
+                bad || (strcmp(name, "receiptHash") != 0 &&
+                        strcmp(name, "authoritySignature") != 0 && strcmp(name, "signature") != 0 &&
+                        strcmp(name, "authorityKeyId") != 0 && strcmp(name, "keyId") != 0);
+        }
+    }
+    const char *hash = bad ? NULL : sig_member(doc, "receiptHash", NULL, &bad);
+    const char *sig = bad ? NULL : sig_member(doc, "authoritySignature", "signature", &bad);
+    const char *kid = bad ? NULL : sig_member(doc, "authorityKeyId", "keyId", &bad);
+    if (bad || hash == NULL || sig == NULL) {
+        json_decref(doc);
+        tg_reply_error(ex, TG_ERR_REQUEST_INVALID,
+                       "body: {\"receiptHash\": 64 hex, \"authoritySignature\" (or \"signature\"): "
+                       "base64, \"authorityKeyId\" (or \"keyId\"): optional} and nothing else");
+        return;
+    }
+    tg_swap_ref_t kh;
+    const tg_keyset_t *ks = tg_pipeline_keys_acquire(p, &kh);
+    const char *reason = check_signature(&ks->ring, hash, sig, kid);
+    tg_pipeline_keys_release(p, &kh);
+    json_decref(doc);
+    rc = tg_buf_printf(&ex->out,
+                       "{\"type\":\"verify_signature\",\"protocol\":\"" TG_PROTOCOL_VERSION
+                       "\",\"protocol_version\":\"" TG_PROTOCOL_SEMVER
+                       "\",\"valid\":%s,\"reason\":\"%s\"}",
+                       strcmp(reason, "valid") == 0 ? "true" : "false", reason);
+    tg_reply_built(ex, rc, TG_ANSWER_OK);
 }
 
 void tg_route_receipts(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {

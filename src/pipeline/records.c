@@ -63,7 +63,8 @@ tg_err_t tg_pipeline_replay_response(tg_pipeline_t *p, const tg_ledger_pos_t *po
         rc = TG_ERR_LEDGER_CORRUPT; /* a redemption answered no decision: never replayed */
         tg_record_view_free(&v);
     } else if (rc == TG_OK) {
-        *permit = strcmp(v.decision, "PERMIT") == 0;
+        /* an observe answer is a 200 on every route, whatever it would have been */
+        *permit = v.observe || strcmp(v.decision, "PERMIT") == 0;
         tg_buf_reset(out);
         rc = tg_record_response(out, &v, payload.data, payload.len);
         tg_record_view_free(&v);

@@ -236,7 +236,9 @@ static receipt_check_t check_receipt(tg_pipeline_t *p, const tg_buf_t *payload,
                      strlen(rh) == 64 && hash != NULL && strlen(hash) == 64;
     if (!authentic) {
         c.result = TG_REDEEM_NOT_AUTHENTIC; /* e.g. its key left the key set */
-    } else if (dec == NULL || strcmp(dec, "PERMIT") != 0) {
+    } else if (dec == NULL || strcmp(dec, "PERMIT") != 0 ||
+               json_object_get(doc, "executionMode") != NULL) {
+        /* an observe receipt's PERMIT authorizes nothing (SPEC §11.1) */
         c.result = TG_REDEEM_NOT_PERMIT;
     } else if (rc == TG_ERR_RECEIPT_EXPIRED) {
         c.result = TG_REDEEM_EXPIRED;

@@ -47,6 +47,8 @@ static const route_t routes[] = {
     {"/verify-receipt", M_POST, NULL, TG_ROUTE_VERIFY, tg_route_verify, TG_MODE_EVALUATE},
     {"/protocol/verify-receipt", M_POST, NULL, TG_ROUTE_PROTOCOL_VERIFY, tg_route_protocol_verify,
      TG_MODE_EVALUATE},
+    {"/protocol/verify-signature", M_POST, NULL, TG_ROUTE_VERIFY_SIGNATURE,
+     tg_route_verify_signature, TG_MODE_EVALUATE},
     {"/v1/receipts/", M_GET, NULL, TG_ROUTE_RECEIPTS, tg_route_receipts, TG_MODE_EVALUATE},
     {"/v1/receipts/", M_POST, "/redeem", TG_ROUTE_REDEEM, tg_route_redeem, TG_MODE_EVALUATE},
     {"/.well-known/trigguard/keys.json", M_GET, NULL, TG_ROUTE_KEYS, tg_route_keys,

@@ -117,13 +117,27 @@ tg_err_t tg_decision_body_open(tg_buf_t *out, const tg_decision_body_t *b) {
     }
     size_t start = out->len;
     bool permit = strcmp(b->decision, "PERMIT") == 0;
-    tg_err_t rc = tg_buf_puts(out, "{\"decision\":\"");
-    if (!rc) {
-        rc = tg_buf_puts(out, b->decision);
-    }
-    if (!rc) {
-        rc = tg_buf_puts(out, permit ? "\",\"enforcement\":\"EXECUTED\",\"reason_code\":"
-                                     : "\",\"enforcement\":\"BLOCKED\",\"reason_code\":");
+    tg_err_t rc;
+    if (b->observe) {
+        /* Nothing is enforced: the caller proceeds, and reads what would have happened. */
+        rc = tg_buf_puts(out, "{\"decision\":\"PERMIT\",\"enforcement\":\"NOT_ENFORCED\","
+                              "\"reason_code\":\"OBSERVE_MODE\",\"execution_mode\":\"observe\","
+                              "\"would_decision\":\"");
+        if (!rc) {
+            rc = tg_buf_puts(out, b->decision);
+        }
+        if (!rc) {
+            rc = tg_buf_puts(out, "\",\"would_reason_code\":");
+        }
+    } else {
+        rc = tg_buf_puts(out, "{\"decision\":\"");
+        if (!rc) {
+            rc = tg_buf_puts(out, b->decision);
+        }
+        if (!rc) {
+            rc = tg_buf_puts(out, permit ? "\",\"enforcement\":\"EXECUTED\",\"reason_code\":"
+                                         : "\",\"enforcement\":\"BLOCKED\",\"reason_code\":");
+        }
     }
     if (!rc) {
         rc = tg_canon_string(out, b->reason.ptr, b->reason.len);
@@ -137,7 +151,7 @@ tg_err_t tg_decision_body_open(tg_buf_t *out, const tg_decision_body_t *b) {
     if (!rc) {
         rc = put_str(out, "policy_version", b->policy_version.ptr, b->policy_version.len);
     }
-    if (!rc && b->detail.ptr != NULL) {
+    if (!rc && b->detail.ptr != NULL && !b->observe) {
         rc = put_str(out, "detail", b->detail.ptr, b->detail.len);
     }
     if (!rc && b->receipt.ptr != NULL) {

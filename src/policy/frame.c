@@ -20,13 +20,15 @@ typedef enum {
     M_NONCE,
     M_SUBJECT_DIGEST,
     M_PREV_RECEIPT_HASH,
+    M_EXECUTION_MODE,
+    M_EXECUTION_MODE_ALIAS,
     M__COUNT
 } member_id_t;
 
 static const char *const MEMBER_NAMES[M__COUNT] = {
-    "surface", "tool",          "action",         "actor",           "actorId",
-    "context", "args",          "signals",        "idempotency_key", "intent_id",
-    "nonce",   "subjectDigest", "prevReceiptHash"};
+    "surface", "tool",          "action",          "actor",           "actorId",
+    "context", "args",          "signals",         "idempotency_key", "intent_id",
+    "nonce",   "subjectDigest", "prevReceiptHash", "executionMode",   "execution_mode"};
 
 static const char *type_name(const json_t *v) {
     switch (json_typeof(v)) {
@@ -149,7 +151,8 @@ tg_err_t tg_frame_from_request(tg_frame_t *out, tg_request_meta_t *meta, const t
     static const int aliases[][2] = {{M_SURFACE, M_TOOL},
                                      {M_ACTOR, M_ACTOR_ID},
                                      {M_CONTEXT, M_ARGS},
-                                     {M_IDEMPOTENCY_KEY, M_INTENT_ID}};
+                                     {M_IDEMPOTENCY_KEY, M_INTENT_ID},
+                                     {M_EXECUTION_MODE, M_EXECUTION_MODE_ALIAS}};
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
         if (m[aliases[i][0]] != NULL && m[aliases[i][1]] != NULL) {
             return tg_diag_set(diag, TG_ERR_REQUEST_INVALID,
@@ -283,6 +286,25 @@ tg_err_t tg_frame_from_request(tg_frame_t *out, tg_request_meta_t *meta, const t
         meta->context = ctx;
         meta->signals = m[M_SIGNALS];
     }
+    /* SPEC §11.1: the mode, normalized ("report" is observe), so that the aliases hash
+     * alike; absent stays absent, which keeps v1 request hashes as they were. */
+    const json_t *mode =
+        m[M_EXECUTION_MODE] != NULL ? m[M_EXECUTION_MODE] : m[M_EXECUTION_MODE_ALIAS];
+    if (mode != NULL) {
+        const char *mv = json_string_value(mode);
+        const char *norm = strcmp(mv, "enforce") == 0                                ? "enforce"
+                           : strcmp(mv, "observe") == 0 || strcmp(mv, "report") == 0 ? "observe"
+                                                                                     : NULL;
+        if (norm == NULL || json_string_length(mode) != strlen(mv)) {
+            return tg_diag_set(diag, TG_ERR_REQUEST_INVALID,
+                               "request.%s: must be \"enforce\", \"observe\" or \"report\"",
+                               m[M_EXECUTION_MODE] != NULL ? "executionMode" : "execution_mode");
+        }
+        if (meta != NULL) {
+            meta->execution_mode.ptr = norm;
+            meta->execution_mode.len = (uint32_t)strlen(norm);
+        }
+    }
     return TG_OK;
 }
 
@@ -343,6 +365,9 @@ tg_err_t tg_request_hash(uint8_t out[32], const tg_frame_t *f, const tg_request_
     }
     if (!rc) {
         rc = put_json_member(&b, &first, "context", meta->context, diag);
+    }
+    if (!rc) {
+        rc = put_string_member(&b, &first, "executionMode", meta->execution_mode);
     }
     if (!rc) {
         rc = put_string_member(&b, &first, "prevReceiptHash", meta->prev_receipt_hash);

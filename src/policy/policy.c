@@ -1313,15 +1313,28 @@ static tg_err_t compile_surface_rules(cc_t *c, tg_surface_t *s, const json_t *bo
 
 static tg_err_t compile_surface(cc_t *c, tg_surface_t *s, const json_t *body) {
     static const char *const allowed[] = {"tier",   "frozen", "description", "required_context",
-                                          "actors", "rules",  "default",     NULL};
+                                          "actors", "rules",  "default",     "mode",
+                                          NULL};
     if (!json_is_object(body)) {
         return fail(c, "surface must be an object, not %s", json_type_name(body));
     }
     tg_err_t rc = check_members(c, body, allowed,
                                 "tier, frozen, description, required_context, actors, rules, "
-                                "default");
+                                "default, mode");
     if (rc) {
         return rc;
+    }
+    /* SPEC §11.1: an operator's rollout, observed for every caller. Not the kernel's: the
+     * pipeline applies it after the decision. */
+    const json_t *mv = json_object_get(body, "mode");
+    if (mv != NULL) {
+        size_t msaved = path_push_key(c, "mode");
+        const char *ms = json_is_string(mv) ? json_string_value(mv) : "";
+        if (strcmp(ms, "observe") != 0 && strcmp(ms, "enforce") != 0) {
+            return fail(c, "must be \"enforce\" or \"observe\"");
+        }
+        s->observe = strcmp(ms, "observe") == 0 ? 1 : 0;
+        path_pop(c, msaved);
     }
     const json_t *tv = json_object_get(body, "tier");
     size_t saved = path_push_key(c, "tier");
@@ -1749,6 +1762,10 @@ tg_sv_t tg_policy_surface_name(const tg_policy_t *p, uint32_t index) {
 
 int tg_policy_surface_tier(const tg_policy_t *p, uint32_t index) {
     return index < p->tables.n_surfaces ? p->tables.surfaces[index].tier : 0;
+}
+
+bool tg_policy_surface_observe(const tg_policy_t *p, uint32_t index) {
+    return index < p->tables.n_surfaces && p->tables.surfaces[index].observe != 0;
 }
 
 int tg_policy_find_field_(const tg_policy_t *p, const char *s, size_t n, uint32_t *id) {

@@ -12,17 +12,18 @@
 #include "trigguard/version.h"
 
 typedef enum {
-    K_TEXT,     /* UTF-8, may be empty */
-    K_TEXT_NE,  /* UTF-8, non-empty */
-    K_HEX64,    /* 64 lowercase hex */
-    K_EXEC_ID,  /* "exec_" + 32 lowercase hex */
-    K_TIME,     /* YYYY-MM-DDTHH:MM:SS.mmmZ */
-    K_DECISION, /* PERMIT | DENY */
-    K_REASON,   /* tg_reason_code_valid */
-    K_PROTOCOL, /* TG_PROTOCOL_VERSION */
-    K_KEY_ID,   /* tg_key_id_valid */
-    K_SIG,      /* 88 chars of canonical padded base64 decoding to 64 bytes */
-    K_PRINCIPAL /* {"issuer"?: text, "subject": text}, both non-empty, bounded (v1.1) */
+    K_TEXT,      /* UTF-8, may be empty */
+    K_TEXT_NE,   /* UTF-8, non-empty */
+    K_HEX64,     /* 64 lowercase hex */
+    K_EXEC_ID,   /* "exec_" + 32 lowercase hex */
+    K_TIME,      /* YYYY-MM-DDTHH:MM:SS.mmmZ */
+    K_DECISION,  /* PERMIT | DENY */
+    K_REASON,    /* tg_reason_code_valid */
+    K_PROTOCOL,  /* TG_PROTOCOL_VERSION */
+    K_KEY_ID,    /* tg_key_id_valid */
+    K_SIG,       /* 88 chars of canonical padded base64 decoding to 64 bytes */
+    K_PRINCIPAL, /* {"issuer"?: text, "subject": text}, both non-empty, bounded (v1.1) */
+    K_MODE       /* "observe" (SPEC §11.1; absent = enforce) */
 } kind_t;
 
 enum { F_REQUIRED = 0, F_OPTIONAL = 1, F_SIGNATURE = 2 };
@@ -52,6 +53,7 @@ static const member_t MEMBERS[] = {
     MEMBER("engineVersion", K_TEXT_NE, F_REQUIRED, FOFF(engine_version)),
     MEMBER("executionContextHash", K_HEX64, F_OPTIONAL, FOFF(execution_context_hash)),
     MEMBER("executionId", K_EXEC_ID, F_REQUIRED, FOFF(execution_id)),
+    MEMBER("executionMode", K_MODE, F_OPTIONAL, FOFF(execution_mode)),
     MEMBER("expiresAt", K_TIME, F_REQUIRED, 0),
     MEMBER("policyHash", K_HEX64, F_REQUIRED, FOFF(policy_hash)),
     MEMBER("policyVersion", K_TEXT_NE, F_REQUIRED, FOFF(policy_version)),
@@ -75,13 +77,14 @@ enum {
     M_DECISION = 5,
     M_ENGINE_VERSION = 6,
     M_EXECUTION_ID = 8,
-    M_EXPIRES_AT = 9,
-    M_POLICY_VERSION = 11,
-    M_PRINCIPAL = 13,
-    M_REASON_CODE = 16,
-    M_RECEIPT_HASH = 17,
-    M_REQUEST_HASH = 18,
-    M_TIMESTAMP = 22
+    M_EXECUTION_MODE = 9,
+    M_EXPIRES_AT = 10,
+    M_POLICY_VERSION = 12,
+    M_PRINCIPAL = 14,
+    M_REASON_CODE = 17,
+    M_RECEIPT_HASH = 18,
+    M_REQUEST_HASH = 19,
+    M_TIMESTAMP = 23
 };
 
 static bool is_lower_hex(const char *p, size_t n) {
@@ -133,10 +136,13 @@ static const char *check_value(const member_t *m, const char *p, size_t n, int64
                    : "is not a UTC timestamp of the form 2026-11-30T05:40:10.123Z";
     case K_REASON:
         return tg_reason_code_valid(p, n) ? NULL : "is not an UPPER_SNAKE reason code";
-    case K_DECISION:
-        return (n == 6 && memcmp(p, "PERMIT", 6) == 0) || (n == 4 && memcmp(p, "DENY", 4) == 0)
+    case K_DECISION: /* SILENCE only with executionMode (mode_decision_ok) */
+        return (n == 6 && memcmp(p, "PERMIT", 6) == 0) || (n == 4 && memcmp(p, "DENY", 4) == 0) ||
+                       (n == 7 && memcmp(p, "SILENCE", 7) == 0)
                    ? NULL
-                   : "is not PERMIT or DENY";
+                   : "is not PERMIT, DENY or SILENCE";
+    case K_MODE:
+        return n == 7 && memcmp(p, "observe", 7) == 0 ? NULL : "is not \"observe\"";
     case K_PROTOCOL:
         return n == strlen(TG_PROTOCOL_VERSION) && memcmp(p, TG_PROTOCOL_VERSION, n) == 0
                    ? NULL
@@ -155,6 +161,12 @@ static const char *check_value(const member_t *m, const char *p, size_t n, int64
         return n <= TG_RECEIPT_PRINCIPAL_MAX ? NULL : "has a subject longer than 1024 bytes";
     }
     return "has an unknown format";
+}
+
+/* A SILENCE is signed only in observe mode (SPEC §11.1): an enforce-mode SILENCE has no
+ * receipt, so one claiming to be that is malformed. */
+static bool mode_decision_ok(const char *decision, size_t n, bool observe) {
+    return observe || n != 7 || memcmp(decision, "SILENCE", 7) != 0;
 }
 
 /* The principal's optional issuer: NULL when it fits, else what is wrong. */
@@ -217,6 +229,11 @@ static tg_err_t gather(tg_receipt_str_t vals[N_MEMBERS], char ts[TG_TIME_ISO_LEN
             return tg_diag_set(diag, TG_ERR_INVALID_ARG, "receipt field %s %s", m->name, why);
         }
         vals[i] = v;
+    }
+    if (!mode_decision_ok(vals[M_DECISION].ptr, vals[M_DECISION].len,
+                          vals[M_EXECUTION_MODE].ptr != NULL)) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG,
+                           "receipt field decision SILENCE needs executionMode observe");
     }
     return TG_OK;
 }
@@ -494,6 +511,11 @@ static tg_err_t check_shape(shape_t *sh, const json_t *obj, bool signed_form, tg
     if (sh->exp_ms < sh->ts_ms) {
         return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "expiresAt is before timestamp");
     }
+    if (!mode_decision_ok(sh->val[M_DECISION], sh->len[M_DECISION],
+                          sh->val[M_EXECUTION_MODE] != NULL)) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                           "member decision is SILENCE without executionMode observe");
+    }
     if (signed_form) {
         (void)decode_sig(sh->sig, sh->val[M_AUTHORITY_SIGNATURE], sh->len[M_AUTHORITY_SIGNATURE]);
         if (tg_unhex(sh->hash, 32, sh->val[M_RECEIPT_HASH], sh->len[M_RECEIPT_HASH]) != TG_OK) {
@@ -605,8 +627,8 @@ static const resp_member_t RESPONSE_MEMBERS[] = {
     {"policy_version", JSON_STRING, true, M_POLICY_VERSION, false},
     {"trace", JSON_OBJECT, false, -1, false},
     {"execution_mode", JSON_STRING, false, -1, false},
-    {"would_decision", JSON_STRING, false, -1, false},
-    {"would_reason_code", JSON_STRING, false, -1, false},
+    {"would_decision", JSON_STRING, false, M_DECISION, false},
+    {"would_reason_code", JSON_STRING, false, M_REASON_CODE, false},
     {"approval_id", JSON_STRING, false, -1, false},
     {"approval", JSON_OBJECT, false, -1, false},
 };
@@ -678,11 +700,21 @@ static tg_err_t check_wrapper(const json_t *wrapper, const shape_t *sh, tg_diag_
     bool observe = json_object_get(wrapper, "execution_mode") != NULL;
     for (size_t i = 0; i < N_RESPONSE_MEMBERS; i++) {
         const resp_member_t *m = &RESPONSE_MEMBERS[i];
-        if (m->receipt_member < 0 || (m->enforce_only && observe)) {
+        /* observe: the receipt states the would-decision (SPEC §11.1), so the response's
+         * would_* must be it, and its decision/reason_code (the effective outcome) are not
+         * the receipt's; otherwise the would_* members are not compared (absent). */
+        bool would = m->receipt_member >= 0 && !m->required && !m->enforce_only;
+        if (m->receipt_member < 0 || (m->enforce_only && observe) || (would && !observe)) {
             continue;
         }
         const json_t *v = json_object_get(wrapper, m->name);
         size_t r = (size_t)m->receipt_member;
+        if (v == NULL) {
+            /* an optional member that must agree when present, required in observe mode */
+            return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                               "an observe response must carry %s (its receipt's %s)", m->name,
+                               MEMBERS[r].name);
+        }
         if (json_string_length(v) != sh->len[r] ||
             memcmp(json_string_value(v), sh->val[r], sh->len[r]) != 0) {
             return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
@@ -717,6 +749,8 @@ static tg_err_t verify_receipt(const tg_keyring_t *ring, const json_t *receipt,
                        kid != NULL ? kid : "");
         (void)snprintf(vd->expires_at, sizeof vd->expires_at, "%.*s", (int)sh.len[M_EXPIRES_AT],
                        exp != NULL ? exp : "");
+        vd->observe = sh.val[M_EXECUTION_MODE] != NULL;
+        vd->permit = sh.len[M_DECISION] == 6 && memcmp(sh.val[M_DECISION], "PERMIT", 6) == 0;
     }
     TG_TRY(find_signer(&key, &by_anchor, ring, &sh, diag));
     if (vd != NULL) {
@@ -783,6 +817,14 @@ tg_err_t tg_receipt_verify_text(const tg_keyring_t *ring, const char *text, size
     rc = tg_receipt_verify_doc(ring, root, now_ms, verdict, diag);
     json_decref(root);
     return rc;
+}
+
+bool tg_receipt_authorizes(tg_err_t rc, const tg_receipt_verdict_t *v) {
+    return rc == TG_OK && v != NULL && v->permit && !v->observe;
+}
+
+const char *tg_receipt_verdict_reason(tg_err_t rc, const tg_receipt_verdict_t *v) {
+    return rc == TG_OK && v != NULL && v->observe ? "observe_mode" : tg_receipt_reason_code(rc);
 }
 
 const char *tg_receipt_reason_code(tg_err_t e) {

@@ -227,7 +227,9 @@ tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len, 
         return TG_ERR_LEDGER_CORRUPT;
     }
     v->decision = decision.ptr;
-    v->receipt = strcmp(v->decision, "SILENCE") != 0;
+    /* An observe receipt (SPEC §11.1) is signed whatever its decision, SILENCE included. */
+    v->observe = json_object_get(v->payload_doc, "executionMode") != NULL;
+    v->receipt = v->observe || strcmp(v->decision, "SILENCE") != 0;
     if (v->receipt) {
         v->detail = (tg_text_t){NULL, 0}; /* only a SILENCE answers with one */
     }
@@ -249,6 +251,7 @@ tg_err_t tg_record_response(tg_buf_t *out, const tg_record_view_t *v, const void
         .policy_version = v->policy_version,
         .detail = v->detail,
         .receipt = v->receipt ? (tg_text_t){payload, payload_len} : (tg_text_t){NULL, 0},
+        .observe = v->observe,
     };
     tg_err_t rc = tg_decision_body_open(out, &b);
     return rc == TG_OK ? tg_buf_putc(out, '}') : rc;

@@ -225,6 +225,24 @@ acp 404 "evaluate on --decide-port" /v1/evaluate "$PERMIT"
 AC_LISTENER=main
 tg_use main
 
+# POST /protocol/verify-signature (SPEC §14): the signature alone
+RHASH=$(jq -r .receiptHash "$TG_TMP/receipt.json")
+RSIG=$(jq -r .authoritySignature "$TG_TMP/receipt.json")
+RKID=$(jq -r .authorityKeyId "$TG_TMP/receipt.json")
+ac 200 "verify-signature: a good signature" POST /protocol/verify-signature \
+    --json-body "{\"receiptHash\":\"$RHASH\",\"authoritySignature\":\"$RSIG\",\"authorityKeyId\":\"$RKID\"}"
+tg_expect_py 'j["valid"] is True and j["reason"] == "valid" and j["type"] == "verify_signature"' "verify-signature valid"
+ac 200 "verify-signature: an unknown key" POST /protocol/verify-signature \
+    --json-body "{\"receiptHash\":\"$RHASH\",\"signature\":\"$RSIG\",\"keyId\":\"nobody\"}"
+tg_expect_py 'j["valid"] is False and j["reason"] == "unknown_key"' "verify-signature unknown_key"
+ac 400 "verify-signature: an unknown member" POST /protocol/verify-signature --json-body '{"x":1}'
+ac 415 "verify-signature: text/plain" POST /protocol/verify-signature -H "Content-Type: text/plain" --data-binary '{}'
+ac 405 "GET /protocol/verify-signature" GET /protocol/verify-signature
+# observe mode asked for by a token without "observe": true (SPEC §11.1)
+ac 403 "observe mode without the grant" POST /v1/evaluate "${TG_AUTH_A[@]}" \
+    --json-body "$(tg_req_json permit ',"executionMode":"observe"')"
+tg_expect_py 'j["error"] == "observe_not_allowed"' "observe_not_allowed"
+
 # ---- limits: 429 with the rate-limit headers -------------------------------------------
 
 # One request a minute and a burst of one: two pass, the third is refused for a minute, so
@@ -264,7 +282,9 @@ cat >"$TG_TMP/tokens.json" <<EOF
  {"tenant": "acme", "token_sha256": "$(printf %s tok-exec | sha256sum | cut -c1-64)",
   "subject": "runner", "role": "executor"},
  {"tenant": "beta", "token_sha256": "$(printf %s tok-bexec | sha256sum | cut -c1-64)",
-  "subject": "beta-runner", "role": "executor"}]
+  "subject": "beta-runner", "role": "executor"},
+ {"tenant": "acme", "token_sha256": "$(printf %s tok-obs | sha256sum | cut -c1-64)",
+  "subject": "observer", "observe": true}]
 EOF
 tg_start bound TRIGGUARD_API_KEYS= -- --policy "$TG_POLICY" --key "$TG_KEY" \
     --ledger "$TG_TMP/ledger-bound" --tokens "$TG_TMP/tokens.json" --log-format json --threads 2
@@ -279,6 +299,16 @@ tg_expect_py 'j["error"] == "surface_not_allowed"' "surface_not_allowed"
 ac 403 "execute as an actor the token is not bound to" POST /execute "${BOUND[@]}" \
     --json-body '{"surface":"payments.charge","actor":"agent.treasury","context":{"amount":10,"currency":"USD"}}'
 tg_expect_py 'j["error"] == "actor_not_allowed"' "actor_not_allowed"
+OBS=(-H "Authorization: Bearer tok-obs")
+for route in /v1/evaluate /execute; do
+    for kind in permit deny silence; do
+        ac 200 "$route: observe mode, $kind" POST "$route" "${OBS[@]}" \
+            --json-body "$(tg_req_json "$kind" ',"executionMode":"observe"')"
+        tg_expect_py 'j["enforcement"] == "NOT_ENFORCED" and j["receipt"]["executionMode"] == "observe"' "$route observe $kind"
+    done
+done
+ac 200 "verify an observe response" POST /v1/verify --json-body "$(cat "$TG_BODY_FILE")"
+tg_expect_py 'j["valid"] is True and j["authorizes"] is False and j["reason"] == "observe_mode"' "observe_mode"
 ac 403 "decide with an approver token" POST /decide "${APPR[@]}" --json-body "$PERMIT"
 tg_expect_py 'j["error"] == "role_not_allowed"' "role_not_allowed"
 ac 403 "an approver may not read receipts" GET "/v1/receipts/$BOUND_EXEC" "${APPR[@]}"

@@ -2,7 +2,7 @@
 # daemon_principals.sh — tokens bound to principals (tokens file "subject", "actors",
 # "surfaces", "role") against the real daemon: the 403s, the single-actor default, old
 # entries and TRIGGUARD_API_KEYS unchanged, the subject in the request log, and the
-# refusals at start (observe, unknown members).
+# refusals at start (a mistyped observe, unknown members).
 source "$(dirname "$0")/lib/daemon.sh"
 
 sha() { printf %s "$1" | sha256sum | cut -c1-64; }
@@ -165,12 +165,12 @@ refused() { # refused LABEL NEEDLE JSON
     tg_check "$1: says \"$2\"" grep -qF -- "$2" "$TG_TMP/bad.out"
 }
 H=$(sha tok-x)
-refused "observe: true" "observe: true is not supported" "[{\"tenant\":\"a\",\"token_sha256\":\"$H\",\"observe\":true}]"
+refused "observe: a string" "[0].observe: expected true or false" "[{\"tenant\":\"a\",\"token_sha256\":\"$H\",\"observe\":\"yes\"}]"
 refused "unknown member" "unknown member \\\"actor\\\"" "[{\"tenant\":\"a\",\"token_sha256\":\"$H\",\"actor\":\"x\"}]"
 refused "unknown role" "[0].role" "[{\"tenant\":\"a\",\"token_sha256\":\"$H\",\"role\":\"root\"}]"
 refused "duplicate subject" "duplicate subject \\\"s\\\"" "[{\"tenant\":\"a\",\"token_sha256\":\"$H\",\"subject\":\"s\"},{\"tenant\":\"b\",\"token_sha256\":\"$(sha tok-y)\",\"subject\":\"s\"}]"
 refused "empty actors" "[0].actors" "[{\"tenant\":\"a\",\"token_sha256\":\"$H\",\"actors\":[]}]"
-printf '%s' "[{\"tenant\":\"a\",\"token_sha256\":\"$H\",\"observe\":false,\"role\":\"executor\",\"subject\":\"x\"}]" >"$TG_TMP/good.json"
+printf '%s' "[{\"tenant\":\"a\",\"token_sha256\":\"$H\",\"observe\":true,\"role\":\"executor\",\"subject\":\"x\"}]" >"$TG_TMP/good.json"
 "$TG_BIN" serve --check-config --policy "$TG_POLICY" --key "$TG_KEY" --ledger "$TG_TMP/ledger-check" \
     --tokens "$TG_TMP/good.json" >"$TG_TMP/good.out" 2>&1
 tg_eq "$?" 0 "--check-config accepts a bound entry"

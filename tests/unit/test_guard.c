@@ -328,7 +328,8 @@ static void test_principals_ok(void **state) {
         "{\"tenant\":\"acme\",\"token_sha256\":\"%s\",\"subject\":\"ci/deploy@acme:1+x_y.z-w\","
         "\"actors\":[\"ci.release-bot\",\"ci.other\"],\"surfaces\":[\"deploy.release\"],"
         "\"role\":\"admin\",\"observe\":false},"
-        "{\"tenant\":\"beta\",\"token_sha256\":\"%s\",\"subject\":\"%s\",\"role\":\"approver\"},"
+        "{\"tenant\":\"beta\",\"token_sha256\":\"%s\",\"subject\":\"%s\",\"role\":\"approver\","
+        "\"observe\":true},"
         "{\"token_sha256\":\"%s\",\"role\":\"executor\",\"tenant\":\"acme\","
         "\"actors\":[\"b\\u00e9t\"]}]",
         ha, hb, hc, sub128, hd);
@@ -374,9 +375,12 @@ static void test_principals_ok(void **state) {
     assert_false(tg_principal_surface_allowed(p, S("payments.charge")));
     assert_false(tg_principal_surface_allowed(p, NULL, 0));
 
+    assert_false(p->observe); /* "observe": false */
+
     p = auth_p(t, "tok-rev");
     assert_int_equal(p->tenant, 1);
     assert_int_equal(p->role, TG_ROLE_APPROVER);
+    assert_true(p->observe); /* SPEC §11.1: the token may ask for observe mode */
     assert_string_equal(p->subject.ptr, sub128);
     p = auth_p(t, "tok-exec");
     assert_int_equal(p->role, TG_ROLE_EXECUTOR);
@@ -486,7 +490,6 @@ static void test_principals_errors(void **state) {
         {"\"role\":\"Caller\"", "[0].role"},
         {"\"role\":\"\"", "[0].role"},
         {"\"role\":[\"caller\"]", "[0].role"},
-        {"\"observe\":true", "[0].observe: true is not supported"},
         {"\"observe\":\"false\"", "[0].observe: expected true or false"},
         {"\"observe\":0", "[0].observe: expected true or false"},
         {"\"observe\":null", "[0].observe: expected true or false"},

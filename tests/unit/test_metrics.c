@@ -196,6 +196,55 @@ static void *intern_worker(void *arg) {
     return NULL;
 }
 
+/* SPEC §11.1: decisions by mode, and observe mode's would-decisions by surface, decision and
+ * reason, in a bounded table whose overflow is counted as "other". */
+static void test_modes_and_would_decisions(void **state) {
+    (void)state;
+    tg_metrics_t *m = new_metrics();
+    tg_metrics_mode(m, false, 1);
+    tg_metrics_mode(m, true, 1);
+    tg_metrics_mode(m, true, 1);
+    tg_metrics_mode(m, true, 3); /* no such outcome */
+    tg_metrics_would(m, "pay\"x", 5, 1, "HIGH_RISK");
+    tg_metrics_would(m, "pay\"x", 5, 1, "HIGH_RISK");
+    tg_metrics_would(m, "pay\"x", 5, 2, "HIGH_RISK"); /* another decision: its own series */
+    tg_metrics_would(m, "pay", 3, 0, "NO_POLICY_VIOLATION");
+    tg_metrics_would(m, "pay", 3, 0, NULL); /* no reason: other */
+    char many[32];
+    for (int i = 0; i < TG_METRICS_WOULD_SLOTS + 10; i++) {
+        int n = snprintf(many, sizeof many, "s%04d", i);
+        tg_metrics_would(m, many, (size_t)n, 1, "R");
+    }
+    tg_buf_t b;
+    char *t = render(m, &b);
+    assert_int_equal(
+        sample(t, "trigguard_decisions_by_mode_total{mode=\"enforce\",decision=\"DENY\"}"), 1);
+    assert_int_equal(
+        sample(t, "trigguard_decisions_by_mode_total{mode=\"observe\",decision=\"DENY\"}"), 2);
+    assert_int_equal(
+        sample(t, "trigguard_decisions_by_mode_total{mode=\"observe\",decision=\"PERMIT\"}"), 0);
+    assert_int_equal(sample(t, "trigguard_would_decisions_total{surface=\"pay\\\"x\",decision="
+                               "\"DENY\",reason=\"HIGH_RISK\"}"),
+                     2);
+    assert_int_equal(sample(t, "trigguard_would_decisions_total{surface=\"pay\\\"x\",decision="
+                               "\"SILENCE\",reason=\"HIGH_RISK\"}"),
+                     1);
+    assert_int_equal(sample(t, "trigguard_would_decisions_total{surface=\"pay\",decision="
+                               "\"PERMIT\",reason=\"NO_POLICY_VIOLATION\"}"),
+                     1);
+    /* 3 series took slots above: the rest of the table, then "other" */
+    assert_int_equal(count_lines_with(t, "trigguard_would_decisions_total{surface=\"s"),
+                     TG_METRICS_WOULD_SLOTS - 3);
+    assert_int_equal(sample(t, "trigguard_would_decisions_total{surface=\"other\",decision="
+                               "\"DENY\",reason=\"other\"}"),
+                     13);
+    assert_int_equal(sample(t, "trigguard_would_decisions_total{surface=\"other\",decision="
+                               "\"PERMIT\",reason=\"other\"}"),
+                     1);
+    tg_buf_free(&b);
+    free(m);
+}
+
 static void test_interning_concurrent(void **state) {
     (void)state;
     tg_metrics_t *m = new_metrics();
@@ -230,6 +279,7 @@ int main(void) {
         cmocka_unit_test(test_reload_and_config_info),
         cmocka_unit_test(test_requests_statuses_and_routes),
         cmocka_unit_test(test_interning_concurrent),
+        cmocka_unit_test(test_modes_and_would_decisions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

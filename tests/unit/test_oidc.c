@@ -39,7 +39,7 @@ static const char *github =
     "\"jwks\":\"" GH "/.well-known/jwks\",\"audiences\":[\"trigguard\"],"
     "\"tenant_claim\":\"repository_owner\",\"tenants\":[\"acme\"],"
     "\"subject\":\"{sub}\",\"actors\":[\"{repository}:{workflow}\"],"
-    "\"surfaces\":[\"deploy.release\"],\"role\":\"caller\",\"leeway_s\":30}]}";
+    "\"surfaces\":[\"deploy.release\"],\"role\":\"caller\",\"observe\":true,\"leeway_s\":30}]}";
 
 static void test_conf_file_ok(void **state) {
     (void)state;
@@ -115,6 +115,9 @@ static void test_conf_file_refused(void **state) {
     refused("{\"issuers\":[{\"name\":\"a\",\"issuer\":\"https://i\",\"jwks\":\"k.json\","
             "\"audiences\":[\"x\"],\"tenant\":\"acme\",\"role\":\"root\"}]}",
             "role: expected");
+    refused("{\"issuers\":[{\"name\":\"a\",\"issuer\":\"https://i\",\"jwks\":\"k.json\","
+            "\"audiences\":[\"x\"],\"tenant\":\"acme\",\"observe\":\"yes\"}]}",
+            "observe: expected true or false");
     refused("{\"issuers\":[{\"name\":\"a b\",\"issuer\":\"https://i\",\"jwks\":\"k.json\","
             "\"audiences\":[\"x\"],\"tenant\":\"acme\"}]}",
             "name must be");
@@ -260,6 +263,7 @@ static void test_map_github(void **state) {
     assert_int_equal(p->surfaces_count, 1);
     assert_string_equal(p->issuer.ptr, GH);
     assert_int_equal(p->role, TG_ROLE_CALLER);
+    assert_true(p->observe); /* the issuer's "observe": true (SPEC §11.1) */
     /* scalar claims only, in order: 12 scalars of 15 members */
     assert_int_equal(p->claims_count, 12);
     bool saw_num = false, saw_bool = false;

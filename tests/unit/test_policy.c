@@ -171,8 +171,20 @@ static void test_surface_errors(void **state) {
     (void)state;
     expect_surface_error("{'tier':3,'foo':1}",
                          "surfaces.x.foo: unknown member (expected tier, frozen, description, "
-                         "required_context, actors, rules, default)");
+                         "required_context, actors, rules, default, mode)");
     expect_surface_error("{}", "surfaces.x.tier: required member missing (1, 2 or 3)");
+    expect_surface_error("{'tier':3,'mode':'report'}",
+                         "surfaces.x.mode: must be \"enforce\" or \"observe\"");
+    expect_surface_error("{'tier':3,'mode':true}",
+                         "surfaces.x.mode: must be \"enforce\" or \"observe\"");
+    /* SPEC §11.1: the surface's mode, for the pipeline (the kernel never reads it) */
+    tg_policy_t *mp = compile_ok("{'version':'1','surfaces':{'a':{'tier':3,'mode':'observe'},"
+                                 "'b':{'tier':3,'mode':'enforce'},'c':{'tier':3}}}");
+    assert_true(tg_policy_surface_observe(mp, 0));
+    assert_false(tg_policy_surface_observe(mp, 1));
+    assert_false(tg_policy_surface_observe(mp, 2));
+    assert_false(tg_policy_surface_observe(mp, 3));
+    tg_policy_destroy(mp);
     expect_surface_error("{'tier':4}", "surfaces.x.tier: must be 1, 2 or 3");
     expect_surface_error("{'tier':1.5}", "surfaces.x.tier: must be 1, 2 or 3");
     expect_surface_error("{'tier':'1'}", "surfaces.x.tier: must be 1, 2 or 3");
@@ -1081,6 +1093,34 @@ static void test_request_hash(void **state) {
     const char *min = "{\"surface\":\"example\"}";
     tg_sha256(g, min, strlen(min));
     assert_memory_equal(h, g, 32);
+    /* SPEC §11.1: executionMode is hashed (normalized: its alias and "report" hash as
+     * "observe") only when present, so requests without it keep their v1 hashes */
+    hash_of(h, p, "{\"surface\":\"example\",\"executionMode\":\"observe\"}");
+    const char *obs = "{\"executionMode\":\"observe\",\"surface\":\"example\"}";
+    tg_sha256(g, obs, strlen(obs));
+    assert_memory_equal(h, g, 32);
+    hash_of(g, p, "{\"surface\":\"example\",\"execution_mode\":\"report\"}");
+    assert_memory_equal(h, g, 32);
+    hash_of(g, p, "{\"surface\":\"example\",\"executionMode\":\"enforce\"}");
+    assert_memory_not_equal(h, g, 32);
+    {
+        json_t *bad = NULL;
+        tg_frame_t bf;
+        tg_request_meta_t bm;
+        tg_diag_t bd = {{0}};
+        static const char *const refused[] = {
+            "{\"surface\":\"example\",\"executionMode\":\"shadow\"}",
+            "{\"surface\":\"example\",\"executionMode\":\"Observe\"}",
+            "{\"surface\":\"example\",\"executionMode\":true}",
+            "{\"surface\":\"example\",\"executionMode\":\"observe\",\"execution_mode\":"
+            "\"observe\"}"};
+        for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+            assert_int_equal(tg_json_parse(&bad, refused[i], strlen(refused[i]), NULL, NULL),
+                             TG_OK);
+            assert_int_equal(tg_frame_from_request(&bf, &bm, p, bad, &bd), TG_ERR_REQUEST_INVALID);
+            json_decref(bad);
+        }
+    }
 
     tg_frame_t f;
     tg_request_meta_t meta;

@@ -647,8 +647,9 @@ static void test_verify_shape(void **state) {
          "base64"},
         {"authorityKeyId", "", "key id"},
         {"authorityKeyId", "has space", "key id"},
-        {"decision", "SILENCE", "PERMIT or DENY"},
-        {"decision", "permit", "PERMIT or DENY"},
+        {"decision", "SILENCE", "SILENCE without executionMode observe"},
+        {"decision", "permit", "PERMIT, DENY or SILENCE"},
+        {"executionMode", "enforce", "executionMode is not \"observe\""},
         {"timestamp", "2026-11-30T05:40:10Z", "timestamp"},
         {"timestamp", "2026-11-30 05:40:10.123Z", "timestamp"},
         {"timestamp", "2026-02-29T05:40:10.123Z", "timestamp"},
@@ -937,9 +938,26 @@ static void test_verify_documents(void **state) {
         verify_wrapped(
             RESP_HEAD("DENY", "OTHER_REASON", EXEC, REQ,
                       "2026-11-30.1") ",\"execution_mode\":\"observe\",\"would_decision\":"
-                                      "\"PERMIT\",\"receipt\":%s}",
+                                      "\"PERMIT\",\"would_reason_code\":\"NO_POLICY_VIOLATION\","
+                                      "\"receipt\":%s}",
             g, NULL, &d),
         TG_OK);
+    /* ...and its would_* must be the receipt's decision and reason */
+    assert_int_equal(
+        verify_wrapped(
+            RESP_HEAD("PERMIT", "OBSERVE_MODE", EXEC, REQ,
+                      "2026-11-30.1") ",\"execution_mode\":\"observe\",\"would_decision\":"
+                                      "\"DENY\",\"would_reason_code\":\"NO_POLICY_VIOLATION\","
+                                      "\"receipt\":%s}",
+            g, NULL, &d),
+        TG_ERR_RECEIPT_SHAPE);
+    assert_int_equal(
+        verify_wrapped(
+            RESP_HEAD("PERMIT", "OBSERVE_MODE", EXEC, REQ,
+                      "2026-11-30.1") ",\"execution_mode\":\"observe\",\"would_decision\":"
+                                      "\"PERMIT\",\"receipt\":%s}",
+            g, NULL, &d),
+        TG_ERR_RECEIPT_SHAPE);
     /* the parts still fail as they do alone */
     assert_int_equal(verify_wrapped(GOOD_HEAD ",\"receipt\":%s}", g, NULL, &d), TG_OK);
     char *t = tamper(g, "surface", 0, 'q');
