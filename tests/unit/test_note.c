@@ -484,7 +484,7 @@ static void test_checkpoint_parse(void **state) {
             snprintf(t, sizeof t, "%s", bad[i]);
         }
         if (tg_checkpoint_parse(&c, t, strlen(t)) != TG_ERR_CHECKPOINT_MALFORMED) {
-            fail_msg("accepted checkpoint #%zu: @", i, t);
+            fail_msg("accepted checkpoint #%zu: %s", i, t);
         }
     }
     /* a non-canonical root (last char's unused bits set) and a 31-byte root */

@@ -157,7 +157,7 @@ static void test_conf_flags(void **state) {
     tg_diag_t d = {{0}};
     char *ok[] = {"serve",
                   "--oidc",
-                  "gh=" GH,
+                  ("gh=" GH),
                   "--oidc-jwks=gh=http://127.0.0.1:1/jwks",
                   "--oidc-audience",
                   "gh=trigguard",
@@ -178,14 +178,14 @@ static void test_conf_flags(void **state) {
     char *noeq[] = {"serve", "--oidc", "gh"};
     assert_int_equal(flags(&c, &d, 3, noeq), TG_ERR_CONFIG);
     assert_non_null(strstr(d.msg, "NAME=ISSUER"));
-    char *nojwks[] = {"serve", "--oidc", "gh=" GH, "--oidc-audience", "gh=a", "--oidc-tenant-claim",
-                      "gh=o"};
+    char *nojwks[] = {
+        "serve", "--oidc", ("gh=" GH), "--oidc-audience", "gh=a", "--oidc-tenant-claim", "gh=o"};
     assert_int_equal(flags(&c, &d, 7, nojwks), TG_ERR_CONFIG);
     assert_non_null(strstr(d.msg, "JWKS"));
-    char *twice[] = {"serve", "--oidc", "gh=" GH, "--oidc", "gh=https://x"};
+    char *twice[] = {"serve", "--oidc", ("gh=" GH), "--oidc", "gh=https://x"};
     assert_int_equal(flags(&c, &d, 5, twice), TG_ERR_CONFIG);
     assert_non_null(strstr(d.msg, "given twice"));
-    char *jwks2[] = {"serve",     "--oidc",      "gh=" GH,   "--oidc-jwks",
+    char *jwks2[] = {"serve",     "--oidc",      ("gh=" GH), "--oidc-jwks",
                      "gh=a.json", "--oidc-jwks", "gh=b.json"};
     assert_int_equal(flags(&c, &d, 7, jwks2), TG_ERR_CONFIG);
     assert_non_null(strstr(d.msg, "given twice"));

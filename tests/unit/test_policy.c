@@ -1112,8 +1112,8 @@ static void test_request_hash(void **state) {
             "{\"surface\":\"example\",\"executionMode\":\"shadow\"}",
             "{\"surface\":\"example\",\"executionMode\":\"Observe\"}",
             "{\"surface\":\"example\",\"executionMode\":true}",
-            "{\"surface\":\"example\",\"executionMode\":\"observe\",\"execution_mode\":"
-            "\"observe\"}"};
+            ("{\"surface\":\"example\",\"executionMode\":\"observe\",\"execution_mode\":"
+             "\"observe\"}")};
         for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
             assert_int_equal(tg_json_parse(&bad, refused[i], strlen(refused[i]), NULL, NULL),
                              TG_OK);

@@ -619,7 +619,9 @@ static void pool_flush(pg_db_t *db) {
     pthread_mutex_lock(&db->pool_mu);
     size_t n = db->n_idle;
     PGconn *old[256];
-    memcpy(old, db->idle, n * sizeof old[0]);
+    for (size_t i = 0; i < n; i++) {
+        old[i] = db->idle[i];
+    }
     db->n_idle = 0;
     db->n_open -= n;
     pthread_cond_broadcast(&db->pool_cv);
