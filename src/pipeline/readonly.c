@@ -168,31 +168,42 @@ void tg_route_capabilities(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest
     tg_reply_built(ex, rc, TG_ANSWER_OK);
 }
 
-static void verify_common(tg_pipeline_t *p, tg_exchange_t *ex, bool protocol) {
-    /* First, before any parsing or signature work: this route takes no token, so its one
-     * limiter is all the bound there is on what anonymous callers can make us compute. */
+/* The anonymous verification routes' door, in their order: the verification limiter first,
+ * before any parsing or signature work (these routes take no token, so it is all the bound
+ * there is on what anonymous callers can make us compute), then the body's size, type and
+ * JSON. *doc is the parsed body (the caller's to decref), or NULL with the answer given. */
+static json_t *verify_admit(tg_pipeline_t *p, tg_exchange_t *ex) {
     tg_rate_info_t info;
     if (tg_rate_check(p->verify_rate, TG_GUARD_NO_TENANT, tg_clock_mono_ns(), &info) != TG_OK) {
         ex->retry_after_s = (int)tg_rate_retry_after_s(info.retry_after_ms);
         tg_reply_error(ex, TG_ERR_RATE_LIMITED, "verification rate limit exceeded");
-        return;
+        return NULL;
     }
     if (ex->body_too_large) {
         tg_reply_body_too_large(ex, (size_t)p->cfg.max_body);
-        return;
+        return NULL;
     }
     if (!tg_http_content_type_is_json(ex->content_type)) {
         tg_reply_fail(ex, TG_ANSWER_UNSUPPORTED_MEDIA, "Content-Type must be application/json");
-        return;
+        return NULL;
     }
     json_t *doc = NULL;
     tg_diag_t diag = {{0}};
     tg_err_t rc = tg_json_parse(&doc, ex->body, ex->body_len, &p->limits, &diag);
     if (rc != TG_OK) {
         tg_reply_json_error(ex, &p->limits, rc, diag.msg);
+        return NULL;
+    }
+    return doc;
+}
+
+static void verify_common(tg_pipeline_t *p, tg_exchange_t *ex, bool protocol) {
+    json_t *doc = verify_admit(p, ex);
+    if (doc == NULL) {
         return;
     }
-    diag.msg[0] = '\0';
+    tg_diag_t diag = {{0}};
+    tg_err_t rc;
     tg_swap_ref_t kh;
     const tg_keyset_t *ks = tg_pipeline_keys_acquire(p, &kh);
     tg_receipt_verdict_t vd;
@@ -288,26 +299,8 @@ static const char *check_signature(const tg_keyring_t *ring, const char *hash_he
 
 void tg_route_verify_signature(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     (void)rest;
-    /* No token: the verification limiter bounds what anonymous callers make us compute. */
-    tg_rate_info_t info;
-    if (tg_rate_check(p->verify_rate, TG_GUARD_NO_TENANT, tg_clock_mono_ns(), &info) != TG_OK) {
-        ex->retry_after_s = (int)tg_rate_retry_after_s(info.retry_after_ms);
-        tg_reply_error(ex, TG_ERR_RATE_LIMITED, "verification rate limit exceeded");
-        return;
-    }
-    if (ex->body_too_large) {
-        tg_reply_body_too_large(ex, (size_t)p->cfg.max_body);
-        return;
-    }
-    if (!tg_http_content_type_is_json(ex->content_type)) {
-        tg_reply_fail(ex, TG_ANSWER_UNSUPPORTED_MEDIA, "Content-Type must be application/json");
-        return;
-    }
-    json_t *doc = NULL;
-    tg_diag_t diag = {{0}};
-    tg_err_t rc = tg_json_parse(&doc, ex->body, ex->body_len, &p->limits, &diag);
-    if (rc != TG_OK) {
-        tg_reply_json_error(ex, &p->limits, rc, diag.msg);
+    json_t *doc = verify_admit(p, ex);
+    if (doc == NULL) {
         return;
     }
     bool bad = !json_is_object(doc);
@@ -336,11 +329,11 @@ void tg_route_verify_signature(tg_pipeline_t *p, tg_exchange_t *ex, const char *
     const char *reason = check_signature(&ks->ring, hash, sig, kid);
     tg_pipeline_keys_release(p, &kh);
     json_decref(doc);
-    rc = tg_buf_printf(&ex->out,
-                       "{\"type\":\"verify_signature\",\"protocol\":\"" TG_PROTOCOL_VERSION
-                       "\",\"protocol_version\":\"" TG_PROTOCOL_SEMVER
-                       "\",\"valid\":%s,\"reason\":\"%s\"}",
-                       strcmp(reason, "valid") == 0 ? "true" : "false", reason);
+    tg_err_t rc = tg_buf_printf(&ex->out,
+                                "{\"type\":\"verify_signature\",\"protocol\":\"" TG_PROTOCOL_VERSION
+                                "\",\"protocol_version\":\"" TG_PROTOCOL_SEMVER
+                                "\",\"valid\":%s,\"reason\":\"%s\"}",
+                                strcmp(reason, "valid") == 0 ? "true" : "false", reason);
     tg_reply_built(ex, rc, TG_ANSWER_OK);
 }
 
