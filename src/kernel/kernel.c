@@ -1,4 +1,5 @@
 /* kernel.c — the pure decision FSM of SPEC §8 (states and order documented in kernel.h). */
+#include <math.h> /* NAN and isfinite: macros, no libm call (kernel_purity.sh) */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -116,34 +117,35 @@ static const tg_value_t *fact_value(const tg_cond_t *c, const tg_frame_t *f, tg_
     return tmp;
 }
 
-/* A condition holds only on a present value of a comparable type (kernel.h). */
-static int eval_cond(const tg_cond_t *c, const tg_frame_t *f) {
-    tg_value_t tmp;
-    const tg_value_t *v = NULL;
+/* The value condition c reads from frame f: NULL when absent. tmp holds a value built from
+ * a view (actor, action, facts); the result may point into it. */
+static const tg_value_t *cond_value(const tg_cond_t *c, const tg_frame_t *f, tg_value_t *tmp) {
     switch (c->src) {
     case TG_SRC_CONTEXT:
-        v = slot_find(f->context, f->n_context, c->id);
-        break;
+        return slot_find(f->context, f->n_context, c->id);
     case TG_SRC_SIGNAL:
-        v = slot_find(f->signals, f->n_signals, c->id);
-        break;
+        return slot_find(f->signals, f->n_signals, c->id);
     case TG_SRC_ACTOR:
     case TG_SRC_ACTION: {
         const tg_sv_t *s = c->src == TG_SRC_ACTOR ? &f->actor : &f->action;
-        if (s->ptr != NULL) {
-            tmp.type = TG_VT_STRING;
-            tmp.str = s->ptr;
-            tmp.len = s->len;
-            tmp.num = 0;
-            tmp.boolean = 0;
-            v = &tmp;
+        if (s->ptr == NULL) {
+            return NULL;
         }
-        break;
+        tmp->type = TG_VT_STRING;
+        tmp->str = s->ptr;
+        tmp->len = s->len;
+        tmp->num = 0;
+        tmp->boolean = 0;
+        return tmp;
     }
     default:
-        v = fact_value(c, f, &tmp);
-        break;
+        return fact_value(c, f, tmp);
     }
+}
+
+/* Whether condition c holds on value v (NULL = absent). A condition holds only on a present
+ * value of a comparable type (kernel.h). */
+static int cond_test(const tg_cond_t *c, const tg_value_t *v) {
     if (v == NULL || v->type == TG_VT_ABSENT || v->type == TG_VT_NULL) {
         return c->op == TG_OP_EXISTS && !c->value.boolean; /* exists:false holds */
     }
@@ -178,6 +180,11 @@ static int eval_cond(const tg_cond_t *c, const tg_frame_t *f) {
     default:
         return 0;
     }
+}
+
+static int eval_cond(const tg_cond_t *c, const tg_frame_t *f) {
+    tg_value_t tmp;
+    return cond_test(c, cond_value(c, f, &tmp));
 }
 
 static int eval_rule(const tg_rule_t *r, const tg_frame_t *f) {
@@ -278,6 +285,47 @@ static int evaluate_signals(tg_decision_t *d, const tg_kernel_tables_t *t, const
     return 0;
 }
 
+/* The amount request f adds to limit l: 1 for a count; the summed context field for a sum,
+ * NaN when it cannot be counted (absent, not a number, negative, not finite). */
+static double limit_amount(const tg_limit_t *l, const tg_frame_t *f) {
+    if (l->kind == TG_LIMIT_COUNT) {
+        return 1.0;
+    }
+    const tg_value_t *v = slot_find(f->context, f->n_context, l->field);
+    if (v == NULL || v->type != TG_VT_NUMBER || !(v->num >= 0.0) || !isfinite(v->num)) {
+        return NAN;
+    }
+    return v->num;
+}
+
+/* Whether limit l takes total + amount: NaN anywhere (an uncountable amount, a corrupt
+ * total) fails, so nothing uncountable passes. */
+static int limit_holds(const tg_limit_t *l, double total, double amount) {
+    double sum = total + amount;
+    return sum == sum && sum <= l->max;
+}
+
+/* After a PERMIT at RULES_EVALUATED: every limit of the surface, in id order (kernel.h).
+ * Returns 1 when a limit decided (DENY, or SILENCE for an unbound total). */
+static int evaluate_limits(tg_decision_t *d, const tg_kernel_tables_t *t, const tg_surface_t *s,
+                           const tg_frame_t *f) {
+    for (uint32_t i = 0; i < s->n_limits; i++) {
+        const tg_limit_t *l = &t->limits[s->limits[i]];
+        const tg_value_t *total = slot_find(f->limits, f->n_limits, s->limits[i]);
+        if (total == NULL || total->type != TG_VT_NUMBER) {
+            d->rule_id = sv_of(NULL, 0);
+            finish(d, TG_SILENCE, R(INVALID_FRAME), TG_CAUSE_FRAME, l->id);
+            return 1;
+        }
+        if (!limit_holds(l, total->num, limit_amount(l, f))) {
+            d->rule_id = sv_of(NULL, 0);
+            finish(d, TG_DENY, l->reason, TG_CAUSE_LIMIT, l->id);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* SIGNALS_EVALUATED -> RULES_EVALUATED: always terminal. */
 static void evaluate_rules(tg_decision_t *d, const tg_surface_t *s, const tg_frame_t *f) {
     const tg_rule_t *permit = NULL;
@@ -324,8 +372,13 @@ static int claims_ok(const tg_kernel_tables_t *t, const tg_frame_t *f) {
 /* The frame must come from these tables and respect its own bounds before any lookup. */
 static int frame_ok(const tg_kernel_tables_t *t, const tg_frame_t *f) {
     if (f->surface >= t->n_surfaces || f->n_context > TG_FRAME_MAX_CONTEXT ||
-        f->n_signals > TG_FRAME_MAX_SIGNALS) {
+        f->n_signals > TG_FRAME_MAX_SIGNALS || f->n_limits > TG_FRAME_MAX_LIMITS) {
         return 0;
+    }
+    for (uint32_t i = 0; i < f->n_limits; i++) {
+        if (f->limits[i].id >= t->n_limits) {
+            return 0;
+        }
     }
     if (f->n_claims != 0 && !claims_ok(t, f)) {
         return 0;
@@ -386,6 +439,85 @@ void tg_kernel_decide(tg_decision_t *out, const tg_kernel_tables_t *t, const tg_
     enter(out, TG_STATE_SIGNALS_EVALUATED);
     enter(out, TG_STATE_RULES_EVALUATED);
     evaluate_rules(out, s, f);
+    if (out->verdict == TG_PERMIT && s->n_limits != 0) {
+        (void)evaluate_limits(out, t, s, f);
+    }
+}
+
+/* ---- explain (kernel_tables.h): a cold second walk over the same functions ---------- */
+
+typedef struct explain {
+    const tg_frame_t *f;
+    tg_explain_fn fn;
+    void *ud;
+    const tg_rule_t *rule;
+    uint8_t evaluated;
+} explain_t;
+
+static void explain_cond(explain_t *x, const tg_cond_t *c, uint32_t index, uint8_t depth) {
+    tg_value_t tmp;
+    const tg_value_t *v = cond_value(c, x->f, &tmp);
+    tg_explain_step_t st = {0};
+    st.kind = TG_EXPLAIN_COND;
+    st.depth = depth;
+    st.index = index;
+    st.rule = x->rule;
+    st.cond = c;
+    st.value = v;
+    st.held = (uint8_t)cond_test(c, v);
+    st.evaluated = x->evaluated;
+    x->fn(x->ud, &st);
+}
+
+void tg_kernel_explain(tg_decision_t *d, const tg_kernel_tables_t *t, const tg_frame_t *f,
+                       tg_explain_fn fn, void *ud) {
+    tg_decision_t local;
+    tg_decision_t *dd = d != NULL ? d : &local;
+    tg_kernel_decide(dd, t, f);
+    if (t == NULL || f == NULL || fn == NULL || dd->n_states == 0 ||
+        dd->states[dd->n_states - 1] != TG_STATE_RULES_EVALUATED) {
+        return; /* decided before the rules: the decision's cause says why */
+    }
+    const tg_surface_t *s = &t->surfaces[f->surface];
+    explain_t x = {f, fn, ud, NULL, 0};
+    int deny = 0, permit = 0;
+    for (uint32_t i = 0; i < s->n_rules; i++) {
+        const tg_rule_t *r = &s->rules[i];
+        int examined = !deny && !(r->effect == TG_EFFECT_PERMIT && permit);
+        int held = eval_rule(r, f);
+        if (examined && held) {
+            deny |= r->effect == TG_EFFECT_DENY;
+            permit |= r->effect == TG_EFFECT_PERMIT;
+        }
+        tg_explain_step_t st = {0};
+        st.kind = TG_EXPLAIN_RULE;
+        st.index = i;
+        st.rule = r;
+        st.held = (uint8_t)held;
+        st.evaluated = (uint8_t)examined;
+        fn(ud, &st);
+        x.rule = r;
+        x.evaluated = (uint8_t)examined;
+        for (uint32_t j = 0; j < r->n_conds; j++) {
+            explain_cond(&x, &r->conds[j], j, 1);
+        }
+    }
+    /* The limits are examined after a PERMIT of the rules step, until one fails. */
+    int examine = !deny && (permit || s->default_effect == TG_EFFECT_PERMIT);
+    for (uint32_t i = 0; i < s->n_limits; i++) {
+        const tg_limit_t *l = &t->limits[s->limits[i]];
+        const tg_value_t *total = slot_find(f->limits, f->n_limits, s->limits[i]);
+        tg_explain_step_t st = {0};
+        st.kind = TG_EXPLAIN_LIMIT;
+        st.index = i;
+        st.limit = l;
+        st.total = total != NULL && total->type == TG_VT_NUMBER ? total->num : NAN;
+        st.amount = limit_amount(l, f);
+        st.held = (uint8_t)limit_holds(l, st.total, st.amount);
+        st.evaluated = (uint8_t)examine;
+        fn(ud, &st);
+        examine = examine && st.held;
+    }
 }
 
 const char *tg_verdict_name(tg_verdict_t v) {
@@ -409,7 +541,7 @@ const char *tg_cause_name(tg_cause_t c) {
     static const char *const names[TG_CAUSE__COUNT] = {
         "frame",          "context", "unknown_signal", "invalid_signal",   "missing_signal",
         "surface_frozen", "actor",   "signal",         "signal_threshold", "rule",
-        "default"};
+        "default",        "limit"};
     return (unsigned)c < TG_CAUSE__COUNT ? names[c] : "unknown";
 }
 

@@ -177,6 +177,7 @@ tg_err_t tg_frame_from_request(tg_frame_t *out, tg_request_meta_t *meta, const t
     out->principal_subject = sv_none();
     out->principal_issuer = sv_none();
     out->n_claims = 0;
+    out->n_limits = 0; /* bound by whoever holds the totals (kernel.h) */
     if (meta != NULL) {
         memset(meta, 0, sizeof *meta);
     }
