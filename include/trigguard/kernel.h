@@ -134,6 +134,12 @@ typedef struct tg_frame {
      * INVALID_FRAME (fail closed: an unbound total is never taken as zero). */
     uint32_t n_limits;
     tg_frame_slot_t limits[TG_FRAME_MAX_LIMITS]; /* sorted by limit id, unique */
+    /* The decision's instant (issue 21, time.* conditions): wall-clock ms since the Unix
+     * epoch, read once per request by the pipeline (the receipt's timestamp) or given to
+     * `check --at` / a policy test's `at`, so that the kernel reads no clock. has_now 0 =
+     * unknown: every time.* value is absent. tg_frame_from_request leaves it unknown. */
+    int64_t now_ms;
+    uint8_t has_now;
 } tg_frame_t;
 
 /* A zeroed tg_decision_t is a SILENCE: the zero value never authorizes. */
