@@ -61,6 +61,7 @@ typedef struct tg_config {
     char verify_keys[TG_CONFIG_STR_MAX]; /* comma-separated verify-only key files */
     char authority_id[TG_CONFIG_STR_MAX];
     char policy[TG_CONFIG_STR_MAX];
+    char shadow_policy[TG_CONFIG_STR_MAX]; /* --shadow-policy: "" = none */
     char tokens[TG_CONFIG_STR_MAX];
     char api_keys[TG_CONFIG_STR_MAX]; /* secret: redacted by --print-config */
     bool auth_bypass;
@@ -157,7 +158,8 @@ tg_err_t tg_config_parse(tg_config_t *cfg, tg_config_action_t *action, int argc,
                          tg_diag_t *diag) TG_MUST_USE;
 
 /* Whether `flag` (its name without "--", e.g. "max-connections") was set by a flag, the
- * environment or the config file rather than left at its default. false for an unknown flag. Pure. */
+ * environment or the config file rather than left at its default. false for an unknown flag. Pure.
+ */
 bool tg_config_given(const tg_config_t *cfg, const char *flag);
 
 /* Writes `serve --help`: every option, its env name, default and range. */

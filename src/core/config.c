@@ -53,6 +53,9 @@ static const opt_t options[] = {
      "authorityId written into receipts; empty = the policy's authority (docs/POLICY.md)"},
     {"policy", "TRIGGUARD_POLICY", OPT_STR, F(policy), "", 0, 0, NULL, 0,
      "policy bundle JSON file (required)"},
+    {"shadow-policy", "TRIGGUARD_SHADOW_POLICY", OPT_STR, F(shadow_policy), "", 0, 0, NULL, 0,
+     "candidate policy bundle decided beside the live one; disagreements counted and logged, "
+     "never enforced (docs/OPERATIONS.md, Shadow policy)"},
     {"tokens", "TRIGGUARD_TOKENS", OPT_STR, F(tokens), "", 0, 0, NULL, 0,
      "tokens file: JSON list of {tenant, token_sha256[, subject, actors, surfaces, role]}"},
     {"api-keys", "TRIGGUARD_API_KEYS", OPT_STR, F(api_keys), "", 0, 0, NULL, 1,

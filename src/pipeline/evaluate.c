@@ -95,6 +95,13 @@ typedef struct steps {
     uint8_t type;              /* the record's ledger type */
     int64_t at_ms;             /* the decision's time (receipt timestamp, meta "at") */
     tg_buf_t record, meta_buf; /* the record's payload and meta */
+    /* --shadow-policy: the live decision and its inputs, captured while r is alive, decided
+     * again by the shadow bundle at the end (shadow.c); copies of what lives in r */
+    bool shadow_on;
+    tg_shadow_input_t shadow;
+    char shadow_tenant[TG_TENANT_MAX + 1];
+    char shadow_surface[TG_POLICY_MAX_NAME + 1];
+    char shadow_rid[TG_HTTP_REQUEST_ID_MAX + 1];
 } steps_t;
 
 /* What a step did: STEP_NEXT passes the request on (0, so `st ? st : next()` chains). */
@@ -107,6 +114,7 @@ static void steps_init(steps_t *s) {
     s->keys = NULL;
     s->ref = NULL;
     s->pol = NULL;
+    s->shadow_on = false;
     s->detail[0] = '\0';
     s->detail_len = 0;
     s->type = 0;
@@ -902,9 +910,36 @@ static step_t resolve_mode(eval_req_t *r, steps_t *s) {
     return STEP_NEXT;
 }
 
+/* --shadow-policy: what the shadow bundle needs to decide this request again after the live
+ * decision, copied out of r (which the ledger's answer may free before the shadow runs). */
+static void shadow_capture(eval_req_t *r, steps_t *s) {
+    if (r->p->shadow == NULL) {
+        return;
+    }
+    tg_shadow_input_t *in = &s->shadow;
+    memcpy(s->shadow_tenant, r->tenant_name, r->tenant_len);
+    s->shadow_tenant[r->tenant_len] = '\0';
+    memcpy(s->shadow_surface, r->surface, r->surface_len);
+    s->shadow_surface[r->surface_len] = '\0';
+    memcpy(s->shadow_rid, r->rid, sizeof s->shadow_rid);
+    in->request = s->req;
+    in->tenant = s->shadow_tenant;
+    in->tenant_len = r->tenant_len;
+    in->principal = r->principal; /* held by s (tenants table or auth) until steps_end */
+    in->actor = s->frame.actor;
+    in->now_ms = s->frame.has_now ? s->frame.now_ms : tg_clock_now_ms();
+    in->surface = s->shadow_surface;
+    in->surface_len = r->surface_len;
+    in->live = s->d;
+    in->live_version = tg_policy_version(s->pol);
+    in->request_id = s->shadow_rid;
+    s->shadow_on = true;
+}
+
 /* /decide: step 7 alone, unsigned and unrecorded (SPEC §3: the fast path). */
 static step_t decide_only(eval_req_t *r, steps_t *s) {
     tg_kernel_decide(&s->d, tg_policy_tables(s->pol), &s->frame);
+    shadow_capture(r, s);
     r->verdict = s->d.verdict;
     r->reason = s->d.reason;
     tg_metrics_decision(&r->p->metrics, r->surface, r->surface_len, verdict_index(s->d.verdict));
@@ -936,6 +971,7 @@ static step_t hash_request(eval_req_t *r, steps_t *s) {
 static step_t decide(eval_req_t *r, steps_t *s) {
     tg_pipeline_t *p = r->p;
     tg_kernel_decide(&s->d, tg_policy_tables(s->pol), &s->frame);
+    shadow_capture(r, s);
     /* A signed receipt must be readable by GET /v1/receipts: with the index full, refuse
      * now (503, claims released) rather than sign a receipt that route would deny
      * knowing. The insert after the ledger append stays the authority (see settle). */
@@ -1173,6 +1209,10 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
     st = st ? st : decide(r, &s);            /* 7 */
     st = st ? st : build_receipt(r, &s);     /* 8 */
     st = st ? st : append_durably(r, &s);    /* 9 */
+    if (s.shadow_on) {
+        /* After the hand-off: on the durable path this overlaps the wait for the sync. */
+        tg_pipeline_shadow_decide(p, &s.shadow);
+    }
     steps_end(p, &s);
     tg_json_scope_end();
     if (st != STEP_HANDED_OFF) {

@@ -187,31 +187,18 @@ void tg_metrics_mode(tg_metrics_t *m, bool observe, int outcome) {
     }
 }
 
-void tg_metrics_would(tg_metrics_t *m, const char *surface, size_t len, int outcome,
-                      const char *reason) {
-    if (outcome < 0 || outcome > 2) {
-        return;
-    }
-    size_t rl = reason != NULL ? strlen(reason) : 0;
-    if (surface == NULL || len == 0 || len > TG_METRICS_SURFACE_NAME_MAX || rl == 0 || rl > 64) {
-        atomic_fetch_add_explicit(&m->would_overflow[outcome], 1, memory_order_relaxed);
-        return;
-    }
-    char key[TG_METRICS_WOULD_KEY_MAX + 1];
-    memcpy(key, surface, len);
-    key[len] = '\0';
-    memcpy(key + len + 1, reason, rl);
-    key[len + 1 + rl] = (char)('0' + outcome);
-    size_t kl = len + rl + 2;
+/* Counts one more for key[0..kl) in the open-addressed table tab[0..n): a slot is claimed
+ * with a CAS to the sentinel, filled, then published (as surfaces are). false when the table
+ * is full (the caller counts an overflow). */
+static bool keyed_add(tg_metrics_would_t *tab, size_t n, const char *key, size_t kl) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a: spreads the slots, nothing more */
     for (size_t i = 0; i < kl; i++) {
         h = (h ^ (unsigned char)key[i]) * 1099511628211ull;
     }
-    for (size_t probe = 0; probe < TG_METRICS_WOULD_SLOTS; probe++) {
-        tg_metrics_would_t *w = &m->would[(h + probe) % TG_METRICS_WOULD_SLOTS];
+    for (size_t probe = 0; probe < n; probe++) {
+        tg_metrics_would_t *w = &tab[(h + probe) % n];
         const char *name = atomic_load_explicit(&w->key, memory_order_acquire);
         if (name == NULL) {
-            /* claimed with a CAS to the sentinel, filled, then published (as surfaces are) */
             const char *expected = NULL;
             if (atomic_compare_exchange_strong(&w->key, &expected, slot_claiming)) {
                 memcpy(w->keys, key, kl);
@@ -227,10 +214,52 @@ void tg_metrics_would(tg_metrics_t *m, const char *surface, size_t len, int outc
         }
         if (name != NULL && w->key_len == kl && memcmp(name, key, kl) == 0) {
             atomic_fetch_add_explicit(&w->count, 1, memory_order_relaxed);
-            return;
+            return true;
         }
     }
-    atomic_fetch_add_explicit(&m->would_overflow[outcome], 1, memory_order_relaxed);
+    return false;
+}
+
+void tg_metrics_would(tg_metrics_t *m, const char *surface, size_t len, int outcome,
+                      const char *reason) {
+    if (outcome < 0 || outcome > 2) {
+        return;
+    }
+    size_t rl = reason != NULL ? strlen(reason) : 0;
+    if (surface == NULL || len == 0 || len > TG_METRICS_SURFACE_NAME_MAX || rl == 0 || rl > 64) {
+        atomic_fetch_add_explicit(&m->would_overflow[outcome], 1, memory_order_relaxed);
+        return;
+    }
+    char key[TG_METRICS_WOULD_KEY_MAX + 1];
+    memcpy(key, surface, len);
+    key[len] = '\0';
+    memcpy(key + len + 1, reason, rl);
+    key[len + 1 + rl] = (char)('0' + outcome);
+    if (!keyed_add(m->would, TG_METRICS_WOULD_SLOTS, key, len + rl + 2)) {
+        atomic_fetch_add_explicit(&m->would_overflow[outcome], 1, memory_order_relaxed);
+    }
+}
+
+void tg_metrics_shadow(tg_metrics_t *m, const char *surface, size_t len, int live, int shadow) {
+    atomic_fetch_add_explicit(&m->shadow_decisions, 1, memory_order_relaxed);
+    if (live == shadow || live < 0 || live > 3 || shadow < 0 || shadow > 3) {
+        return; /* agreement on the decision (a reason-only difference: below) */
+    }
+    if (surface == NULL || len == 0 || len > TG_METRICS_SURFACE_NAME_MAX) {
+        atomic_fetch_add_explicit(&m->shadow_overflow, 1, memory_order_relaxed);
+        return;
+    }
+    char key[TG_METRICS_SURFACE_NAME_MAX + 3];
+    memcpy(key, surface, len);
+    key[len] = (char)('0' + live);
+    key[len + 1] = (char)('0' + shadow);
+    if (!keyed_add(m->shadow, TG_METRICS_SHADOW_SLOTS, key, len + 2)) {
+        atomic_fetch_add_explicit(&m->shadow_overflow, 1, memory_order_relaxed);
+    }
+}
+
+void tg_metrics_shadow_reason(tg_metrics_t *m) {
+    atomic_fetch_add_explicit(&m->shadow_reason_only, 1, memory_order_relaxed);
 }
 
 /* put_label for n bytes (a slice of a would-decision key). */
@@ -303,6 +332,51 @@ static tg_err_t render_modes(tg_buf_t *out, tg_metrics_t *m) {
                                "reason=\"other\"} %llu\n",
                                outcome_names[o], (unsigned long long)v);
         }
+    }
+    return rc;
+}
+
+/* --shadow-policy (issue 22): trigguard_shadow_decisions_total, and the disagreements by
+ * surface and both decisions (INVALID: the candidate refused the request itself). */
+static tg_err_t render_shadow(tg_buf_t *out, tg_metrics_t *m) {
+    static const char *const names[4] = {"PERMIT", "DENY", "SILENCE", "INVALID"};
+    tg_err_t rc = tg_buf_printf(
+        out,
+        "# HELP trigguard_shadow_decisions_total Requests the --shadow-policy bundle decided "
+        "beside the live one.\n# TYPE trigguard_shadow_decisions_total counter\n"
+        "trigguard_shadow_decisions_total %llu\n"
+        "# HELP trigguard_shadow_reason_disagreements_total Same decision, another reason "
+        "code.\n# TYPE trigguard_shadow_reason_disagreements_total counter\n"
+        "trigguard_shadow_reason_disagreements_total %llu\n"
+        "# HELP trigguard_shadow_disagreements_total The shadow bundle's decision differs from "
+        "the live one, by surface, live and shadow decision.\n"
+        "# TYPE trigguard_shadow_disagreements_total counter\n",
+        (unsigned long long)atomic_load_explicit(&m->shadow_decisions, memory_order_relaxed),
+        (unsigned long long)atomic_load_explicit(&m->shadow_reason_only, memory_order_relaxed));
+    for (int i = 0; i < TG_METRICS_SHADOW_SLOTS && rc == TG_OK; i++) {
+        tg_metrics_would_t *w = &m->shadow[i];
+        const char *k = atomic_load_explicit(&w->key, memory_order_acquire);
+        if (k == NULL || k != w->keys) {
+            continue;
+        }
+        size_t sl = w->key_len - 2;
+        int lv = k[sl] - '0', sv = k[sl + 1] - '0';
+        rc = tg_buf_puts(out, "trigguard_shadow_disagreements_total{surface=\"");
+        if (rc == TG_OK) {
+            rc = put_label_n(out, k, sl);
+        }
+        if (rc == TG_OK) {
+            rc = tg_buf_printf(
+                out, "\",live=\"%s\",shadow=\"%s\"} %llu\n", names[lv & 3], names[sv & 3],
+                (unsigned long long)atomic_load_explicit(&w->count, memory_order_relaxed));
+        }
+    }
+    uint64_t v = (uint64_t)atomic_load_explicit(&m->shadow_overflow, memory_order_relaxed);
+    if (v && rc == TG_OK) {
+        rc = tg_buf_printf(out,
+                           "trigguard_shadow_disagreements_total{surface=\"other\",live=\"other\","
+                           "shadow=\"other\"} %llu\n",
+                           (unsigned long long)v);
     }
     return rc;
 }
@@ -419,6 +493,9 @@ tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) {
     }
     if (rc == TG_OK) {
         rc = render_modes(out, m);
+    }
+    if (rc == TG_OK) {
+        rc = render_shadow(out, m);
     }
     if (rc == TG_OK) {
         rc = tg_buf_printf(out,

@@ -62,6 +62,10 @@ typedef struct {
     atomic_uint_fast64_t count;
 } tg_metrics_would_t;
 
+/* trigguard_shadow_disagreements_total{surface,live,shadow}: one slot per (surface, live
+ * decision, shadow decision), the same slot type as the would-decisions'. */
+#define TG_METRICS_SHADOW_SLOTS 256
+
 /* What a redemption ended in (redeem.c): trigguard_redemptions_total{result}. */
 typedef enum {
     TG_REDEEM_OK = 0,        /* "redeemed": 200 */
@@ -93,6 +97,12 @@ typedef struct tg_metrics {
     atomic_uint_fast64_t modes[2][3];
     tg_metrics_would_t would[TG_METRICS_WOULD_SLOTS];
     atomic_uint_fast64_t would_overflow[3]; /* table full or names too long: surface "other" */
+    /* --shadow-policy: the shadow bundle's decisions, and its disagreements with the live
+     * one keyed by surface + the two decisions' digits (tg_metrics_shadow) */
+    atomic_uint_fast64_t shadow_decisions;
+    atomic_uint_fast64_t shadow_reason_only;
+    tg_metrics_would_t shadow[TG_METRICS_SHADOW_SLOTS];
+    atomic_uint_fast64_t shadow_overflow;
 } tg_metrics_t;
 
 void tg_metrics_init(tg_metrics_t *m);
@@ -111,6 +121,13 @@ void tg_metrics_mode(tg_metrics_t *m, bool observe, int outcome);
  * Thread-safe. */
 void tg_metrics_would(tg_metrics_t *m, const char *surface, size_t len, int outcome,
                       const char *reason);
+
+/* Counts one shadow decision; when live != shadow (0 PERMIT, 1 DENY, 2 SILENCE, 3 INVALID:
+ * the shadow bundle refused the request), one disagreement for the surface. Thread-safe. */
+void tg_metrics_shadow(tg_metrics_t *m, const char *surface, size_t len, int live, int shadow);
+
+/* Counts one shadow decision equal to the live one but for its reason code. Thread-safe. */
+void tg_metrics_shadow_reason(tg_metrics_t *m);
 
 /* Counts one request answered 503 while its record was still not durable (stall bound or
  * stop). Thread-safe. */
@@ -132,9 +149,10 @@ typedef struct {
 
 /* What is loaded now and how reloads went (reload.c): the parts' names, their counts, and
  * the identity of the configuration serving. The strings are the caller's, for the call. */
-#define TG_METRICS_RELOAD_PARTS 5
+#define TG_METRICS_RELOAD_PARTS 6
 typedef struct {
-    const char *part[TG_METRICS_RELOAD_PARTS]; /* "policy", "tokens", "keys", "tls", "oidc" */
+    const char *part[TG_METRICS_RELOAD_PARTS]; /* "policy", "tokens", "keys", "tls", "oidc",
+                                                  "shadow_policy" */
     uint64_t ok[TG_METRICS_RELOAD_PARTS], failed[TG_METRICS_RELOAD_PARTS];
     const char *policy_version; /* policy-controlled: escaped */
     const char *policy_hash;
