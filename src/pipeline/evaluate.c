@@ -943,6 +943,8 @@ static step_t decide_only(eval_req_t *r, steps_t *s) {
     r->verdict = s->d.verdict;
     r->reason = s->d.reason;
     tg_metrics_decision(&r->p->metrics, r->surface, r->surface_len, verdict_index(s->d.verdict));
+    tg_metrics_decision_detail(&r->p->metrics, r->tenant_name, r->tenant_len,
+                               verdict_index(s->d.verdict), s->d.reason);
     respond_decide(r, &s->d, s->pol);
     return STEP_ANSWERED;
 }
@@ -985,6 +987,8 @@ static step_t decide(eval_req_t *r, steps_t *s) {
                     strlen(s->d.reason));
     r->reason = r->reason_copy;
     tg_metrics_decision(&p->metrics, r->surface, r->surface_len, verdict_index(s->d.verdict));
+    tg_metrics_decision_detail(&p->metrics, r->tenant_name, r->tenant_len,
+                               verdict_index(s->d.verdict), r->reason);
     tg_metrics_mode(&p->metrics, r->observe, verdict_index(s->d.verdict));
     if (r->observe) {
         tg_metrics_would(&p->metrics, r->surface, r->surface_len, verdict_index(s->d.verdict),

@@ -546,6 +546,28 @@ for fam in ("trigguard_rate_limited_total", "trigguard_bulkhead_rejected_total",
         bad.append("family %s missing" % fam)
 assert types["trigguard_http_request_duration_seconds"] == "histogram"
 assert m("trigguard_ledger_healthy") == 1, "ledger not healthy"
+# build, process and occupancy series (issue 24)
+builds = [l for n, l, v in samples if n == "trigguard_build_info"]
+if len(builds) != 1 or set(dict(builds[0])) != {"version", "commit", "protocol"} or dict(builds[0])["protocol"] != "trigguard/v1":
+    bad.append("trigguard_build_info: %s" % builds)
+if not m("process_cpu_seconds_total") > 0: bad.append("process_cpu_seconds_total")
+if not m("process_resident_memory_bytes") > 1 << 20: bad.append("process_resident_memory_bytes")
+if not 3 <= m("process_open_fds") <= m("process_max_fds"): bad.append("process_open_fds / process_max_fds")
+import time
+if not abs(m("process_start_time_seconds") - time.time()) < 3600: bad.append("process_start_time_seconds")
+for fam in ("trigguard_store_bytes", "trigguard_store_bytes_capacity", "trigguard_receipt_index_entries",
+            "trigguard_receipt_index_capacity", "trigguard_ledger_segment", "trigguard_ledger_segment_bytes",
+            "trigguard_ledger_head_seq", "trigguard_ledger_bytes_total"):
+    if fam not in types: bad.append("family %s missing" % fam)
+if not m("trigguard_receipt_index_entries") >= 8: bad.append("trigguard_receipt_index_entries")
+if not m("trigguard_ledger_head_seq") >= 10: bad.append("trigguard_ledger_head_seq")
+# decisions by reason code and by tenant: the same decisions as by surface
+by_reason = sum(v for n, l, v in samples if n == "trigguard_decisions_by_reason_total")
+by_tenant = sum(v for n, l, v in samples if n == "trigguard_tenant_decisions_total")
+by_surface = sum(v for n, l, v in samples if n == "trigguard_decisions_total")
+if not (by_reason == by_tenant == by_surface > 0): bad.append("by reason %s, by tenant %s, by surface %s" % (by_reason, by_tenant, by_surface))
+if m("trigguard_decisions_by_reason_total", decision="PERMIT", reason="NO_POLICY_VIOLATION") < 5: bad.append("PERMIT NO_POLICY_VIOLATION")
+if m("trigguard_tenant_decisions_total", tenant="acme", decision="PERMIT") < 1: bad.append("acme PERMIT")
 if bad:
     print("\n".join(bad)); sys.exit(1)
 PY
