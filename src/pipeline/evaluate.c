@@ -69,6 +69,9 @@ typedef struct eval_req {
     char reason_copy[TG_POLICY_MAX_REASON + 1];
     /* The request id, for log lines written after the exchange may be gone. */
     char rid[TG_HTTP_REQUEST_ID_MAX + 1];
+    /* For the access log: the decision's actor (a bounded prefix) and deciding rule. */
+    char actor[TG_POLICY_MAX_NAME + 1];
+    char rule[TG_POLICY_MAX_NAME + 1];
 } eval_req_t;
 
 /* What the steps of one decision hand on to each other. Owned by tg_pipeline_evaluate's
@@ -146,12 +149,29 @@ static eval_req_t *eval_req_new(void) {
     if (r != NULL) {
         memset(r, 0, offsetof(eval_req_t, tenant_name));
         r->tenant_name[0] = r->subject[0] = r->issuer[0] = r->idem[0] = r->nonce[0] =
-            r->exec_id[0] = r->surface[0] = r->reason_copy[0] = r->rid[0] = '\0';
+            r->exec_id[0] = r->surface[0] = r->reason_copy[0] = r->rid[0] = r->actor[0] =
+                r->rule[0] = '\0';
     }
     return r;
 }
 
 static void eval_req_free(eval_req_t *r) { free(r); }
+
+/* A replay's executionId, for the access log: read back from the stored response (our own
+ * writer's canonical text, policy.h tg_decision_body_open). */
+static void replay_exec_id(eval_req_t *r, const tg_exchange_t *ex) {
+    static const char tag[] = "\"execution_id\":\"";
+    const char *at = ex->out.data != NULL ? strstr((const char *)ex->out.data, tag) : NULL;
+    if (at == NULL) {
+        return;
+    }
+    at += sizeof tag - 1;
+    const char *end = strchr(at, '"');
+    if (end != NULL && (size_t)(end - at) <= TG_RECEIPT_EXEC_ID_LEN) {
+        memcpy(r->exec_id, at, (size_t)(end - at));
+        r->exec_id[end - at] = '\0';
+    }
+}
 
 /* Ends the request's group-commit announcement (tg_ledger_announce), once. */
 static void announce_end(eval_req_t *r) {
@@ -199,6 +219,14 @@ static void finish(eval_req_t *r) {
         .reason = r->reason,
         .surface = r->surface_len ? r->surface : NULL,
         .latency_us = us,
+        .execution_id =
+            tg_answer_is_decision(ex->status) && r->exec_id[0] != '\0' ? r->exec_id : NULL,
+        .actor = r->actor[0] != '\0' ? r->actor : NULL,
+        .rule = tg_answer_is_decision(ex->status) && r->rule[0] != '\0' ? r->rule : NULL,
+        .error = ex->status >= 400 ? ex->log_error : NULL,
+        .replayed = ex->replayed,
+        .client = ex->client[0] != '\0' ? ex->client : NULL,
+        .traceparent = ex->traceparent[0] != '\0' ? ex->traceparent : NULL,
     };
     tg_log_request(&line);
     if (r->bulkhead_held) {
@@ -714,6 +742,7 @@ static step_t check_idempotency(eval_req_t *r, steps_t *s) {
          * replayed on /execute must still answer 403 to a DENY or SILENCE: a gate
          * that trusts /execute's status would otherwise run a denied action. */
         ex->replayed = true;
+        replay_exec_id(r, ex);
         tg_reply_ok(ex, decision_answer(r->mode, permit));
         atomic_fetch_add_explicit(&p->metrics.idem_replays, 1, memory_order_relaxed);
         return STEP_ANSWERED;
@@ -910,6 +939,28 @@ static step_t resolve_mode(eval_req_t *r, steps_t *s) {
     return STEP_NEXT;
 }
 
+/* The access log's actor and rule, copied (bounded) once the kernel decided. */
+static void log_capture(eval_req_t *r, const steps_t *s) {
+    size_t n = s->frame.actor.len;
+    if (s->frame.actor.ptr != NULL) {
+        if (n > TG_POLICY_MAX_NAME) {
+            n = TG_POLICY_MAX_NAME - 3;
+            while (n > 0 && ((unsigned char)s->frame.actor.ptr[n] & 0xc0) == 0x80) {
+                n--; /* not inside a UTF-8 sequence */
+            }
+            memcpy(r->actor, s->frame.actor.ptr, n);
+            memcpy(r->actor + n, "...", 4);
+        } else {
+            memcpy(r->actor, s->frame.actor.ptr, n);
+            r->actor[n] = '\0';
+        }
+    }
+    if (s->d.rule_id.ptr != NULL && s->d.rule_id.len <= TG_POLICY_MAX_NAME) {
+        memcpy(r->rule, s->d.rule_id.ptr, s->d.rule_id.len);
+        r->rule[s->d.rule_id.len] = '\0';
+    }
+}
+
 /* --shadow-policy: what the shadow bundle needs to decide this request again after the live
  * decision, copied out of r (which the ledger's answer may free before the shadow runs). */
 static void shadow_capture(eval_req_t *r, steps_t *s) {
@@ -940,6 +991,7 @@ static void shadow_capture(eval_req_t *r, steps_t *s) {
 static step_t decide_only(eval_req_t *r, steps_t *s) {
     tg_kernel_decide(&s->d, tg_policy_tables(s->pol), &s->frame);
     shadow_capture(r, s);
+    log_capture(r, s);
     r->verdict = s->d.verdict;
     r->reason = s->d.reason;
     tg_metrics_decision(&r->p->metrics, r->surface, r->surface_len, verdict_index(s->d.verdict));
@@ -974,6 +1026,7 @@ static step_t decide(eval_req_t *r, steps_t *s) {
     tg_pipeline_t *p = r->p;
     tg_kernel_decide(&s->d, tg_policy_tables(s->pol), &s->frame);
     shadow_capture(r, s);
+    log_capture(r, s);
     /* A signed receipt must be readable by GET /v1/receipts: with the index full, refuse
      * now (503, claims released) rather than sign a receipt that route would deny
      * knowing. The insert after the ledger append stays the authority (see settle). */

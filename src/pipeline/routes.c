@@ -35,7 +35,10 @@ void tg_pipeline_finish_simple(tg_pipeline_t *p, tg_exchange_t *ex, tg_route_t i
                              .method = ex->method,
                              .route = tg_route_name(id),
                              .status = ex->status,
-                             .latency_us = us};
+                             .latency_us = us,
+                             .error = ex->status >= 400 ? ex->log_error : NULL,
+                             .client = ex->client[0] != '\0' ? ex->client : NULL,
+                             .traceparent = ex->traceparent[0] != '\0' ? ex->traceparent : NULL};
     tg_log_request(&line);
 }
 

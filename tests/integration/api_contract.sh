@@ -259,7 +259,10 @@ for route in /v1/evaluate /execute /decide; do
     tg_check "$route: RateLimit-Policy is sent" tg_has_header RateLimit-Policy
     ac 200 "$route: within the burst" POST "$route" "${auth[@]}" --json-body "$(tg_req_json example)"
     ac 429 "$route: over the rate" POST "$route" "${auth[@]}" --json-body "$(tg_req_json example)"
-    tg_expect_header Retry-After 60 "$route 429"
+    # About a minute: what is left of it when the third request comes (a loaded machine may
+    # take seconds between the requests, which is not what this checks).
+    ra=$(tg_header Retry-After)
+    tg_check "$route 429: Retry-After $ra is within the minute" test "${ra:-0}" -ge 30 -a "${ra:-0}" -le 60
 done
 ac 200 "/v1/verify within the verify rate" POST /v1/verify --json-body '{}'
 ac 200 "/verify-receipt within the verify burst" POST /verify-receipt --json-body '{}'

@@ -575,6 +575,21 @@ if command -v promtool >/dev/null; then
     tg_check "promtool check metrics" sh -c "promtool check metrics <'$TG_BODY_FILE'"
 fi
 
+# ---- trace context and what the access log carries (issue 24) ---------------------------
+TP=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"itest-log-1"')" -H "traceparent: $TP" -H "X-Request-Id: itest-log-1"
+tg_expect_status 200 "evaluate with a traceparent"
+tg_expect_header traceparent "$TP" "a valid traceparent is echoed"
+tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"itest-log-1"')" -H "X-Request-Id: itest-log-2"
+tg_expect_status 200 "the same key again: a replay"
+for bad in 00-00000000000000000000000000000000-00f067aa0ba902b7-01 ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 \
+    00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01 "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x"; do
+    tg_req GET /healthz -H "traceparent: $bad"
+    tg_check "a malformed traceparent ($bad) is not echoed" bash -c "! grep -qi '^traceparent:' '$TG_HDR_FILE'"
+done
+tg_post /v1/evaluate '{"surface":"payments.charge"' -H "X-Request-Id: itest-log-3"
+tg_expect_status 400 "bad JSON"
+
 # ---- stop: exit 0, no sanitizer report ---------------------------------------------------
 
 tg_stop main
@@ -588,5 +603,13 @@ assert len(reqs) > 50, "too few request lines: %d" % len(reqs)
 for r in reqs:
     assert r["request_id"] and r["route"] and isinstance(r["status"], int) and "latency_us" in r, r
 assert any(r.get("request_id") == "itest-eval-1" and r.get("tenant") == "acme" and r.get("decision") == "PERMIT" and r.get("reason") == "NO_POLICY_VIOLATION" for r in reqs), "evaluate line lacks tenant/decision/reason"
+by = {r["request_id"]: r for r in reqs}
+l1, l2, l3 = by["itest-log-1"], by["itest-log-2"], by["itest-log-3"]
+assert l1["execution_id"].startswith("exec_") and l1["actor"] == "agent.billing" and l1["rule"] == "billing-within-limit", l1
+assert l1["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736" and l1["span_id"] == "00f067aa0ba902b7", l1
+assert l1["client"] == "127.0.0.1" and "replayed" not in l1 and "error" not in l1, l1
+assert l2.get("replayed") is True and l2["execution_id"] == l1["execution_id"] and "trace_id" not in l2, l2
+assert l3["error"] == "invalid_json" and l3["status"] == 400 and "execution_id" not in l3, l3
+assert all(r.get("client") for r in reqs), "a request line without the client address"
 PY
 tg_done
