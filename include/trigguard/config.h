@@ -62,6 +62,9 @@ typedef struct tg_config {
     char authority_id[TG_CONFIG_STR_MAX];
     char policy[TG_CONFIG_STR_MAX];
     char shadow_policy[TG_CONFIG_STR_MAX]; /* --shadow-policy: "" = none */
+    char admin_listen[TG_CONFIG_STR_MAX];  /* --admin-listen ADDR:PORT; "" = none */
+    char admin_host[64];                   /* derived: its address (no brackets) */
+    int64_t admin_port;                    /* derived: its port */
     char tokens[TG_CONFIG_STR_MAX];
     char api_keys[TG_CONFIG_STR_MAX]; /* secret: redacted by --print-config */
     bool auth_bypass;

@@ -41,6 +41,9 @@ static const opt_t options[] = {
      "TCP port; 0 picks a free port (see --port-file)"},
     {"decide-port", "TG_DECIDE_PORT", OPT_INT, F(decide_port), "0", 0, 65535, NULL, 0,
      "optional second listener serving only POST /decide; 0 = off"},
+    {"admin-listen", "TRIGGUARD_ADMIN_LISTEN", OPT_STR, F(admin_listen), "", 0, 0, NULL, 0,
+     "ADDR:PORT ([v6]:PORT) of a listener for /metrics, /v1/admin/reload and the health "
+     "routes, which the API port then no longer serves; empty = off"},
     {"port-file", "TRIGGUARD_PORT_FILE", OPT_STR, F(port_file), "", 0, 0, NULL, 0,
      "write the bound port number to this file once listening"},
     {"key", "TRIGGUARD_SIGNING_KEY", OPT_STR, F(signing_key), "", 0, 0, NULL, 1,
@@ -306,6 +309,46 @@ const char *tg_config_durability_name(tg_config_durability_t d) {
     return "unknown";
 }
 
+/* --admin-listen ADDR:PORT or [V6]:PORT into admin_host / admin_port (port 0: ephemeral,
+ * for tests; it must differ from --port and --decide-port on the same address family). */
+static tg_err_t parse_admin_listen(tg_config_t *cfg, tg_diag_t *diag) {
+    const char *v = cfg->admin_listen;
+    const char *colon = strrchr(v, ':');
+    size_t hl = colon != NULL ? (size_t)(colon - v) : 0;
+    const char *host = v;
+    bool bracketed = hl >= 2 && v[0] == '[' && v[hl - 1] == ']';
+    if (bracketed) {
+        host = v + 1;
+        hl -= 2;
+    } else if (memchr(v, ':', hl) != NULL) {
+        hl = 0; /* an IPv6 address without brackets: "::1:9090" is itself an address */
+    }
+    if (colon == NULL || hl == 0 || hl >= sizeof cfg->admin_host || colon[1] == '\0' ||
+        colon[1 + strspn(colon + 1, "0123456789")] != '\0' || strlen(colon + 1) > 5) {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "--admin-listen \"%s\" is not ADDR:PORT (an IPv6 address in brackets)",
+                           v);
+    }
+    memcpy(cfg->admin_host, host, hl);
+    cfg->admin_host[hl] = '\0';
+    long port = strtol(colon + 1, NULL, 10);
+    unsigned char addr[sizeof(struct in6_addr)];
+    if (port > 65535 || (inet_pton(AF_INET, cfg->admin_host, addr) != 1 &&
+                         inet_pton(AF_INET6, cfg->admin_host, addr) != 1)) {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "--admin-listen \"%s\": not an IPv4 or IPv6 address with a port "
+                           "0..65535",
+                           v);
+    }
+    cfg->admin_port = (int64_t)port;
+    if (port != 0 && (port == cfg->port || port == cfg->decide_port) &&
+        strcmp(cfg->admin_host, cfg->listen) == 0) {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "--admin-listen must not be the API's address and port");
+    }
+    return TG_OK;
+}
+
 /* Rules that involve more than one option. */
 static tg_err_t check_cross(tg_config_t *cfg, tg_diag_t *diag) {
     unsigned char addr[sizeof(struct in6_addr)];
@@ -321,6 +364,12 @@ static tg_err_t check_cross(tg_config_t *cfg, tg_diag_t *diag) {
     }
     if (cfg->decide_port != 0 && cfg->decide_port == cfg->port) {
         return tg_diag_set(diag, TG_ERR_CONFIG, "--decide-port must differ from --port");
+    }
+    if (cfg->admin_listen[0] != '\0') {
+        tg_err_t rc = parse_admin_listen(cfg, diag);
+        if (rc != TG_OK) {
+            return rc;
+        }
     }
     cfg->ledger_no_create = strcmp(cfg->ledger_create, "never") == 0;
     cfg->store_postgres = strcmp(cfg->store_name, "postgres") == 0;
