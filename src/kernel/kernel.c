@@ -143,6 +143,15 @@ static const tg_value_t *cond_value(const tg_cond_t *c, const tg_frame_t *f, tg_
     }
 }
 
+/* Branch and placement hints for the rare paths of the rules loop (GCC and clang). */
+#if defined(__GNUC__)
+#define TG_KERNEL_COLD __attribute__((cold, noinline))
+#define TG_KERNEL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define TG_KERNEL_COLD
+#define TG_KERNEL_UNLIKELY(x) (x)
+#endif
+
 static int string_test(const tg_cond_t *c, const tg_value_t *v);
 
 /* Whether condition c holds on value v (NULL = absent). A condition holds only on a present
@@ -182,7 +191,7 @@ static int cond_test(const tg_cond_t *c, const tg_value_t *v) {
     case TG_OP_PREFIX:
     case TG_OP_SUFFIX:
     case TG_OP_GLOB:
-        return string_test(c, v);
+        return string_test(c, v); /* out of line: today's operators keep cond_test small */
     default:
         return 0; /* groups are walked by eval_node, never tested on a value */
     }
@@ -193,7 +202,7 @@ static int cond_test(const tg_cond_t *c, const tg_value_t *v) {
  * test of its op and has_from, nothing more. */
 
 /* prefix / suffix / glob: hold only on a string value (the compiler makes value a string). */
-static int string_test(const tg_cond_t *c, const tg_value_t *v) {
+TG_KERNEL_COLD static int string_test(const tg_cond_t *c, const tg_value_t *v) {
     if (v->type != TG_VT_STRING || c->value.type != TG_VT_STRING) {
         return 0;
     }
@@ -283,9 +292,15 @@ static int eval_node(const tg_cond_t *c, const tg_frame_t *f, unsigned depth) {
     return corrupt ? -1 : !any;
 }
 
+/* The walk for groups and value_from, out of line so that eval_cond (inlined into the
+ * rules loop) stays as small as it was for today's conditions. */
+TG_KERNEL_COLD static int eval_cond_ext(const tg_cond_t *c, const tg_frame_t *f) {
+    return eval_node(c, f, 0) == 1;
+}
+
 static int eval_cond(const tg_cond_t *c, const tg_frame_t *f) {
-    if (c->op >= TG_OP_ALL || c->has_from) {
-        return eval_node(c, f, 0) == 1;
+    if (TG_KERNEL_UNLIKELY(c->op >= TG_OP_ALL || c->has_from)) {
+        return eval_cond_ext(c, f);
     }
     tg_value_t tmp;
     return cond_test(c, cond_value(c, f, &tmp));
