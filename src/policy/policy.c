@@ -1168,6 +1168,9 @@ static tg_err_t compile_group(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, con
             k = i;
         }
     }
+    if (gv == NULL) { /* compile_cond calls this for an object with one of the keys */
+        return fail(c, "a group needs any_of, all_of or not");
+    }
     size_t saved = path_push_key(c, keys[k]);
     if (c->cond_depth >= TG_POLICY_MAX_NESTING) {
         return fail(c, "groups nested more than %d deep", TG_POLICY_MAX_NESTING);
@@ -1232,8 +1235,9 @@ static tg_err_t compile_value_from(cc_t *c, tg_cond_t *cd, const tg_surface_t *s
         return fail(c, "value_from works with eq, ne, gt, gte, lt and lte, not %s",
                     OP_NAMES[cd->op]);
     }
-    if (!json_is_string(fv)) {
-        return fail(c, "must be a field name (a string), not %s", json_type_name(fv));
+    if (fv == NULL || !json_is_string(fv)) {
+        return fail(c, "must be a field name (a string), not %s",
+                    fv == NULL ? "absent" : json_type_name(fv));
     }
     const char *fs = json_string_value(fv);
     size_t fl = json_string_length(fv);

@@ -157,7 +157,9 @@ static void test_string_operators(void **state) {
         {B "'glob','value':'v?.*'}]", "{'surface':'s','context':{'branch':'v10.2'}}", 0},
         /* ? is one code point: é is two bytes */
         {B "'glob','value':'caf?'}]", "{'surface':'s','context':{'branch':'caf\\u00e9'}}", 1},
-        {B "'glob','value':'caf?" "?'}]", "{'surface':'s','context':{'branch':'caf\\u00e9'}}", 0},
+        {B "'glob','value':'caf?"
+           "?'}]",
+         "{'surface':'s','context':{'branch':'caf\\u00e9'}}", 0},
         {"[{'field':'actor','op':'glob','value':'ci.*-bot'}]",
          "{'surface':'s','actor':'ci.release-bot'}", 1},
         {"[{'field':'actor','op':'glob','value':'ci.*-bot'}]", "{'surface':'s'}", 0},
