@@ -392,6 +392,61 @@ static void test_value_from_field_is_mentioned(void **state) {
     tg_policy_destroy(p);
 }
 
+/* The string operand's bound: TG_POLICY_MAX_VALUE bytes accepted, one more refused. */
+static void test_operand_bound(void **state) {
+    (void)state;
+    for (int extra = 0; extra <= 1; extra++) {
+        size_t n = TG_POLICY_MAX_VALUE + (size_t)extra;
+        char *pat = malloc(n + 1);
+        assert_non_null(pat);
+        memset(pat, 'a', n);
+        pat[n - 1] = '*';
+        pat[n] = '\0';
+        json_t *when =
+            json_pack("[{s:s, s:s, s:s}]", "field", "context.b", "op", "glob", "value", pat);
+        tg_diag_t diag;
+        tg_err_t rc = compile_when(when, &diag);
+        if (extra == 0) {
+            assert_int_equal(rc, TG_OK);
+        } else {
+            assert_int_equal(rc, TG_ERR_POLICY_INVALID);
+            assert_string_equal(diag.msg,
+                                "surfaces.s.rules[0].when[0].value: string longer than 1024 bytes");
+        }
+        free(pat);
+    }
+}
+
+/* The caller's verified facts take the string operators and value_from like the request's
+ * own fields: an absent fact holds nothing. */
+static void test_facts(void **state) {
+    (void)state;
+    tg_policy_t *p = compile_ok("{}", "[{'field':'tenant','op':'prefix','value':'acme-'},"
+                                      "{'field':'principal.subject','op':'eq','value_from':"
+                                      "'context.owner'}]");
+    json_t *req = parse_q("{'surface':'s','context':{'owner':'u1'}}");
+    tg_frame_t f;
+    assert_int_equal(tg_frame_from_request(&f, NULL, p, req, NULL), TG_OK);
+    tg_decision_t d;
+    tg_kernel_decide(&d, tg_policy_tables(p), &f);
+    assert_int_equal(d.verdict, TG_DENY); /* no tenant, no subject */
+    f.tenant.ptr = "acme-eu";
+    f.tenant.len = 7;
+    f.principal_subject.ptr = "u1";
+    f.principal_subject.len = 2;
+    tg_kernel_decide(&d, tg_policy_tables(p), &f);
+    assert_int_equal(d.verdict, TG_PERMIT);
+    f.principal_subject.ptr = "u2";
+    tg_kernel_decide(&d, tg_policy_tables(p), &f);
+    assert_int_equal(d.verdict, TG_DENY);
+    f.principal_subject.ptr = "u1";
+    f.tenant.ptr = "beta-eu";
+    tg_kernel_decide(&d, tg_policy_tables(p), &f);
+    assert_int_equal(d.verdict, TG_DENY);
+    json_decref(req);
+    tg_policy_destroy(p);
+}
+
 /* ---- glob: a reference matcher and the step bound ----------------------------------- */
 
 /* Backtracking reference over code points (small inputs only). */
@@ -574,6 +629,8 @@ int main(void) {
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_misuse),
         cmocka_unit_test(test_value_from_field_is_mentioned),
+        cmocka_unit_test(test_operand_bound),
+        cmocka_unit_test(test_facts),
         cmocka_unit_test(test_glob_reference),
         cmocka_unit_test(test_glob_steps),
         cmocka_unit_test(test_explain),
