@@ -136,9 +136,9 @@ typedef enum tg_op {
 /* The `glob` operator: whether text[0..n) matches pattern[0..m), where `*` matches any run
  * of code points (the empty one too), `?` exactly one UTF-8 code point, and every other byte
  * itself (no escapes, no classes; a malformed UTF-8 byte counts as one code point). Time
- * O(m + n·L), L the longest star-free run of the pattern, never the O(n·m) of backtracking
- * (glob.c argues it); *steps (when not NULL) is increased by the comparisons made, for
- * tests. Pure, no allocation, reentrant. */
+ * O(m + n) when no star-free run between two stars holds a `?`, else O(m + n·L), L the
+ * longest such run; never the O(n·m) of backtracking (glob.c argues it); *steps (when not NULL) is
+ * increased by the comparisons made, for tests. Pure, no allocation, reentrant. */
 int tg_glob_match(const char *pattern, size_t m, const char *text, size_t n, uint64_t *steps);
 
 typedef enum tg_effect { TG_EFFECT_DENY = 0, TG_EFFECT_PERMIT = 1 } tg_effect_t;

@@ -13,12 +13,16 @@
  *   - each middle segment is matched at its leftmost position after the previous one.
  * Leftmost is enough: if the middle segments match at all, they match with each one at its
  * leftmost possible place (moving a match left only leaves more text for the segments after
- * it, and the stars around it absorb the difference), so no choice is ever revisited. A text
- * position is tried as the start of one segment at most once and each try compares at most
- * that segment's length, so the work is O(m + n·L), L the longest middle segment: linear in
- * the text for a fixed pattern, and linear outright for patterns like `*a*a*a*b` whose
- * segments are short, the ones that make backtracking matchers quadratic. `steps` counts
- * the comparisons so that tests can check the bound without a clock.
+ * it, and the stars around it absorb the difference), so no choice is ever revisited, and
+ * each segment's search starts where the previous one's match ended. The search itself:
+ *   - a segment without `?` (the common case: `release/`, `.prod`) is found with KMP, whose
+ *     failure table lives on the stack: at most 2 comparisons per text byte scanned;
+ *   - a segment with `?` is tried at each code point in turn, at most its length L per try.
+ * The text a segment scans is never scanned by another, so the total is O(m + n) for
+ * patterns whose middle segments have no `?` (`*a*a*a*b`, `*aaaaaaaab*`: the ones that make
+ * backtracking matchers quadratic) and O(m + n·L) in general, L the longest middle segment
+ * with a `?`; never the O(n·m) of backtracking. `steps` counts the comparisons so that tests
+ * check the bound without a clock.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -100,6 +104,54 @@ static int seg_back(const unsigned char *p, size_t m, const unsigned char *s, si
     return 1;
 }
 
+/* Segments of at most this many bytes without `?` are searched with KMP: its failure table
+ * lives on the stack (2 KiB), the search compares at most 2·(end - *pos) bytes. */
+#define KMP_MAX 1024
+
+/* For a middle segment p[0..m) with no `?` (and 2 <= m <= KMP_MAX): the leftmost occurrence
+ * of p in s[*pos..end) is written to *pos and 1 returned; 0 when there is none. Returns -1
+ * (nothing done) when the segment does not qualify, so that the caller scans naively. */
+static int literal_find(const unsigned char *p, size_t m, const unsigned char *s, size_t *pos,
+                        size_t end, uint64_t *steps) {
+    if (m < 2 || m > KMP_MAX) {
+        return -1;
+    }
+    for (size_t i = 0; i < m; i++) {
+        if (p[i] == '?') {
+            return -1;
+        }
+    }
+    uint16_t border[KMP_MAX]; /* border[i]: longest proper border of p[0..i] */
+    border[0] = 0;
+    size_t k = 0;
+    for (size_t i = 1; i < m; i++) {
+        while (k > 0 && p[i] != p[k]) {
+            k = border[k - 1];
+        }
+        if (p[i] == p[k]) {
+            k++;
+        }
+        border[i] = (uint16_t)k;
+    }
+    k = 0;
+    for (size_t i = *pos; i < end; i++) {
+        while (k > 0 && s[i] != p[k]) {
+            (*steps)++;
+            k = border[k - 1];
+        }
+        (*steps)++;
+        if (s[i] == p[k]) {
+            k++;
+        }
+        if (k == m) {
+            *pos = i + 1 - m;
+            return 1;
+        }
+    }
+    *pos = end;
+    return 0;
+}
+
 int tg_glob_match(const char *pattern, size_t m, const char *text, size_t n, uint64_t *steps) {
     uint64_t local = 0;
     uint64_t *st = steps != NULL ? steps : &local;
@@ -132,7 +184,13 @@ int tg_glob_match(const char *pattern, size_t m, const char *text, size_t n, uin
         while (j < last && p[j] != '*') {
             j++;
         }
-        if (j > i) {
+        int lit = j > i ? literal_find(p + i, j - i, s, &pos, end, st) : 1;
+        if (lit == 0) {
+            return 0;
+        }
+        if (lit == 1) {
+            pos += j - i; /* a literal segment covers its own length */
+        } else {
             int found = 0;
             while (pos < end) {
                 if (seg_fwd(p + i, j - i, s + pos, end - pos, &used, st)) {

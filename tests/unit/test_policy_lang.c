@@ -529,15 +529,20 @@ static void test_glob_steps(void **state) {
     assert_non_null(text);
     memset(text, 'a', N);
     text[N] = '\0';
-    static const struct {
+    static char long_literal[520];
+    long_literal[0] = '*';
+    memset(long_literal + 1, 'a', 500);
+    memcpy(long_literal + 501, "b*", 3);
+    const struct {
         const char *pattern;
         int match;
-        uint64_t per_byte; /* allowed comparisons per text byte: the longest segment + 1 */
+        uint64_t per_byte; /* comparisons allowed per text byte: 2 for literal segments
+                              (KMP), the longest segment with a `?` + 1 otherwise */
     } cases[] = {
-        {"*a*a*a*a*b", 0, 2},       {"*a*a*a*a*a", 1, 2},
-        {"*a*a*a*ab*", 0, 3},       {"*aaaaaaaab*", 0, 10},
-        {"a*a*a*a*a*a*a*a*", 1, 2}, {"*?*?*?*?*b", 0, 2},
-        {"*a?a?a?a?b*", 0, 11},     {"*b*", 0, 2},
+        {"*a*a*a*a*b", 0, 2},  {"*a*a*a*a*a", 1, 2},   {"*a*a*a*ab*", 0, 2},
+        {"*aaaaaaaab*", 0, 2}, {long_literal, 0, 2},   {"a*a*a*a*a*a*a*a*", 1, 2},
+        {"*?*?*?*?*b", 0, 2},  {"*a?a?a?a?b*", 0, 11}, {"*b*", 0, 2},
+        {"*aaab*aaab*", 0, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint64_t steps = 0;
