@@ -18,7 +18,15 @@
  *   rule:    {id, effect "permit"|"deny", reason UPPER_SNAKE, when [condition]}
  *   condition: {field "context.<name>"|"actor"|"action"|"signals.<name>"|"tenant"|
  *               "principal.subject"|"principal.issuer"|"principal.claims.<name>",
- *               op eq|ne|gt|gte|lt|lte|in|not_in|exists, value}
+ *               op eq|ne|gt|gte|lt|lte|in|not_in|exists|prefix|suffix|glob,
+ *               value | value_from}
+ *              or a group {"any_of": [condition]} | {"all_of": [condition]} |
+ *              {"not": condition}, nested at most TG_POLICY_MAX_NESTING deep.
+ *              prefix/suffix/glob take a string and hold only on a string value (glob:
+ *              `*` any run, `?` one code point; tg_glob_match). value_from names another
+ *              field of the same request (eq..lte only; either side absent: false, ne too).
+ *              A when[] list is an all_of; `not` over an absent field HOLDS (docs/POLICY.md:
+ *              test absence with exists).
  *              tenant and principal.* are verified facts of the authenticated caller, bound
  *              into the frame by the caller of tg_frame_from_request (never from the body).
  *   signal:  {type "number"|"boolean", description, reason, deny_on_tier [tiers],
@@ -69,6 +77,9 @@
 #define TG_POLICY_MAX_AUTHORITY 128        /* bytes of authority */
 #define TG_POLICY_MAX_VALUE 1024           /* bytes of a string operand */
 #define TG_POLICY_MAX_FILE ((size_t)1024 * 1024) /* bytes of a bundle file */
+#define TG_POLICY_MAX_NESTING 4     /* groups around one condition (any_of/all_of/not) */
+#define TG_POLICY_MAX_GROUP 16      /* members of one any_of / all_of */
+#define TG_POLICY_MAX_RULE_NODES 64 /* conditions in one rule, groups and members counted */
 
 /* The policy's limits that the kernel's formats must hold (kernel.h, kernel_tables.h). */
 _Static_assert(TG_POLICY_MAX_SIGNALS <= TG_FRAME_MAX_SIGNALS,
