@@ -860,6 +860,10 @@ done:
 static const char *const OP_NAMES[] = {"eq",  "ne", "gt",     "gte",   "lt",
                                        "lte", "in", "not_in", "exists"};
 
+const char *tg_policy_op_name(unsigned op) {
+    return op < sizeof OP_NAMES / sizeof OP_NAMES[0] ? OP_NAMES[op] : "?";
+}
+
 static const char *ft_name(uint8_t ft) {
     static const char *const names[] = {"any", "string", "number", "boolean", "object", "array"};
     return ft < 6 ? names[ft] : "?";
