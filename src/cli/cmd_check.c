@@ -53,7 +53,7 @@ static void check_usage(FILE *out) {
 typedef struct {
     const char *policy, *key, *key_id, *tenant, *authority, *request, *subject, *issuer;
     long ttl_s;
-    bool explain; /* --explain: the full explain after the trace */
+    bool explain;                             /* --explain: the full explain after the trace */
     const char *claim_args[CHECK_MAX_CLAIMS]; /* NAME=VALUE as given */
     size_t n_claims;
 } check_args_t;
