@@ -288,6 +288,11 @@ const char *tg_policy_op_name(unsigned op);
 tg_err_t tg_explain_json(tg_buf_t *out, tg_decision_t *d, const tg_policy_t *p,
                          const tg_frame_t *f) TG_MUST_USE;
 
+/* The same over kernel tables t (tg_policy_tables(p), or tables a test builds by hand, e.g.
+ * with limits). Errors as tg_explain_json (NULL t: TG_ERR_INVALID_ARG). */
+tg_err_t tg_explain_tables_json(tg_buf_t *out, tg_decision_t *d, const tg_kernel_tables_t *t,
+                                const tg_frame_t *f) TG_MUST_USE;
+
 /* Appends `,"explain":` and tg_explain_json's object: the ?explain=1 member after "trace".
  * Errors as tg_explain_json. */
 tg_err_t tg_decision_explain_append(tg_buf_t *out, const tg_policy_t *p,

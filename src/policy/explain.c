@@ -354,7 +354,15 @@ static tg_err_t restore(tg_buf_t *out, size_t start, tg_err_t rc) {
 
 tg_err_t tg_explain_json(tg_buf_t *out, tg_decision_t *d, const tg_policy_t *p,
                          const tg_frame_t *f) {
-    if (out == NULL || p == NULL || f == NULL) {
+    if (p == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    return tg_explain_tables_json(out, d, tg_policy_tables(p), f);
+}
+
+tg_err_t tg_explain_tables_json(tg_buf_t *out, tg_decision_t *d, const tg_kernel_tables_t *t,
+                                const tg_frame_t *f) {
+    if (out == NULL || t == NULL || f == NULL) {
         return TG_ERR_INVALID_ARG;
     }
     writer_t w;
@@ -364,10 +372,10 @@ tg_err_t tg_explain_json(tg_buf_t *out, tg_decision_t *d, const tg_policy_t *p,
     tg_buf_init(&w.rule, TG_EXPLAIN_MAX_BYTES);
     w.rc = tg_buf_puts(out, "{\"rules\":[");
     if (!w.rc) {
-        tg_kernel_explain(d, tg_policy_tables(p), f, on_step, &w);
+        tg_kernel_explain(d, t, f, on_step, &w);
         flush_rule(&w);
     } else if (d != NULL) {
-        tg_kernel_decide(d, tg_policy_tables(p), f);
+        tg_kernel_decide(d, t, f);
     }
     tg_err_t rc = w.rc;
     if (!rc) {
