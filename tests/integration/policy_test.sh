@@ -68,7 +68,7 @@ cat >"$tmp/pay.tests.jsonl" <<'JSON'
 
 {"name": "medium is wrongly expected to pass", "request": {"surface": "pay", "actor": "a", "context": {"amount": 500}}, "expect": {"decision": "PERMIT"}}
 {"name": "wrong reason", "request": {"surface": "pay", "actor": "c", "context": {"amount": 5}}, "expect": {"decision": "DENY", "reason_code": "TOO_BIG"}}
-{"name": "misc default", "request": {"surface": "misc"}, "expect": {"decision": "PERMIT", "reason_code": "NO_POLICY_VIOLATION"}}
+{"name": "misc default", "at": "2026-12-04T10:00:00+01:00", "tenant": "acme", "request": {"surface": "misc"}, "expect": {"decision": "PERMIT", "reason_code": "NO_POLICY_VIOLATION"}}
 JSON
 if run 1 "deliberate failures exit 1" policy test --policy "$tmp/pay.json" --coverage "$tmp/pay.tests.jsonl"; then
     checks=$((checks + 1))
