@@ -62,7 +62,7 @@ typedef struct run {
     uint32_t passed, failed, cases;
     rule_cov_t *cov;    /* one per rule of the policy, surfaces in id order */
     uint32_t *cov_base; /* first rule_cov_t of each surface */
-    tg_buf_t failures;  /* --json: the failure objects, comma-separated */
+    bool json_open;     /* --json: the document and its failures array were begun */
     /* the case being decided (the explain callback's view) */
     uint32_t surface;
     uint32_t cond_seq;
@@ -273,12 +273,22 @@ static tg_err_t json_str_member(tg_buf_t *b, const char *name, const char *s, si
     return rc ? rc : tg_canon_string(b, s, n);
 }
 
-/* One failure as a --json object appended to r->failures. */
+/* --json: the document is written as it goes ({"failures":[ first, each failure as it is
+ * found, the counts and coverage at the end), so that no failure count is too large. */
+static void json_begin(run_t *r) {
+    if (!r->json_open) {
+        fputs("{\"failures\":[", stdout);
+        r->json_open = true;
+    }
+}
+
+/* One failure as a --json object, written to stdout. */
 static tg_err_t failure_json(run_t *r, const case_in_t *c, const char *name, const json_t *ex,
                              const tg_decision_t *d, const tg_buf_t *explain) {
-    tg_buf_t *b = &r->failures;
-    size_t start = b->len;
-    tg_err_t rc = tg_buf_puts(b, b->len ? ",{\"file\":" : "{\"file\":");
+    tg_buf_t out;
+    tg_buf_t *b = &out;
+    tg_buf_init(b, 0);
+    tg_err_t rc = tg_buf_puts(b, r->failed > 1 ? ",{\"file\":" : "{\"file\":");
     if (!rc) {
         rc = tg_canon_string(b, c->file, strlen(c->file));
     }
@@ -312,9 +322,11 @@ static tg_err_t failure_json(run_t *r, const case_in_t *c, const char *name, con
     if (!rc) {
         rc = tg_buf_putc(b, '}');
     }
-    if (rc) {
-        b->len = start;
+    if (!rc) {
+        json_begin(r);
+        fwrite(b->data, 1, b->len, stdout);
     }
+    tg_buf_free(b);
     return rc;
 }
 
@@ -773,7 +785,6 @@ int tg_cmd_policy_test(int argc, char **argv) {
     int status = TG_EXIT_USAGE;
     tg_policy_t *p = NULL;
     tg_diag_t diag = {{0}};
-    tg_buf_init(&r.failures, 0);
     tg_err_t rc = tg_policy_load_file(&p, policy, &diag);
     if (rc) {
         fprintf(stderr, "trigguard policy test: policy %s: %s\n", policy,
@@ -805,13 +816,7 @@ int tg_cmd_policy_test(int argc, char **argv) {
     if (r.json) {
         tg_buf_t out;
         tg_buf_init(&out, 0);
-        rc = tg_buf_printf(&out, "{\"passed\":%u,\"failed\":%u,\"failures\":[", r.passed, r.failed);
-        if (!rc && r.failures.len > 0) {
-            rc = tg_buf_append(&out, r.failures.data, r.failures.len);
-        }
-        if (!rc) {
-            rc = tg_buf_putc(&out, ']');
-        }
+        rc = tg_buf_printf(&out, "],\"passed\":%u,\"failed\":%u", r.passed, r.failed);
         if (!rc && r.coverage) {
             rc = coverage(&r, &out);
         }
@@ -824,6 +829,7 @@ int tg_cmd_policy_test(int argc, char **argv) {
                     tg_strerror(rc));
             goto done;
         }
+        json_begin(&r);
         printf("%s\n", out.data);
         tg_buf_free(&out);
     } else {
@@ -834,7 +840,6 @@ int tg_cmd_policy_test(int argc, char **argv) {
     }
     status = r.failed > 0 ? TG_EXIT_FAIL : TG_EXIT_OK;
 done:
-    tg_buf_free(&r.failures);
     free(r.cov);
     free(r.cov_base);
     tg_policy_destroy(p);
