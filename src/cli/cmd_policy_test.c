@@ -414,6 +414,23 @@ static void print_explain(const tg_buf_t *explain) {
     json_decref(x);
 }
 
+/* The daemon parses a request under TG_JSON_LIMITS_DEFAULT (SPEC §3.1); a case's request
+ * came from a larger document, so it is held to them again (through its canonical text:
+ * the same depth, strings and members, and the smallest size it can be sent in), so that a
+ * test never passes with a request the daemon would refuse with 400. */
+static tg_err_t within_request_limits(const json_t *req, tg_diag_t *diag) {
+    tg_buf_t b;
+    tg_buf_init(&b, 0);
+    tg_err_t rc = tg_canon_write(&b, req, diag);
+    json_t *again = NULL;
+    if (!rc) {
+        rc = tg_json_parse(&again, b.data, b.len, NULL, diag);
+    }
+    json_decref(again);
+    tg_buf_free(&b);
+    return rc;
+}
+
 /* Runs one case. Returns false on a case error (exit 2), after saying why. */
 static bool run_case(run_t *r, const json_t *cj, const case_in_t *c) {
     static const char *const members[] = {"name", "request",      "tenant", "principal",
@@ -463,7 +480,12 @@ static bool run_case(run_t *r, const json_t *cj, const case_in_t *c) {
 
     tg_frame_t frame;
     tg_diag_t diag = {{0}};
-    tg_err_t rc = tg_frame_from_request(&frame, NULL, r->p, req, &diag);
+    tg_err_t rc = within_request_limits(req, &diag);
+    if (rc) {
+        case_error(c, name, "request: %s", diag.msg[0] ? diag.msg : tg_strerror(rc));
+        return false;
+    }
+    rc = tg_frame_from_request(&frame, NULL, r->p, req, &diag);
     if (rc) {
         case_error(c, name, "request: %s", diag.msg[0] ? diag.msg : tg_strerror(rc));
         return false;

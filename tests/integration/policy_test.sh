@@ -117,6 +117,9 @@ bad "unknown limit" 'limits_state.daily: the bundle has no such limit' \
     "{\"name\": \"t\", \"limits_state\": {\"daily\": 3}, $ok_req, \"expect\": {\"decision\": \"PERMIT\"}}"
 bad "unknown surface" 'request: ' \
     '{"name": "t", "request": {"surface": "nope"}, "expect": {"decision": "PERMIT"}}'
+long=$(head -c 5000 /dev/zero | tr '\0' x)
+bad "a request over the daemon's limits" 'request: .*limit' \
+    "{\"name\": \"t\", \"request\": {\"surface\": \"pay\", \"actor\": \"$long\", \"context\": {\"amount\": 5}}, \"expect\": {\"decision\": \"PERMIT\"}}"
 bad "principal without subject" 'principal needs a non-empty string subject' \
     "{\"name\": \"t\", \"principal\": {\"issuer\": \"x\"}, $ok_req, \"expect\": {\"decision\": \"PERMIT\"}}"
 bad "not JSON" 'bad.tests.jsonl:1' '{"name": "t",'
