@@ -293,6 +293,14 @@ tg_err_t tg_explain_json(tg_buf_t *out, tg_decision_t *d, const tg_policy_t *p,
 tg_err_t tg_explain_tables_json(tg_buf_t *out, tg_decision_t *d, const tg_kernel_tables_t *t,
                                 const tg_frame_t *f) TG_MUST_USE;
 
+/* The writer itself over a given sequence of tg_kernel_explain steps (kernel_tables.h:
+ * pre-order, a group's members one level deeper than the group), for producers other than
+ * the kernel's walk and for tests of nesting. Steps must be those tg_kernel_explain could
+ * emit (rule, then its conditions, then the limits). Errors as tg_explain_json. */
+struct tg_explain_step;
+tg_err_t tg_explain_steps_json(tg_buf_t *out, const struct tg_explain_step *steps,
+                               size_t n) TG_MUST_USE;
+
 /* Appends `,"explain":` and tg_explain_json's object: the ?explain=1 member after "trace".
  * Errors as tg_explain_json. */
 tg_err_t tg_decision_explain_append(tg_buf_t *out, const tg_policy_t *p,

@@ -173,12 +173,18 @@ static tg_err_t write_cond(tg_buf_t *b, const tg_explain_step_t *st) {
 }
 
 /* Closes the open condition and the member lists above it, down to depth `to` (0: all). */
+/* Closes the open condition and every level deeper than `to`; the condition at depth `to`
+ * (to > 0) is left open with its member list closed, for the caller to close or extend.
+ * Open at depth 3, to 1: `}` (3) `]}` (list of 2's members, 2) `]` (list of 1's members). */
 static tg_err_t close_conds(writer_t *w, uint8_t to) {
     tg_err_t rc = TG_OK;
     if (w->open > to) {
         rc = tg_buf_putc(&w->rule, '}');
         for (uint8_t d = w->open; d > to + 1 && !rc; d--) {
             rc = tg_buf_puts(&w->rule, "]}");
+        }
+        if (!rc && to > 0) {
+            rc = tg_buf_putc(&w->rule, ']');
         }
         w->open = to;
     }
@@ -360,35 +366,55 @@ tg_err_t tg_explain_json(tg_buf_t *out, tg_decision_t *d, const tg_policy_t *p,
     return tg_explain_tables_json(out, d, tg_policy_tables(p), f);
 }
 
+static void writer_begin(writer_t *w, tg_buf_t *out) {
+    memset(w, 0, sizeof *w);
+    w->out = out;
+    w->start = out->len;
+    tg_buf_init(&w->rule, TG_EXPLAIN_MAX_BYTES);
+    w->rc = tg_buf_puts(out, "{\"rules\":[");
+}
+
+static tg_err_t writer_end(writer_t *w) {
+    flush_rule(w);
+    tg_err_t rc = w->rc;
+    if (!rc) {
+        rc = tg_buf_puts(w->out, w->in_limits ? "]" : "],\"limits\":[]");
+    }
+    if (!rc && w->truncated) {
+        rc = tg_buf_puts(w->out, ",\"truncated\":true");
+    }
+    if (!rc) {
+        rc = tg_buf_putc(w->out, '}');
+    }
+    tg_buf_free(&w->rule);
+    return restore(w->out, w->start, rc);
+}
+
 tg_err_t tg_explain_tables_json(tg_buf_t *out, tg_decision_t *d, const tg_kernel_tables_t *t,
                                 const tg_frame_t *f) {
     if (out == NULL || t == NULL || f == NULL) {
         return TG_ERR_INVALID_ARG;
     }
     writer_t w;
-    memset(&w, 0, sizeof w);
-    w.out = out;
-    w.start = out->len;
-    tg_buf_init(&w.rule, TG_EXPLAIN_MAX_BYTES);
-    w.rc = tg_buf_puts(out, "{\"rules\":[");
+    writer_begin(&w, out);
     if (!w.rc) {
         tg_kernel_explain(d, t, f, on_step, &w);
-        flush_rule(&w);
     } else if (d != NULL) {
         tg_kernel_decide(d, t, f);
     }
-    tg_err_t rc = w.rc;
-    if (!rc) {
-        rc = tg_buf_puts(out, w.in_limits ? "]" : "],\"limits\":[]");
+    return writer_end(&w);
+}
+
+tg_err_t tg_explain_steps_json(tg_buf_t *out, const tg_explain_step_t *steps, size_t n) {
+    if (out == NULL || (steps == NULL && n > 0)) {
+        return TG_ERR_INVALID_ARG;
     }
-    if (!rc && w.truncated) {
-        rc = tg_buf_puts(out, ",\"truncated\":true");
+    writer_t w;
+    writer_begin(&w, out);
+    for (size_t i = 0; i < n && !w.rc; i++) {
+        on_step(&w, &steps[i]);
     }
-    if (!rc) {
-        rc = tg_buf_putc(out, '}');
-    }
-    tg_buf_free(&w.rule);
-    return restore(out, w.start, rc);
+    return writer_end(&w);
 }
 
 tg_err_t tg_decision_explain_append(tg_buf_t *out, const tg_policy_t *p, const tg_frame_t *f) {

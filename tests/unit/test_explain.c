@@ -292,6 +292,79 @@ static void test_limits(void **state) {
     tg_buf_free(&b);
 }
 
+/* Nesting from depths alone (condition groups arrive with other branches' condition kinds):
+ * a condition without a field whose next step is deeper is a group with members. */
+static void test_nesting(void **state) {
+    (void)state;
+    static const tg_cond_t group = {.op = TG_OP_EQ}; /* no field: stands for a group */
+    static const tg_cond_t leaf = {.src = TG_SRC_ACTOR,
+                                   .op = TG_OP_EQ,
+                                   .value = {.type = TG_VT_STRING, .str = "a", .len = 1},
+                                   .field = {"actor", 5}};
+    static const tg_rule_t r1 = {{"r1", 2}, "NO_POLICY_VIOLATION", NULL, 0, TG_EFFECT_PERMIT};
+    static const tg_rule_t r2 = {{"r2", 2}, "NOPE", NULL, 0, TG_EFFECT_DENY};
+    static const tg_limit_t lim = {{"l", 1}, "OVER", 3, 0, TG_LIMIT_COUNT};
+    const tg_value_t a = {.type = TG_VT_STRING, .str = "a", .len = 1};
+#define RULE(r, h)                                                                                 \
+    { .kind = TG_EXPLAIN_RULE, .rule = &(r), .held = (h), .evaluated = 1 }
+#define COND(r, c, dp, h)                                                                          \
+    {                                                                                              \
+        .kind = TG_EXPLAIN_COND, .rule = &(r), .cond = &(c), .depth = (dp), .held = (h),           \
+        .evaluated = 1, .value = (c).field.ptr != NULL ? &a : NULL                                 \
+    }
+    const tg_explain_step_t steps[] = {
+        RULE(r1, 1),
+        COND(r1, group, 1, 1),
+        COND(r1, leaf, 2, 1),
+        COND(r1, group, 2, 0),
+        COND(r1, leaf, 3, 0),
+        COND(r1, leaf, 2, 1),
+        COND(r1, group, 1, 1),
+        COND(r1, leaf, 2, 1),
+        COND(r1, leaf, 1, 1),
+        RULE(r2, 0),
+        COND(r2, group, 1, 0),
+        COND(r2, group, 2, 0),
+        COND(r2, leaf, 3, 0),
+        {.kind = TG_EXPLAIN_LIMIT,
+         .limit = &lim,
+         .total = 1,
+         .amount = 1,
+         .held = 1,
+         .evaluated = 1},
+    };
+#undef RULE
+#undef COND
+    tg_buf_t b;
+    tg_buf_init(&b, 0);
+    assert_int_equal(tg_explain_steps_json(&b, steps, sizeof steps / sizeof steps[0]), TG_OK);
+    const char *L = "{'field':'actor','op':'eq','value':'a','present':true,"
+                    "'actual_type':'string','actual':'a','held':";
+    /* L: a leaf condition up to its held value */
+    char buf[4096];
+    (void)snprintf(
+        buf, sizeof buf,
+        "{'rules':[{'id':'r1','effect':'permit','evaluated':true,'matched':true,'conditions':["
+        "{'op':'eq','held':true,'conditions':["
+        "%strue},"
+        "{'op':'eq','held':false,'conditions':[%sfalse}]},"
+        "%strue}]},"
+        "{'op':'eq','held':true,'conditions':[%strue}]},"
+        "%strue}]},"
+        "{'id':'r2','effect':'deny','reason':'NOPE','evaluated':true,'matched':false,"
+        "'conditions':[{'op':'eq','held':false,'conditions':[{'op':'eq','held':false,"
+        "'conditions':[%sfalse}]}]}]}],"
+        "'limits':[{'id':'l','total':1,'amount':1,'max':3,'held':true,'evaluated':true}]}",
+        L, L, L, L, L, L);
+    char *want = unquote(buf);
+    assert_string_equal(b.data, want);
+    json_t *x = NULL;
+    assert_int_equal(tg_json_parse(&x, b.data, b.len, NULL, NULL), TG_OK);
+    json_decref(x);
+    free(want);
+    tg_buf_free(&b);
+}
+
 static void test_errors(void **state) {
     (void)state;
     tg_policy_t *p = load(POLICY);
@@ -329,7 +402,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_document),   cmocka_unit_test(test_before_rules),
         cmocka_unit_test(test_cut_string), cmocka_unit_test(test_byte_cap),
-        cmocka_unit_test(test_limits),     cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_limits),     cmocka_unit_test(test_nesting),
+        cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
