@@ -567,7 +567,8 @@ static step_t admit(eval_req_t *r, steps_t *s) {
     return STEP_NEXT;
 }
 
-static void respond_decide(eval_req_t *r, const tg_decision_t *d, const tg_policy_t *pol) {
+static void respond_decide(eval_req_t *r, const tg_decision_t *d, const tg_policy_t *pol,
+                           const tg_frame_t *f) {
     tg_exchange_t *ex = r->ex;
     tg_buf_reset(&ex->out);
     tg_err_t rc = tg_buf_printf(
@@ -594,6 +595,9 @@ static void respond_decide(eval_req_t *r, const tg_decision_t *d, const tg_polic
     }
     if (rc == TG_OK && ex->explain) {
         rc = tg_decision_trace_append(&ex->out, d, pol, NULL);
+    }
+    if (rc == TG_OK && ex->explain) {
+        rc = tg_decision_explain_append(&ex->out, pol, f); /* issue 21: the cold second walk */
     }
     if (rc == TG_OK) {
         rc = tg_buf_putc(&ex->out, '}');
@@ -997,7 +1001,7 @@ static step_t decide_only(eval_req_t *r, steps_t *s) {
     tg_metrics_decision(&r->p->metrics, r->surface, r->surface_len, verdict_index(s->d.verdict));
     tg_metrics_decision_detail(&r->p->metrics, r->tenant_name, r->tenant_len,
                                verdict_index(s->d.verdict), s->d.reason);
-    respond_decide(r, &s->d, s->pol);
+    respond_decide(r, &s->d, s->pol, &s->frame);
     return STEP_ANSWERED;
 }
 
@@ -1128,6 +1132,9 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
     }
     if (rc == TG_OK && ex->explain) {
         rc = tg_decision_trace_append(&ex->out, d, s->pol, &s->frame);
+    }
+    if (rc == TG_OK && ex->explain) {
+        rc = tg_decision_explain_append(&ex->out, s->pol, &s->frame); /* issue 21 */
     }
     if (rc == TG_OK) {
         rc = tg_buf_putc(&ex->out, '}');

@@ -863,6 +863,10 @@ static const char *const OP_NAMES[] = {
     "eq", "ne",     "gt",     "gte",    "lt",     "lte",
     "in", "not_in", "exists", "prefix", "suffix", "glob"}; /* by tg_op_t; groups have none */
 
+const char *tg_policy_op_name(unsigned op) {
+    return op < sizeof OP_NAMES / sizeof OP_NAMES[0] ? OP_NAMES[op] : "?";
+}
+
 static const char *ft_name(uint8_t ft) {
     static const char *const names[] = {"any", "string", "number", "boolean", "object", "array"};
     return ft < 6 ? names[ft] : "?";

@@ -168,8 +168,21 @@ tg_expect_py "j['decision'] == 'PERMIT' and j['trace']['states'][0] == 'RECEIVED
 tg_post "/v1/evaluate?explain=1" "$(tg_req_json silence)"
 tg_expect_py "j['decision'] == 'SILENCE' and j['trace']['decided_in'] == 'VALIDATED' or j['trace']['states'][-1] in ('RECEIVED','VALIDATED')" \
     "?explain=1 on SILENCE: ends in the validation state"
+tg_expect_py "j['explain'] == {'rules': [], 'limits': []}" \
+    "?explain=1 on SILENCE: the full explain has no rules (decided before them)"
+# ... and the full explain (issue 21): every rule in order, each condition with the
+# request's value and whether it held.
+tg_post "/v1/evaluate?explain=1" "$(tg_req_json permit)"
+tg_expect_py "[r['id'] for r in j['explain']['rules'] if r['matched'] and r['evaluated']] == ['billing-within-limit'] and all(c['held'] and c['present'] for r in j['explain']['rules'] if r['id'] == 'billing-within-limit' for c in r['conditions']) and any(c.get('field') == 'actor' and c.get('actual') == 'agent.billing' for r in j['explain']['rules'] for c in r['conditions']) and j['explain']['limits'] == []" \
+    "?explain=1: the full explain names the matching rule and the values compared"
+tg_post "/v1/evaluate?explain=1" "$(tg_req_json deny)"
+tg_expect_py "j['decision'] == 'DENY' and len(j['explain']['rules']) > 0 and all('held' in c for r in j['explain']['rules'] for c in r['conditions']) and not all(r['matched'] for r in j['explain']['rules'] if r['effect'] == 'permit')" \
+    "?explain=1 on DENY: every rule with its conditions"
+tg_post "/decide?explain=1" "$(tg_req_json permit)"
+tg_expect_py "'trace' in j and [r['id'] for r in j['explain']['rules'] if r['matched']] == ['billing-within-limit']" \
+    "/decide?explain=1: the full explain too"
 tg_post "/v1/evaluate?explain=0" "$(tg_req_json permit)"
-tg_expect_py "'trace' not in j" "?explain=0 has no trace"
+tg_expect_py "'trace' not in j and 'explain' not in j" "?explain=0 has no trace and no explain"
 
 # ---- receipts verify offline against the served keys.json ----------------------------
 
