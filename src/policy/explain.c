@@ -101,6 +101,10 @@ static tg_err_t put_value(tg_buf_t *b, const tg_value_t *v, bool *cut) {
  * value_from, whose other side is the request's and shown as other_actual). */
 static tg_err_t put_operand(tg_buf_t *b, const tg_cond_t *c, bool *cut) {
     tg_err_t rc = TG_OK;
+    if (c->has_from) { /* compared with another field of the request (other_actual) */
+        rc = tg_buf_puts(b, ",\"value_from\":");
+        return rc ? rc : tg_canon_string(b, c->from_field.ptr, c->from_field.len);
+    }
     if (c->op == TG_OP_IN || c->op == TG_OP_NOT_IN) {
         if (c->list == NULL) {
             return TG_OK; /* a named set (no inline list): its name is the bundle's */

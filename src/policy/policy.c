@@ -864,7 +864,11 @@ static const char *const OP_NAMES[] = {
     "in", "not_in", "exists", "prefix", "suffix", "glob"}; /* by tg_op_t; groups have none */
 
 const char *tg_policy_op_name(unsigned op) {
-    return op < sizeof OP_NAMES / sizeof OP_NAMES[0] ? OP_NAMES[op] : "?";
+    if (op < sizeof OP_NAMES / sizeof OP_NAMES[0]) {
+        return OP_NAMES[op];
+    }
+    /* Groups are written as their member name in a bundle ({"any_of": [...]}). */
+    return op == TG_OP_ALL ? "all_of" : op == TG_OP_ANY ? "any_of" : op == TG_OP_NOT ? "not" : "?";
 }
 
 static const char *ft_name(uint8_t ft) {

@@ -68,5 +68,19 @@ refuse "value and value_from" \
     '[{"field":"context.n","op":"lte","value":1,"value_from":"context.m"}]' \
     'surfaces.s.rules[0].when[0].value: value and value_from together'
 
+# The explain names groups by their bundle member and value_from by its field, with both values.
+printf '%s' '{"surface":"lang.branch","actor":"x-bot","context":{"ref":"refs/heads/main"}}' >"$tmp/req-bot.json"
+"$TG_BIN" check --explain --policy "$policy" "$tmp/req-bot.json" >"$tmp/ex.json" 2>"$tmp/err" || true
+checks=$((checks + 1))
+jq -e '.explain.rules[0] | .id == "no-bots" and .matched and .conditions[1].op == "not" and .conditions[1].held
+    and (.conditions[1].conditions[0] | .op == "prefix" and .actual == "refs/heads/main" and (.held | not))' \
+    "$tmp/ex.json" >/dev/null || fail "explain of a not group: $(head -c 600 "$tmp/ex.json")"
+printf '%s' '{"surface":"lang.refund","actor":"alice","context":{"amount":101,"approved_limit":100,"approver":"bob"}}' >"$tmp/req-refund.json"
+"$TG_BIN" check --explain --policy "$policy" "$tmp/req-refund.json" >"$tmp/ex.json" 2>"$tmp/err" || true
+checks=$((checks + 1))
+jq -e '[.explain.rules[] | select(.id == "within-limit")][0].conditions[0]
+    | .value_from == "context.approved_limit" and .actual == 101 and .other_actual == 100 and (.held | not)' \
+    "$tmp/ex.json" >/dev/null || fail "explain of value_from: $(head -c 600 "$tmp/ex.json")"
+
 echo "lang_cli: $checks checks, $fails failed"
 [ "$fails" -eq 0 ]
