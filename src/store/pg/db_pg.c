@@ -1962,6 +1962,33 @@ static tg_err_t pg_start(tg_db_t *dbp, tg_db_replay_fn replay, void *ud,
     return TG_OK;
 }
 
+/* Limit totals are not shared through PostgreSQL yet (docs/POSTGRES.md): every call
+ * answers unavailable, so a surface with a limit is refused with a 503, never decided
+ * against a total this instance alone would keep (fail closed). */
+static tg_err_t pg_limit_total(tg_db_t *db, const tg_db_limit_ref_t *ref, double *total) {
+    (void)ref;
+    *total = 0;
+    return db->unavailable;
+}
+
+static tg_err_t pg_limit_reserve(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount,
+                                 double max, double *total_after) {
+    (void)ref, (void)amount, (void)max;
+    *total_after = 0;
+    return db->unavailable;
+}
+
+static tg_err_t pg_limit_release(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount) {
+    (void)ref, (void)amount;
+    return db->unavailable;
+}
+
+static tg_err_t pg_limit_restore(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount,
+                                 int64_t now_ms) {
+    (void)db, (void)ref, (void)amount, (void)now_ms;
+    return TG_OK; /* pg never replays */
+}
+
 static void pg_tick(tg_db_t *db, int64_t now_ms, uint32_t stall_ms) {
     /* The writer bounds its own commits and the upkeep runs the retention job: nothing to
      * do on the caller's thread. */
@@ -2078,6 +2105,10 @@ static const tg_db_ops_t pg_ops = {
     .read = pg_read,
     .restore_key = pg_restore_key,
     .restore_nonce = pg_restore_nonce,
+    .limit_total = pg_limit_total,
+    .limit_reserve = pg_limit_reserve,
+    .limit_release = pg_limit_release,
+    .limit_restore = pg_limit_restore,
     .tick = pg_tick,
     .health = pg_health,
     .stats = pg_stats,
