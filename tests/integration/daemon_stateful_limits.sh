@@ -20,14 +20,17 @@ cat >"$POLICY" <<'JSON'
       "rules": [{"id": "small", "effect": "permit",
                  "when": [{"field": "context.amount", "op": "lte", "value": 5000}]}]
     },
-    "deploy.prod": {"tier": 2, "default": "permit"}
+    "deploy.prod": {"tier": 2, "default": "permit"},
+    "deploy.shadow": {"tier": 2, "default": "permit", "mode": "observe"}
   },
   "limits": [
     {"id": "daily-spend", "surface": "payments.charge", "key": ["actor"],
      "sum": "context.amount", "window_s": 86400, "max": 10000,
      "reason": "DAILY_LIMIT_EXCEEDED"},
     {"id": "deploys", "surface": "deploy.prod", "key": ["actor"], "count": true,
-     "window_s": 3600, "max": 3, "reason": "DEPLOY_RATE_EXCEEDED"}
+     "window_s": 3600, "max": 3, "reason": "DEPLOY_RATE_EXCEEDED"},
+    {"id": "shadow-deploys", "surface": "deploy.shadow", "key": ["actor"], "count": true,
+     "window_s": 3600, "max": 1, "reason": "DEPLOY_RATE_EXCEEDED"}
   ]
 }
 JSON
@@ -99,6 +102,12 @@ for i in 1 2 3; do
 done
 tg_post /v1/evaluate '{"surface":"deploy.prod","action":"deploy","actor":"ci"}'
 expect_decision DENY DEPLOY_RATE_EXCEEDED "deploy 4 of 3"
+
+# ---- observe mode reads totals but never reserves: the cap of 1 is never spent ---------
+for i in 1 2 3; do
+    tg_post /v1/evaluate '{"surface":"deploy.shadow","action":"deploy","actor":"ci"}'
+    tg_expect_py "j['would_decision'] == 'PERMIT'" "observed deploy $i: would PERMIT (never counted)"
+done
 
 tg_req GET /metrics
 tg_check "metrics: limit denials by surface and limit" python3 -c '
