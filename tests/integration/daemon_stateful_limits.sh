@@ -119,6 +119,26 @@ assert m("trigguard_limit_denials_total", surface="deploy.prod", limit="deploys"
 assert m("trigguard_limit_reservations_total", result="full") == 0
 assert m("trigguard_limit_reservations_total", result="error") == 0' "$TG_BODY_FILE"
 
+# ---- a PERMIT whose record never becomes durable gives its reservation back -------------
+# (file backend: a file-size limit on the running daemon makes the ledger refuse the write,
+# as daemon_ledger_failure.sh does; agent-9 then still has its whole cap)
+if [ "${TG_TEST_STORE:-file}" = file ]; then
+    pid=$(tg_pid lim)
+    seg=$TG_TMP/ledger-lim/ledger-000001.tgl
+    tg_check "prlimit stops the ledger at its current size" \
+        prlimit --pid "$pid" --fsize="$(stat -c %s "$seg")":unlimited
+    tg_post /v1/evaluate "$(pay agent-9 5000)"
+    tg_expect_error 503 ledger_unavailable "a PERMIT the ledger cannot record"
+    tg_post /v1/evaluate "$(pay agent-9 5000)"
+    tg_expect_error 503 ledger_unavailable "and another"
+    tg_check "prlimit lifts the limit" prlimit --pid "$pid" --fsize=unlimited:unlimited
+    tg_check "/readyz is 200 again" tg_wait_status /readyz 200 100 0.1
+    tg_post /v1/evaluate "$(pay agent-9 5000)"
+    expect_decision PERMIT NO_POLICY_VIOLATION "agent-9: the refused requests were released (5,000)"
+    tg_post /v1/evaluate "$(pay agent-9 5000)"
+    expect_decision PERMIT NO_POLICY_VIOLATION "agent-9: 10,000, the cap"
+fi
+
 # ---- totals survive a restart (rebuilt from the ledger) and a SIGKILL -----------------
 tg_stop lim
 tg_start lim2 -- "${TG_STD_ARGS[@]}"
