@@ -81,12 +81,12 @@ typedef struct tg_record_limit {
 /* The meta's members. Views: ptr NULL = absent (k, n only). */
 typedef struct tg_record_meta {
     int64_t at_ms;
-    tg_text_t key;          /* k */
-    tg_text_t nonce;        /* n */
-    tg_text_t request_hash; /* rh: 64 lowercase hex */
-    tg_text_t claim_hash;   /* ch: 64 lowercase hex; ptr NULL = absent */
-    int status;             /* s */
-    tg_text_t tenant;       /* t */
+    tg_text_t key;                   /* k */
+    tg_text_t nonce;                 /* n */
+    tg_text_t request_hash;          /* rh: 64 lowercase hex */
+    tg_text_t claim_hash;            /* ch: 64 lowercase hex; ptr NULL = absent */
+    int status;                      /* s */
+    tg_text_t tenant;                /* t */
     const tg_record_limit_t *limits; /* l: n_limits of them (0..TG_RECORD_MAX_LIMITS) */
     size_t n_limits;
 } tg_record_meta_t;

@@ -87,8 +87,8 @@ typedef struct {
     atomic_uint_fast64_t count;
 } tg_metrics_limit_slot_t;
 typedef struct {
-    atomic_flag lock;           /* guards n and slot names */
-    _Atomic uint32_t n;         /* slots in use */
+    atomic_flag lock;   /* guards n and slot names */
+    _Atomic uint32_t n; /* slots in use */
     tg_metrics_limit_slot_t slots[TG_METRICS_LIMIT_SLOTS];
     atomic_uint_fast64_t overflow;  /* denials past the table (surface="other") */
     atomic_uint_fast64_t conflicts; /* reservations refused: the request re-decided */

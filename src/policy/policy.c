@@ -1564,10 +1564,9 @@ static tg_err_t compile_string_member(cc_t *c, const json_t *bundle, const char 
 }
 
 tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *diag) {
-    static const char *const allowed[] = {"version",  "authority", "description",
-                                          "surfaces", "signals",   "actors",
-                                          "tools",    "tiers",     "limits",
-                                          NULL};
+    static const char *const allowed[] = {"version", "authority", "description", "surfaces",
+                                          "signals", "actors",    "tools",       "tiers",
+                                          "limits",  NULL};
     if (out == NULL || bundle == NULL) {
         return tg_diag_set(diag, TG_ERR_INVALID_ARG, "tg_policy_compile: NULL argument");
     }
