@@ -66,7 +66,7 @@ tg_err_t tg_pipeline_limits_reserve(tg_pipeline_t *p, const tg_policy_t *pol, tg
     for (uint32_t i = 0; i < h->n; i++) {
         const tg_limit_t *l = tg_policy_limit(pol, h->ids[i]);
         double amount = l != NULL ? amount_of(l, f) : NAN;
-        if (!(amount >= 0)) {
+        if (l == NULL || !(amount >= 0)) {
             tg_pipeline_limits_release(p, h);
             return TG_ERR_INVALID_ARG; /* never reached after the kernel's PERMIT */
         }

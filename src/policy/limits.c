@@ -312,7 +312,7 @@ tg_err_t tg_policy_limit_find(uint32_t *id, const tg_policy_t *p, const char *na
     }
     for (uint32_t i = 0; i < p->tables.n_limits; i++) {
         const tg_sv_t *n = &p->tables.limits[i].id;
-        if (n->len == len && memcmp(n->ptr, name, len) == 0) {
+        if (n->len == len && (len == 0 || memcmp(n->ptr, name, len) == 0)) {
             *id = i;
             return TG_OK;
         }
@@ -363,17 +363,25 @@ static const tg_value_t *context_value(const tg_frame_t *f, uint32_t fid) {
 static void key_value(crypto_hash_sha256_state *h, const tg_value_t *v) {
     char num[TG_CANON_NUMBER_MAX];
     size_t len = 0;
-    if (v == NULL) {
-        key_part(h, 0, NULL, 0);
-    } else if (v->type == TG_VT_STRING) {
-        key_part(h, 1, v->str, v->len);
-    } else if (v->type == TG_VT_NUMBER && tg_canon_number(num, &len, v->num) == TG_OK) {
-        key_part(h, 2, num, (uint32_t)len);
-    } else if (v->type == TG_VT_BOOL) {
-        key_part(h, 3, v->boolean ? "true" : "false", v->boolean ? 4 : 5);
+    /* Absent, and any other type (which the kernel refuses before any limit): part 0. */
+    uint8_t type = 0;
+    const char *bytes = NULL;
+    if (v != NULL && v->type == TG_VT_STRING) {
+        type = 1;
+        bytes = v->str;
+        len = v->len;
+    } else if (v != NULL && v->type == TG_VT_NUMBER &&
+               tg_canon_number(num, &len, v->num) == TG_OK) {
+        type = 2;
+        bytes = num;
+    } else if (v != NULL && v->type == TG_VT_BOOL) {
+        type = 3;
+        bytes = v->boolean ? "true" : "false";
+        len = v->boolean ? 4 : 5;
     } else {
-        key_part(h, 0, NULL, 0); /* the kernel refuses such a request before any limit */
+        len = 0;
     }
+    key_part(h, type, bytes, (uint32_t)len);
 }
 
 static const char KEY_TAG[] = "trigguard-limit-key-v1";

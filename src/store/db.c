@@ -146,7 +146,7 @@ tg_err_t tg_db_restore_nonce(tg_db_t *db, const char *tenant, size_t tenant_len,
 static bool limit_ref_ok(const tg_db_limit_ref_t *ref) {
     return ref != NULL && ref->limit != NULL && ref->limit_len > 0 &&
            ref->limit_len <= TG_DB_LIMIT_NAME_MAX && ref->window_s > 0 &&
-           ref->window_s <= 31 * 86400 && ref->window_start_s >= 0;
+           ref->window_s <= (int64_t)31 * 86400 && ref->window_start_s >= 0;
 }
 
 static bool amount_ok(double a) { return a >= 0.0 && isfinite(a); }

@@ -2014,7 +2014,8 @@ static bool limit_params(params_t *p, limit_txt_t *t, const tg_db_limit_ref_t *r
     memcpy(t->name, ref->limit, ref->limit_len);
     t->name[ref->limit_len] = '\0';
     (void)snprintf(t->start, sizeof t->start, "%lld", (long long)ref->window_start_s);
-    (void)snprintf(t->end, sizeof t->end, "%lld", (long long)(ref->window_start_s + ref->window_s));
+    (void)snprintf(t->end, sizeof t->end, "%lld",
+                   (long long)ref->window_start_s + (long long)ref->window_s);
     p->n = 0;
     par(p, t->name, TG_PG_TEXT);
     par(p, ref->key, 32);
