@@ -1,6 +1,7 @@
 /* test_limits.c — stateful limits (docs/POLICY.md "Limits"): the compiler's checks with
  * their JSON paths, the key and window of a frame (boundaries with an injected clock), the
  * kernel over a compiled limit, and the file backend's table of totals through db.h. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,7 +37,7 @@ static const char LIMITS_OK[] =
     "\"principal.subject\"],\"count\":true,\"window_s\":60,\"max\":2}]";
 
 static tg_err_t compile_limits(tg_policy_t **p, const char *limits, tg_diag_t *d) {
-    char text[4096];
+    static char text[16384 + sizeof BUNDLE_FMT]; /* the longest "limits" a test passes */
     snprintf(text, sizeof text, BUNDLE_FMT, limits);
     memset(d, 0, sizeof *d);
     return tg_policy_load_text(p, text, strlen(text), d);
@@ -433,6 +434,51 @@ static void test_store_bounds_and_sweep(void **state) {
     tg_db_close(db);
 }
 
+/* Threads racing one entry: the check and the add are one step, so exactly
+ * floor(max / amount) reservations succeed however they interleave. */
+typedef struct {
+    tg_db_t *db;
+    int ok;
+} racer_t;
+
+static void *racer(void *arg) {
+    racer_t *r = arg;
+    tg_db_limit_ref_t ref = ref_of("race", 7, 0, 60);
+    for (int i = 0; i < 100; i++) {
+        double t = 0;
+        tg_err_t rc = tg_db_limit_reserve(r->db, &ref, 7, 1000, &t);
+        if (rc == TG_OK) {
+            r->ok++;
+        } else if (rc != TG_ERR_LIMIT_EXCEEDED || t > 1000) {
+            r->ok = -100000; /* anything else is a failure */
+        }
+    }
+    return NULL;
+}
+
+static void test_store_race(void **state) {
+    (void)state;
+    tg_db_t *db = open_file_db(0);
+    enum { N = 8 };
+    pthread_t th[N];
+    racer_t r[N];
+    for (int i = 0; i < N; i++) {
+        r[i] = (racer_t){db, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, racer, &r[i]), 0);
+    }
+    int total = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        total += r[i].ok;
+    }
+    assert_int_equal(total, 1000 / 7);
+    double t = 0;
+    tg_db_limit_ref_t ref = ref_of("race", 7, 0, 60);
+    assert_int_equal(tg_db_limit_total(db, &ref, &t), TG_OK);
+    assert_true(t == (1000 / 7) * 7);
+    tg_db_close(db);
+}
+
 /* The rebuild: restore adds unconditionally, skips ended windows, and counts as full. */
 static void test_store_restore(void **state) {
     (void)state;
@@ -523,6 +569,7 @@ int main(void) {
         cmocka_unit_test(test_kernel_compiled),
         cmocka_unit_test(test_store_reserve_release),
         cmocka_unit_test(test_store_bounds_and_sweep),
+        cmocka_unit_test(test_store_race),
         cmocka_unit_test(test_store_restore),
         cmocka_unit_test(test_record_meta),
     };
