@@ -111,6 +111,7 @@ typedef struct tg_db_opts {
     tg_store_opts_t keys;     /* idempotency keys and nonces: caps, retention, key length
                                  (pg: retention and key length only) */
     tg_store_opts_t receipts; /* the receipt index: caps, retention (file only) */
+    uint64_t limit_entries;   /* file: most (limit, key, window) totals held; 0 = 1,000,000 */
     tg_ledger_opts_t ledger;  /* file: the ledger directory and its durability */
     tg_db_pg_opts_t pg;       /* pg */
 } tg_db_opts_t;
@@ -241,6 +242,57 @@ tg_err_t tg_db_restore_key(tg_db_t *db, const char *tenant, size_t tenant_len, c
 tg_err_t tg_db_restore_nonce(tg_db_t *db, const char *tenant, size_t tenant_len, const char *nonce,
                              size_t nonce_len, int64_t used_at_ms, int64_t now_ms) TG_MUST_USE;
 
+/* ---- stateful limits (docs/POLICY.md "Limits", docs/DESIGN.md "Limit totals") ----
+ *
+ * A running total per (limit name, key, window start): the policy names the limit
+ * (tg_policy_limit_key gives the key and the window), the pipeline reads, reserves and
+ * releases, as it does with claims. The policyHash is not part of the entry: a reload keeps
+ * the totals, and a limit whose definition changed under the same name keeps counting.
+ *   read     tg_db_limit_total     the total before this request, to bind the frame (no lock)
+ *   reserve  tg_db_limit_reserve   after a PERMIT: add the amount only if the total stays
+ *                                  <= max (atomic per entry); else TG_ERR_LIMIT_EXCEEDED
+ *                                  with the current total, and the pipeline re-decides
+ *   release  tg_db_limit_release   the record never became durable: take the amount back
+ *   rebuild  tg_db_limit_restore   from the replay callback: a durable record's contribution
+ * A durable record is the truth for its contributions (record.h meta "l"): file: the replay
+ * adds them back at start; pg: the reservation is its own statement (not inside the group
+ * commit), so a crash between the reservation and the record over-counts: fail closed.
+ * Totals and amounts are doubles (integers are exact up to 2^53: money in minor units).
+ * Entries expire at window_start_s + window_s (swept by tg_db_tick). */
+typedef struct tg_db_limit_ref {
+    const char *limit; /* the limit's name (its bundle id), 1..TG_DB_LIMIT_NAME_MAX bytes */
+    size_t limit_len;
+    uint8_t key[32];        /* tg_policy_limit_key */
+    int64_t window_start_s; /* Unix seconds */
+    int64_t window_s;       /* 1..31 days: the entry is dropped from start + window_s on */
+} tg_db_limit_ref_t;
+
+#define TG_DB_LIMIT_NAME_MAX 128
+
+/* The entry's total (0 when it has none) into *total. Errors: TG_ERR_INVALID_ARG,
+ * tg_db_unavailable's error when the backend cannot answer. Never blocks on a disk. */
+tg_err_t tg_db_limit_total(tg_db_t *db, const tg_db_limit_ref_t *ref, double *total) TG_MUST_USE;
+
+/* Adds amount (finite, >= 0) to the entry when total + amount <= max: TG_OK and
+ * *total_after; else TG_ERR_LIMIT_EXCEEDED, nothing added and *total_after = the current
+ * total. TG_ERR_LIMIT: the table is full (file: --limit-entries; answer 503).
+ * TG_ERR_INVALID_ARG, or the backend's unavailability error. Atomic per entry against
+ * every other reserve and release, on every instance. */
+tg_err_t tg_db_limit_reserve(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount, double max,
+                             double *total_after) TG_MUST_USE;
+
+/* Takes back a reservation whose record was never made durable (never after its
+ * append reported TG_OK). The total never goes below 0. TG_OK also when the entry has
+ * expired meanwhile. */
+tg_err_t tg_db_limit_release(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount) TG_MUST_USE;
+
+/* From the replay callback only: adds a durable record's contribution, unconditionally
+ * (the record was permitted under the totals of its time); a contribution whose window has
+ * ended by now_ms is skipped. TG_ERR_LIMIT when full. A backend that never replays never
+ * gets this call. */
+tg_err_t tg_db_limit_restore(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount,
+                             int64_t now_ms) TG_MUST_USE;
+
 /* ---- upkeep and observation ---- */
 
 /* Periodic upkeep, from one thread (serve: every 100 ms): reclaims expired entries in
@@ -256,6 +308,7 @@ typedef struct tg_db_stats {
     tg_store_stats_t keys;     /* idempotency keys and nonces */
     tg_store_stats_t receipts; /* the receipt index */
     tg_ledger_stats_t records; /* the record log's counters (file: the ledger's; ledger.h) */
+    tg_store_stats_t limits;   /* limit totals (file: entries, capacity, full refusals) */
 } tg_db_stats_t;
 
 /* Fills *out (all zero for a NULL db). Thread-safe. */

@@ -80,7 +80,9 @@
     X(TG_ERR_NOTE_MALFORMED, "malformed signed note")                                              \
     X(TG_ERR_NOTE_SIGNATURE, "a signed note's signature by a known key does not verify")           \
     X(TG_ERR_NOTE_UNVERIFIED, "signed note has no signature by a known key")                       \
-    X(TG_ERR_CHECKPOINT_MALFORMED, "malformed checkpoint")
+    X(TG_ERR_CHECKPOINT_MALFORMED, "malformed checkpoint")                                         \
+    /* stateful limits (db.h) */                                                                   \
+    X(TG_ERR_LIMIT_EXCEEDED, "the amount would take a limit's running total over its max")
 
 typedef enum tg_err {
 #define TG_ERR_ENUM_(name, text) name,

@@ -11,6 +11,7 @@
  *   actors       object group -> [actor ids]   groups usable as "@group" in actor lists
  *   tools        object tool -> surface|{surface, action}   tool-call mapping
  *   tiers        object "1".."3" -> number|{risk_threshold}  default 0.3 / 0.6 / 0.8
+ *   limits       array of limit, optional      stateful limits (docs/POLICY.md "Limits")
  *
  *   surface: {tier 1|2|3, frozen bool, description, required_context {name: type} or
  *             [names], actors [ids or "@group"], rules [rule], default "deny"|"permit"|
@@ -31,6 +32,12 @@
  *              into the frame by the caller of tg_frame_from_request (never from the body).
  *   signal:  {type "number"|"boolean", description, reason, deny_on_tier [tiers],
  *             thresholds {"1".."3": number}, required_for [surfaces or "*"]}
+ *   limit:   {id, surface, key [0..4 of "actor"|"tenant"|"principal.subject"|
+ *             "principal.issuer"|"context.<f>"], "sum": "context.<f>" | "count": true,
+ *             window_s 1..2678400, max (finite, >= 0), reason (default LIMIT_EXCEEDED),
+ *             description}; context fields of key and sum must be required_context of the
+ *             surface (key: string or number; sum: number), at most TG_FRAME_MAX_LIMITS
+ *             limits per surface and TG_POLICY_MAX_LIMITS per bundle
  *
  * Compilation is deterministic in the bundle's *content*: every object is walked in sorted
  * member order, so two texts with the same canonical form (same policyHash) compile to
@@ -80,6 +87,9 @@
 #define TG_POLICY_MAX_NESTING 4     /* groups around one condition (any_of/all_of/not) */
 #define TG_POLICY_MAX_GROUP 16      /* members of one any_of / all_of */
 #define TG_POLICY_MAX_RULE_NODES 64 /* conditions in one rule, groups and members counted */
+#define TG_POLICY_MAX_LIMITS 64                  /* stateful limits in a bundle */
+#define TG_LIMIT_KEY_PARTS 4                     /* parts of a limit's key */
+#define TG_LIMIT_WINDOW_MAX_S 2678400            /* a limit's window: 31 days */
 
 /* The policy's limits that the kernel's formats must hold (kernel.h, kernel_tables.h). */
 _Static_assert(TG_POLICY_MAX_SIGNALS <= TG_FRAME_MAX_SIGNALS,
@@ -157,6 +167,46 @@ int tg_policy_surface_tier(const tg_policy_t *p, uint32_t index);
 /* The surface's "mode" is "observe" (SPEC §11.1: every request on it is decided, signed and
  * recorded, never enforced); false when out of range. */
 bool tg_policy_surface_observe(const tg_policy_t *p, uint32_t index);
+
+/* ---- stateful limits (docs/POLICY.md "Limits") ----------------------------------------
+ *
+ * A limit id (0..tg_policy_limit_count-1) is the index of the limit in the bundle's
+ * "limits" array, which is also tables.limits (kernel_tables.h). Its name (the bundle's
+ * "id") is what the store of totals keys on: ids are per policy, names survive a reload,
+ * and a changed limit with the same name keeps its running totals. */
+
+/* The reason a limit denies with when the bundle names none. */
+#define TG_LIMIT_DEFAULT_REASON "LIMIT_EXCEEDED"
+
+/* Number of limits; the limit `id` (kernel_tables.h tg_limit_t; NULL when out of range;
+ * owned by p). Thread-safe. */
+size_t tg_policy_limit_count(const tg_policy_t *p);
+const struct tg_limit *tg_policy_limit(const tg_policy_t *p, uint32_t id);
+
+/* The id of the limit named name (len bytes): TG_OK, TG_ERR_NOT_FOUND, TG_ERR_INVALID_ARG.
+ * Linear in the number of limits (at most TG_POLICY_MAX_LIMITS). */
+tg_err_t tg_policy_limit_find(uint32_t *id, const tg_policy_t *p, const char *name,
+                              size_t len) TG_MUST_USE;
+
+/* The limits of surface `index`, ascending ids (the order the kernel checks and the
+ * pipeline reserves them in), *n of them; NULL and *n = 0 when none or out of range. */
+const uint32_t *tg_policy_surface_limits(const tg_policy_t *p, uint32_t index, uint32_t *n);
+
+/* The window of limit `id` in seconds (0 when out of range). */
+int64_t tg_policy_limit_window_s(const tg_policy_t *p, uint32_t id);
+
+/* Where frame f's total for limit `id` lives at instant now_ms (Unix ms, UTC):
+ * key: SHA-256 over a domain tag, then the frame's tenant and each key part of the limit
+ * in order, each as a type byte (0 absent, 1 string, 2 number, 3 boolean) and a 4-byte
+ * big-endian length before its bytes (numbers in their RFC 8785 text, so 5 and 5.0 are
+ * one key): unambiguous, bounded, and always led by the tenant, so a total never crosses
+ * tenants. An absent part (e.g. no actor) is a part of its own, not an error.
+ * *window_start_s: the fixed window holding now_ms, aligned to the Unix epoch
+ * (floor(now_s / window_s) * window_s; a daily window starts at 00:00 UTC). Errors:
+ * TG_ERR_INVALID_ARG (NULL argument, id out of range, now_ms negative). Pure;
+ * thread-safe. */
+tg_err_t tg_policy_limit_key(uint8_t key[32], int64_t *window_start_s, const tg_policy_t *p,
+                             uint32_t id, const tg_frame_t *f, int64_t now_ms) TG_MUST_USE;
 
 /* ---- requests -> frames -------------------------------------------------------------- */
 

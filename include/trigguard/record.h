@@ -22,6 +22,13 @@
  *                                hex (tg_idem_claim_hash: the request hash and the principal);
  *                                absent in records of earlier builds, whose key is bound to rh
  *   k       string     optional  the idempotency key (body member or header), as sent
+ *   l       array      optional  the stateful limits a PERMIT reserved (docs/POLICY.md
+ *                                "Limits"), each [limit, key, start, window, amount]: the
+ *                                limit's name, its key (64 lowercase hex, tg_policy_limit_key),
+ *                                the window's start and length in seconds (integers) and the
+ *                                amount added (a number); at most TG_RECORD_MAX_LIMITS. The
+ *                                replay adds them back at start (file backend). Absent when
+ *                                none, and in records of earlier builds.
  *   n       string     optional  the nonce, as sent
  *   rh      string     always    requestHash: 64 lowercase hex (policy.h tg_request_hash)
  *   s       integer    always    the HTTP status the decision was answered with
@@ -61,19 +68,32 @@
 #include "trigguard/err.h"
 #include "trigguard/kernel.h"
 
+/* One contribution of a record to a limit's running total (meta "l"). */
+#define TG_RECORD_MAX_LIMITS TG_FRAME_MAX_LIMITS
+typedef struct tg_record_limit {
+    tg_text_t limit; /* the limit's name */
+    uint8_t key[32];
+    int64_t window_start_s;
+    int64_t window_s;
+    double amount; /* finite, >= 0 */
+} tg_record_limit_t;
+
 /* The meta's members. Views: ptr NULL = absent (k, n only). */
 typedef struct tg_record_meta {
     int64_t at_ms;
-    tg_text_t key;          /* k */
-    tg_text_t nonce;        /* n */
-    tg_text_t request_hash; /* rh: 64 lowercase hex */
-    tg_text_t claim_hash;   /* ch: 64 lowercase hex; ptr NULL = absent */
-    int status;             /* s */
-    tg_text_t tenant;       /* t */
+    tg_text_t key;                   /* k */
+    tg_text_t nonce;                 /* n */
+    tg_text_t request_hash;          /* rh: 64 lowercase hex */
+    tg_text_t claim_hash;            /* ch: 64 lowercase hex; ptr NULL = absent */
+    int status;                      /* s */
+    tg_text_t tenant;                /* t */
+    const tg_record_limit_t *limits; /* l: n_limits of them (0..TG_RECORD_MAX_LIMITS) */
+    size_t n_limits;
 } tg_record_meta_t;
 
 /* Appends the meta's canonical JSON. Errors: TG_ERR_INVALID_ARG (NULL argument, a missing
- * member, request_hash not 64 bytes), TG_ERR_JSON_UTF8 / TG_ERR_JSON_SURROGATE (a key, nonce
+ * member, request_hash not 64 bytes, more than TG_RECORD_MAX_LIMITS limits or an amount
+ * that is negative or not finite), TG_ERR_JSON_UTF8 / TG_ERR_JSON_SURROGATE (a key, nonce
  * or tenant that is not valid UTF-8: only a header can carry such bytes), tg_buf errors
  * (TG_ERR_LIMIT when out's cap, normally TG_LEDGER_META_MAX, is reached). */
 tg_err_t tg_record_meta_write(tg_buf_t *out, const tg_record_meta_t *m) TG_MUST_USE;
@@ -121,12 +141,14 @@ typedef struct tg_record_view {
     bool redemption;  /* the payload is a redemption (type "redemption") */
     bool observe;     /* the receipt carries executionMode (SPEC §11.1): its response is the
                          observe one, whatever the decision (a SILENCE too is signed then) */
+    tg_record_limit_t limits[TG_RECORD_MAX_LIMITS]; /* meta.limits points here */
     json_t *meta_doc, *payload_doc;
 } tg_record_view_t;
 
 /* Parses meta and payload (the two sections of a ledger record). Errors:
  * TG_ERR_LEDGER_CORRUPT unless both are what the writers above and the receipt writer
- * produce (the members above present, with their types; *v is then zeroed). A redemption
+ * produce (the members above present, with their types, "l" included when present; *v is
+ * then zeroed). A redemption
  * must also carry its claim as the meta's nonce (TG_RECORD_REDEEM_NONCE_PREFIX +
  * executionId). */
 tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len, const void *payload,

@@ -107,6 +107,10 @@ static const opt_t options[] = {
     {"store-max-entries", "TRIGGUARD_STORE_MAX_ENTRIES", OPT_INT, F(store_max_entries), "4000000",
      16, TG_CONFIG_STORE_ENTRIES_MAX, NULL, 0,
      "cap on idempotency + nonce entries held in memory (and on the receipt index)"},
+    {"limit-entries", "TRIGGUARD_LIMIT_ENTRIES", OPT_INT, F(limit_entries), "1000000", 16,
+     TG_CONFIG_STORE_ENTRIES_MAX, NULL, 0,
+     "cap on the stateful-limit running totals held in memory, one per (limit, key, window) "
+     "(file backend); full = 503 for a PERMIT that would add one"},
     {"store-max-bytes", "TRIGGUARD_STORE_MAX_BYTES", OPT_INT, F(store_max_bytes), "1073741824",
      1048576, I64MAX, NULL, 0,
      "cap on the bytes those entries hold, per table (what malloc takes for each: about 160 "

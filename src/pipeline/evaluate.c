@@ -72,6 +72,9 @@ typedef struct eval_req {
     /* For the access log: the decision's actor (a bounded prefix) and deciding rule. */
     char actor[TG_POLICY_MAX_NAME + 1];
     char rule[TG_POLICY_MAX_NAME + 1];
+    /* Stateful limits: the totals bound and what was reserved (limits.c); n and n_reserved
+     * are set by eval_req_new, the rest by tg_pipeline_limits_bind. */
+    tg_limit_hold_t limits;
 } eval_req_t;
 
 /* What the steps of one decision hand on to each other. Owned by tg_pipeline_evaluate's
@@ -151,6 +154,7 @@ static eval_req_t *eval_req_new(void) {
         r->tenant_name[0] = r->subject[0] = r->issuer[0] = r->idem[0] = r->nonce[0] =
             r->exec_id[0] = r->surface[0] = r->reason_copy[0] = r->rid[0] = r->actor[0] =
                 r->rule[0] = '\0';
+        r->limits.n = r->limits.n_reserved = 0;
     }
     return r;
 }
@@ -247,6 +251,7 @@ static void release_reservations(eval_req_t *r) {
             tg_db_release_nonce(r->p->db, r->tenant_name, r->tenant_len, r->nonce, r->nonce_len));
         r->nonce_used = false;
     }
+    tg_pipeline_limits_release(r->p, &r->limits);
 }
 
 static void fail(eval_req_t *r, tg_err_t e, const char *msg) {
@@ -258,8 +263,11 @@ static void fail(eval_req_t *r, tg_err_t e, const char *msg) {
 
 /* The record's meta (record.h) for this request. */
 static tg_record_meta_t meta_of(const eval_req_t *r, const char *req_hash, const char *claim_hash,
-                                int64_t at_ms, int status) {
+                                int64_t at_ms, int status, const tg_record_limit_t *limits,
+                                size_t n_limits) {
     return (tg_record_meta_t){
+        .limits = limits,
+        .n_limits = n_limits,
         .at_ms = at_ms,
         .claim_hash = r->has_idem ? (tg_text_t){claim_hash, 64} : (tg_text_t){NULL, 0},
         .key = r->has_idem ? (tg_text_t){r->idem, r->idem_len} : (tg_text_t){NULL, 0},
@@ -302,6 +310,7 @@ static void settle_store(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *
         r->idem_reserved = false;
     }
     r->nonce_used = false; /* durable now: never release */
+    tg_pipeline_limits_settled(&r->limits);
     /* Index signed receipts for GET /v1/receipts (SILENCE has none). The index had
      * room before signing (run); if a concurrent request took it since, the receipt
      * is durable and goes out, and only that route will not find it: say so. */
@@ -668,11 +677,13 @@ static step_t read_keys(eval_req_t *r, steps_t *s) {
     /* Key and nonce are written JSON-escaped into the ledger record's meta, which has a
      * fixed cap: 255 control characters escape to 1530 bytes. Measure with the widest
      * values of the other members before reserving anything. */
-    if (r->has_idem || r->has_nonce) {
+    tg_record_limit_t wide_limits[TG_RECORD_MAX_LIMITS];
+    size_t n_wide = tg_pipeline_limits_widest(s->pol, s->frame.surface, wide_limits);
+    if (r->has_idem || r->has_nonce || n_wide > 0) {
         tg_buf_t probe;
         tg_buf_init(&probe, TG_LEDGER_META_MAX);
         tg_record_meta_t widest =
-            meta_of(r, TG_META_PROBE_HASH, TG_META_PROBE_HASH, INT64_MAX, 999);
+            meta_of(r, TG_META_PROBE_HASH, TG_META_PROBE_HASH, INT64_MAX, 999, wide_limits, n_wide);
         tg_err_t mrc = tg_record_meta_write(&probe, &widest);
         tg_buf_free(&probe);
         if (mrc != TG_OK && mrc != TG_ERR_LIMIT) {
@@ -684,7 +695,8 @@ static step_t read_keys(eval_req_t *r, steps_t *s) {
             tg_reply_limit(ex, TG_ANSWER_INVALID_REQUEST, "max_record_meta",
                            (size_t)TG_LEDGER_META_MAX,
                            "idempotency key and nonce need more than %d bytes once "
-                           "JSON-escaped into the ledger record (fewer control characters, "
+                           "JSON-escaped into the ledger record with this surface's limit "
+                           "reservations (a shorter key or nonce, fewer control characters, "
                            "quotes or backslashes)",
                            TG_LEDGER_META_MAX);
             return STEP_ANSWERED;
@@ -991,11 +1003,66 @@ static void shadow_capture(eval_req_t *r, steps_t *s) {
     s->shadow_on = true;
 }
 
+/* Step 7's inputs from the db: the running totals of the surface's stateful limits for this
+ * request's key and window (read, no lock), so that the kernel decides with them. */
+static step_t bind_limits(eval_req_t *r, steps_t *s) {
+    int64_t now = s->frame.has_now ? s->frame.now_ms : tg_clock_now_ms();
+    tg_err_t rc = tg_pipeline_limits_bind(r->p, s->pol, &s->frame, now, &r->limits);
+    if (rc != TG_OK) {
+        fail(r, rc == TG_ERR_INVALID_ARG ? TG_ERR_INTERNAL : tg_db_unavailable(r->p->db),
+             "the running totals of this surface's limits cannot be read now; retry shortly");
+        return STEP_ANSWERED;
+    }
+    return STEP_NEXT;
+}
+
+static void count_limit_denial(eval_req_t *r, const steps_t *s) {
+    if (s->d.cause == TG_CAUSE_LIMIT && s->d.verdict == TG_DENY) {
+        tg_metrics_limit_denial(&r->p->metrics, r->surface, r->surface_len, s->d.subject.ptr,
+                                s->d.subject.len);
+    }
+}
+
+/* After a PERMIT in enforce mode: every limit of the surface reserved, atomically per limit
+ * (db.h), so that concurrent requests never pass a cap together. A reservation refused
+ * because another request took the room re-decides with the fresh total (then a DENY with
+ * the limit's reason, which is what gets signed); a bounded number of times, since a
+ * release may make room again. Observe mode and /decide read totals, never reserve. */
+#define LIMIT_RESERVE_ATTEMPTS 4
+static step_t reserve_limits(eval_req_t *r, steps_t *s) {
+    if (r->observe || r->limits.n == 0) {
+        return STEP_NEXT;
+    }
+    for (int attempt = 0; s->d.verdict == TG_PERMIT; attempt++) {
+        tg_err_t rc = attempt < LIMIT_RESERVE_ATTEMPTS
+                          ? tg_pipeline_limits_reserve(r->p, s->pol, &s->frame, &r->limits)
+                          : TG_ERR_OVERLOADED;
+        if (rc == TG_OK) {
+            return STEP_NEXT;
+        }
+        if (rc != TG_ERR_LIMIT_EXCEEDED) {
+            fail(r,
+                 rc == TG_ERR_LIMIT || rc == TG_ERR_OVERLOADED ? TG_ERR_OVERLOADED
+                 : rc == TG_ERR_INVALID_ARG                    ? TG_ERR_INTERNAL
+                                                               : tg_db_unavailable(r->p->db),
+                 "the running totals of this surface's limits cannot be updated now; retry "
+                 "shortly");
+            return STEP_ANSWERED;
+        }
+        tg_kernel_decide(&s->d, tg_policy_tables(s->pol), &s->frame);
+    }
+    return STEP_NEXT;
+}
+
 /* /decide: step 7 alone, unsigned and unrecorded (SPEC §3: the fast path). */
 static step_t decide_only(eval_req_t *r, steps_t *s) {
+    if (bind_limits(r, s) != STEP_NEXT) {
+        return STEP_ANSWERED;
+    }
     tg_kernel_decide(&s->d, tg_policy_tables(s->pol), &s->frame);
     shadow_capture(r, s);
     log_capture(r, s);
+    count_limit_denial(r, s);
     r->verdict = s->d.verdict;
     r->reason = s->d.reason;
     tg_metrics_decision(&r->p->metrics, r->surface, r->surface_len, verdict_index(s->d.verdict));
@@ -1028,9 +1095,16 @@ static step_t hash_request(eval_req_t *r, steps_t *s) {
 /* Step 7: the kernel, then what the decision fixes: its reason, its execution id. */
 static step_t decide(eval_req_t *r, steps_t *s) {
     tg_pipeline_t *p = r->p;
+    if (bind_limits(r, s) != STEP_NEXT) {
+        return STEP_ANSWERED;
+    }
     tg_kernel_decide(&s->d, tg_policy_tables(s->pol), &s->frame);
-    shadow_capture(r, s);
+    if (reserve_limits(r, s) != STEP_NEXT) {
+        return STEP_ANSWERED;
+    }
+    shadow_capture(r, s); /* after a re-decision: the decision that is answered */
     log_capture(r, s);
+    count_limit_denial(r, s);
     /* A signed receipt must be readable by GET /v1/receipts: with the index full, refuse
      * now (503, claims released) rather than sign a receipt that route would deny
      * knowing. The insert after the ledger append stays the authority (see settle). */
@@ -1110,7 +1184,10 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
         rc = tg_record_silence_write(&s->record, &sil);
     }
     if (rc == TG_OK) {
-        tg_record_meta_t m = meta_of(r, s->req_hex, s->claim_hex, now, r->status);
+        tg_record_limit_t contrib[TG_RECORD_MAX_LIMITS];
+        size_t n_contrib = tg_pipeline_limits_contributions(&r->limits, contrib);
+        tg_record_meta_t m =
+            meta_of(r, s->req_hex, s->claim_hex, now, r->status, contrib, n_contrib);
         rc = tg_record_meta_write(&s->meta_buf, &m);
     }
     if (rc == TG_OK) {

@@ -18,6 +18,7 @@
 #include "trigguard/oidc.h"
 #include "trigguard/pipeline.h"
 #include "trigguard/policy.h"
+#include "trigguard/record.h"
 #include "trigguard/swap.h"
 
 /* A loaded policy plus what is derived from it once. Requests hold a reference through the
@@ -85,6 +86,7 @@ struct tg_pipeline {
      * the start is refused when either is not 0 (tg_pipeline_replay_check). */
     uint64_t replay_unfit_store;    /* idempotency keys and nonces */
     uint64_t replay_unfit_receipts; /* receipt index entries */
+    uint64_t replay_unfit_limits;   /* limit totals (--limit-entries) */
 
     /* Reloads (reload.c): one at a time (reload_mu); last_reload is what /version shows
      * (under admin_mu, which is never held for long); the counts are /metrics'. */
@@ -323,5 +325,46 @@ void tg_route_receipts(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 /* POST /v1/receipts/{executionId}/redeem (redeem.c); rest is "{executionId}/redeem". */
 void tg_route_redeem(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+
+/* ---- stateful limits of one request (limits.c; docs/POLICY.md "Limits") ----
+ * Where the request's totals are, what the frame was bound with and what it reserved. The
+ * names are copies: a reservation may be released from the ledger's callback, after the
+ * request gave its policy reference back. */
+typedef struct tg_limit_hold {
+    uint32_t n;          /* the surface's limits, bound in the frame (ascending ids) */
+    uint32_t n_reserved; /* the first n_reserved are reserved and not yet durable */
+    uint32_t ids[TG_FRAME_MAX_LIMITS];
+    double amounts[TG_FRAME_MAX_LIMITS];
+    tg_db_limit_ref_t refs[TG_FRAME_MAX_LIMITS]; /* refs[i].limit points into names[i] */
+    char names[TG_FRAME_MAX_LIMITS][TG_DB_LIMIT_NAME_MAX + 1];
+} tg_limit_hold_t;
+
+/* Before the kernel: for each limit of f's surface, its key and window at now_ms, and the
+ * total read from the db, bound into f->limits. h->n = 0 when the surface has none (then
+ * nothing is read). Errors: the db's (unavailable: 503), TG_ERR_INVALID_ARG. */
+tg_err_t tg_pipeline_limits_bind(tg_pipeline_t *p, const tg_policy_t *pol, tg_frame_t *f,
+                                 int64_t now_ms, tg_limit_hold_t *h) TG_MUST_USE;
+
+/* After a PERMIT in enforce mode: reserves every bound limit in id order. TG_OK: all held
+ * (h->n_reserved = h->n, and they are the record's contributions). TG_ERR_LIMIT_EXCEEDED:
+ * one was refused; those before it are released, and its fresh total is in f's slot, so
+ * the caller re-decides. Other errors (TG_ERR_LIMIT: full; unavailable): all released. */
+tg_err_t tg_pipeline_limits_reserve(tg_pipeline_t *p, const tg_policy_t *pol, tg_frame_t *f,
+                                    tg_limit_hold_t *h) TG_MUST_USE;
+
+/* Takes back whatever h still holds (the record was not made durable). Idempotent. */
+void tg_pipeline_limits_release(tg_pipeline_t *p, tg_limit_hold_t *h);
+
+/* The record of h's reservations became durable: nothing is released any more. */
+void tg_pipeline_limits_settled(tg_limit_hold_t *h);
+
+/* The widest contributions a request on surface `surface` can record (its limits' names,
+ * the widest key, window and amount), to measure the record's meta before anything is
+ * reserved; returns their number. */
+size_t tg_pipeline_limits_widest(const tg_policy_t *pol, uint32_t surface, tg_record_limit_t *out);
+
+/* The record's contributions (meta "l": what h holds reserved) into
+ * out[0..TG_RECORD_MAX_LIMITS); returns their number (0 when nothing is reserved). */
+size_t tg_pipeline_limits_contributions(const tg_limit_hold_t *h, tg_record_limit_t *out);
 
 #endif /* TG_PIPELINE_INTERNAL_H */

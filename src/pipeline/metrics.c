@@ -639,6 +639,9 @@ tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) {
         rc = render_detail(out, m);
     }
     if (rc == TG_OK) {
+        rc = tg_metrics_render_limits(out, m);
+    }
+    if (rc == TG_OK) {
         rc = tg_buf_printf(out,
                            "# HELP trigguard_idempotent_replays_total Responses replayed for a "
                            "repeated idempotency key.\n"

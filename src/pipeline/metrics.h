@@ -87,6 +87,25 @@ typedef enum {
     TG_REDEEM__COUNT
 } tg_redeem_result_t;
 
+/* Stateful limits (limits.c): trigguard_limit_denials_total{surface,limit}, one slot per
+ * (surface, limit) met, and the reservation outcomes. Slots are claimed under a spin flag
+ * (a denial is rare next to a decision); counts are relaxed atomics. */
+#define TG_METRICS_LIMIT_SLOTS 256
+typedef struct {
+    char surface[TG_METRICS_SURFACE_NAME_MAX + 1];
+    char limit[TG_METRICS_SURFACE_NAME_MAX + 1];
+    atomic_uint_fast64_t count;
+} tg_metrics_limit_slot_t;
+typedef struct {
+    atomic_flag lock;   /* guards n and slot names */
+    _Atomic uint32_t n; /* slots in use */
+    tg_metrics_limit_slot_t slots[TG_METRICS_LIMIT_SLOTS];
+    atomic_uint_fast64_t overflow;  /* denials past the table (surface="other") */
+    atomic_uint_fast64_t conflicts; /* reservations refused: the request re-decided */
+    atomic_uint_fast64_t full;      /* reservations refused: the totals table is full (503) */
+    atomic_uint_fast64_t errors;    /* totals unreadable or not reserved: 503 */
+} tg_metrics_limits_t;
+
 typedef struct tg_metrics {
     atomic_uint_fast64_t requests[TG_ROUTE__COUNT][TG_METRICS_STATUSES];
     atomic_uint_fast64_t latency[TG_ROUTE__COUNT][TG_METRICS_LATENCY_BUCKETS + 1];
@@ -116,6 +135,7 @@ typedef struct tg_metrics {
     tg_metrics_would_t tenants[TG_METRICS_TENANT_SLOTS];
     atomic_uint_fast64_t tenants_overflow;
     int64_t start_ms; /* wall clock at tg_metrics_init: process_start_time_seconds */
+    tg_metrics_limits_t limits;
 } tg_metrics_t;
 
 void tg_metrics_init(tg_metrics_t *m);
@@ -157,6 +177,12 @@ void tg_metrics_ledger_wait_timeout(tg_metrics_t *m);
 
 /* Counts one redemption's result. Thread-safe. */
 void tg_metrics_redeem(tg_metrics_t *m, tg_redeem_result_t r);
+
+/* Counts one DENY by a stateful limit (limits.c). Thread-safe. */
+void tg_metrics_limit_denial(tg_metrics_t *m, const char *surface, size_t surface_len,
+                             const char *limit, size_t limit_len);
+/* Appends trigguard_limit_denials_total and trigguard_limit_reservations_total (limits.c). */
+tg_err_t tg_metrics_render_limits(tg_buf_t *out, tg_metrics_t *m) TG_MUST_USE;
 
 /* Appends the Prometheus text exposition of these counters. */
 tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) TG_MUST_USE;

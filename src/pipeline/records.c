@@ -110,6 +110,24 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
             rc = TG_OK;
         }
     }
+    /* A PERMIT's reservations count again (record.h "l"); expired windows are skipped.
+     * Every contribution that does not fit is counted: starting without it would let
+     * requests pass a cap, so the start is refused (tg_pipeline_replay_check). */
+    for (size_t i = 0; rc == TG_OK && i < m->n_limits; i++) {
+        const tg_record_limit_t *l = &m->limits[i];
+        tg_db_limit_ref_t ref = {.limit = l->limit.ptr,
+                                 .limit_len = l->limit.len,
+                                 .window_start_s = l->window_start_s,
+                                 .window_s = l->window_s};
+        memcpy(ref.key, l->key, sizeof ref.key);
+        rc = tg_db_limit_restore(p->db, &ref, l->amount, now);
+        if (rc == TG_ERR_LIMIT) {
+            p->replay_unfit_limits++;
+            rc = TG_OK;
+        } else if (rc == TG_ERR_INVALID_ARG) {
+            rc = TG_ERR_LEDGER_CORRUPT; /* not what this server writes */
+        }
+    }
     if (rc == TG_OK && rec->type == TG_LEDGER_TYPE_RECEIPT) {
         /* the id is ours: "exec_" + 32 hex (the index needs it NUL-terminated) */
         char id[TG_RECEIPT_EXEC_ID_LEN + 1];
@@ -169,6 +187,18 @@ tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag) {
     tg_err_t rc2 = unfit_check(p, &st.receipts, p->replay_unfit_receipts, "receipt index",
                                "GET /v1/receipts would not find receipts already handed out",
                                rc == TG_OK ? diag : &second);
+    if (rc == TG_OK && rc2 == TG_OK && p->replay_unfit_limits > 0) {
+        TG_LOG(TG_LOG_ERROR, "limit_table_too_small",
+               "limit totals: %llu contributions of the ledger do not fit --limit-entries %llu; "
+               "starting would let requests pass their caps",
+               (unsigned long long)p->replay_unfit_limits,
+               (unsigned long long)st.limits.max_entries);
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "limit totals: %llu contributions do not fit --limit-entries %llu; "
+                           "start refused: raise --limit-entries",
+                           (unsigned long long)p->replay_unfit_limits,
+                           (unsigned long long)st.limits.max_entries);
+    }
     return rc != TG_OK ? rc : rc2;
 }
 

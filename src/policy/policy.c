@@ -42,6 +42,8 @@ static void *arena_alloc(tg_policy_t *p, size_t n) {
     return r;
 }
 
+void *tg_policy_arena_alloc_(tg_policy_t *p, size_t n) { return arena_alloc(p, n); }
+
 /* ---- name index ----------------------------------------------------------------------- */
 
 static uint64_t fnv1a(const char *s, size_t n) {
@@ -1738,9 +1740,9 @@ static tg_err_t compile_string_member(cc_t *c, const json_t *bundle, const char 
 }
 
 tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *diag) {
-    static const char *const allowed[] = {"version",  "authority", "description",
-                                          "surfaces", "signals",   "actors",
-                                          "tools",    "tiers",     NULL};
+    static const char *const allowed[] = {"version", "authority", "description", "surfaces",
+                                          "signals", "actors",    "tools",       "tiers",
+                                          "limits",  NULL};
     if (out == NULL || bundle == NULL) {
         return tg_diag_set(diag, TG_ERR_INVALID_ARG, "tg_policy_compile: NULL argument");
     }
@@ -1760,7 +1762,7 @@ tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *d
     }
     rc = check_members(&c, bundle, allowed,
                        "version, authority, description, surfaces, signals, actors, tools, "
-                       "tiers");
+                       "tiers, limits");
     if (rc) {
         goto done;
     }
@@ -1819,6 +1821,10 @@ tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *d
         path_pop(&c, s1);
     }
     rc = compile_tools(&c, json_object_get(bundle, "tools"));
+    if (rc) {
+        goto done;
+    }
+    rc = tg_policy_compile_limits_(p, json_object_get(bundle, "limits"), diag);
     if (rc) {
         goto done;
     }

@@ -36,6 +36,24 @@ typedef struct tg_htab {
 
 typedef struct tg_arena_chunk tg_arena_chunk_t;
 
+/* What a stateful limit needs besides the kernel's tg_limit_t (limits.c): its surface, the
+ * parts of its key and its window. By limit id, parallel to tables.limits. */
+typedef enum tg_limit_key_src {
+    TG_LIMIT_KEY_ACTOR = 0,
+    TG_LIMIT_KEY_TENANT,
+    TG_LIMIT_KEY_SUBJECT,
+    TG_LIMIT_KEY_ISSUER,
+    TG_LIMIT_KEY_CONTEXT
+} tg_limit_key_src_t;
+
+typedef struct tg_limit_spec {
+    uint32_t surface;
+    uint32_t n_key;
+    uint8_t key_src[TG_LIMIT_KEY_PARTS];    /* tg_limit_key_src_t */
+    uint32_t key_field[TG_LIMIT_KEY_PARTS]; /* TG_LIMIT_KEY_CONTEXT: the field id */
+    int64_t window_s;
+} tg_limit_spec_t;
+
 struct tg_policy {
     tg_kernel_tables_t tables; /* what tg_kernel_decide reads (tg_policy_tables) */
     char hash_hex[65];         /* tables.policy_hash in hex */
@@ -48,6 +66,7 @@ struct tg_policy {
     tg_htab_t signal_index;
     tg_htab_t field_index;
     tg_htab_t tool_index;
+    const tg_limit_spec_t *limit_specs; /* by limit id (limits.c) */
     tg_arena_chunk_t *arena;
 };
 
@@ -56,6 +75,16 @@ struct tg_policy {
 int tg_policy_find_field_(const tg_policy_t *p, const char *s, size_t n, uint32_t *id);
 int tg_policy_find_signal_(const tg_policy_t *p, const char *s, size_t n, uint32_t *id);
 int tg_policy_find_tool_(const tg_policy_t *p, const char *s, size_t n, uint32_t *id);
+
+/* Zeroed arena memory owned by p (freed with it); NULL when out of memory. For the
+ * compiler's files besides policy.c (limits.c). */
+void *tg_policy_arena_alloc_(tg_policy_t *p, size_t n);
+
+/* Compiles the bundle's top-level "limits" (limits.c; NULL = none) into p->tables.limits,
+ * each surface's limits and p->limit_specs. Runs after the surfaces are compiled (it checks
+ * their required_context). Errors: TG_ERR_POLICY_INVALID (diag "limits[i].<member>: ..."),
+ * TG_ERR_NOMEM. */
+tg_err_t tg_policy_compile_limits_(tg_policy_t *p, const json_t *limits, tg_diag_t *diag);
 
 /* Bytewise order (shorter first on a common prefix): the order users see (signals,
  * required fields); for ASCII names it is also RFC 8785's member order. */

@@ -22,6 +22,49 @@ static tg_err_t put_strs(tg_buf_t *b, const char *const *parts, size_t n) {
     put_strs((b), (const char *const[]){__VA_ARGS__},                                              \
              sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
 
+/* The meta's "l" member (record.h): one array per contribution, members in a fixed order. */
+static tg_err_t meta_limits(tg_buf_t *out, const tg_record_limit_t *l, size_t n) {
+    if (l == NULL || n > TG_RECORD_MAX_LIMITS) {
+        return TG_ERR_INVALID_ARG;
+    }
+    tg_err_t rc = tg_buf_puts(out, ",\"l\":[");
+    for (size_t i = 0; i < n && rc == TG_OK; i++) {
+        char num[TG_CANON_NUMBER_MAX + 1];
+        size_t len = 0;
+        if (l[i].limit.ptr == NULL || !(l[i].amount >= 0) ||
+            tg_canon_number(num, &len, l[i].amount) != TG_OK) {
+            return TG_ERR_INVALID_ARG;
+        }
+        num[len] = '\0';
+        rc = tg_buf_puts(out, i ? ",[" : "[");
+        if (rc == TG_OK) {
+            rc = tg_canon_string(out, l[i].limit.ptr, l[i].limit.len);
+        }
+        if (rc == TG_OK) {
+            rc = tg_buf_puts(out, ",\"");
+        }
+        if (rc == TG_OK) {
+            rc = tg_buf_hex(out, l[i].key, 32);
+        }
+        if (rc == TG_OK) {
+            rc = tg_buf_puts(out, "\",");
+        }
+        if (rc == TG_OK) {
+            rc = tg_buf_put_i64(out, l[i].window_start_s);
+        }
+        if (rc == TG_OK) {
+            rc = tg_buf_putc(out, ',');
+        }
+        if (rc == TG_OK) {
+            rc = tg_buf_put_i64(out, l[i].window_s);
+        }
+        if (rc == TG_OK) {
+            rc = PUT_STRS(out, ",", num, "]");
+        }
+    }
+    return rc == TG_OK ? tg_buf_putc(out, ']') : rc;
+}
+
 tg_err_t tg_record_meta_write(tg_buf_t *out, const tg_record_meta_t *m) {
     if (out == NULL || m == NULL || m->tenant.ptr == NULL || m->request_hash.ptr == NULL ||
         m->request_hash.len != 64) {
@@ -48,6 +91,9 @@ tg_err_t tg_record_meta_write(tg_buf_t *out, const tg_record_meta_t *m) {
         if (rc == TG_OK) {
             rc = tg_canon_string(out, m->key.ptr, m->key.len);
         }
+    }
+    if (rc == TG_OK && m->n_limits > 0) {
+        rc = meta_limits(out, m->limits, m->n_limits);
     }
     if (rc == TG_OK && m->nonce.ptr != NULL) {
         rc = tg_buf_puts(out, ",\"n\":");
@@ -187,6 +233,40 @@ static tg_err_t view_redemption(tg_record_view_t *v) {
     return TG_OK;
 }
 
+/* Reads meta "l" into v->limits; false when present and malformed. */
+static bool view_limits(tg_record_view_t *v) {
+    const json_t *l = json_object_get(v->meta_doc, "l");
+    if (l == NULL) {
+        return true;
+    }
+    if (!json_is_array(l) || json_array_size(l) == 0 || json_array_size(l) > TG_RECORD_MAX_LIMITS) {
+        return false;
+    }
+    for (size_t i = 0; i < json_array_size(l); i++) {
+        const json_t *e = json_array_get(l, i);
+        const json_t *name = json_array_get(e, 0), *key = json_array_get(e, 1);
+        const json_t *start = json_array_get(e, 2), *win = json_array_get(e, 3);
+        const json_t *amt = json_array_get(e, 4);
+        tg_record_limit_t *r = &v->limits[i];
+        if (!json_is_array(e) || json_array_size(e) != 5 || !json_is_string(name) ||
+            !json_is_string(key) || !json_is_number(start) || !json_is_number(win) ||
+            !json_is_number(amt) ||
+            tg_unhex(r->key, 32, json_string_value(key), json_string_length(key)) != TG_OK) {
+            return false;
+        }
+        r->limit = (tg_text_t){json_string_value(name), json_string_length(name)};
+        r->window_start_s = (int64_t)json_number_value(start);
+        r->window_s = (int64_t)json_number_value(win);
+        r->amount = json_number_value(amt);
+        if (!(r->amount >= 0) || r->window_s <= 0 || r->window_start_s < 0) {
+            return false;
+        }
+    }
+    v->meta.limits = v->limits;
+    v->meta.n_limits = json_array_size(l);
+    return true;
+}
+
 tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len, const void *payload,
                         size_t payload_len) {
     memset(v, 0, sizeof *v);
@@ -216,6 +296,10 @@ tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len, 
         !json_is_number(at) || decision.ptr == NULL || v->reason.ptr == NULL ||
         v->execution_id.ptr == NULL || v->policy_version.ptr == NULL ||
         tg_unhex(v->request_hash, 32, m->request_hash.ptr, m->request_hash.len) != TG_OK) {
+        tg_record_view_free(v);
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    if (!view_limits(v)) {
         tg_record_view_free(v);
         return TG_ERR_LEDGER_CORRUPT;
     }

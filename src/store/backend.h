@@ -39,6 +39,12 @@ typedef struct tg_db_ops {
                             size_t key_len, const tg_idem_entry_t *entry, int64_t now_ms);
     tg_err_t (*restore_nonce)(tg_db_t *db, const char *tenant, size_t tenant_len, const char *nonce,
                               size_t nonce_len, int64_t used_at_ms, int64_t now_ms);
+    tg_err_t (*limit_total)(tg_db_t *db, const tg_db_limit_ref_t *ref, double *total);
+    tg_err_t (*limit_reserve)(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount, double max,
+                              double *total_after);
+    tg_err_t (*limit_release)(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount);
+    tg_err_t (*limit_restore)(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount,
+                              int64_t now_ms);
     void (*tick)(tg_db_t *db, int64_t now_ms, uint32_t stall_ms);
     bool (*health)(tg_db_t *db, char *why, size_t why_len);
     void (*stats)(tg_db_t *db, tg_db_stats_t *out);

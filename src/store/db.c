@@ -1,6 +1,7 @@
 /* db.c — the db interface (db.h): picks a backend at open, then forwards each call to it. */
 #include "trigguard/db.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "backend.h"
@@ -138,6 +139,53 @@ tg_err_t tg_db_restore_nonce(tg_db_t *db, const char *tenant, size_t tenant_len,
     return db == NULL ? TG_ERR_INVALID_ARG
                       : db->ops->restore_nonce(db, tenant, tenant_len, nonce, nonce_len, used_at_ms,
                                                now_ms);
+}
+
+/* A limit entry's reference: a name of 1..TG_DB_LIMIT_NAME_MAX bytes and a window of
+ * 1..31 days starting at or after the epoch. */
+static bool limit_ref_ok(const tg_db_limit_ref_t *ref) {
+    return ref != NULL && ref->limit != NULL && ref->limit_len > 0 &&
+           ref->limit_len <= TG_DB_LIMIT_NAME_MAX && ref->window_s > 0 &&
+           ref->window_s <= (int64_t)31 * 86400 && ref->window_start_s >= 0;
+}
+
+static bool amount_ok(double a) { return a >= 0.0 && isfinite(a); }
+
+tg_err_t tg_db_limit_total(tg_db_t *db, const tg_db_limit_ref_t *ref, double *total) {
+    if (total != NULL) {
+        *total = 0;
+    }
+    if (db == NULL || total == NULL || !limit_ref_ok(ref)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->limit_total(db, ref, total);
+}
+
+tg_err_t tg_db_limit_reserve(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount, double max,
+                             double *total_after) {
+    if (total_after != NULL) {
+        *total_after = 0;
+    }
+    if (db == NULL || total_after == NULL || !limit_ref_ok(ref) || !amount_ok(amount) ||
+        !amount_ok(max)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->limit_reserve(db, ref, amount, max, total_after);
+}
+
+tg_err_t tg_db_limit_release(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount) {
+    if (db == NULL || !limit_ref_ok(ref) || !amount_ok(amount)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->limit_release(db, ref, amount);
+}
+
+tg_err_t tg_db_limit_restore(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount,
+                             int64_t now_ms) {
+    if (db == NULL || !limit_ref_ok(ref) || !amount_ok(amount)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->limit_restore(db, ref, amount, now_ms);
 }
 
 void tg_db_tick(tg_db_t *db, int64_t now_ms, uint32_t stall_ms) {

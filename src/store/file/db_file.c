@@ -4,11 +4,13 @@
 #include <string.h>
 
 #include "../backend.h"
+#include "limit_table.h"
 
 typedef struct file_db {
     tg_db_t base; /* first: db.c reads base.ops */
     tg_store_t *keys;
     tg_receipts_t *receipts;
+    tg_limit_table_t *limits;
     tg_ledger_t *ledger; /* NULL until start */
     tg_ledger_opts_t ledger_opts;
 } file_db_t;
@@ -31,6 +33,7 @@ static void fs_close(tg_db_t *db) {
     tg_ledger_close(fs->ledger);
     tg_store_destroy(fs->keys);
     tg_receipts_destroy(fs->receipts);
+    tg_limit_table_destroy(fs->limits);
     free(fs);
 }
 
@@ -112,10 +115,29 @@ static tg_err_t fs_restore_nonce(tg_db_t *db, const char *tenant, size_t tenant_
                                   now_ms);
 }
 
+static tg_err_t fs_limit_total(tg_db_t *db, const tg_db_limit_ref_t *ref, double *total) {
+    return tg_limit_table_total(fs_of(db)->limits, ref, total);
+}
+
+static tg_err_t fs_limit_reserve(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount,
+                                 double max, double *total_after) {
+    return tg_limit_table_reserve(fs_of(db)->limits, ref, amount, max, total_after);
+}
+
+static tg_err_t fs_limit_release(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount) {
+    return tg_limit_table_release(fs_of(db)->limits, ref, amount);
+}
+
+static tg_err_t fs_limit_restore(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount,
+                                 int64_t now_ms) {
+    return tg_limit_table_restore(fs_of(db)->limits, ref, amount, now_ms);
+}
+
 static void fs_tick(tg_db_t *db, int64_t now_ms, uint32_t stall_ms) {
     file_db_t *fs = fs_of(db);
     (void)tg_store_sweep(fs->keys, now_ms);
     (void)tg_receipts_sweep(fs->receipts, now_ms);
+    tg_limit_table_sweep(fs->limits, now_ms);
     if (fs->ledger != NULL) {
         /* An idle ledger notices a deleted or moved directory too (and keeps the evidence)
          * within a tick, not only at the next decision: /readyz tells the truth. */
@@ -134,6 +156,7 @@ static void fs_stats(tg_db_t *db, tg_db_stats_t *out) {
     tg_store_stats(fs_of(db)->keys, &out->keys);
     tg_receipts_stats(fs_of(db)->receipts, &out->receipts);
     tg_ledger_stats(fs_of(db)->ledger, &out->records);
+    tg_limit_table_stats(fs_of(db)->limits, &out->limits);
 }
 
 static const tg_db_ops_t file_ops = {
@@ -154,6 +177,10 @@ static const tg_db_ops_t file_ops = {
     .read = fs_read,
     .restore_key = fs_restore_key,
     .restore_nonce = fs_restore_nonce,
+    .limit_total = fs_limit_total,
+    .limit_reserve = fs_limit_reserve,
+    .limit_release = fs_limit_release,
+    .limit_restore = fs_limit_restore,
     .tick = fs_tick,
     .health = fs_health,
     .stats = fs_stats,
@@ -170,6 +197,9 @@ tg_err_t tg_db_file_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *dia
     tg_err_t rc = tg_store_create(&fs->keys, &opts->keys, diag);
     if (rc == TG_OK) {
         rc = tg_receipts_create(&fs->receipts, &opts->receipts, diag);
+    }
+    if (rc == TG_OK && tg_limit_table_create(&fs->limits, opts->limit_entries) != TG_OK) {
+        rc = tg_diag_set(diag, TG_ERR_NOMEM, "db: out of memory");
     }
     if (rc != TG_OK) {
         fs_close(&fs->base);

@@ -460,9 +460,42 @@ static const stmt_t st_chain = {NULL,
                                 " RETURNING head_seq, head_hash",
                                 1};
 
-static const stmt_t *const pool_stmts[] = {
-    &st_claim_key,     &st_claim_keys,   &st_claim_nonce, &st_release_key,
-    &st_release_nonce, &st_find_receipt, &st_read,        NULL};
+/* Stateful limits (db.h): a read, the reservation (one conditional upsert: a row comes
+ * back only when total + amount <= max held, under the row's lock, so instances never pass
+ * a cap together), and its release. */
+static const stmt_t st_limit_total = {
+    "tg_limit_total",
+    "SELECT total FROM tg_limit_totals WHERE limit_id = $1::text AND key = $2::bytea"
+    " AND window_start = $3::bigint",
+    3};
+
+static const stmt_t st_limit_reserve = {
+    "tg_limit_reserve",
+    "INSERT INTO tg_limit_totals AS t (limit_id, key, window_start, window_end, total)"
+    " SELECT $1::text, $2::bytea, $3::bigint, $4::bigint, $5::float8"
+    "  WHERE $5::float8 <= $6::float8"
+    " ON CONFLICT (limit_id, key, window_start) DO UPDATE SET total = t.total + excluded.total"
+    "  WHERE t.total + excluded.total <= $6::float8"
+    " RETURNING total",
+    6};
+
+static const stmt_t st_limit_release = {
+    "tg_limit_release",
+    "UPDATE tg_limit_totals SET total = greatest(total - $4::float8, 0)"
+    " WHERE limit_id = $1::text AND key = $2::bytea AND window_start = $3::bigint",
+    4};
+
+static const stmt_t *const pool_stmts[] = {&st_claim_key,
+                                           &st_claim_keys,
+                                           &st_claim_nonce,
+                                           &st_release_key,
+                                           &st_release_nonce,
+                                           &st_find_receipt,
+                                           &st_read,
+                                           &st_limit_total,
+                                           &st_limit_reserve,
+                                           &st_limit_release,
+                                           NULL};
 static const stmt_t *const writer_stmts[] = {&st_group, NULL};
 
 /* ---- connections ------------------------------------------------------------------------- */
@@ -1715,6 +1748,10 @@ static void upkeep_sweep(pg_db_t *db) {
         "DELETE FROM tg_nonces WHERE ctid = ANY (ARRAY (SELECT ctid FROM tg_nonces"
         " WHERE expires_at <= now() AND (lease_until IS NULL OR lease_until <= now())"
         " LIMIT " PG_SWEEP_ROWS " FOR UPDATE SKIP LOCKED))",
+        /* limit totals whose window has ended count for nothing any more */
+        "DELETE FROM tg_limit_totals WHERE ctid = ANY (ARRAY (SELECT ctid FROM tg_limit_totals"
+        " WHERE window_end <= extract(epoch FROM now())"
+        " LIMIT " PG_SWEEP_ROWS " FOR UPDATE SKIP LOCKED))",
     };
     for (size_t i = 0; i < sizeof sweeps / sizeof sweeps[0]; i++) {
         if (!pg_run(db->uconn, sweeps[i], deadline_in(10000), NULL, why, sizeof why)) {
@@ -1962,6 +1999,110 @@ static tg_err_t pg_start(tg_db_t *dbp, tg_db_replay_fn replay, void *ud,
     return TG_OK;
 }
 
+/* ---- stateful limits (db.h) -------------------------------------------------------- */
+
+/* The text parameters of a limit statement: name, window start and end, amounts. */
+typedef struct {
+    char name[TG_DB_LIMIT_NAME_MAX + 1];
+    char start[24], end[24], amount[32], max[32];
+} limit_txt_t;
+
+static bool limit_params(params_t *p, limit_txt_t *t, const tg_db_limit_ref_t *ref) {
+    if (ref->limit_len > TG_DB_LIMIT_NAME_MAX || memchr(ref->limit, 0, ref->limit_len) != NULL) {
+        return false;
+    }
+    memcpy(t->name, ref->limit, ref->limit_len);
+    t->name[ref->limit_len] = '\0';
+    (void)snprintf(t->start, sizeof t->start, "%lld", (long long)ref->window_start_s);
+    (void)snprintf(t->end, sizeof t->end, "%lld",
+                   (long long)ref->window_start_s + (long long)ref->window_s);
+    p->n = 0;
+    par(p, t->name, TG_PG_TEXT);
+    par(p, ref->key, 32);
+    par(p, t->start, TG_PG_TEXT);
+    return true;
+}
+
+/* A float8 column in binary: 8 bytes big-endian IEEE 754. */
+static double get_f64(const PGresult *r, int row, int col) {
+    uint64_t bits = (uint64_t)get_i64(r, row, col);
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return d;
+}
+
+static tg_err_t pg_limit_total(tg_db_t *dbp, const tg_db_limit_ref_t *ref, double *total) {
+    pg_db_t *db = pg_of(dbp);
+    params_t p;
+    limit_txt_t t;
+    *total = 0;
+    if (!limit_params(&p, &t, ref)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    PGresult *r = NULL;
+    tg_err_t rc = pool_call(db, &st_limit_total, &p, &r);
+    if (rc == TG_OK && PQntuples(r) == 1) {
+        *total = get_f64(r, 0, 0);
+    }
+    PQclear(r);
+    return rc == TG_ERR_INVALID_ARG ? rc : rc != TG_OK ? TG_ERR_STORE_UNAVAILABLE : TG_OK;
+}
+
+static tg_err_t pg_limit_reserve(tg_db_t *dbp, const tg_db_limit_ref_t *ref, double amount,
+                                 double max, double *total_after) {
+    pg_db_t *db = pg_of(dbp);
+    params_t p;
+    limit_txt_t t;
+    *total_after = 0;
+    if (!limit_params(&p, &t, ref)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    /* %.17g: every double survives the text round trip exactly, so the database adds the
+     * same numbers the kernel compared. */
+    (void)snprintf(t.amount, sizeof t.amount, "%.17g", amount);
+    (void)snprintf(t.max, sizeof t.max, "%.17g", max);
+    par(&p, t.end, TG_PG_TEXT);
+    par(&p, t.amount, TG_PG_TEXT);
+    par(&p, t.max, TG_PG_TEXT);
+    PGresult *r = NULL;
+    tg_err_t rc = pool_call(db, &st_limit_reserve, &p, &r);
+    bool taken = rc == TG_OK && PQntuples(r) == 1;
+    if (taken) {
+        *total_after = get_f64(r, 0, 0);
+    }
+    PQclear(r);
+    if (rc != TG_OK) {
+        return rc == TG_ERR_INVALID_ARG ? rc : TG_ERR_STORE_UNAVAILABLE;
+    }
+    if (taken) {
+        return TG_OK;
+    }
+    /* No row: the cap would be passed. The total as it is now, for the re-decision. */
+    tg_err_t rc2 = pg_limit_total(dbp, ref, total_after);
+    return rc2 != TG_OK ? rc2 : TG_ERR_LIMIT_EXCEEDED;
+}
+
+static tg_err_t pg_limit_release(tg_db_t *dbp, const tg_db_limit_ref_t *ref, double amount) {
+    pg_db_t *db = pg_of(dbp);
+    params_t p;
+    limit_txt_t t;
+    if (!limit_params(&p, &t, ref)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    (void)snprintf(t.amount, sizeof t.amount, "%.17g", amount);
+    par(&p, t.amount, TG_PG_TEXT);
+    PGresult *r = NULL;
+    tg_err_t rc = pool_call(db, &st_limit_release, &p, &r);
+    PQclear(r);
+    return rc == TG_OK || rc == TG_ERR_INVALID_ARG ? rc : TG_ERR_STORE_UNAVAILABLE;
+}
+
+static tg_err_t pg_limit_restore(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount,
+                                 int64_t now_ms) {
+    (void)db, (void)ref, (void)amount, (void)now_ms;
+    return TG_OK; /* pg never replays */
+}
+
 static void pg_tick(tg_db_t *db, int64_t now_ms, uint32_t stall_ms) {
     /* The writer bounds its own commits and the upkeep runs the retention job: nothing to
      * do on the caller's thread. */
@@ -2078,6 +2219,10 @@ static const tg_db_ops_t pg_ops = {
     .read = pg_read,
     .restore_key = pg_restore_key,
     .restore_nonce = pg_restore_nonce,
+    .limit_total = pg_limit_total,
+    .limit_reserve = pg_limit_reserve,
+    .limit_release = pg_limit_release,
+    .limit_restore = pg_limit_restore,
     .tick = pg_tick,
     .health = pg_health,
     .stats = pg_stats,

@@ -133,9 +133,26 @@ static const char *const tg_pg_v2[] = {
     NULL,
 };
 
+/* Stateful limits (docs/POLICY.md "Limits", docs/DESIGN.md "Limit totals"): one running
+ * total per (limit, key, window start), shared by every instance. A reservation is one
+ * conditional upsert (total + amount <= max) on a pooled connection, not part of the group
+ * commit; window_end (Unix seconds) is what the retention job deletes by. */
+static const char *const tg_pg_v3[] = {
+    "CREATE TABLE tg_limit_totals ("
+    " limit_id text NOT NULL,"
+    " key bytea NOT NULL CHECK (octet_length(key) = 32),"
+    " window_start bigint NOT NULL CHECK (window_start >= 0),"
+    " window_end bigint NOT NULL CHECK (window_end > window_start),"
+    " total double precision NOT NULL CHECK (total >= 0),"
+    " PRIMARY KEY (limit_id, key, window_start))",
+    "CREATE INDEX tg_limit_totals_end ON tg_limit_totals (window_end)",
+    NULL,
+};
+
 static const tg_pg_migration_t tg_pg_migrations[] = {
     {1, tg_pg_v1},
     {2, tg_pg_v2},
+    {3, tg_pg_v3},
 };
 
 _Static_assert(sizeof tg_pg_migrations / sizeof tg_pg_migrations[0] == TG_PG_SCHEMA_VERSION,
