@@ -1533,8 +1533,7 @@ static tg_err_t compile_cond(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, cons
     } else {
         return fail(c,
                     "unknown field \"%s\" (expected context.<name>, signals.<name>, actor, "
-                    "action, tenant, principal.<subject|issuer|claims.<name>> or "
-                    "time.<hour|weekday|date>)",
+                    "action, tenant or principal.<subject|issuer|claims.<name>>)",
                     printable(pk, fs, fl));
     }
     if (!arena_sv(c, &cd->field, fs, fl)) {
