@@ -26,8 +26,14 @@
  *   spend    the SPEC 3.1 payments.charge request: tier 1 irreversible, two signals
  *            (riskScore, rsdSpike), actor list, the HIGH_RISK_SPEND spend rule and two more deny
  *            rules evaluated before the permit rule -> PERMIT
+ * Variants with their own policy (built in memory by the harness; issue 21):
+ *   time     a change window in Europe/Berlin (host tzdata): a time.date freeze deny rule,
+ *            time.weekday and time.hour deny rules, then a permit -> PERMIT at a fixed
+ *            instant (2026-12-04T10:00:00Z, after the zone's last transition: footer rule)
+ *   set      context.payee in a 100,000-value data set file (written to a temporary
+ *            directory) -> PERMIT (binary search over the sorted set)
  *
- * usage: kernel_latency_bench [--count N] [--warmup N] [--batch N] [--variant default|spend|all]
+ * usage: kernel_latency_bench [--count N] [--warmup N] [--batch N] [--variant NAME|all]
  *                             [--policy FILE] [--output FILE]
  * Writes one JSON document (stdout without --output); its common fields ("schema", "what",
  * "environment", "runs") are described in docs/BENCHMARKS.md.
@@ -54,7 +60,31 @@ typedef struct {
     const char *description;
     const char *request;
     tg_verdict_t expect; /* every call must decide this; others are counted as errors */
+    int policy;          /* 0: the bundled policy (--policy); 1: TIME_POLICY; 2: the set policy */
+    int64_t at_ms;       /* the frame's instant (0: none) */
 } variant_t;
+
+/* The time variant's bundle: a change freeze and a change window (docs/POLICY.md "Time"). */
+static const char TIME_POLICY[] =
+    "{\"version\":\"bench-time\",\"timezone\":\"Europe/Berlin\",\"surfaces\":{\"deploy\":{"
+    "\"tier\":2,\"required_context\":{\"environment\":\"string\"},\"rules\":["
+    "{\"id\":\"freeze\",\"effect\":\"deny\",\"reason\":\"CHANGE_FREEZE\",\"when\":["
+    "{\"field\":\"context.environment\",\"op\":\"eq\",\"value\":\"production\"},"
+    "{\"field\":\"time.date\",\"op\":\"gte\",\"value\":\"2026-12-20\"},"
+    "{\"field\":\"time.date\",\"op\":\"lte\",\"value\":\"2027-01-02\"}]},"
+    "{\"id\":\"weekend\",\"effect\":\"deny\",\"reason\":\"OUTSIDE_WINDOW\",\"when\":["
+    "{\"field\":\"time.weekday\",\"op\":\"in\",\"value\":[\"sat\",\"sun\"]}]},"
+    "{\"id\":\"hours\",\"effect\":\"deny\",\"reason\":\"OUTSIDE_WINDOW\",\"when\":["
+    "{\"field\":\"time.hour\",\"op\":\"not_in\",\"value\":[9,10,11,12,13,14,15,16]}]},"
+    "{\"id\":\"deploy\",\"effect\":\"permit\",\"when\":[]}]}}}";
+
+static const char SET_POLICY[] =
+    "{\"version\":\"bench-set\",\"sets\":{\"payees\":{\"file\":\"payees.txt\"}},"
+    "\"surfaces\":{\"pay\":{\"tier\":2,\"rules\":[{\"id\":\"known-payee\",\"effect\":"
+    "\"permit\",\"when\":[{\"field\":\"context.payee\",\"op\":\"in\",\"set\":"
+    "\"payees\"}]}]}}}";
+
+#define SET_VALUES 100000
 
 static const variant_t VARIANTS[] = {
     {"default",
@@ -62,15 +92,27 @@ static const variant_t VARIANTS[] = {
      "group in-list rule",
      "{\"surface\":\"deploy.release\",\"action\":\"release\",\"actor\":\"ci.release-bot\","
      "\"context\":{\"target\":\"staging\",\"version\":\"1.4.2\"},\"idempotency_key\":\"rel-1\"}",
-     TG_PERMIT},
+     TG_PERMIT, 0, 0},
     {"spend",
      "SPEC 3.1 payments.charge: tier 1 irreversible, two signals (riskScore, rsdSpike), actor "
      "list, spend rule HIGH_RISK_SPEND plus two other deny rules before the permit",
      "{\"surface\":\"payments.charge\",\"action\":\"transfer_funds\",\"actor\":\"agent.billing\","
      "\"context\":{\"amount\":2500,\"currency\":\"USD\"},\"signals\":{\"riskScore\":0.12,"
      "\"rsdSpike\":false},\"idempotency_key\":\"tx_9921\",\"nonce\":\"6f1c\"}",
-     TG_PERMIT},
+     TG_PERMIT, 0, 0},
+    {"time",
+     "a change window in Europe/Berlin: time.date freeze (two date comparisons), time.weekday "
+     "and time.hour deny rules before the permit",
+     "{\"surface\":\"deploy\",\"action\":\"release\",\"actor\":\"ci\",\"context\":"
+     "{\"environment\":\"production\"}}",
+     TG_PERMIT, 1, INT64_C(1796378400000)},
+    {"set",
+     "context.payee in a 100,000-value data set (binary search)",
+     "{\"surface\":\"pay\",\"action\":\"charge\",\"actor\":\"agent\",\"context\":"
+     "{\"payee\":\"payee-071234\"}}",
+     TG_PERMIT, 2, 0},
 };
+#define N_VARIANTS (sizeof VARIANTS / sizeof VARIANTS[0])
 
 typedef struct {
     long count, warmup, batch;
@@ -151,6 +193,10 @@ static int run_variant(result_t *r, const tg_policy_t *p, const variant_t *v, co
     if (tg_frame_from_request(&f, NULL, p, req, &diag) != TG_OK) {
         json_decref(req);
         return fail(diag.msg);
+    }
+    if (v->at_ms != 0) {
+        f.now_ms = v->at_ms;
+        f.has_now = 1;
     }
     r->v = v;
     r->n = (size_t)o->count;
@@ -314,6 +360,45 @@ static tg_err_t write_run(tg_buf_t *b, const result_t *r, const opts_t *o) {
     return rc;
 }
 
+static int load_time_policy(tg_policy_t **out) {
+    tg_diag_t diag = {{0}};
+    if (tg_policy_load_text(out, TIME_POLICY, strlen(TIME_POLICY), &diag) != TG_OK) {
+        return fail(diag.msg);
+    }
+    return 0;
+}
+
+/* The set variant's bundle and its 100,000-line file, in a temporary directory removed once
+ * loaded (the policy keeps the values). */
+static int load_set_policy(tg_policy_t **out) {
+    char dir[256], path[300];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/tg_bench_set_XXXXXX", tmp != NULL && *tmp ? tmp : "/tmp");
+    if (mkdtemp(dir) == NULL) {
+        return fail("cannot create a temporary directory");
+    }
+    snprintf(path, sizeof path, "%s/payees.txt", dir);
+    FILE *f = fopen(path, "w");
+    for (unsigned i = 0; f != NULL && i < SET_VALUES; i++) {
+        fprintf(f, "payee-%06u\n", i);
+    }
+    int ok = f != NULL && fclose(f) == 0;
+    char bpath[300];
+    snprintf(bpath, sizeof bpath, "%s/policy.json", dir);
+    f = ok ? fopen(bpath, "w") : NULL;
+    ok = f != NULL && fputs(SET_POLICY, f) >= 0;
+    ok = f != NULL && fclose(f) == 0 && ok;
+    tg_diag_t diag = {{0}};
+    tg_err_t rc = ok ? tg_policy_load_file(out, bpath, &diag) : TG_ERR_IO;
+    unlink(path);
+    unlink(bpath);
+    rmdir(dir);
+    if (rc != TG_OK) {
+        return fail(diag.msg[0] ? diag.msg : "cannot write the set variant's files");
+    }
+    return 0;
+}
+
 static int parse_opts(opts_t *o, int argc, char **argv) {
     o->count = 100000;
     o->warmup = 1000;
@@ -355,9 +440,12 @@ static int parse_opts(opts_t *o, int argc, char **argv) {
         fprintf(stderr, "kernel_latency_bench: --count and --batch must be at least 1\n");
         return 0;
     }
-    if (strcmp(o->variant, "default") != 0 && strcmp(o->variant, "spend") != 0 &&
-        strcmp(o->variant, "all") != 0) {
-        fprintf(stderr, "kernel_latency_bench: --variant is default, spend or all\n");
+    int known = strcmp(o->variant, "all") == 0;
+    for (size_t i = 0; i < N_VARIANTS; i++) {
+        known |= strcmp(o->variant, VARIANTS[i].name) == 0;
+    }
+    if (!known) {
+        fprintf(stderr, "kernel_latency_bench: --variant is default, spend, time, set or all\n");
         return 0;
     }
     return 1;
@@ -367,7 +455,7 @@ int main(int argc, char **argv) {
     opts_t o;
     if (!parse_opts(&o, argc, argv)) {
         fprintf(stderr, "usage: kernel_latency_bench [--count N] [--warmup N] [--batch N] "
-                        "[--variant default|spend|all] [--policy FILE] [--output FILE]\n");
+                        "[--variant NAME|all] [--policy FILE] [--output FILE]\n");
         return 2;
     }
     /* The bundled policy: --policy, else $TG_SRC/examples/policy.json, else next to this
@@ -411,13 +499,23 @@ int main(int argc, char **argv) {
     struct timespec res;
     clock_getres(CLOCK_MONOTONIC, &res);
 
-    result_t results[2];
+    tg_policy_t *pols[3] = {p, NULL, NULL};
+    result_t results[N_VARIANTS];
+    const tg_policy_t *rpol[N_VARIANTS];
     size_t nres = 0;
     int rc = 0;
-    for (size_t i = 0; i < 2 && rc == 0; i++) {
+    for (size_t i = 0; i < N_VARIANTS && rc == 0; i++) {
         if (strcmp(o.variant, "all") == 0 || strcmp(o.variant, VARIANTS[i].name) == 0) {
+            int k = VARIANTS[i].policy;
+            if (pols[k] == NULL) {
+                rc = k == 1 ? load_time_policy(&pols[1]) : load_set_policy(&pols[2]);
+                if (rc != 0) {
+                    break;
+                }
+            }
             memset(&results[nres], 0, sizeof results[nres]);
-            rc = run_variant(&results[nres], p, &VARIANTS[i], &o);
+            rpol[nres] = pols[k];
+            rc = run_variant(&results[nres], pols[k], &VARIANTS[i], &o);
             nres += rc == 0;
         }
     }
@@ -500,7 +598,7 @@ int main(int argc, char **argv) {
                           (long long)pct(clk, nclk, 99));
     for (size_t i = 0; i < nres && !e; i++) {
         e = i ? tg_buf_putc(&b, ',') : TG_OK;
-        e = e ? e : write_variant(&b, &results[i], p, &o);
+        e = e ? e : write_variant(&b, &results[i], rpol[i], &o);
     }
     e = e ? e : tg_buf_puts(&b, "],");
     e = e ? e : tg_bench_put_environment(&b, NULL, NULL);
@@ -526,6 +624,8 @@ int main(int argc, char **argv) {
     }
     free(clk);
     tg_buf_free(&b);
+    tg_policy_destroy(pols[1]);
+    tg_policy_destroy(pols[2]);
     tg_policy_destroy(p);
     size_t wrong = 0;
     for (size_t i = 0; i < nres; i++) {
