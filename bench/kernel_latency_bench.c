@@ -106,8 +106,7 @@ static const variant_t VARIANTS[] = {
      "{\"surface\":\"deploy\",\"action\":\"release\",\"actor\":\"ci\",\"context\":"
      "{\"environment\":\"production\"}}",
      TG_PERMIT, 1, INT64_C(1796378400000)},
-    {"set",
-     "context.payee in a 100,000-value data set (binary search)",
+    {"set", "context.payee in a 100,000-value data set (binary search)",
      "{\"surface\":\"pay\",\"action\":\"charge\",\"actor\":\"agent\",\"context\":"
      "{\"payee\":\"payee-071234\"}}",
      TG_PERMIT, 2, 0},

@@ -141,7 +141,7 @@ typedef struct tg_cond {
     tg_value_t value;       /* scalar operand; exists: TG_VT_BOOL */
     const tg_value_t *list; /* in / not_in operands */
     uint32_t n_list;
-    tg_sv_t field; /* the condition's field as written, for traces */
+    tg_sv_t field;              /* the condition's field as written, for traces */
     const struct tg_zone *zone; /* TG_SRC_TIME_*: tables.zones[id]; else NULL */
 } tg_cond_t;
 

@@ -86,12 +86,12 @@
 #define TG_POLICY_MAX_VERSION 64           /* bytes of version */
 #define TG_POLICY_MAX_AUTHORITY 128        /* bytes of authority */
 #define TG_POLICY_MAX_VALUE 1024           /* bytes of a string operand */
-#define TG_POLICY_MAX_FILE ((size_t)1024 * 1024) /* bytes of a bundle file */
-#define TG_POLICY_MAX_SETS 16                    /* named data sets ("sets") */
-#define TG_POLICY_MAX_SET_VALUES 1000000         /* values of one data set */
+#define TG_POLICY_MAX_FILE ((size_t)1024 * 1024)           /* bytes of a bundle file */
+#define TG_POLICY_MAX_SETS 16                              /* named data sets ("sets") */
+#define TG_POLICY_MAX_SET_VALUES 1000000                   /* values of one data set */
 #define TG_POLICY_MAX_SET_BYTES ((size_t)64 * 1024 * 1024) /* bytes of one data set file */
-#define TG_POLICY_MAX_ZONES 16                   /* distinct time zones ("timezone") */
-#define TG_POLICY_ZONEINFO "/usr/share/zoneinfo" /* the host's tz database (TZif files) */
+#define TG_POLICY_MAX_ZONES 16                             /* distinct time zones ("timezone") */
+#define TG_POLICY_ZONEINFO "/usr/share/zoneinfo"           /* the host's tz database (TZif files) */
 
 /* The policy's limits that the kernel's formats must hold (kernel.h, kernel_tables.h). */
 _Static_assert(TG_POLICY_MAX_SIGNALS <= TG_FRAME_MAX_SIGNALS,

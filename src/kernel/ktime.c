@@ -15,19 +15,19 @@ static int64_t fmod64(int64_t a, int64_t b) { return a - fdiv(a, b) * b; }
 int64_t tg_days_from_civil(int64_t y, unsigned m, unsigned d) {
     y -= m <= 2;
     int64_t era = fdiv(y, 400);
-    int64_t yoe = y - era * 400;                                   /* [0, 399] */
+    int64_t yoe = y - era * 400;                                            /* [0, 399] */
     int64_t doy = (153 * (int64_t)(m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1; /* [0, 365] */
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;           /* [0, 146096] */
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;                    /* [0, 146096] */
     return era * 146097 + doe - 719468;
 }
 
 void tg_civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d) {
     z += 719468;
     int64_t era = fdiv(z, 146097);
-    int64_t doe = z - era * 146097;                                     /* [0, 146096] */
+    int64_t doe = z - era * 146097;                                      /* [0, 146096] */
     int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365; /* [0, 399] */
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);              /* [0, 365] */
-    int64_t mp = (5 * doy + 2) / 153;                                   /* [0, 11] */
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);               /* [0, 365] */
+    int64_t mp = (5 * doy + 2) / 153;                                    /* [0, 11] */
     unsigned dd = (unsigned)(doy - (153 * mp + 2) / 5 + 1);
     unsigned mm = (unsigned)(mp < 10 ? mp + 3 : mp - 9);
     *y = yoe + era * 400 + (mm <= 2);
@@ -65,7 +65,7 @@ static int32_t rule_offset(const tg_zone_t *z, int64_t t) {
     tg_civil_from_days(fdiv(t + z->std_off, 86400), &y, &m, &d);
     int64_t start = rule_instant(&z->start, y, z->std_off);
     int64_t end = rule_instant(&z->end, y, z->dst_off);
-    int dst = start < end ? (t >= start && t < end)    /* northern: DST inside the year */
+    int dst = start < end ? (t >= start && t < end)   /* northern: DST inside the year */
                           : !(t >= end && t < start); /* southern: DST across the new year */
     return dst ? z->dst_off : z->std_off;
 }

@@ -34,8 +34,8 @@ int tg_dataset_path_ok(const char *rel, size_t n) {
     return 1;
 }
 
-tg_err_t tg_dataset_read(tg_file_t *out, uint8_t sha256[32], const char *base_dir,
-                         const char *rel, tg_diag_t *diag) {
+tg_err_t tg_dataset_read(tg_file_t *out, uint8_t sha256[32], const char *base_dir, const char *rel,
+                         tg_diag_t *diag) {
     memset(out, 0, sizeof *out);
     if (!tg_dataset_path_ok(rel, strlen(rel))) {
         return tg_diag_set(diag, TG_ERR_POLICY_INVALID,
@@ -54,7 +54,7 @@ tg_err_t tg_dataset_read(tg_file_t *out, uint8_t sha256[32], const char *base_di
     if (fd < 0) {
         return tg_diag_set(diag, err == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO,
                            "data set file %s: %s", rel,
-                           err == ENOENT ? "no such file"
+                           err == ENOENT  ? "no such file"
                            : err == ELOOP ? "is a symbolic link"
                                           : "cannot open");
     }
@@ -82,8 +82,10 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
     if (c < 0x80) {
         return 1;
     }
-    size_t k = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4
-                                                                                                 : 0;
+    size_t k = c >= 0xc2 && c <= 0xdf   ? 2
+               : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4
+                                        : 0;
     if (k == 0 || k > n) {
         return 0;
     }
@@ -113,8 +115,7 @@ tg_err_t tg_dataset_lines(tg_sv_t **out, size_t *n_out, const char *data, size_t
             size_t k = utf8_len((const unsigned char *)data + end, len - end);
             if (ch < 0x20 || ch == 0x7f || k == 0) {
                 free(v);
-                return tg_diag_set(diag, TG_ERR_POLICY_INVALID,
-                                   "line %zu: %s", line,
+                return tg_diag_set(diag, TG_ERR_POLICY_INVALID, "line %zu: %s", line,
                                    k == 0 ? "invalid UTF-8" : "a control character");
             }
             end += k;
@@ -123,8 +124,8 @@ tg_err_t tg_dataset_lines(tg_sv_t **out, size_t *n_out, const char *data, size_t
         if (end > start) { /* empty lines are ignored (a trailing newline makes one) */
             if (end - start > TG_POLICY_MAX_VALUE) {
                 free(v);
-                return tg_diag_set(diag, TG_ERR_POLICY_INVALID,
-                                   "line %zu: longer than %d bytes", line, TG_POLICY_MAX_VALUE);
+                return tg_diag_set(diag, TG_ERR_POLICY_INVALID, "line %zu: longer than %d bytes",
+                                   line, TG_POLICY_MAX_VALUE);
             }
             if (n == TG_POLICY_MAX_SET_VALUES) {
                 free(v);

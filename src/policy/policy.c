@@ -960,7 +960,7 @@ static tg_err_t intern_zone(cc_t *c, const json_t *v, uint32_t *id) {
     memset(&z, 0, sizeof z);
     if (strcmp(name, "UTC") != 0) {
         const char *dir = c->opts != NULL && c->opts->zoneinfo_dir != NULL ? c->opts->zoneinfo_dir
-                                                                            : TG_POLICY_ZONEINFO;
+                                                                           : TG_POLICY_ZONEINFO;
         char path[512];
         snprintf(path, sizeof path, "%s/%s", dir, name);
         tg_file_t f;
@@ -1178,9 +1178,9 @@ static tg_err_t cset_from_array(cc_t *c, cset_t *set, const json_t *arr, int wan
     if (set->values == NULL) {
         return nomem(c);
     }
-    set->type = (uint8_t)(want >= 0                              ? want
+    set->type = (uint8_t)(want >= 0                                    ? want
                           : n > 0 && is_number(json_array_get(arr, 0)) ? TG_VT_NUMBER
-                                                                   : TG_VT_STRING);
+                                                                       : TG_VT_STRING);
     for (size_t i = 0; i < n; i++) {
         const json_t *e = json_array_get(arr, i);
         size_t s2 = path_push_index(c, i);
@@ -1289,7 +1289,8 @@ static tg_err_t cset_from_file(cc_t *c, cset_t *set, const char *name, const jso
         tg_file_free(&f);
         path_pop(c, saved);
         path_push_key(c, "sha256");
-        return fail(c, "the file %s has SHA-256 %s, not the pinned value", printable(pk, rel, strlen(rel)), hex);
+        return fail(c, "the file %s has SHA-256 %s, not the pinned value",
+                    printable(pk, rel, strlen(rel)), hex);
     }
     size_t rl = strlen(rel);
     if (rl > 5 && strcmp(rel + rl - 5, ".json") == 0) {
@@ -1332,9 +1333,7 @@ static tg_err_t cset_from_file(cc_t *c, cset_t *set, const char *name, const jso
 /* The bundle's "sets" object: every set compiled in name order (ids are not needed: a
  * condition points at its set's values). */
 static tg_err_t compile_sets(cc_t *c, const json_t *sets) {
-    static const char *const allowed[] = {"file", "values", "type", "sha256", "description",
-                                          NULL};
-    char pk[80];
+    static const char *const allowed[] = {"file", "values", "type", "sha256", "description", NULL};
     if (sets == NULL) {
         return TG_OK;
     }
@@ -1371,7 +1370,7 @@ static tg_err_t compile_sets(cc_t *c, const json_t *sets) {
         const json_t *tv = json_object_get(body, "type");
         if (rc == TG_OK && tv != NULL) {
             const char *ts = json_is_string(tv) ? json_string_value(tv) : "";
-            want = strcmp(ts, "string") == 0 ? TG_VT_STRING
+            want = strcmp(ts, "string") == 0   ? TG_VT_STRING
                    : strcmp(ts, "number") == 0 ? TG_VT_NUMBER
                                                : -2;
             if (want == -2) {
@@ -1406,7 +1405,6 @@ static tg_err_t compile_sets(cc_t *c, const json_t *sets) {
             }
         }
     }
-    (void)pk;
     free(m);
     if (rc == TG_OK) {
         path_pop(c, saved);
@@ -1444,8 +1442,8 @@ static tg_err_t compile_set_cond(cc_t *c, tg_cond_t *cd, const json_t *v, int op
     if ((want == TG_FT_STRING && set->type != TG_VT_STRING) ||
         (want == TG_FT_NUMBER && set->type != TG_VT_NUMBER) ||
         (want != TG_FT_ANY && want != TG_FT_STRING && want != TG_FT_NUMBER)) {
-        return fail(c, "data set \"%s\" holds %ss, which never match a field of type %s",
-                    set->name, set->type == TG_VT_NUMBER ? "number" : "string", ft_name(want));
+        return fail(c, "data set \"%s\" holds %ss, which never match a field of type %s", set->name,
+                    set->type == TG_VT_NUMBER ? "number" : "string", ft_name(want));
     }
     cd->op = (uint8_t)(op == TG_OP_IN ? TG_OP_IN_SET : TG_OP_NOT_IN_SET);
     cd->list = set->values;
@@ -1873,8 +1871,8 @@ static tg_err_t compile_default(cc_t *c, tg_surface_t *s, const json_t *dv) {
 static tg_err_t compile_surface_rules(cc_t *c, tg_surface_t *s, const json_t *body);
 
 static tg_err_t compile_surface(cc_t *c, tg_surface_t *s, const json_t *body) {
-    static const char *const allowed[] = {"tier",   "frozen", "description", "required_context",
-                                          "actors", "rules",  "default",     "mode",
+    static const char *const allowed[] = {"tier",     "frozen", "description", "required_context",
+                                          "actors",   "rules",  "default",     "mode",
                                           "timezone", NULL};
     if (!json_is_object(body)) {
         return fail(c, "surface must be an object, not %s", json_type_name(body));
@@ -2156,9 +2154,9 @@ static tg_err_t compile_time_and_sets(cc_t *c, const json_t *bundle) {
 
 tg_err_t tg_policy_compile_opts(tg_policy_t **out, const json_t *bundle,
                                 const tg_policy_opts_t *opts, tg_diag_t *diag) {
-    static const char *const allowed[] = {"version", "authority", "description", "surfaces",
-                                          "signals", "actors",    "tools",       "tiers",
-                                          "timezone", "sets",     NULL};
+    static const char *const allowed[] = {"version",  "authority", "description", "surfaces",
+                                          "signals",  "actors",    "tools",       "tiers",
+                                          "timezone", "sets",      NULL};
     if (out == NULL || bundle == NULL) {
         return tg_diag_set(diag, TG_ERR_INVALID_ARG, "tg_policy_compile: NULL argument");
     }

@@ -79,8 +79,8 @@ static inline int tg_sv_lexcmp(const char *a, uint32_t alen, const char *b, uint
  * TG_POLICY_MAX_SET_VALUES), views into data in a malloc'd array (*out, free()); errors
  * TG_ERR_POLICY_INVALID naming the line, TG_ERR_LIMIT, TG_ERR_NOMEM. */
 int tg_dataset_path_ok(const char *rel, size_t n);
-tg_err_t tg_dataset_read(tg_file_t *out, uint8_t sha256[32], const char *base_dir,
-                         const char *rel, tg_diag_t *diag) TG_MUST_USE;
+tg_err_t tg_dataset_read(tg_file_t *out, uint8_t sha256[32], const char *base_dir, const char *rel,
+                         tg_diag_t *diag) TG_MUST_USE;
 tg_err_t tg_dataset_lines(tg_sv_t **out, size_t *n_out, const char *data, size_t len,
                           tg_diag_t *diag) TG_MUST_USE;
 

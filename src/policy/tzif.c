@@ -12,9 +12,7 @@ static uint32_t be32(const uint8_t *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static int64_t be64(const uint8_t *p) {
-    return (int64_t)((uint64_t)be32(p) << 32 | be32(p + 4));
-}
+static int64_t be64(const uint8_t *p) { return (int64_t)((uint64_t)be32(p) << 32 | be32(p + 4)); }
 
 typedef struct hdr {
     uint8_t version; /* 0, '2', '3', '4' */
@@ -252,8 +250,7 @@ tg_err_t tg_tzif_parse(tg_tzif_t *out, const uint8_t *data, size_t len, tg_diag_
     }
     memset(out, 0, sizeof *out);
     if (len > TG_TZIF_MAX_FILE) {
-        return tg_diag_set(diag, TG_ERR_LIMIT, "TZif file larger than %zu bytes",
-                           TG_TZIF_MAX_FILE);
+        return tg_diag_set(diag, TG_ERR_LIMIT, "TZif file larger than %zu bytes", TG_TZIF_MAX_FILE);
     }
     hdr_t h;
     tg_err_t rc = read_header(&h, data, len, diag);

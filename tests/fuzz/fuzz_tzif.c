@@ -38,8 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 probe(z, z->at[i]);
             }
         }
-        static const int64_t fixed[] = {-62135596800, -1, 0, 1700000000, 1800000000,
-                                        4102444800, 253402300799};
+        static const int64_t fixed[] = {-62135596800, -1,         0,           1700000000,
+                                        1800000000,   4102444800, 253402300799};
         for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
             probe(z, fixed[i]);
         }

@@ -355,9 +355,8 @@ static void test_time_hours_dst(void **state) {
           {"2026-10-25T01:59:59Z", 1}, {"2026-10-25T02:00:00Z", 0});
     /* America/New_York 2026-03-08 and 2026-11-01 */
     TABLE("America/New_York", "{\"field\":\"time.hour\",\"op\":\"lt\",\"value\":3}",
-          {"2026-03-08T06:59:59Z", 1}, {"2026-03-08T07:00:00Z", 0},
-          {"2026-11-01T05:59:59Z", 1}, {"2026-11-01T06:00:00Z", 1},
-          {"2026-11-01T07:59:59Z", 1}, {"2026-11-01T08:00:00Z", 0});
+          {"2026-03-08T06:59:59Z", 1}, {"2026-03-08T07:00:00Z", 0}, {"2026-11-01T05:59:59Z", 1},
+          {"2026-11-01T06:00:00Z", 1}, {"2026-11-01T07:59:59Z", 1}, {"2026-11-01T08:00:00Z", 0});
     /* around midnight UTC: hours 23 and 0 */
     TABLE("UTC", "{\"field\":\"time.hour\",\"op\":\"gte\",\"value\":23}",
           {"2026-12-04T22:59:59.999Z", 0}, {"2026-12-04T23:00:00Z", 1},
@@ -384,7 +383,8 @@ static void test_time_weekday_date(void **state) {
     TABLE("UTC", "{\"field\":\"time.date\",\"op\":\"eq\",\"value\":\"2028-02-29\"}",
           {"2028-02-29T00:00:00Z", 1}, {"2028-02-29T23:59:59Z", 1}, {"2028-03-01T00:00:00Z", 0},
           {"2028-02-28T23:59:59Z", 0});
-    TABLE("UTC", "{\"field\":\"time.date\",\"op\":\"in\",\"value\":[\"2026-12-24\",\"2026-12-31\"]}",
+    TABLE("UTC",
+          "{\"field\":\"time.date\",\"op\":\"in\",\"value\":[\"2026-12-24\",\"2026-12-31\"]}",
           {"2026-12-24T12:00:00Z", 1}, {"2026-12-25T12:00:00Z", 0}, {"2026-12-31T00:00:00Z", 1});
     TABLE("UTC", "{\"field\":\"time.date\",\"op\":\"ne\",\"value\":\"2026-12-24\"}",
           {"2026-12-24T12:00:00Z", 0}, {"2026-12-23T12:00:00Z", 1});
@@ -504,12 +504,15 @@ static void test_time_compile_errors(void **state) {
                  cases[i].cond);
         expect_error(b, NULL, cases[i].msg);
     }
-    expect_error("{\"version\":\"1\",\"timezone\":\"Mars/Olympus\",\"surfaces\":{\"s\":{\"tier\":3}}}",
-                 NULL, "timezone: time zone \"Mars/Olympus\" (" ZONEINFO "/Mars/Olympus): unknown");
-    expect_error("{\"version\":\"1\",\"timezone\":\"../etc/passwd\",\"surfaces\":{\"s\":{\"tier\":3}}}",
-                 NULL, "not a time zone name");
-    expect_error("{\"version\":\"1\",\"timezone\":\"/etc/passwd\",\"surfaces\":{\"s\":{\"tier\":3}}}",
-                 NULL, "not a time zone name");
+    expect_error(
+        "{\"version\":\"1\",\"timezone\":\"Mars/Olympus\",\"surfaces\":{\"s\":{\"tier\":3}}}", NULL,
+        "timezone: time zone \"Mars/Olympus\" (" ZONEINFO "/Mars/Olympus): unknown");
+    expect_error(
+        "{\"version\":\"1\",\"timezone\":\"../etc/passwd\",\"surfaces\":{\"s\":{\"tier\":3}}}",
+        NULL, "not a time zone name");
+    expect_error(
+        "{\"version\":\"1\",\"timezone\":\"/etc/passwd\",\"surfaces\":{\"s\":{\"tier\":3}}}", NULL,
+        "not a time zone name");
     expect_error("{\"version\":\"1\",\"surfaces\":{\"s\":{\"tier\":3,\"timezone\":5}}}", NULL,
                  "surfaces.s.timezone: must be a string");
     /* a file that is not TZif: a compile error naming the path */
@@ -752,15 +755,15 @@ static void test_sets_files_refused(void **state) {
     if (rc) {
         fail_msg("%s", d.msg);
     }
-    assert_int_equal(decide_at(p, "{\"surface\":\"x\",\"actor\":\"b\",\"context\":{\"id\":7}}", NULL)
-                         .verdict,
-                     TG_PERMIT);
-    assert_int_equal(decide_at(p, "{\"surface\":\"x\",\"actor\":\"c\",\"context\":{\"id\":7}}", NULL)
-                         .verdict,
-                     TG_DENY);
-    assert_int_equal(decide_at(p, "{\"surface\":\"x\",\"actor\":\"b\",\"context\":{\"id\":6}}", NULL)
-                         .verdict,
-                     TG_DENY);
+    assert_int_equal(
+        decide_at(p, "{\"surface\":\"x\",\"actor\":\"b\",\"context\":{\"id\":7}}", NULL).verdict,
+        TG_PERMIT);
+    assert_int_equal(
+        decide_at(p, "{\"surface\":\"x\",\"actor\":\"c\",\"context\":{\"id\":7}}", NULL).verdict,
+        TG_DENY);
+    assert_int_equal(
+        decide_at(p, "{\"surface\":\"x\",\"actor\":\"b\",\"context\":{\"id\":6}}", NULL).verdict,
+        TG_DENY);
     /* pinned: the canonical form already holds the sha256, so canon --sha256 = policyHash */
     json_t *bj = jparse(b);
     uint8_t ph[32];
@@ -792,8 +795,8 @@ static void test_sets_compile_errors(void **state) {
          "sets.s.values[1]: the set holds strings"},
         {"{\"s\":{\"values\":[\"a\"],\"file\":\"x\"}}", "{\"field\":\"actor\",\"op\":\"exists\"}",
          "exactly one of file and values"},
-        {"{\"s\":{\"values\":[\"a\"],\"type\":\"date\"}}", "{\"field\":\"actor\",\"op\":\"exists\"}",
-         "sets.s.type: must be"},
+        {"{\"s\":{\"values\":[\"a\"],\"type\":\"date\"}}",
+         "{\"field\":\"actor\",\"op\":\"exists\"}", "sets.s.type: must be"},
         {"{\"s\":{\"values\":[\"a\"],\"bogus\":1}}", "{\"field\":\"actor\",\"op\":\"exists\"}",
          "sets.s.bogus: unknown member"},
         {"[]", "{\"field\":\"actor\",\"op\":\"exists\"}", "sets: must be an object"},
