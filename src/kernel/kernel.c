@@ -105,7 +105,7 @@ static const tg_value_t *time_value(const tg_cond_t *c, const tg_frame_t *f, tg_
     if (c->src == TG_SRC_TIME_HOUR) {
         tmp->num = lt.hour;
     } else if (c->src == TG_SRC_TIME_DATE) {
-        tmp->num = (double)(lt.year * 10000 + lt.month * 100 + lt.day);
+        tmp->num = (double)(lt.year * 10000 + (int64_t)lt.month * 100 + lt.day);
     } else {
         tmp->type = TG_VT_STRING;
         tmp->str = tg_weekday_name(lt.weekday);

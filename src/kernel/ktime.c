@@ -21,8 +21,8 @@ int64_t tg_days_from_civil(int64_t y, unsigned m, unsigned d) {
     return era * 146097 + doe - 719468;
 }
 
-void tg_civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d) {
-    z += 719468;
+void tg_civil_from_days(int64_t days, int64_t *y, unsigned *m, unsigned *d) {
+    int64_t z = days + 719468;
     int64_t era = fdiv(z, 146097);
     int64_t doe = z - era * 146097;                                      /* [0, 146096] */
     int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365; /* [0, 399] */

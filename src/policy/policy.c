@@ -2302,9 +2302,9 @@ tg_err_t tg_policy_load_file(tg_policy_t **out, const char *path, tg_diag_t *dia
             return tg_diag_set(diag, TG_ERR_LIMIT, "policy %s: path too long", path);
         }
         if (slash == NULL) {
-            strcpy(dir, ".");
+            memcpy(dir, ".", 2);
         } else if (dl == 0) {
-            strcpy(dir, "/");
+            memcpy(dir, "/", 2);
         } else {
             memcpy(dir, path, dl);
             dir[dl] = '\0';

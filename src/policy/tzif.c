@@ -175,7 +175,7 @@ static int tz_time(cur_t *c, long max_h, long *out) {
 
 /* ,Mm.w.d[/time] */
 static int tz_date(cur_t *c, tg_zone_date_t *d) {
-    long m, w, wd, t = 2 * 3600;
+    long m, w, wd, t = 2L * 3600;
     if (peek(c) != ',') {
         return 0;
     }
@@ -253,6 +253,7 @@ tg_err_t tg_tzif_parse(tg_tzif_t *out, const uint8_t *data, size_t len, tg_diag_
         return tg_diag_set(diag, TG_ERR_LIMIT, "TZif file larger than %zu bytes", TG_TZIF_MAX_FILE);
     }
     hdr_t h;
+    memset(&h, 0, sizeof h);
     tg_err_t rc = read_header(&h, data, len, diag);
     size_t pos = 44;
     if (rc == TG_OK && len - pos < block_size(&h, 4)) {
