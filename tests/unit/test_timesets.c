@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -818,6 +819,43 @@ static void test_sets_compile_errors(void **state) {
     expect_error(b, NULL, "data sets (limit 16)");
 }
 
+/* Every allocation of a compile with zones and file sets may fail: NOMEM (or, where jansson
+ * or a reader reports it so, another error), never a crash or a leak (ASan). */
+static void test_allocation_failures(void **state) {
+    (void)state;
+    write_file("payees.txt", "acme\nglobex\n", 12);
+    char bundle[2048];
+    snprintf(bundle, sizeof bundle,
+             "%.*s,\"sets\":{\"payees\":{\"file\":\"payees.txt\"},"
+             "\"codes\":{\"values\":[1,2]}}}",
+             (int)(strlen(FREEZE) - 1), FREEZE);
+    json_t *b = jparse(bundle);
+    tg_policy_opts_t opts = {tmpdir, ZONEINFO};
+    long n;
+    for (n = 0; n < 10000; n++) {
+        tg_policy_t *p = NULL;
+        tg_diag_t d = {{0}};
+        long before = tg_fail_alloc_injected();
+        tg_fail_alloc_after(n);
+        tg_err_t rc = tg_policy_compile_opts(&p, b, &opts, &d);
+        bool failed = tg_fail_alloc_injected() != before;
+        tg_fail_alloc_off();
+        if (!failed) {
+            if (rc != TG_OK) {
+                fail_msg("no failure injected but %s (%s)", tg_err_name(rc), d.msg);
+            }
+            tg_policy_destroy(p);
+            break;
+        }
+        /* glibc's qsort falls back to sorting in place when its buffer cannot be had */
+        assert_true((rc == TG_OK) == (p != NULL));
+        tg_policy_destroy(p);
+    }
+    print_message("compile with zones and sets survived %ld injected allocation failures\n", n);
+    assert_true(n > 10 && n < 10000);
+    json_decref(b);
+}
+
 static void test_kernel_never_allocates(void **state) {
     (void)state;
     tg_policy_t *p = compile_ok(FREEZE);
@@ -854,6 +892,7 @@ int main(void) {
         cmocka_unit_test(test_sets_large_file),
         cmocka_unit_test(test_sets_files_refused),
         cmocka_unit_test(test_sets_compile_errors),
+        cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_kernel_never_allocates),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
