@@ -33,8 +33,14 @@
  *   set      context.payee in a 100,000-value data set file (written to a temporary
  *            directory) -> PERMIT (binary search over the sorted set)
  *
- * usage: kernel_latency_bench [--count N] [--warmup N] [--batch N] [--variant NAME|all]
- *                             [--policy FILE] [--output FILE]
+ *   any_of   issue 21's language (a bundle of its own, LANG_BUNDLE): a deny any_of that fails,
+ *            then a permit any_of whose third member holds -> PERMIT
+ *   glob     the same bundle: a deny glob `*-bot` on the actor that fails, then a permit glob
+ *            on context.ref (the release branches, refs/heads/release/ and a star) -> PERMIT
+ *
+ * usage: kernel_latency_bench [--count N] [--warmup N] [--batch N]
+ *                             [--variant default|spend|any_of|glob|time|set|all]
+ *                             [--policy FILE] [--output FILE]   (--policy: default, spend)
  * Writes one JSON document (stdout without --output); its common fields ("schema", "what",
  * "environment", "runs") are described in docs/BENCHMARKS.md.
  */
@@ -60,9 +66,27 @@ typedef struct {
     const char *description;
     const char *request;
     tg_verdict_t expect; /* every call must decide this; others are counted as errors */
-    int policy;          /* 0: the bundled policy (--policy); 1: TIME_POLICY; 2: the set policy */
+    const char *bundle;  /* NULL: the --policy bundle; else this bundle text, its own policy */
     int64_t at_ms;       /* the frame's instant (0: none) */
+    int set_file;        /* 1: SET_POLICY with its 100,000-line file (load_set_policy) */
 } variant_t;
+
+/* Issue 21's language (docs/POLICY.md 1.2.1), one surface per variant below. */
+#define LANG_BUNDLE                                                                                \
+    "{\"version\":\"bench-lang-1\",\"surfaces\":{"                                                 \
+    "\"bench.any_of\":{\"tier\":2,\"required_context\":{\"env\":\"string\"},\"rules\":["           \
+    "{\"id\":\"frozen-env\",\"effect\":\"deny\",\"when\":[{\"any_of\":["                           \
+    "{\"field\":\"context.env\",\"op\":\"eq\",\"value\":\"prod\"},"                                \
+    "{\"field\":\"context.env\",\"op\":\"eq\",\"value\":\"dr\"}]}]},"                              \
+    "{\"id\":\"teams\",\"effect\":\"permit\",\"when\":[{\"any_of\":["                              \
+    "{\"field\":\"actor\",\"op\":\"eq\",\"value\":\"alice\"},"                                     \
+    "{\"field\":\"actor\",\"op\":\"eq\",\"value\":\"bob\"},"                                       \
+    "{\"field\":\"context.team\",\"op\":\"eq\",\"value\":\"platform\"}]}]}]},"                     \
+    "\"bench.glob\":{\"tier\":2,\"required_context\":{\"ref\":\"string\"},\"rules\":["             \
+    "{\"id\":\"no-bots\",\"effect\":\"deny\",\"when\":[{\"field\":\"actor\",\"op\":"               \
+    "\"glob\",\"value\":\"*-bot\"}]},"                                                             \
+    "{\"id\":\"release\",\"effect\":\"permit\",\"when\":[{\"field\":\"context.ref\","              \
+    "\"op\":\"glob\",\"value\":\"refs/heads/release/*\"}]}]}}}"
 
 /* The time variant's bundle: a change freeze and a change window (docs/POLICY.md "Time"). */
 static const char TIME_POLICY[] =
@@ -92,24 +116,36 @@ static const variant_t VARIANTS[] = {
      "group in-list rule",
      "{\"surface\":\"deploy.release\",\"action\":\"release\",\"actor\":\"ci.release-bot\","
      "\"context\":{\"target\":\"staging\",\"version\":\"1.4.2\"},\"idempotency_key\":\"rel-1\"}",
-     TG_PERMIT, 0, 0},
+     TG_PERMIT, NULL, 0, 0},
     {"spend",
      "SPEC 3.1 payments.charge: tier 1 irreversible, two signals (riskScore, rsdSpike), actor "
      "list, spend rule HIGH_RISK_SPEND plus two other deny rules before the permit",
      "{\"surface\":\"payments.charge\",\"action\":\"transfer_funds\",\"actor\":\"agent.billing\","
      "\"context\":{\"amount\":2500,\"currency\":\"USD\"},\"signals\":{\"riskScore\":0.12,"
      "\"rsdSpike\":false},\"idempotency_key\":\"tx_9921\",\"nonce\":\"6f1c\"}",
-     TG_PERMIT, 0, 0},
+     TG_PERMIT, NULL, 0, 0},
+    {"any_of",
+     "issue 21 language: a deny any_of (2 members) that fails, then a permit any_of whose "
+     "third member holds",
+     "{\"surface\":\"bench.any_of\",\"action\":\"deploy\",\"actor\":\"carol\","
+     "\"context\":{\"env\":\"staging\",\"team\":\"platform\"}}",
+     TG_PERMIT, LANG_BUNDLE, 0, 0},
+    {"glob",
+     "issue 21 language: a deny glob on the actor (*-bot) that fails, then a permit glob "
+     "refs/heads/release/* that holds",
+     "{\"surface\":\"bench.glob\",\"action\":\"push\",\"actor\":\"alice\","
+     "\"context\":{\"ref\":\"refs/heads/release/2026.12\"}}",
+     TG_PERMIT, LANG_BUNDLE, 0, 0},
     {"time",
      "a change window in Europe/Berlin: time.date freeze (two date comparisons), time.weekday "
      "and time.hour deny rules before the permit",
      "{\"surface\":\"deploy\",\"action\":\"release\",\"actor\":\"ci\",\"context\":"
      "{\"environment\":\"production\"}}",
-     TG_PERMIT, 1, INT64_C(1796378400000)},
+     TG_PERMIT, TIME_POLICY, INT64_C(1796378400000), 0},
     {"set", "context.payee in a 100,000-value data set (binary search)",
      "{\"surface\":\"pay\",\"action\":\"charge\",\"actor\":\"agent\",\"context\":"
      "{\"payee\":\"payee-071234\"}}",
-     TG_PERMIT, 2, 0},
+     TG_PERMIT, NULL, 0, 1},
 };
 #define N_VARIANTS (sizeof VARIANTS / sizeof VARIANTS[0])
 
@@ -151,6 +187,8 @@ typedef struct {
 
 typedef struct {
     const variant_t *v;
+    const tg_policy_t *p; /* the policy the variant decided under */
+    tg_policy_t *own;     /* the variant's own bundle, when it has one */
     tg_decision_t d;
     int64_t *samples;
     size_t n;
@@ -359,14 +397,6 @@ static tg_err_t write_run(tg_buf_t *b, const result_t *r, const opts_t *o) {
     return rc;
 }
 
-static int load_time_policy(tg_policy_t **out) {
-    tg_diag_t diag = {{0}};
-    if (tg_policy_load_text(out, TIME_POLICY, strlen(TIME_POLICY), &diag) != TG_OK) {
-        return fail(diag.msg);
-    }
-    return 0;
-}
-
 /* The set variant's bundle and its 100,000-line file, in a temporary directory removed once
  * loaded (the policy keeps the values). */
 static int load_set_policy(tg_policy_t **out) {
@@ -444,7 +474,9 @@ static int parse_opts(opts_t *o, int argc, char **argv) {
         known |= strcmp(o->variant, VARIANTS[i].name) == 0;
     }
     if (!known) {
-        fprintf(stderr, "kernel_latency_bench: --variant is default, spend, time, set or all\n");
+        fprintf(stderr,
+                "kernel_latency_bench: --variant is default, spend, any_of, glob, time, set "
+                "or all\n");
         return 0;
     }
     return 1;
@@ -454,7 +486,8 @@ int main(int argc, char **argv) {
     opts_t o;
     if (!parse_opts(&o, argc, argv)) {
         fprintf(stderr, "usage: kernel_latency_bench [--count N] [--warmup N] [--batch N] "
-                        "[--variant NAME|all] [--policy FILE] [--output FILE]\n");
+                        "[--variant default|spend|any_of|glob|time|set|all] [--policy FILE] "
+                        "[--output FILE]\n");
         return 2;
     }
     /* The bundled policy: --policy, else $TG_SRC/examples/policy.json, else next to this
@@ -498,23 +531,30 @@ int main(int argc, char **argv) {
     struct timespec res;
     clock_getres(CLOCK_MONOTONIC, &res);
 
-    tg_policy_t *pols[3] = {p, NULL, NULL};
     result_t results[N_VARIANTS];
-    const tg_policy_t *rpol[N_VARIANTS];
     size_t nres = 0;
     int rc = 0;
     for (size_t i = 0; i < N_VARIANTS && rc == 0; i++) {
         if (strcmp(o.variant, "all") == 0 || strcmp(o.variant, VARIANTS[i].name) == 0) {
-            int k = VARIANTS[i].policy;
-            if (pols[k] == NULL) {
-                rc = k == 1 ? load_time_policy(&pols[1]) : load_set_policy(&pols[2]);
-                if (rc != 0) {
-                    break;
+            result_t *r = &results[nres];
+            memset(r, 0, sizeof *r);
+            r->p = p;
+            if (VARIANTS[i].set_file) {
+                if (load_set_policy(&r->own) != 0) {
+                    return 2;
                 }
+                r->p = r->own;
+            } else if (VARIANTS[i].bundle != NULL) {
+                if (tg_policy_load_text(&r->own, VARIANTS[i].bundle, strlen(VARIANTS[i].bundle),
+                                        &diag) != TG_OK) {
+                    return fail(diag.msg);
+                }
+                r->p = r->own;
             }
-            memset(&results[nres], 0, sizeof results[nres]);
-            rpol[nres] = pols[k];
-            rc = run_variant(&results[nres], pols[k], &VARIANTS[i], &o);
+            rc = run_variant(r, r->p, &VARIANTS[i], &o);
+            if (rc != 0) {
+                tg_policy_destroy(r->own);
+            }
             nres += rc == 0;
         }
     }
@@ -597,7 +637,7 @@ int main(int argc, char **argv) {
                           (long long)pct(clk, nclk, 99));
     for (size_t i = 0; i < nres && !e; i++) {
         e = i ? tg_buf_putc(&b, ',') : TG_OK;
-        e = e ? e : write_variant(&b, &results[i], rpol[i], &o);
+        e = e ? e : write_variant(&b, &results[i], results[i].p, &o);
     }
     e = e ? e : tg_buf_puts(&b, "],");
     e = e ? e : tg_bench_put_environment(&b, NULL, NULL);
@@ -620,11 +660,10 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < nres; i++) {
         free(results[i].samples);
+        tg_policy_destroy(results[i].own);
     }
     free(clk);
     tg_buf_free(&b);
-    tg_policy_destroy(pols[1]);
-    tg_policy_destroy(pols[2]);
     tg_policy_destroy(p);
     size_t wrong = 0;
     for (size_t i = 0; i < nres; i++) {

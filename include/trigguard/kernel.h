@@ -41,7 +41,10 @@
  *     negative or not finite is DENY too (an amount that cannot be counted is never free).
  *     A condition holds only on a present, non-null value of a comparable type: a missing
  *     field makes every operator false except `exists: false`; ordered operators on a
- *     non-number are false; eq/ne/in/not_in compare typed ("5" ne 5 holds). Mandatory facts
+ *     non-number are false; eq/ne/in/not_in compare typed ("5" ne 5 holds); prefix/
+ *     suffix/glob hold on strings only; value_from needs both fields present (ne too).
+ *     Groups combine those results: all_of, any_of, and not, which negates its member, so
+ *     `not` over a missing field HOLDS (docs/POLICY.md 1.2.1). Mandatory facts
  *     are enforced by required context / required signals in the first state (SILENCE).
  *     Conditions on the principal (tenant, principal.subject, principal.issuer,
  *     principal.claims.<name>) read the frame's verified members with the same rules: an

@@ -52,10 +52,15 @@
  *   tg_rule_t           id (view), effect TG_EFFECT_*, reason (deny: its code; permit:
  *                       NO_POLICY_VIOLATION), conds[n_conds] (all must hold; none = always)
  *   tg_cond_t           src TG_SRC_* and id (field, signal, claim or zone id) say where the
- *                       value is; op TG_OP_*; value (scalar operand; exists: a TG_VT_BOOL),
- *                       list[n_list] (in / not_in operands; in_set / not_in_set: the data
- *                       set, sorted by tg_value_cmp); field (the condition's field as
- *                       written); zone (time.*: the zone, else NULL)
+ *                       value is; op TG_OP_*; value (scalar operand; exists: a TG_VT_BOOL;
+ *                       prefix, suffix, glob: a string), list[n_list] (in / not_in operands);
+ *                       field (the condition's field as written). A group (op ALL, ANY, NOT)
+ *                       has no field or value, only members sub[n_sub] (NOT: exactly one), at
+ *                       most TG_COND_MAX_NESTING groups deep. has_from: the operand is the
+ *                       request's own value at from_src / from_id (value_from), not value.
+ *                       in_set / not_in_set: list[n_list] is the data set, sorted by
+ *                       tg_value_cmp (value: the set's name, for explain; no operand).
+ *                       zone (time.*): tables.zones[id], else NULL.
  *   tg_reqfield_t       id (field id), type TG_FT_*
  *   tg_limit_t          id (view), reason (DENY code), max, kind TG_LIMIT_SUM|COUNT, field
  *                       (sum: the field id of the summed context field). The key, window and
@@ -68,7 +73,9 @@
  * below n_surfaces, n_signals, n_fields, n_claims; counts within the frame's arrays) and a surface
  * tier of 0, and decides SILENCE INVALID_FRAME when they disagree. It trusts the compiler for the
  * rest: orders as stated, at most TG_FRAME_MAX_SIGNALS signals, mask bits only for declared
- * signals, field ids of `required` below n_fields, reasons that are valid reason codes.
+ * signals, field ids of `required` below n_fields, reasons that are valid reason codes,
+ * condition ids (and from_ids) within their tables, groups with members (a group nested deeper
+ * than TG_COND_MAX_NESTING is not walked: it does not hold).
  */
 #ifndef TRIGGUARD_KERNEL_TABLES_H
 #define TRIGGUARD_KERNEL_TABLES_H
@@ -122,11 +129,34 @@ typedef enum tg_op {
     TG_OP_IN,
     TG_OP_NOT_IN,
     TG_OP_EXISTS,
+    /* String matching (docs/POLICY.md "Condition groups, string matching and field
+     * comparison"): hold only on a string value; the operand (value) is a string. */
+    TG_OP_PREFIX,
+    TG_OP_SUFFIX,
+    TG_OP_GLOB, /* `*` any run of code points, `?` one code point; linear (kernel.c) */
     /* in / not_in a named data set (docs/POLICY.md "Data sets"): list[n_list] is the set,
-     * sorted by tg_value_cmp and unique, so the kernel binary-searches it. */
+     * sorted by tg_value_cmp and unique, so the kernel binary-searches it. Leaves, so
+     * before the groups (the kernel tells a group by op >= TG_OP_ALL). */
     TG_OP_IN_SET,
-    TG_OP_NOT_IN_SET
+    TG_OP_NOT_IN_SET,
+    /* Groups: no field and no value; their members are sub[n_sub]. */
+    TG_OP_ALL, /* every member holds */
+    TG_OP_ANY, /* one member holds */
+    TG_OP_NOT  /* its one member does not hold (n_sub == 1) */
 } tg_op_t;
+
+/* Group nesting the kernel walks: a condition sits under at most this many groups. The
+ * compiler's bound (TG_POLICY_MAX_NESTING, policy.h) is at most this; the kernel's recursion
+ * is bounded by it whatever the tables say. */
+#define TG_COND_MAX_NESTING 8
+
+/* The `glob` operator: whether text[0..n) matches pattern[0..m), where `*` matches any run
+ * of code points (the empty one too), `?` exactly one UTF-8 code point, and every other byte
+ * itself (no escapes, no classes; a malformed UTF-8 byte counts as one code point). Time
+ * O(m + n) when no star-free run between two stars holds a `?`, else O(m + n·L), L the
+ * longest such run; never the O(n·m) of backtracking (glob.c argues it); *steps (when not NULL) is
+ * increased by the comparisons made, for tests. Pure, no allocation, reentrant. */
+int tg_glob_match(const char *pattern, size_t m, const char *text, size_t n, uint64_t *steps);
 
 typedef enum tg_effect { TG_EFFECT_DENY = 0, TG_EFFECT_PERMIT = 1 } tg_effect_t;
 
@@ -141,7 +171,16 @@ typedef struct tg_cond {
     tg_value_t value;       /* scalar operand; exists: TG_VT_BOOL */
     const tg_value_t *list; /* in / not_in operands */
     uint32_t n_list;
-    tg_sv_t field;              /* the condition's field as written, for traces */
+    tg_sv_t field; /* the condition's field as written, for traces */
+    /* Groups (TG_OP_ALL / ANY / NOT): the members, in bundle order. */
+    const struct tg_cond *sub;
+    uint32_t n_sub;
+    /* value_from: the other field of the request, compared instead of `value` (has_from 1;
+     * op eq..lte only). from_src / from_id say where it is, as src / id do. */
+    uint32_t from_id;
+    uint8_t from_src; /* tg_cond_src_t */
+    uint8_t has_from;
+    tg_sv_t from_field;         /* the other field as written, for traces */
     const struct tg_zone *zone; /* TG_SRC_TIME_*: tables.zones[id]; else NULL */
 } tg_cond_t;
 

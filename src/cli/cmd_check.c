@@ -20,7 +20,8 @@ static void check_usage(FILE *out) {
     fprintf(out,
             "usage: trigguard check --policy FILE [--key KEY.pem] [--key-id ID] [--tenant T]\n"
             "                       [--subject S] [--issuer I] [--claim NAME=VALUE]...\n"
-            "                       [--authority-id A] [--receipt-ttl SECONDS] [--at TIME]\n"
+            "                       [--authority-id A] [--receipt-ttl SECONDS] [--explain]\n"
+            "                       [--at TIME]\n"
             "                       REQUEST.json\n"
             "\n"
             "Decides REQUEST.json (SPEC section 3.1, or {\"tool\",\"args\",\"intent_id\"}; - for\n"
@@ -40,6 +41,9 @@ static void check_usage(FILE *out) {
             "the signed receipt names the principal {issuer?, subject}, as serve's does for an\n"
             "OIDC caller or a token with an explicit subject.\n"
             "\n"
+            "--explain adds the full explain (docs/POLICY.md \"Explain and policy tests\"):\n"
+            "every rule of the surface with each condition, the request's value and\n"
+            "whether it held, then every limit.\n"
             "--at TIME (RFC 3339, e.g. 2026-12-24T09:00:00Z or 2026-12-24T10:00:00+01:00) is the\n"
             "decision's instant: what time.hour, time.weekday and time.date see and the\n"
             "receipt's timestamp, so a check is deterministic. Default: the current time.\n"
@@ -53,6 +57,7 @@ static void check_usage(FILE *out) {
 typedef struct {
     const char *policy, *key, *key_id, *tenant, *authority, *request, *subject, *issuer, *at;
     long ttl_s;
+    bool explain;  /* --explain: the full explain after the trace */
     int64_t at_ms; /* --at, else the current time: the frame's instant and the receipt's */
     const char *claim_args[CHECK_MAX_CLAIMS]; /* NAME=VALUE as given */
     size_t n_claims;
@@ -74,6 +79,10 @@ static int parse_args(check_args_t *a, int argc, char **argv) {
                            : strcmp(arg, "--issuer") == 0       ? &a->issuer
                            : strcmp(arg, "--at") == 0           ? &a->at
                                                                 : NULL;
+        if (strcmp(arg, "--explain") == 0) {
+            a->explain = true;
+            continue;
+        }
         if (strcmp(arg, "--claim") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "trigguard check: --claim needs a value\n");
@@ -373,6 +382,14 @@ int tg_cmd_check(int argc, char **argv) {
         opts.receipt_len = receipt.len;
     }
     rc = tg_decision_to_json(&out, &d, p, &frame, &opts);
+    if (!rc && a.explain) {
+        /* the explain member goes after the trace, inside the object: reopen it */
+        out.len--;
+        rc = tg_decision_explain_append(&out, p, &frame);
+        if (!rc) {
+            rc = tg_buf_putc(&out, '}');
+        }
+    }
     if (rc) {
         fprintf(stderr, "trigguard check: cannot write the decision: %s\n", tg_strerror(rc));
         goto done;

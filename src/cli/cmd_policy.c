@@ -11,6 +11,8 @@ static void policy_usage(FILE *out) {
     fprintf(
         out,
         "usage: trigguard policy check FILE\n"
+        "       trigguard policy test [--policy FILE] [--coverage] [--json] TESTS...\n"
+        "                 (trigguard policy test --help describes it)\n"
         "\n"
         "Validates and compiles a policy bundle (docs/POLICY.md). FILE may be - for stdin.\n"
         "On success prints one line: version, authority, policyHash, surfaces, rules, signals,\n"
@@ -19,6 +21,9 @@ static void policy_usage(FILE *out) {
 }
 
 int tg_cmd_policy(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "test") == 0) {
+        return tg_cmd_policy_test(argc - 1, argv + 1); /* its own usage and --help */
+    }
     /* --help anywhere, as every other command takes it (not read as a file name) */
     bool help = argc >= 2 && strcmp(argv[1], "help") == 0;
     for (int i = 1; i < argc; i++) {

@@ -193,6 +193,17 @@ static const tg_value_t *cond_value(const tg_cond_t *c, const tg_frame_t *f, tg_
     }
 }
 
+/* Branch and placement hints for the rare paths of the rules loop (GCC and clang). */
+#if defined(__GNUC__)
+#define TG_KERNEL_COLD __attribute__((cold, noinline))
+#define TG_KERNEL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define TG_KERNEL_COLD
+#define TG_KERNEL_UNLIKELY(x) (x)
+#endif
+
+static int string_test(const tg_cond_t *c, const tg_value_t *v);
+
 /* Whether condition c holds on value v (NULL = absent). A condition holds only on a present
  * value of a comparable type (kernel.h). */
 static int cond_test(const tg_cond_t *c, const tg_value_t *v) {
@@ -231,12 +242,120 @@ static int cond_test(const tg_cond_t *c, const tg_value_t *v) {
         return set_contains(c->list, c->n_list, v);
     case TG_OP_NOT_IN_SET:
         return !set_contains(c->list, c->n_list, v);
+    case TG_OP_PREFIX:
+    case TG_OP_SUFFIX:
+    case TG_OP_GLOB:
+        return string_test(c, v); /* out of line: today's operators keep cond_test small */
+    default:
+        return 0; /* groups are walked by eval_node, never tested on a value */
+    }
+}
+
+/* ---- issue 21's conditions: string matching, value_from, groups ----------------------
+ * Kept out of cond_test's and eval_cond's common path: a rule of today's operators pays one
+ * test of its op and has_from, nothing more. */
+
+/* prefix / suffix / glob: hold only on a string value (the compiler makes value a string). */
+TG_KERNEL_COLD static int string_test(const tg_cond_t *c, const tg_value_t *v) {
+    if (v->type != TG_VT_STRING || c->value.type != TG_VT_STRING) {
+        return 0;
+    }
+    uint32_t n = c->value.len;
+    switch (c->op) {
+    case TG_OP_PREFIX:
+        return v->len >= n && (n == 0 || memcmp(v->str, c->value.str, n) == 0);
+    case TG_OP_SUFFIX:
+        return v->len >= n && (n == 0 || memcmp(v->str + (v->len - n), c->value.str, n) == 0);
+    default:
+        return tg_glob_match(c->value.str, n, v->str, v->len, NULL);
+    }
+}
+
+/* The other side of a value_from condition: NULL when absent. */
+static const tg_value_t *from_value(const tg_cond_t *c, const tg_frame_t *f, tg_value_t *tmp) {
+    tg_cond_t o;
+    memset(&o, 0, sizeof o);
+    o.src = c->from_src;
+    o.id = c->from_id;
+    return cond_value(&o, f, tmp);
+}
+
+static int is_scalar(const tg_value_t *v) {
+    return v->type == TG_VT_BOOL || v->type == TG_VT_NUMBER || v->type == TG_VT_STRING;
+}
+
+/* Whether value_from condition c holds on v (its field) and o (the other field): both must
+ * be present; ordered operators compare two numbers; eq holds on the same type and value,
+ * ne on two scalars that are not equal (objects and arrays make neither hold: fail closed). */
+static int from_test(const tg_cond_t *c, const tg_value_t *v, const tg_value_t *o) {
+    if (v == NULL || o == NULL || !is_scalar(v) || !is_scalar(o)) {
+        return 0;
+    }
+    switch (c->op) {
+    case TG_OP_EQ:
+        return value_eq(v, o);
+    case TG_OP_NE:
+        return !value_eq(v, o);
+    case TG_OP_GT:
+    case TG_OP_GTE:
+    case TG_OP_LT:
+    case TG_OP_LTE: {
+        if (v->type != TG_VT_NUMBER || o->type != TG_VT_NUMBER) {
+            return 0;
+        }
+        double x = v->num, y = o->num;
+        return c->op == TG_OP_GT    ? x > y
+               : c->op == TG_OP_GTE ? x >= y
+               : c->op == TG_OP_LT  ? x < y
+                                    : x <= y;
+    }
     default:
         return 0;
     }
 }
 
+/* A condition of any kind at `depth` groups down: 1 holds, 0 does not, -1 corrupt tables
+ * (nested deeper than TG_COND_MAX_NESTING, or a group without members). -1 propagates
+ * through `not` unchanged, so a corrupt member can never make a rule hold by negation. The
+ * recursion is bounded by TG_COND_MAX_NESTING; nothing is allocated. */
+static int eval_node(const tg_cond_t *c, const tg_frame_t *f, unsigned depth) {
+    tg_value_t a, b;
+    if (c->op < TG_OP_ALL) {
+        const tg_value_t *v = cond_value(c, f, &a);
+        return c->has_from ? from_test(c, v, from_value(c, f, &b)) : cond_test(c, v);
+    }
+    if (depth >= TG_COND_MAX_NESTING || c->n_sub == 0 || c->sub == NULL) {
+        return -1;
+    }
+    if (c->op == TG_OP_NOT) {
+        int r = eval_node(&c->sub[0], f, depth + 1);
+        return r < 0 ? r : !r;
+    }
+    int any = c->op == TG_OP_ANY, corrupt = 0;
+    for (uint32_t i = 0; i < c->n_sub; i++) {
+        int r = eval_node(&c->sub[i], f, depth + 1);
+        if (r < 0) {
+            corrupt = 1;
+            if (!any) {
+                return -1;
+            }
+        } else if (r == any) {
+            return r; /* all_of: the first failure decides; any_of: the first success */
+        }
+    }
+    return corrupt ? -1 : !any;
+}
+
+/* The walk for groups and value_from, out of line so that eval_cond (inlined into the
+ * rules loop) stays as small as it was for today's conditions. */
+TG_KERNEL_COLD static int eval_cond_ext(const tg_cond_t *c, const tg_frame_t *f) {
+    return eval_node(c, f, 0) == 1;
+}
+
 static int eval_cond(const tg_cond_t *c, const tg_frame_t *f) {
+    if (TG_KERNEL_UNLIKELY(c->op >= TG_OP_ALL || c->has_from)) {
+        return eval_cond_ext(c, f);
+    }
     tg_value_t tmp;
     return cond_test(c, cond_value(c, f, &tmp));
 }
@@ -531,20 +650,33 @@ static const tg_value_t *explain_date(const tg_value_t *v, tg_value_t *out, char
     return out;
 }
 
+/* One condition, then (a group) its members at depth + 1, pre-order. held comes from the
+ * kernel's own eval_node, so explain and decision cannot disagree; depth 1 = a when[]
+ * member, and the walk stops where eval_node stops (TG_COND_MAX_NESTING). */
 static void explain_cond(explain_t *x, const tg_cond_t *c, uint32_t index, uint8_t depth) {
-    tg_value_t tmp, shown;
+    tg_value_t tmp, otmp, shown;
     char date[11];
-    const tg_value_t *v = cond_value(c, x->f, &tmp);
     tg_explain_step_t st = {0};
     st.kind = TG_EXPLAIN_COND;
     st.depth = depth;
     st.index = index;
     st.rule = x->rule;
     st.cond = c;
-    st.value = c->src == TG_SRC_TIME_DATE ? explain_date(v, &shown, date) : v;
-    st.held = (uint8_t)cond_test(c, v);
     st.evaluated = x->evaluated;
+    if (c->op < TG_OP_ALL) {
+        st.value = cond_value(c, x->f, &tmp);
+        st.other = c->has_from ? from_value(c, x->f, &otmp) : NULL;
+        if (c->src == TG_SRC_TIME_DATE) { /* compared as YYYYMMDD, shown as written */
+            st.value = explain_date(st.value, &shown, date);
+        }
+    }
+    st.held = (uint8_t)(eval_node(c, x->f, (unsigned)depth - 1u) == 1);
     x->fn(x->ud, &st);
+    if (c->op >= TG_OP_ALL && depth <= TG_COND_MAX_NESTING && c->sub != NULL) {
+        for (uint32_t j = 0; j < c->n_sub; j++) {
+            explain_cond(x, &c->sub[j], j, (uint8_t)(depth + 1));
+        }
+    }
 }
 
 void tg_kernel_explain(tg_decision_t *d, const tg_kernel_tables_t *t, const tg_frame_t *f,

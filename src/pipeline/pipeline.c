@@ -90,6 +90,12 @@ static tg_err_t policy_ref_load(tg_policy_ref_t **out, const char *path, tg_diag
     return TG_OK;
 }
 
+tg_err_t tg_pipeline_policy_ref_load(tg_policy_ref_t **out, const char *path, tg_diag_t *diag) {
+    return policy_ref_load(out, path, diag);
+}
+
+void tg_pipeline_policy_ref_free(tg_policy_ref_t *r) { policy_ref_free(r); }
+
 /* ---- tenants and limits ----------------------------------------------------------------- */
 
 /* The OIDC issuers, when any flag or --oidc-config asks for them (a JWKS file is read now;
@@ -362,6 +368,9 @@ static tg_err_t create(tg_pipeline_t **out, const tg_config_t *cfg, bool with_st
         policy_ref_free(ref); /* NULL-safe; not yet owned by the swap */
     }
     if (rc == TG_OK) {
+        rc = tg_pipeline_shadow_start(p, diag);
+    }
+    if (rc == TG_OK) {
         tg_keyset_t *ks = NULL;
         rc = tg_keyset_load(&ks, &p->cfg, diag);
         if (rc == TG_OK) {
@@ -531,6 +540,7 @@ void tg_pipeline_destroy(tg_pipeline_t *p) {
         policy_ref_free(tg_swap_peek(p->policy));
         tg_swap_destroy(p->policy);
     }
+    tg_pipeline_shadow_stop(p);
     pthread_mutex_destroy(&p->wait_mu);
     pthread_mutex_destroy(&p->reload_mu);
     pthread_mutex_destroy(&p->admin_mu);

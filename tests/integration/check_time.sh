@@ -76,6 +76,13 @@ else
     fail "keygen: $(cat "$tmp/err")"
 fi
 
+# explain shows time.date as a date and a set condition by its set's name
+checks=$((checks + 1))
+"$TG_BIN" check --policy "$tmp/policy.json" --at 2026-12-19T23:00:00Z --explain "$tmp/prod.json" >"$tmp/out" 2>"$tmp/err" || true
+jq -e '(.explain.rules[0].conditions[1] == {"field":"time.date","op":"gte","value":"2026-12-20","present":true,"actual_type":"string","actual":"2026-12-20","held":true})
+       and (.explain.rules[3].conditions[0] | .op == "in" and .set == "approved" and .value_count == 2 and .held == true)' \
+    "$tmp/out" >/dev/null || fail "explain: $(jq -c .explain "$tmp/out" 2>/dev/null || cat "$tmp/err")"
+
 # the data set file: policyHash follows its content, and a symlinked set file is refused
 hash_of() { "$TG_BIN" policy check "$tmp/policy.json" | sed -n 's/.*hash \([0-9a-f]*\),.*/\1/p'; }
 checks=$((checks + 1))

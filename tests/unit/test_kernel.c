@@ -422,7 +422,8 @@ static json_t *reversed_copy(const json_t *v) {
 static void test_property_two_compiled_copies(void **state) {
     (void)state;
     const char *bundles[] = {"examples/policy.json", "tests/unit/vectors/kernel/policies/fsm.json",
-                             "tests/unit/vectors/kernel/policies/operators.json"};
+                             "tests/unit/vectors/kernel/policies/operators.json",
+                             "tests/unit/vectors/kernel/policies/lang.json"};
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/tests/unit/vectors/kernel", src_root());
     char *names[MAX_VECTORS];

@@ -787,7 +787,7 @@ static void test_sets_compile_errors(void **state) {
         {"{\"s\":{\"values\":[\"a\"]}}", "{\"field\":\"actor\",\"op\":\"in\",\"set\":\"t\"}",
          "set: unknown data set \"t\""},
         {"{\"s\":{\"values\":[\"a\"]}}",
-         "{\"field\":\"actor\",\"op\":\"in\",\"set\":\"s\",\"value\":[\"a\"]}", "not both"},
+         "{\"field\":\"actor\",\"op\":\"in\",\"set\":\"s\",\"value\":[\"a\"]}", "one of them"},
         {"{\"s\":{\"values\":[\"a\"]}}", "{\"field\":\"actor\",\"op\":\"eq\",\"set\":\"s\"}",
          "in or not_in"},
         {"{\"s\":{\"values\":[1]}}", "{\"field\":\"actor\",\"op\":\"in\",\"set\":\"s\"}",
