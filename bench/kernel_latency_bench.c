@@ -26,6 +26,12 @@
  *   spend    the SPEC 3.1 payments.charge request: tier 1 irreversible, two signals
  *            (riskScore, rsdSpike), actor list, the HIGH_RISK_SPEND spend rule and two more deny
  *            rules evaluated before the permit rule -> PERMIT
+ * Variants with their own policy (built in memory by the harness; issue 21):
+ *   time     a change window in Europe/Berlin (host tzdata): a time.date freeze deny rule,
+ *            time.weekday and time.hour deny rules, then a permit -> PERMIT at a fixed
+ *            instant (2026-12-04T10:00:00Z, after the zone's last transition: footer rule)
+ *   set      context.payee in a 100,000-value data set file (written to a temporary
+ *            directory) -> PERMIT (binary search over the sorted set)
  *
  *   any_of   issue 21's language (a bundle of its own, LANG_BUNDLE): a deny any_of that fails,
  *            then a permit any_of whose third member holds -> PERMIT
@@ -33,7 +39,7 @@
  *            on context.ref (the release branches, refs/heads/release/ and a star) -> PERMIT
  *
  * usage: kernel_latency_bench [--count N] [--warmup N] [--batch N]
- *                             [--variant default|spend|any_of|glob|all]
+ *                             [--variant default|spend|any_of|glob|time|set|all]
  *                             [--policy FILE] [--output FILE]   (--policy: default, spend)
  * Writes one JSON document (stdout without --output); its common fields ("schema", "what",
  * "environment", "runs") are described in docs/BENCHMARKS.md.
@@ -61,6 +67,8 @@ typedef struct {
     const char *request;
     tg_verdict_t expect; /* every call must decide this; others are counted as errors */
     const char *bundle;  /* NULL: the --policy bundle; else this bundle text, its own policy */
+    int64_t at_ms;       /* the frame's instant (0: none) */
+    int set_file;        /* 1: SET_POLICY with its 100,000-line file (load_set_policy) */
 } variant_t;
 
 /* Issue 21's language (docs/POLICY.md 1.2.1), one surface per variant below. */
@@ -80,32 +88,64 @@ typedef struct {
     "{\"id\":\"release\",\"effect\":\"permit\",\"when\":[{\"field\":\"context.ref\","              \
     "\"op\":\"glob\",\"value\":\"refs/heads/release/*\"}]}]}}}"
 
+/* The time variant's bundle: a change freeze and a change window (docs/POLICY.md "Time"). */
+static const char TIME_POLICY[] =
+    "{\"version\":\"bench-time\",\"timezone\":\"Europe/Berlin\",\"surfaces\":{\"deploy\":{"
+    "\"tier\":2,\"required_context\":{\"environment\":\"string\"},\"rules\":["
+    "{\"id\":\"freeze\",\"effect\":\"deny\",\"reason\":\"CHANGE_FREEZE\",\"when\":["
+    "{\"field\":\"context.environment\",\"op\":\"eq\",\"value\":\"production\"},"
+    "{\"field\":\"time.date\",\"op\":\"gte\",\"value\":\"2026-12-20\"},"
+    "{\"field\":\"time.date\",\"op\":\"lte\",\"value\":\"2027-01-02\"}]},"
+    "{\"id\":\"weekend\",\"effect\":\"deny\",\"reason\":\"OUTSIDE_WINDOW\",\"when\":["
+    "{\"field\":\"time.weekday\",\"op\":\"in\",\"value\":[\"sat\",\"sun\"]}]},"
+    "{\"id\":\"hours\",\"effect\":\"deny\",\"reason\":\"OUTSIDE_WINDOW\",\"when\":["
+    "{\"field\":\"time.hour\",\"op\":\"not_in\",\"value\":[9,10,11,12,13,14,15,16]}]},"
+    "{\"id\":\"deploy\",\"effect\":\"permit\",\"when\":[]}]}}}";
+
+static const char SET_POLICY[] =
+    "{\"version\":\"bench-set\",\"sets\":{\"payees\":{\"file\":\"payees.txt\"}},"
+    "\"surfaces\":{\"pay\":{\"tier\":2,\"rules\":[{\"id\":\"known-payee\",\"effect\":"
+    "\"permit\",\"when\":[{\"field\":\"context.payee\",\"op\":\"in\",\"set\":"
+    "\"payees\"}]}]}}}";
+
+#define SET_VALUES 100000
+
 static const variant_t VARIANTS[] = {
     {"default",
      "deploy.release to staging by ci.release-bot: tier 1, two required context fields, actor "
      "group in-list rule",
      "{\"surface\":\"deploy.release\",\"action\":\"release\",\"actor\":\"ci.release-bot\","
      "\"context\":{\"target\":\"staging\",\"version\":\"1.4.2\"},\"idempotency_key\":\"rel-1\"}",
-     TG_PERMIT, NULL},
+     TG_PERMIT, NULL, 0, 0},
     {"spend",
      "SPEC 3.1 payments.charge: tier 1 irreversible, two signals (riskScore, rsdSpike), actor "
      "list, spend rule HIGH_RISK_SPEND plus two other deny rules before the permit",
      "{\"surface\":\"payments.charge\",\"action\":\"transfer_funds\",\"actor\":\"agent.billing\","
      "\"context\":{\"amount\":2500,\"currency\":\"USD\"},\"signals\":{\"riskScore\":0.12,"
      "\"rsdSpike\":false},\"idempotency_key\":\"tx_9921\",\"nonce\":\"6f1c\"}",
-     TG_PERMIT, NULL},
+     TG_PERMIT, NULL, 0, 0},
     {"any_of",
      "issue 21 language: a deny any_of (2 members) that fails, then a permit any_of whose "
      "third member holds",
      "{\"surface\":\"bench.any_of\",\"action\":\"deploy\",\"actor\":\"carol\","
      "\"context\":{\"env\":\"staging\",\"team\":\"platform\"}}",
-     TG_PERMIT, LANG_BUNDLE},
+     TG_PERMIT, LANG_BUNDLE, 0, 0},
     {"glob",
      "issue 21 language: a deny glob on the actor (*-bot) that fails, then a permit glob "
      "refs/heads/release/* that holds",
      "{\"surface\":\"bench.glob\",\"action\":\"push\",\"actor\":\"alice\","
      "\"context\":{\"ref\":\"refs/heads/release/2026.12\"}}",
-     TG_PERMIT, LANG_BUNDLE},
+     TG_PERMIT, LANG_BUNDLE, 0, 0},
+    {"time",
+     "a change window in Europe/Berlin: time.date freeze (two date comparisons), time.weekday "
+     "and time.hour deny rules before the permit",
+     "{\"surface\":\"deploy\",\"action\":\"release\",\"actor\":\"ci\",\"context\":"
+     "{\"environment\":\"production\"}}",
+     TG_PERMIT, TIME_POLICY, INT64_C(1796378400000), 0},
+    {"set", "context.payee in a 100,000-value data set (binary search)",
+     "{\"surface\":\"pay\",\"action\":\"charge\",\"actor\":\"agent\",\"context\":"
+     "{\"payee\":\"payee-071234\"}}",
+     TG_PERMIT, NULL, 0, 1},
 };
 #define N_VARIANTS (sizeof VARIANTS / sizeof VARIANTS[0])
 
@@ -190,6 +230,10 @@ static int run_variant(result_t *r, const tg_policy_t *p, const variant_t *v, co
     if (tg_frame_from_request(&f, NULL, p, req, &diag) != TG_OK) {
         json_decref(req);
         return fail(diag.msg);
+    }
+    if (v->at_ms != 0) {
+        f.now_ms = v->at_ms;
+        f.has_now = 1;
     }
     r->v = v;
     r->n = (size_t)o->count;
@@ -353,6 +397,37 @@ static tg_err_t write_run(tg_buf_t *b, const result_t *r, const opts_t *o) {
     return rc;
 }
 
+/* The set variant's bundle and its 100,000-line file, in a temporary directory removed once
+ * loaded (the policy keeps the values). */
+static int load_set_policy(tg_policy_t **out) {
+    char dir[256], path[300];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/tg_bench_set_XXXXXX", tmp != NULL && *tmp ? tmp : "/tmp");
+    if (mkdtemp(dir) == NULL) {
+        return fail("cannot create a temporary directory");
+    }
+    snprintf(path, sizeof path, "%s/payees.txt", dir);
+    FILE *f = fopen(path, "w");
+    for (unsigned i = 0; f != NULL && i < SET_VALUES; i++) {
+        fprintf(f, "payee-%06u\n", i);
+    }
+    int ok = f != NULL && fclose(f) == 0;
+    char bpath[300];
+    snprintf(bpath, sizeof bpath, "%s/policy.json", dir);
+    f = ok ? fopen(bpath, "w") : NULL;
+    ok = f != NULL && fputs(SET_POLICY, f) >= 0;
+    ok = f != NULL && fclose(f) == 0 && ok;
+    tg_diag_t diag = {{0}};
+    tg_err_t rc = ok ? tg_policy_load_file(out, bpath, &diag) : TG_ERR_IO;
+    unlink(path);
+    unlink(bpath);
+    rmdir(dir);
+    if (rc != TG_OK) {
+        return fail(diag.msg[0] ? diag.msg : "cannot write the set variant's files");
+    }
+    return 0;
+}
+
 static int parse_opts(opts_t *o, int argc, char **argv) {
     o->count = 100000;
     o->warmup = 1000;
@@ -399,7 +474,9 @@ static int parse_opts(opts_t *o, int argc, char **argv) {
         known |= strcmp(o->variant, VARIANTS[i].name) == 0;
     }
     if (!known) {
-        fprintf(stderr, "kernel_latency_bench: --variant is default, spend, any_of, glob or all\n");
+        fprintf(stderr,
+                "kernel_latency_bench: --variant is default, spend, any_of, glob, time, set "
+                "or all\n");
         return 0;
     }
     return 1;
@@ -409,7 +486,7 @@ int main(int argc, char **argv) {
     opts_t o;
     if (!parse_opts(&o, argc, argv)) {
         fprintf(stderr, "usage: kernel_latency_bench [--count N] [--warmup N] [--batch N] "
-                        "[--variant default|spend|any_of|glob|all] [--policy FILE] "
+                        "[--variant default|spend|any_of|glob|time|set|all] [--policy FILE] "
                         "[--output FILE]\n");
         return 2;
     }
@@ -462,7 +539,12 @@ int main(int argc, char **argv) {
             result_t *r = &results[nres];
             memset(r, 0, sizeof *r);
             r->p = p;
-            if (VARIANTS[i].bundle != NULL) {
+            if (VARIANTS[i].set_file) {
+                if (load_set_policy(&r->own) != 0) {
+                    return 2;
+                }
+                r->p = r->own;
+            } else if (VARIANTS[i].bundle != NULL) {
                 if (tg_policy_load_text(&r->own, VARIANTS[i].bundle, strlen(VARIANTS[i].bundle),
                                         &diag) != TG_OK) {
                     return fail(diag.msg);

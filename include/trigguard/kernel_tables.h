@@ -28,6 +28,8 @@
  *                                        by claim id; the caller binds frame.claims by them
  *   limits              n_limits         stateful limits, by limit id (bundle order); the
  *                                        caller binds frame.limits (running totals) by them
+ *   zones               n_zones          time zones time.* conditions read (tg_zone_t), by
+ *                                        zone id, in the order the compiler meets them
  *   bool_deny_mask[t]   bit i            tier t (1..3): signal i is boolean and true denies
  *   threshold_mask[t]   bit i            tier t: signal i is a number with a threshold on t
  *
@@ -49,13 +51,16 @@
  *
  *   tg_rule_t           id (view), effect TG_EFFECT_*, reason (deny: its code; permit:
  *                       NO_POLICY_VIOLATION), conds[n_conds] (all must hold; none = always)
- *   tg_cond_t           src TG_SRC_* and id (field, signal or claim id) say where the value is;
- *                       op TG_OP_*; value (scalar operand; exists: a TG_VT_BOOL; prefix,
- *                       suffix, glob: a string), list[n_list] (in / not_in operands); field
- *                       (the condition's field as written). A group (op ALL, ANY, NOT) has
- *                       no field or value, only members sub[n_sub] (NOT: exactly one), at
+ *   tg_cond_t           src TG_SRC_* and id (field, signal, claim or zone id) say where the
+ *                       value is; op TG_OP_*; value (scalar operand; exists: a TG_VT_BOOL;
+ *                       prefix, suffix, glob: a string), list[n_list] (in / not_in operands);
+ *                       field (the condition's field as written). A group (op ALL, ANY, NOT)
+ *                       has no field or value, only members sub[n_sub] (NOT: exactly one), at
  *                       most TG_COND_MAX_NESTING groups deep. has_from: the operand is the
  *                       request's own value at from_src / from_id (value_from), not value.
+ *                       in_set / not_in_set: list[n_list] is the data set, sorted by
+ *                       tg_value_cmp (value: the set's name, for explain; no operand).
+ *                       zone (time.*): tables.zones[id], else NULL.
  *   tg_reqfield_t       id (field id), type TG_FT_*
  *   tg_limit_t          id (view), reason (DENY code), max, kind TG_LIMIT_SUM|COUNT, field
  *                       (sum: the field id of the summed context field). The key, window and
@@ -103,7 +108,14 @@ typedef enum tg_cond_src {
     TG_SRC_TENANT,            /* the authenticated tenant (frame.tenant) */
     TG_SRC_PRINCIPAL_SUBJECT, /* frame.principal_subject */
     TG_SRC_PRINCIPAL_ISSUER,  /* frame.principal_issuer */
-    TG_SRC_CLAIM              /* frame.claims, by claim id */
+    TG_SRC_CLAIM,             /* frame.claims, by claim id */
+    /* The decision's instant (frame.now_ms) in zone `id` (tables.zones; the cond's `zone`
+     * points at it): time.hour a number 0..23, time.weekday a string "mon".."sun",
+     * time.date the number YYYYMMDD (the compiler turns "YYYY-MM-DD" operands into it;
+     * explain shows it as "YYYY-MM-DD"). Absent when the frame has no instant. */
+    TG_SRC_TIME_HOUR,
+    TG_SRC_TIME_WEEKDAY,
+    TG_SRC_TIME_DATE
 } tg_cond_src_t;
 
 /* Condition operators (docs/POLICY.md gives their meaning on each value type). */
@@ -122,6 +134,11 @@ typedef enum tg_op {
     TG_OP_PREFIX,
     TG_OP_SUFFIX,
     TG_OP_GLOB, /* `*` any run of code points, `?` one code point; linear (kernel.c) */
+    /* in / not_in a named data set (docs/POLICY.md "Data sets"): list[n_list] is the set,
+     * sorted by tg_value_cmp and unique, so the kernel binary-searches it. Leaves, so
+     * before the groups (the kernel tells a group by op >= TG_OP_ALL). */
+    TG_OP_IN_SET,
+    TG_OP_NOT_IN_SET,
     /* Groups: no field and no value; their members are sub[n_sub]. */
     TG_OP_ALL, /* every member holds */
     TG_OP_ANY, /* one member holds */
@@ -163,7 +180,8 @@ typedef struct tg_cond {
     uint32_t from_id;
     uint8_t from_src; /* tg_cond_src_t */
     uint8_t has_from;
-    tg_sv_t from_field; /* the other field as written, for traces */
+    tg_sv_t from_field;         /* the other field as written, for traces */
+    const struct tg_zone *zone; /* TG_SRC_TIME_*: tables.zones[id]; else NULL */
 } tg_cond_t;
 
 typedef struct tg_rule {
@@ -228,6 +246,8 @@ struct tg_kernel_tables {
     const tg_sv_t *claims;    /* principal claim names, by claim id */
     const tg_limit_t *limits; /* stateful limits, by limit id */
     uint32_t n_limits;
+    const struct tg_zone *zones; /* time zones of time.* conditions, by zone id */
+    uint32_t n_zones;
     uint32_t n_surfaces;
     uint32_t n_signals;
     uint32_t n_fields;
@@ -236,6 +256,66 @@ struct tg_kernel_tables {
     uint32_t bool_deny_mask[4];
     uint32_t threshold_mask[4];
 };
+
+/* ---- time zones and civil time (issue 21, time.* conditions; src/kernel/ktime.c) --------
+ *
+ * A zone is the compiled form of an IANA zone (the compiler reads its TZif file from the
+ * host's tz database at policy load, src/policy/tzif.c): the UTC offset in force at any
+ * instant, found without a clock or a library call. Instants are seconds since the epoch.
+ *   at[n], off[n]   transitions: from at[i] (ascending, unique) on, the offset is off[i]
+ *   off0            the offset before at[0] (and always, when n == 0 and there is no rule)
+ *   rule            from at[n-1] on (or always when n == 0): the TZif footer's POSIX TZ
+ *                   rule, std_off all year, or dst_off between start and end when has_dst.
+ *                   start is in local standard time, end in local daylight time (POSIX).
+ * Offsets are seconds east of UTC, within +-25 hours. */
+typedef struct tg_zone_date { /* POSIX "Mm.w.d/time" */
+    uint8_t month;            /* 1..12 */
+    uint8_t week;             /* 1..5 (5 = the last) */
+    uint8_t wday;             /* 0 = Sunday .. 6 */
+    int32_t secs;             /* local time of day, -167..167 hours (RFC 8536) */
+} tg_zone_date_t;
+
+typedef struct tg_zone {
+    tg_sv_t name; /* the IANA name as the bundle wrote it */
+    const int64_t *at;
+    const int32_t *off;
+    uint32_t n;
+    int32_t off0;
+    uint8_t has_rule;
+    uint8_t has_dst;
+    int32_t std_off, dst_off;
+    tg_zone_date_t start, end;
+} tg_zone_t;
+
+/* Local time of an instant: the parts the time.* fields read. */
+typedef struct tg_civil {
+    int64_t year;
+    uint8_t month, day; /* 1..12, 1..31 */
+    uint8_t hour;       /* 0..23 */
+    uint8_t weekday;    /* 0 = Monday .. 6 = Sunday */
+} tg_civil_t;
+
+/* The earliest and latest instants a frame's now_ms may carry for time.* to be present
+ * (0001-01-01 and 9999-12-31 UTC, in ms): outside, every time.* value is absent. */
+#define TG_CIVIL_MIN_MS INT64_C(-62135596800000)
+#define TG_CIVIL_MAX_MS INT64_C(253402300799999)
+
+/* UTC offset (seconds east) of zone z at instant t (seconds since the epoch). Pure. */
+int32_t tg_zone_offset(const tg_zone_t *z, int64_t t);
+
+/* The local civil time of instant t (seconds) in zone z (NULL = UTC). Pure. */
+void tg_civil_time(tg_civil_t *out, const tg_zone_t *z, int64_t t);
+
+/* Days since 1970-01-01 of a proleptic Gregorian date, and back (any int32 year). Pure. */
+int64_t tg_days_from_civil(int64_t y, unsigned m, unsigned d);
+void tg_civil_from_days(int64_t days, int64_t *y, unsigned *m, unsigned *d);
+
+/* "mon".."sun" for weekday 0..6 (Monday first); NULL out of range. Static. */
+const char *tg_weekday_name(unsigned wd);
+
+/* The order of a data set (TG_OP_IN_SET): type first, then numbers by value and strings by
+ * tg_sv_cmp. <0, 0, >0. The compiler sorts with it, the kernel searches with it. Pure. */
+int tg_value_cmp(const tg_value_t *a, const tg_value_t *b);
 
 /* ---- explain (issue 21: "full explain") ------------------------------------------------
  *
@@ -259,7 +339,8 @@ struct tg_kernel_tables {
  *   evaluated     the kernel examined it    its rule's `evaluated`     the kernel checked it
  *   rule / cond / limit                     the table entries concerned (NULL when not)
  *   value         NULL                      the request's value (NULL  NULL
- *                                           = absent; groups: NULL)
+ *                                           = absent; groups: NULL;
+ *                                           time.date: "YYYY-MM-DD")
  *   other         NULL                      value_from: the other      NULL
  *                                           field's value (else NULL)
  *   total, amount 0                         0                          frame total, amount

@@ -12,15 +12,18 @@
  *   tools        object tool -> surface|{surface, action}   tool-call mapping
  *   tiers        object "1".."3" -> number|{risk_threshold}  default 0.3 / 0.6 / 0.8
  *   limits       array of limit, optional      stateful limits (docs/POLICY.md "Limits")
+ *   timezone     string, optional              IANA zone of time.* conditions (default UTC)
+ *   sets         object name -> data set       named data sets for in / not_in (below)
  *
- *   surface: {tier 1|2|3, frozen bool, description, required_context {name: type} or
+ *   surface: {tier 1|2|3, frozen bool, description, timezone, required_context {name: type} or
  *             [names], actors [ids or "@group"], rules [rule], default "deny"|"permit"|
  *             {effect, reason}}          types: string number boolean object array any
  *   rule:    {id, effect "permit"|"deny", reason UPPER_SNAKE, when [condition]}
  *   condition: {field "context.<name>"|"actor"|"action"|"signals.<name>"|"tenant"|
- *               "principal.subject"|"principal.issuer"|"principal.claims.<name>",
+ *               "principal.subject"|"principal.issuer"|"principal.claims.<name>"|
+ *               "time.hour"|"time.weekday"|"time.date",
  *               op eq|ne|gt|gte|lt|lte|in|not_in|exists|prefix|suffix|glob,
- *               value | value_from}
+ *               value | value_from} | {field, op in|not_in, set}
  *              or a group {"any_of": [condition]} | {"all_of": [condition]} |
  *              {"not": condition}, nested at most TG_POLICY_MAX_NESTING deep.
  *              prefix/suffix/glob take a string and hold only on a string value (glob:
@@ -30,6 +33,17 @@
  *              test absence with exists).
  *              tenant and principal.* are verified facts of the authenticated caller, bound
  *              into the frame by the caller of tg_frame_from_request (never from the body).
+ *              time.*: the decision's instant (frame.now_ms) in the surface's timezone, else
+ *              the bundle's, else UTC: hour a number 0..23, weekday "mon".."sun", date
+ *              "YYYY-MM-DD" (ordered operators compare dates). The zone's rules come from
+ *              the host's tz database (TZif under zoneinfo_dir), read at compile time.
+ *   data set: {file "name.txt"|"name.json", type?, sha256?} | {values [...], type?}
+ *              type "string" (default for text files) or "number"; a text file is one value
+ *              per line (UTF-8, no control characters, empty lines ignored, duplicates
+ *              harmless), a .json file one array. Files resolve against the bundle's
+ *              directory (tg_policy_opts_t.base_dir): relative, no "." / ".." components,
+ *              the file itself no symbolic link, a regular file. sha256 (optional) pins the
+ *              file's content: another content is a compile error.
  *   signal:  {type "number"|"boolean", description, reason, deny_on_tier [tiers],
  *             thresholds {"1".."3": number}, required_for [surfaces or "*"]}
  *   limit:   {id, surface, key [0..4 of "actor"|"tenant"|"principal.subject"|
@@ -42,7 +56,11 @@
  * Compilation is deterministic in the bundle's *content*: every object is walked in sorted
  * member order, so two texts with the same canonical form (same policyHash) compile to
  * identical tables and ids. policyHash = SHA-256 of the RFC 8785 canonical form of the
- * bundle (the whole JSON value given to tg_policy_compile).
+ * bundle (the whole JSON value given to tg_policy_compile) in which every file data set's
+ * object carries a "sha256" member: the lowercase hex SHA-256 of the file's bytes (set, or
+ * checked when the bundle pins it). So the hash covers the sets' content, a changed file is
+ * a new policyHash, and `trigguard canon --sha256` of the bundle file equals policyHash only
+ * for bundles without file sets (or whose file sets all pin their sha256).
  *
  * Validation errors return TG_ERR_POLICY_INVALID with one message "<json path>: <problem>",
  * e.g. `surfaces.payments.charge.rules[2].when[0].op: unknown operator "gtx"`; the first
@@ -84,9 +102,14 @@
 #define TG_POLICY_MAX_AUTHORITY 128        /* bytes of authority */
 #define TG_POLICY_MAX_VALUE 1024           /* bytes of a string operand */
 #define TG_POLICY_MAX_FILE ((size_t)1024 * 1024) /* bytes of a bundle file */
-#define TG_POLICY_MAX_NESTING 4     /* groups around one condition (any_of/all_of/not) */
-#define TG_POLICY_MAX_GROUP 16      /* members of one any_of / all_of */
-#define TG_POLICY_MAX_RULE_NODES 64 /* conditions in one rule, groups and members counted */
+#define TG_POLICY_MAX_NESTING 4          /* groups around one condition (any_of/all_of/not) */
+#define TG_POLICY_MAX_GROUP 16           /* members of one any_of / all_of */
+#define TG_POLICY_MAX_RULE_NODES 64      /* conditions in one rule, groups and members counted */
+#define TG_POLICY_MAX_SETS 16            /* named data sets ("sets") */
+#define TG_POLICY_MAX_SET_VALUES 1000000 /* values of one data set */
+#define TG_POLICY_MAX_SET_BYTES ((size_t)64 * 1024 * 1024) /* bytes of one data set file */
+#define TG_POLICY_MAX_ZONES 16                             /* distinct time zones ("timezone") */
+#define TG_POLICY_ZONEINFO "/usr/share/zoneinfo"           /* the host's tz database (TZif files) */
 #define TG_POLICY_MAX_LIMITS 64                  /* stateful limits in a bundle */
 #define TG_LIMIT_KEY_PARTS 4                     /* parts of a limit's key */
 #define TG_LIMIT_WINDOW_MAX_S 2678400            /* a limit's window: 31 days */
@@ -109,13 +132,32 @@ typedef struct tg_policy tg_policy_t;
  * Thread-safe (no shared state). */
 tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *diag) TG_MUST_USE;
 
+/* Where a bundle's outside inputs are. base_dir: the directory data set files resolve
+ * against (NULL: a file data set is an error saying so); zoneinfo_dir: the tz database
+ * (NULL: TG_POLICY_ZONEINFO). The strings are only read during the call. */
+typedef struct tg_policy_opts {
+    const char *base_dir;
+    const char *zoneinfo_dir;
+} tg_policy_opts_t;
+
+/* tg_policy_compile with opts (NULL = all defaults; tg_policy_compile is this with NULL).
+ * Additional errors: those of reading a data set file or a zone file (TG_ERR_NOT_FOUND,
+ * TG_ERR_IO, TG_ERR_LIMIT), reported as TG_ERR_POLICY_INVALID naming the JSON path. */
+tg_err_t tg_policy_compile_opts(tg_policy_t **out, const json_t *bundle,
+                                const tg_policy_opts_t *opts, tg_diag_t *diag) TG_MUST_USE;
+
+/* tg_policy_load_text with opts (as tg_policy_compile_opts). */
+tg_err_t tg_policy_load_text_opts(tg_policy_t **out, const char *text, size_t len,
+                                  const tg_policy_opts_t *opts, tg_diag_t *diag) TG_MUST_USE;
+
 /* Strict-parses text (len bytes, at most TG_POLICY_MAX_FILE; duplicate names rejected)
  * and compiles it. Errors: those of tg_json_parse (TG_ERR_JSON_*, TG_ERR_LIMIT) and of
  * tg_policy_compile. */
 tg_err_t tg_policy_load_text(tg_policy_t **out, const char *text, size_t len,
                              tg_diag_t *diag) TG_MUST_USE;
 
-/* Reads path (at most TG_POLICY_MAX_FILE bytes) and tg_policy_load_text's it. Errors:
+/* Reads path (at most TG_POLICY_MAX_FILE bytes) and tg_policy_load_text's it, with data set
+ * files resolved against path's directory (so a reload re-reads them). Errors:
  * TG_ERR_NOT_FOUND (no such file), TG_ERR_IO (cannot open/read, not a regular file),
  * TG_ERR_LIMIT (too big), and those of tg_policy_load_text. diag names the path for file errors. */
 tg_err_t tg_policy_load_file(tg_policy_t **out, const char *path, tg_diag_t *diag) TG_MUST_USE;

@@ -21,6 +21,7 @@ static void check_usage(FILE *out) {
             "usage: trigguard check --policy FILE [--key KEY.pem] [--key-id ID] [--tenant T]\n"
             "                       [--subject S] [--issuer I] [--claim NAME=VALUE]...\n"
             "                       [--authority-id A] [--receipt-ttl SECONDS] [--explain]\n"
+            "                       [--at TIME]\n"
             "                       REQUEST.json\n"
             "\n"
             "Decides REQUEST.json (SPEC section 3.1, or {\"tool\",\"args\",\"intent_id\"}; - for\n"
@@ -43,6 +44,9 @@ static void check_usage(FILE *out) {
             "--explain adds the full explain (docs/POLICY.md \"Explain and policy tests\"):\n"
             "every rule of the surface with each condition, the request's value and\n"
             "whether it held, then every limit.\n"
+            "--at TIME (RFC 3339, e.g. 2026-12-24T09:00:00Z or 2026-12-24T10:00:00+01:00) is the\n"
+            "decision's instant: what time.hour, time.weekday and time.date see and the\n"
+            "receipt's timestamp, so a check is deterministic. Default: the current time.\n"
             "\n"
             "exit status: 0 PERMIT, 3 DENY, 4 SILENCE, 2 bad input (unreadable or invalid\n"
             "policy, request or key; unknown surface)\n");
@@ -51,9 +55,10 @@ static void check_usage(FILE *out) {
 #define CHECK_MAX_CLAIMS 64 /* --claim options (a verified token holds as many at most) */
 
 typedef struct {
-    const char *policy, *key, *key_id, *tenant, *authority, *request, *subject, *issuer;
+    const char *policy, *key, *key_id, *tenant, *authority, *request, *subject, *issuer, *at;
     long ttl_s;
-    bool explain;                             /* --explain: the full explain after the trace */
+    bool explain;  /* --explain: the full explain after the trace */
+    int64_t at_ms; /* --at, else the current time: the frame's instant and the receipt's */
     const char *claim_args[CHECK_MAX_CLAIMS]; /* NAME=VALUE as given */
     size_t n_claims;
 } check_args_t;
@@ -72,6 +77,7 @@ static int parse_args(check_args_t *a, int argc, char **argv) {
                            : strcmp(arg, "--authority-id") == 0 ? &a->authority
                            : strcmp(arg, "--subject") == 0      ? &a->subject
                            : strcmp(arg, "--issuer") == 0       ? &a->issuer
+                           : strcmp(arg, "--at") == 0           ? &a->at
                                                                 : NULL;
         if (strcmp(arg, "--explain") == 0) {
             a->explain = true;
@@ -133,6 +139,15 @@ static int parse_args(check_args_t *a, int argc, char **argv) {
         fprintf(stderr, "trigguard check: --subject and --issuer take 1..%d bytes\n",
                 TG_RECEIPT_PRINCIPAL_MAX);
         return 0;
+    }
+    if (a->at != NULL) {
+        if (tg_time_parse_rfc3339_ms(&a->at_ms, a->at, strlen(a->at)) != TG_OK) {
+            fprintf(stderr, "trigguard check: --at needs an RFC 3339 date-time from 1970 to "
+                            "9999, e.g. 2026-12-24T09:00:00Z\n");
+            return 0;
+        }
+    } else {
+        a->at_ms = tg_clock_now_ms();
     }
     if (a->issuer != NULL && a->subject == NULL) {
         /* an issuer vouches for a subject: a principal always has one */
@@ -243,7 +258,7 @@ static tg_err_t sign_receipt(tg_buf_t *out, const tg_key_t *key, const check_arg
     r.policy_version = TG_RSTR(tg_policy_version(p));
     r.policy_hash = TG_RSTR(tg_policy_hash_hex(p));
     r.protocol_fingerprint = TG_RSTR(fingerprint);
-    r.timestamp_ms = tg_clock_now_ms();
+    r.timestamp_ms = f->now_ms; /* the instant the kernel decided at (--at or now) */
     r.expires_at_ms = r.timestamp_ms + (int64_t)a->ttl_s * 1000;
     r.principal_subject = TG_RSTR(a->subject); /* absent without --subject, as serve's */
     r.principal_issuer = TG_RSTR(a->issuer);
@@ -349,6 +364,8 @@ int tg_cmd_check(int argc, char **argv) {
     pr.claims = a.n_claims > 0 ? claims : NULL;
     pr.claims_count = a.n_claims;
     tg_pipeline_bind_facts(&frame, p, a.tenant, strlen(a.tenant), &pr);
+    frame.now_ms = a.at_ms;
+    frame.has_now = 1;
 
     tg_decision_t d;
     tg_kernel_decide(&d, tg_policy_tables(p), &frame);

@@ -55,7 +55,10 @@ int tg_cmd_policy(int argc, char **argv) {
     }
     tg_policy_t *p = NULL;
     tg_diag_t diag = {{0}};
-    tg_err_t rc = tg_policy_load_text(&p, text, len, &diag);
+    /* From a file, data set files resolve against its directory (tg_policy_load_file); a
+     * bundle on standard input has none, so it cannot use file data sets. */
+    tg_err_t rc = strcmp(path, "-") == 0 ? tg_policy_load_text(&p, text, len, &diag)
+                                         : tg_policy_load_file(&p, path, &diag);
     free(text);
     if (rc) {
         fprintf(stderr, "trigguard policy check: %s: %s\n", path,

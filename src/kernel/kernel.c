@@ -86,6 +86,52 @@ static int type_matches(const tg_value_t *v, uint8_t ft) {
     }
 }
 
+/* time.hour / time.weekday / time.date of the frame's instant in the condition's zone
+ * (kernel_tables.h): NULL when the frame carries no instant (has_now 0) or one outside
+ * years 1..9999. Cold: only time conditions reach it. */
+static const tg_value_t *time_value(const tg_cond_t *c, const tg_frame_t *f, tg_value_t *tmp) {
+    if (!f->has_now || f->now_ms < TG_CIVIL_MIN_MS || f->now_ms > TG_CIVIL_MAX_MS) {
+        return NULL;
+    }
+    int64_t ms = f->now_ms;
+    int64_t secs = ms / 1000 - (ms % 1000 < 0); /* floor: an instant belongs to its second */
+    tg_civil_t lt;
+    tg_civil_time(&lt, c->zone, secs);
+    tmp->num = 0;
+    tmp->str = NULL;
+    tmp->len = 0;
+    tmp->boolean = 0;
+    tmp->type = TG_VT_NUMBER;
+    if (c->src == TG_SRC_TIME_HOUR) {
+        tmp->num = lt.hour;
+    } else if (c->src == TG_SRC_TIME_DATE) {
+        tmp->num = (double)(lt.year * 10000 + (int64_t)lt.month * 100 + lt.day);
+    } else {
+        tmp->type = TG_VT_STRING;
+        tmp->str = tg_weekday_name(lt.weekday);
+        tmp->len = 3;
+    }
+    return tmp;
+}
+
+/* Whether set (sorted by tg_value_cmp, unique) holds v: binary search, O(log n). */
+static int set_contains(const tg_value_t *set, uint32_t n, const tg_value_t *v) {
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        int c = tg_value_cmp(&set[mid], v);
+        if (c == 0) {
+            return 1;
+        }
+        if (c < 0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return 0;
+}
+
 /* The caller's verified facts (tenant, principal.*): a function of its own, kept out of
  * eval_cond's common cases so that rules on the request's own members stay as cheap as
  * they were. NULL when absent (or an unknown source: nothing holds but exists:false). */
@@ -103,6 +149,10 @@ static const tg_value_t *fact_value(const tg_cond_t *c, const tg_frame_t *f, tg_
     case TG_SRC_PRINCIPAL_ISSUER:
         s = &f->principal_issuer;
         break;
+    case TG_SRC_TIME_HOUR:
+    case TG_SRC_TIME_WEEKDAY:
+    case TG_SRC_TIME_DATE:
+        return time_value(c, f, tmp);
     default:
         return NULL;
     }
@@ -188,6 +238,10 @@ static int cond_test(const tg_cond_t *c, const tg_value_t *v) {
         }
         return found == (c->op == TG_OP_IN);
     }
+    case TG_OP_IN_SET:
+        return set_contains(c->list, c->n_list, v);
+    case TG_OP_NOT_IN_SET:
+        return !set_contains(c->list, c->n_list, v);
     case TG_OP_PREFIX:
     case TG_OP_SUFFIX:
     case TG_OP_GLOB:
@@ -573,11 +627,35 @@ typedef struct explain {
     uint8_t evaluated;
 } explain_t;
 
+/* time.date is compared as the number YYYYMMDD; explain shows it as the "YYYY-MM-DD" the
+ * bundle wrote. buf lives as long as the step (the callback's duration). */
+static const tg_value_t *explain_date(const tg_value_t *v, tg_value_t *out, char buf[11]) {
+    if (v == NULL || v->type != TG_VT_NUMBER || !(v->num >= 10101 && v->num <= 99991231)) {
+        return v;
+    }
+    uint32_t n = (uint32_t)v->num;
+    uint32_t parts[3] = {n / 10000, n / 100 % 100, n % 100};
+    char *p = buf;
+    for (int i = 0; i < 3; i++) {
+        uint32_t width = i == 0 ? 4 : 2, div = i == 0 ? 1000 : 10;
+        for (uint32_t k = 0; k < width; k++, div /= 10) {
+            *p++ = (char)('0' + parts[i] / div % 10);
+        }
+        *p++ = i < 2 ? '-' : '\0';
+    }
+    *out = *v;
+    out->type = TG_VT_STRING;
+    out->str = buf;
+    out->len = 10;
+    return out;
+}
+
 /* One condition, then (a group) its members at depth + 1, pre-order. held comes from the
  * kernel's own eval_node, so explain and decision cannot disagree; depth 1 = a when[]
  * member, and the walk stops where eval_node stops (TG_COND_MAX_NESTING). */
 static void explain_cond(explain_t *x, const tg_cond_t *c, uint32_t index, uint8_t depth) {
-    tg_value_t tmp, otmp;
+    tg_value_t tmp, otmp, shown;
+    char date[11];
     tg_explain_step_t st = {0};
     st.kind = TG_EXPLAIN_COND;
     st.depth = depth;
@@ -588,6 +666,9 @@ static void explain_cond(explain_t *x, const tg_cond_t *c, uint32_t index, uint8
     if (c->op < TG_OP_ALL) {
         st.value = cond_value(c, x->f, &tmp);
         st.other = c->has_from ? from_value(c, x->f, &otmp) : NULL;
+        if (c->src == TG_SRC_TIME_DATE) { /* compared as YYYYMMDD, shown as written */
+            st.value = explain_date(st.value, &shown, date);
+        }
     }
     st.held = (uint8_t)(eval_node(c, x->f, (unsigned)depth - 1u) == 1);
     x->fn(x->ud, &st);

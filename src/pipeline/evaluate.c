@@ -882,6 +882,10 @@ static step_t resolve_surface(eval_req_t *r, steps_t *s) {
         tg_reply_error(r->ex, rc, diag.msg[0] ? diag.msg : NULL);
         return STEP_ANSWERED;
     }
+    /* The decision's instant, read once: what time.* conditions see and what the receipt's
+     * timestamp records (build_receipt takes it from here), so the two never disagree. */
+    s->frame.now_ms = tg_clock_now_ms();
+    s->frame.has_now = 1;
     (void)copy_view(r->surface, TG_POLICY_MAX_NAME, &r->surface_len, s->frame.surface_name.ptr,
                     s->frame.surface_name.len);
     return receipt_fields_ok(r->ex, &s->frame, &s->meta) ? STEP_NEXT : STEP_ANSWERED;
@@ -1144,7 +1148,7 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
     tg_pipeline_t *p = r->p;
     tg_exchange_t *ex = r->ex;
     const tg_decision_t *d = &s->d;
-    int64_t now = tg_clock_now_ms();
+    int64_t now = s->frame.now_ms; /* the instant the kernel decided at (resolve_surface) */
     s->at_ms = now;
     /* A receipt is ~1.1 KB and its response ~1.4 KB: one allocation each instead of the
      * doubling steps from 256 bytes (allocation failure here is retried by the appends). */

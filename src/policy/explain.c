@@ -99,8 +99,24 @@ static tg_err_t put_value(tg_buf_t *b, const tg_value_t *v, bool *cut) {
 /* The condition's operand: the value of the bundle ("exists" its boolean), an in / not_in
  * list (or its count when long), nothing when the operand is not a value (a group; a
  * value_from, whose other side is the request's and shown as other_actual). */
+/* time.date operands are compiled to the number YYYYMMDD: shown as the "YYYY-MM-DD" the
+ * bundle wrote (a valid date, checked by the compiler). */
+static tg_err_t put_operand_value(tg_buf_t *b, const tg_cond_t *c, const tg_value_t *v, bool *cut) {
+    if (c->src == TG_SRC_TIME_DATE && v->type == TG_VT_NUMBER && v->num >= 10101 &&
+        v->num <= 99991231) {
+        unsigned n = (unsigned)v->num;
+        return tg_buf_printf(b, "\"%04u-%02u-%02u\"", n / 10000, n / 100 % 100, n % 100);
+    }
+    return put_value(b, v, cut);
+}
+
 static tg_err_t put_operand(tg_buf_t *b, const tg_cond_t *c, bool *cut) {
     tg_err_t rc = TG_OK;
+    if (c->op == TG_OP_IN_SET || c->op == TG_OP_NOT_IN_SET) { /* a named data set */
+        rc = tg_buf_puts(b, ",\"set\":");
+        rc = rc ? rc : tg_canon_string(b, c->value.str, c->value.len);
+        return rc ? rc : tg_buf_printf(b, ",\"value_count\":%u", (unsigned)c->n_list);
+    }
     if (c->has_from) { /* compared with another field of the request (other_actual) */
         rc = tg_buf_puts(b, ",\"value_from\":");
         return rc ? rc : tg_canon_string(b, c->from_field.ptr, c->from_field.len);
@@ -116,7 +132,7 @@ static tg_err_t put_operand(tg_buf_t *b, const tg_cond_t *c, bool *cut) {
         for (uint32_t i = 0; i < c->n_list && !rc; i++) {
             rc = i ? tg_buf_putc(b, ',') : TG_OK;
             if (!rc) {
-                rc = put_value(b, &c->list[i], cut);
+                rc = put_operand_value(b, c, &c->list[i], cut);
             }
         }
         return rc ? rc : tg_buf_putc(b, ']');
@@ -125,7 +141,7 @@ static tg_err_t put_operand(tg_buf_t *b, const tg_cond_t *c, bool *cut) {
         return TG_OK;
     }
     rc = tg_buf_puts(b, ",\"value\":");
-    return rc ? rc : put_value(b, &c->value, cut);
+    return rc ? rc : put_operand_value(b, c, &c->value, cut);
 }
 
 static tg_err_t write_cond(tg_buf_t *b, const tg_explain_step_t *st) {

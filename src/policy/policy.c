@@ -10,6 +10,7 @@
 #include "trigguard/canon.h"
 #include "trigguard/io.h"
 #include "trigguard/policy.h"
+#include "trigguard/tzif.h"
 
 /* ---- arena: every compiled table and string, freed at once ---------------------------- */
 
@@ -114,6 +115,15 @@ typedef struct cc {
     tg_surface_t *surfaces; /* writable views of p's tables */
     tg_signal_t *signals;
     double tier_threshold[4];
+    /* time.* and data sets (the "Time" / "Data sets" section below) */
+    const tg_policy_opts_t *opts;
+    tg_zone_t *zones;  /* = p->tables.zones, capacity TG_POLICY_MAX_ZONES */
+    uint32_t zone_cur; /* the zone of the surface being compiled */
+    uint32_t zone_bundle;
+    struct cset *sets; /* compiled data sets, by name order */
+    uint32_t n_sets;
+    const json_t *bundle;
+    json_t *hashed;    /* NULL, or the bundle with each file set's "sha256" (what is hashed) */
     size_t cond_nodes; /* conditions of the rule being compiled, groups and members */
     size_t cond_depth; /* groups around the condition being compiled */
 } cc_t;
@@ -866,6 +876,9 @@ static const char *const OP_NAMES[] = {
     "in", "not_in", "exists", "prefix", "suffix", "glob"}; /* by tg_op_t; groups have none */
 
 const char *tg_policy_op_name(unsigned op) {
+    if (op == TG_OP_IN_SET || op == TG_OP_NOT_IN_SET) { /* "in" / "not_in" with "set" */
+        return op == TG_OP_IN_SET ? "in" : "not_in";
+    }
     if (op < sizeof OP_NAMES / sizeof OP_NAMES[0]) {
         return OP_NAMES[op];
     }
@@ -916,6 +929,551 @@ static tg_err_t compile_operand(cc_t *c, tg_value_t *out, const json_t *v, uint8
         return fail(c, "%s operand never matches a field of type %s", json_type_name(v),
                     ft_name(want));
     }
+    return TG_OK;
+}
+
+/* ---- time zones and data sets (docs/POLICY.md "Time", "Data sets") -------------------- */
+
+/* IANA zone names: [A-Za-z0-9_+-/], no leading '/', no "." or ".." component. */
+static int zone_name_ok(const char *s, size_t n) {
+    if (n == 0 || n > 64 || s[0] == '/') {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        int ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+                 ch == '_' || ch == '+' || ch == '-' || ch == '/';
+        if (!ok) {
+            return 0;
+        }
+    }
+    return tg_dataset_path_ok(s, n);
+}
+
+/* The zone named by string member v (the path points at it): its id in c->zones, loading it
+ * from the tz database the first time. "UTC" is built in (no file). */
+static tg_err_t intern_zone(cc_t *c, const json_t *v, uint32_t *id) {
+    char pk[80];
+    if (!json_is_string(v)) {
+        return fail(c, "must be a string (an IANA time zone name), not %s", json_type_name(v));
+    }
+    const char *name = json_string_value(v);
+    size_t n = json_string_length(v);
+    if (!zone_name_ok(name, n)) {
+        return fail(c, "\"%s\" is not a time zone name ([A-Za-z0-9_+-/], no \"..\")",
+                    printable(pk, name, n));
+    }
+    for (uint32_t i = 0; i < c->p->tables.n_zones; i++) {
+        if (c->zones[i].name.len == n && memcmp(c->zones[i].name.ptr, name, n) == 0) {
+            *id = i;
+            return TG_OK;
+        }
+    }
+    if (c->p->tables.n_zones == TG_POLICY_MAX_ZONES) {
+        return fail(c, "more than %d time zones", TG_POLICY_MAX_ZONES);
+    }
+    tg_zone_t z;
+    memset(&z, 0, sizeof z);
+    if (strcmp(name, "UTC") != 0) {
+        const char *dir = c->opts != NULL && c->opts->zoneinfo_dir != NULL ? c->opts->zoneinfo_dir
+                                                                           : TG_POLICY_ZONEINFO;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        tg_file_t f;
+        tg_diag_t d2 = {0};
+        tg_tzif_t tz;
+        tg_err_t rc = tg_read_file(&f, path, TG_TZIF_MAX_FILE, "time zone file", 0, &d2);
+        if (rc == TG_OK) {
+            rc = tg_tzif_parse(&tz, (const uint8_t *)f.data, f.len, &d2);
+            tg_file_free(&f);
+        }
+        if (rc == TG_ERR_NOMEM) {
+            return nomem(c);
+        }
+        if (rc) {
+            return fail(c, "time zone \"%s\" (%s): %s", printable(pk, name, n), path,
+                        rc == TG_ERR_NOT_FOUND ? "unknown zone (no such file)" : d2.msg);
+        }
+        z = tz.zone;
+        int64_t *at = z.n ? arena_alloc(c->p, z.n * sizeof *at) : NULL;
+        int32_t *off = z.n ? arena_alloc(c->p, z.n * sizeof *off) : NULL;
+        if (z.n && (at == NULL || off == NULL)) {
+            tg_tzif_free(&tz);
+            return nomem(c);
+        }
+        if (z.n) {
+            memcpy(at, tz.at, z.n * sizeof *at);
+            memcpy(off, tz.off, z.n * sizeof *off);
+        }
+        z.at = at;
+        z.off = off;
+        tg_tzif_free(&tz);
+    }
+    if (!arena_sv(c, &z.name, name, n)) {
+        return nomem(c);
+    }
+    *id = c->p->tables.n_zones++;
+    c->zones[*id] = z;
+    return TG_OK;
+}
+
+/* The bundle's (or a surface's) "timezone" member into *id; absent: keeps *id. */
+static tg_err_t compile_timezone(cc_t *c, const json_t *obj, uint32_t *id) {
+    const json_t *v = json_object_get(obj, "timezone");
+    if (v == NULL) {
+        return TG_OK;
+    }
+    size_t saved = path_push_key(c, "timezone");
+    tg_err_t rc = intern_zone(c, v, id);
+    if (rc == TG_OK) {
+        path_pop(c, saved);
+    }
+    return rc;
+}
+
+/* time.<part> of a condition's field (the path points at "field"). */
+static tg_err_t compile_time_field(cc_t *c, tg_cond_t *cd, const char *fs, size_t fl) {
+    char pk[80];
+    if (strcmp(fs, "time.hour") == 0) {
+        cd->src = TG_SRC_TIME_HOUR;
+    } else if (strcmp(fs, "time.weekday") == 0) {
+        cd->src = TG_SRC_TIME_WEEKDAY;
+    } else if (strcmp(fs, "time.date") == 0) {
+        cd->src = TG_SRC_TIME_DATE;
+    } else {
+        return fail(c, "unknown time field \"%s\" (expected time.hour, time.weekday or time.date)",
+                    printable(pk, fs, fl));
+    }
+    cd->id = c->zone_cur;
+    cd->zone = &c->zones[c->zone_cur];
+    return TG_OK;
+}
+
+/* "YYYY-MM-DD" (a real date, years 0001..9999) as the number YYYYMMDD; 0 when invalid. */
+static double parse_date(const char *s, size_t n) {
+    if (n != 10 || s[4] != '-' || s[7] != '-') {
+        return 0;
+    }
+    unsigned v[3] = {0, 0, 0};
+    const size_t at[3] = {0, 5, 8}, len[3] = {4, 2, 2};
+    for (int k = 0; k < 3; k++) {
+        for (size_t i = at[k]; i < at[k] + len[k]; i++) {
+            if (s[i] < '0' || s[i] > '9') {
+                return 0;
+            }
+            v[k] = v[k] * 10 + (unsigned)(s[i] - '0');
+        }
+    }
+    if (v[0] == 0 || v[1] < 1 || v[1] > 12 || v[2] < 1) {
+        return 0;
+    }
+    /* the day must exist in its month: round-trip through the kernel's calendar */
+    int64_t y;
+    unsigned m, d;
+    tg_civil_from_days(tg_days_from_civil(v[0], v[1], v[2]), &y, &m, &d);
+    if (m != v[1] || d != v[2]) {
+        return 0;
+    }
+    return (double)v[0] * 10000 + v[1] * 100 + v[2];
+}
+
+/* One operand of a time condition (the path points at it). */
+static tg_err_t compile_time_operand(cc_t *c, tg_value_t *out, const tg_cond_t *cd,
+                                     const json_t *v) {
+    char pk[80];
+    memset(out, 0, sizeof *out);
+    if (cd->src == TG_SRC_TIME_HOUR) {
+        double h = is_number(v) ? num_of(v) : -1;
+        if (!(h >= 0 && h <= 23 && h == (double)(int)h)) {
+            return fail(c, "time.hour compares with an hour, an integer 0..23");
+        }
+        out->type = TG_VT_NUMBER;
+        out->num = h;
+        return TG_OK;
+    }
+    const char *s = json_is_string(v) ? json_string_value(v) : "";
+    size_t n = json_is_string(v) ? json_string_length(v) : 0;
+    if (cd->src == TG_SRC_TIME_DATE) {
+        out->type = TG_VT_NUMBER;
+        out->num = parse_date(s, n);
+        if (out->num == 0) {
+            return fail(c, "time.date compares with a date \"YYYY-MM-DD\", not \"%s\"",
+                        printable(pk, s, n));
+        }
+        return TG_OK;
+    }
+    for (unsigned wd = 0; wd < 7; wd++) {
+        if (n == 3 && memcmp(s, tg_weekday_name(wd), 3) == 0) {
+            out->type = TG_VT_STRING;
+            out->str = tg_weekday_name(wd);
+            out->len = 3;
+            return TG_OK;
+        }
+    }
+    return fail(c, "time.weekday compares with mon, tue, wed, thu, fri, sat or sun");
+}
+
+/* The value(s) of a time condition other than exists (the path points at the condition). */
+static tg_err_t compile_time_cond(cc_t *c, tg_cond_t *cd, const json_t *v, int op) {
+    const json_t *vv = json_object_get(v, "value");
+    int ordered = op == TG_OP_GT || op == TG_OP_GTE || op == TG_OP_LT || op == TG_OP_LTE;
+    if (json_object_get(v, "set") != NULL) {
+        path_push_key(c, "set");
+        return fail(c, "time fields compare with values, not data sets");
+    }
+    if (ordered && cd->src == TG_SRC_TIME_WEEKDAY) {
+        path_push_key(c, "op");
+        return fail(c, "%s does not order weekdays (use in / not_in)", OP_NAMES[op]);
+    }
+    if (op != TG_OP_EQ && op != TG_OP_NE && !ordered && op != TG_OP_IN && op != TG_OP_NOT_IN) {
+        path_push_key(c, "op");
+        return fail(c, "time fields compare with eq, ne, gt, gte, lt, lte, in or not_in, not %s",
+                    OP_NAMES[op]);
+    }
+    size_t saved = path_push_key(c, "value");
+    if (vv == NULL) {
+        return fail(c, "required member missing for operator %s", OP_NAMES[op]);
+    }
+    tg_err_t rc;
+    if (op != TG_OP_IN && op != TG_OP_NOT_IN) {
+        rc = compile_time_operand(c, &cd->value, cd, vv);
+        if (rc == TG_OK) {
+            path_pop(c, saved);
+        }
+        return rc;
+    }
+    size_t n = json_is_array(vv) ? json_array_size(vv) : 0;
+    if (n == 0 || n > TG_POLICY_MAX_LIST) {
+        return fail(c, "%s needs an array of 1 to %d values", OP_NAMES[op], TG_POLICY_MAX_LIST);
+    }
+    tg_value_t *list = arena_alloc(c->p, n * sizeof *list);
+    if (list == NULL) {
+        return nomem(c);
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t s2 = path_push_index(c, i);
+        rc = compile_time_operand(c, &list[i], cd, json_array_get(vv, i));
+        if (rc) {
+            return rc;
+        }
+        path_pop(c, s2);
+    }
+    cd->list = list;
+    cd->n_list = (uint32_t)n;
+    path_pop(c, saved);
+    return TG_OK;
+}
+
+/* A compiled data set: its values sorted by tg_value_cmp, unique, in the arena. */
+typedef struct cset {
+    const char *name;
+    tg_value_t *values;
+    uint32_t n;
+    uint8_t type; /* TG_VT_STRING or TG_VT_NUMBER */
+} cset_t;
+
+static int value_qcmp(const void *a, const void *b) { return tg_value_cmp(a, b); }
+
+/* Sorts and dedups set->values (duplicates are harmless: a set holds a value or not). */
+static void cset_finish(cset_t *set) {
+    qsort(set->values, set->n, sizeof *set->values, value_qcmp);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < set->n; i++) {
+        if (k == 0 || tg_value_cmp(&set->values[k - 1], &set->values[i]) != 0) {
+            set->values[k++] = set->values[i];
+        }
+    }
+    set->n = k;
+}
+
+/* A JSON array of values (inline "values" or a .json file) into set (path at the array). */
+static tg_err_t cset_from_array(cc_t *c, cset_t *set, const json_t *arr, int want) {
+    if (!json_is_array(arr)) {
+        return fail(c, "must be an array of strings or numbers, not %s", json_type_name(arr));
+    }
+    size_t n = json_array_size(arr);
+    if (n > TG_POLICY_MAX_SET_VALUES) {
+        return fail(c, "%zu values (limit %d)", n, TG_POLICY_MAX_SET_VALUES);
+    }
+    set->values = arena_alloc(c->p, (n ? n : 1) * sizeof *set->values);
+    if (set->values == NULL) {
+        return nomem(c);
+    }
+    set->type = (uint8_t)(want >= 0                                    ? want
+                          : n > 0 && is_number(json_array_get(arr, 0)) ? TG_VT_NUMBER
+                                                                       : TG_VT_STRING);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(arr, i);
+        size_t s2 = path_push_index(c, i);
+        tg_value_t *out = &set->values[i];
+        if (set->type == TG_VT_NUMBER && is_number(e)) {
+            out->type = TG_VT_NUMBER;
+            out->num = num_of(e);
+        } else if (set->type == TG_VT_STRING && json_is_string(e) &&
+                   json_string_length(e) <= TG_POLICY_MAX_VALUE) {
+            tg_sv_t sv;
+            if (!arena_sv(c, &sv, json_string_value(e), json_string_length(e))) {
+                return nomem(c);
+            }
+            out->type = TG_VT_STRING;
+            out->str = sv.ptr;
+            out->len = sv.len;
+        } else {
+            return fail(c, "the set holds %ss (at most %d bytes); this is %s",
+                        set->type == TG_VT_NUMBER ? "number" : "string", TG_POLICY_MAX_VALUE,
+                        json_type_name(e));
+        }
+        path_pop(c, s2);
+    }
+    set->n = (uint32_t)n;
+    cset_finish(set);
+    return TG_OK;
+}
+
+/* The lines of a text file into set (path at "file"). Strings are copied into one arena
+ * block; numbers parsed strictly (JSON number syntax). */
+static tg_err_t cset_from_lines(cc_t *c, cset_t *set, const char *data, size_t len, int want) {
+    tg_sv_t *lines = NULL;
+    size_t n = 0;
+    tg_diag_t d2 = {0};
+    tg_err_t rc = tg_dataset_lines(&lines, &n, data, len, &d2);
+    if (rc == TG_ERR_NOMEM) {
+        return nomem(c);
+    }
+    if (rc) {
+        return fail(c, "%s", d2.msg);
+    }
+    set->type = (uint8_t)(want >= 0 ? want : TG_VT_STRING);
+    set->values = arena_alloc(c->p, (n ? n : 1) * sizeof *set->values);
+    char *blob = set->type == TG_VT_STRING ? arena_alloc(c->p, len + 1) : NULL;
+    if (set->values == NULL || (set->type == TG_VT_STRING && blob == NULL)) {
+        free(lines);
+        return nomem(c);
+    }
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        tg_value_t *out = &set->values[i];
+        if (set->type == TG_VT_STRING) {
+            memcpy(blob + used, lines[i].ptr, lines[i].len);
+            out->type = TG_VT_STRING;
+            out->str = blob + used;
+            out->len = lines[i].len;
+            used += lines[i].len;
+            continue;
+        }
+        json_t *num = NULL;
+        tg_json_limits_t lim = TG_JSON_LIMITS_DEFAULT;
+        if (tg_json_parse(&num, lines[i].ptr, lines[i].len, &lim, NULL) != TG_OK ||
+            !is_number(num)) {
+            json_decref(num);
+            free(lines);
+            return fail(c, "line %zu is not a number (the set's type is number)", i + 1);
+        }
+        out->type = TG_VT_NUMBER;
+        out->num = num_of(num);
+        json_decref(num);
+    }
+    free(lines);
+    set->n = (uint32_t)n;
+    cset_finish(set);
+    return TG_OK;
+}
+
+/* A set from a file beside the bundle (path at the set). Records the file's SHA-256 in
+ * c->hashed (the policyHash covers it) and checks a pinned "sha256". */
+static tg_err_t cset_from_file(cc_t *c, cset_t *set, const char *name, const json_t *body,
+                               int want) {
+    char pk[80];
+    const json_t *fv = json_object_get(body, "file");
+    size_t saved = path_push_key(c, "file");
+    if (!json_is_string(fv) || !tg_dataset_path_ok(json_string_value(fv), json_string_length(fv))) {
+        return fail(c, "must be a relative path without \".\" or \"..\" components");
+    }
+    const char *rel = json_string_value(fv);
+    if (c->opts == NULL || c->opts->base_dir == NULL) {
+        return fail(c, "data set files need the bundle's directory (load the bundle from a file)");
+    }
+    tg_file_t f;
+    uint8_t sha[32];
+    char hex[65];
+    tg_diag_t d2 = {0};
+    tg_err_t rc = tg_dataset_read(&f, sha, c->opts->base_dir, rel, &d2);
+    if (rc == TG_ERR_NOMEM) {
+        return nomem(c);
+    }
+    if (rc) {
+        return fail(c, "%s", d2.msg);
+    }
+    tg_hex(hex, sha, sizeof sha);
+    const json_t *pin = json_object_get(body, "sha256");
+    if (pin != NULL && (!json_is_string(pin) || strcmp(json_string_value(pin), hex) != 0)) {
+        tg_file_free(&f);
+        path_pop(c, saved);
+        path_push_key(c, "sha256");
+        return fail(c, "the file %s has SHA-256 %s, not the pinned value",
+                    printable(pk, rel, strlen(rel)), hex);
+    }
+    size_t rl = strlen(rel);
+    if (rl > 5 && strcmp(rel + rl - 5, ".json") == 0) {
+        json_t *arr = NULL;
+        tg_json_limits_t lim = {TG_POLICY_MAX_SET_BYTES, 2, TG_POLICY_MAX_VALUE, 1};
+        rc = tg_json_parse(&arr, f.data, f.len, &lim, &d2);
+        if (rc == TG_ERR_NOMEM) {
+            tg_file_free(&f);
+            return nomem(c);
+        }
+        if (rc) {
+            tg_file_free(&f);
+            return fail(c, "%s: %s", printable(pk, rel, rl), d2.msg);
+        }
+        rc = cset_from_array(c, set, arr, want);
+        json_decref(arr);
+    } else {
+        rc = cset_from_lines(c, set, f.data, f.len, want);
+    }
+    tg_file_free(&f);
+    if (rc) {
+        return rc;
+    }
+    if (c->hashed == NULL) {
+        /* the first file set: hash a copy of the bundle with the files' digests in it */
+        c->hashed = json_deep_copy(c->bundle);
+        if (c->hashed == NULL) {
+            return nomem(c);
+        }
+    }
+    json_t *sets = json_object_get(c->hashed, "sets");
+    json_t *obj = json_object_get(sets, name);
+    if (obj == NULL || json_object_set_new(obj, "sha256", json_string(hex)) != 0) {
+        return nomem(c);
+    }
+    path_pop(c, saved);
+    return TG_OK;
+}
+
+/* The bundle's "sets" object: every set compiled in name order (ids are not needed: a
+ * condition points at its set's values). */
+static tg_err_t compile_sets(cc_t *c, const json_t *sets) {
+    static const char *const allowed[] = {"file", "values", "type", "sha256", "description", NULL};
+    if (sets == NULL) {
+        return TG_OK;
+    }
+    size_t saved = path_push_key(c, "sets");
+    if (!json_is_object(sets)) {
+        return fail(c, "must be an object (name -> data set), not %s", json_type_name(sets));
+    }
+    if (json_object_size(sets) > TG_POLICY_MAX_SETS) {
+        return fail(c, "%zu data sets (limit %d)", json_object_size(sets), TG_POLICY_MAX_SETS);
+    }
+    size_t n = 0;
+    member_t *m = sorted_members(c, sets, &n);
+    if (m == NULL && n > 0) {
+        return nomem(c);
+    }
+    c->sets = arena_alloc(c->p, (n ? n : 1) * sizeof *c->sets);
+    if (c->sets == NULL) {
+        free(m);
+        return nomem(c);
+    }
+    tg_err_t rc = TG_OK;
+    for (size_t i = 0; i < n && rc == TG_OK; i++) {
+        size_t s1 = path_push_key(c, m[i].key);
+        const json_t *body = m[i].value;
+        cset_t *set = &c->sets[i];
+        rc = check_name(c, m[i].key, m[i].len, "data set name");
+        if (rc == TG_OK && !json_is_object(body)) {
+            rc = fail(c, "data set must be an object, not %s", json_type_name(body));
+        }
+        if (rc == TG_OK) {
+            rc = check_members(c, body, allowed, "file, values, type, sha256, description");
+        }
+        int want = -1;
+        const json_t *tv = json_object_get(body, "type");
+        if (rc == TG_OK && tv != NULL) {
+            const char *ts = json_is_string(tv) ? json_string_value(tv) : "";
+            want = strcmp(ts, "string") == 0   ? TG_VT_STRING
+                   : strcmp(ts, "number") == 0 ? TG_VT_NUMBER
+                                               : -2;
+            if (want == -2) {
+                path_push_key(c, "type");
+                rc = fail(c, "must be \"string\" or \"number\"");
+            }
+        }
+        const json_t *fv = json_object_get(body, "file"), *vv = json_object_get(body, "values");
+        if (rc == TG_OK && (fv == NULL) == (vv == NULL)) {
+            rc = fail(c, "a data set has exactly one of file and values");
+        }
+        if (rc == TG_OK && vv != NULL && json_object_get(body, "sha256") != NULL) {
+            rc = fail(c, "sha256 pins a file; this set has values");
+        }
+        if (rc == TG_OK && fv != NULL) {
+            rc = cset_from_file(c, set, m[i].key, body, want);
+        } else if (rc == TG_OK) {
+            size_t s2 = path_push_key(c, "values");
+            rc = cset_from_array(c, set, vv, want);
+            if (rc == TG_OK) {
+                path_pop(c, s2);
+            }
+        }
+        if (rc == TG_OK) {
+            tg_sv_t sv;
+            if (!arena_sv(c, &sv, m[i].key, m[i].len)) {
+                rc = nomem(c);
+            } else {
+                set->name = sv.ptr;
+                c->n_sets++;
+                path_pop(c, s1);
+            }
+        }
+    }
+    free(m);
+    if (rc == TG_OK) {
+        path_pop(c, saved);
+    }
+    return rc;
+}
+
+/* {"field", "op": in|not_in, "set": NAME}: the set's values become the condition's sorted
+ * list (path at the condition; `want` the field's type, TG_FT_ANY when unconstrained). */
+static tg_err_t compile_set_cond(cc_t *c, tg_cond_t *cd, const json_t *v, int op, uint8_t want) {
+    char pk[80];
+    const json_t *sv = json_object_get(v, "set");
+    if (json_object_get(v, "value") != NULL || json_object_get(v, "value_from") != NULL) {
+        path_push_key(c, json_object_get(v, "value") != NULL ? "value" : "value_from");
+        return fail(c, "a condition compares with a value, another field or a set: one of them");
+    }
+    if (op != TG_OP_IN && op != TG_OP_NOT_IN) {
+        path_push_key(c, "op");
+        return fail(c, "a data set is compared with in or not_in, not %s", OP_NAMES[op]);
+    }
+    size_t saved = path_push_key(c, "set");
+    if (!json_is_string(sv)) {
+        return fail(c, "must be the name of a data set, not %s", json_type_name(sv));
+    }
+    const cset_t *set = NULL;
+    for (uint32_t i = 0; i < c->n_sets && set == NULL; i++) {
+        if (strcmp(c->sets[i].name, json_string_value(sv)) == 0) {
+            set = &c->sets[i];
+        }
+    }
+    if (set == NULL) {
+        return fail(c, "unknown data set \"%s\" (not in sets)",
+                    printable(pk, json_string_value(sv), json_string_length(sv)));
+    }
+    if ((want == TG_FT_STRING && set->type != TG_VT_STRING) ||
+        (want == TG_FT_NUMBER && set->type != TG_VT_NUMBER) ||
+        (want != TG_FT_ANY && want != TG_FT_STRING && want != TG_FT_NUMBER)) {
+        return fail(c, "data set \"%s\" holds %ss, which never match a field of type %s", set->name,
+                    set->type == TG_VT_NUMBER ? "number" : "string", ft_name(want));
+    }
+    cd->op = (uint8_t)(op == TG_OP_IN ? TG_OP_IN_SET : TG_OP_NOT_IN_SET);
+    cd->list = set->values;
+    cd->n_list = set->n;
+    /* value is no operand of a set condition: it carries the set's name, for explain */
+    cd->value.type = TG_VT_STRING;
+    cd->value.str = set->name;
+    cd->value.len = (uint32_t)strlen(set->name);
+    path_pop(c, saved);
     return TG_OK;
 }
 
@@ -990,8 +1548,8 @@ static tg_err_t compile_value_from(cc_t *c, tg_cond_t *cd, const tg_surface_t *s
                                    uint8_t want);
 
 static tg_err_t compile_cond(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, const json_t *v) {
-    static const char *const allowed[] = {"field",      "op",          "value",
-                                          "value_from", "description", NULL};
+    static const char *const allowed[] = {"field", "op",          "value", "value_from",
+                                          "set",   "description", NULL};
     char pk[80];
     if (!json_is_object(v)) {
         return fail(c, "condition must be an object, not %s", json_type_name(v));
@@ -999,7 +1557,7 @@ static tg_err_t compile_cond(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, cons
     if (json_object_get(v, "any_of") || json_object_get(v, "all_of") || json_object_get(v, "not")) {
         return compile_group(c, cd, s, v);
     }
-    tg_err_t rc = check_members(c, v, allowed, "field, op, value, value_from, description");
+    tg_err_t rc = check_members(c, v, allowed, "field, op, value, value_from, set, description");
     if (rc) {
         return rc;
     }
@@ -1015,7 +1573,11 @@ static tg_err_t compile_cond(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, cons
     const char *fs = json_string_value(fv);
     size_t fl = json_string_length(fv);
     uint8_t want = TG_FT_ANY; /* what the field can hold */
-    rc = resolve_field(c, s, fs, fl, &cd->src, &cd->id, &want);
+    if (fl > 5 && memcmp(fs, "time.", 5) == 0) {
+        rc = compile_time_field(c, cd, fs, fl); /* not in resolve_field: no value_from */
+    } else {
+        rc = resolve_field(c, s, fs, fl, &cd->src, &cd->id, &want);
+    }
     if (rc) {
         return rc;
     }
@@ -1043,6 +1605,14 @@ static tg_err_t compile_cond(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, cons
                     printable(pk, json_string_value(ov), json_string_length(ov)));
     }
     cd->op = (uint8_t)op;
+    path_pop(c, saved);
+    if (cd->src >= TG_SRC_TIME_HOUR && op != TG_OP_EXISTS) {
+        return compile_time_cond(c, cd, v, op);
+    }
+    if (json_object_get(v, "set") != NULL) {
+        return compile_set_cond(c, cd, v, op, want);
+    }
+    saved = path_push_key(c, "op");
     int ordered = op == TG_OP_GT || op == TG_OP_GTE || op == TG_OP_LT || op == TG_OP_LTE;
     if (ordered && want != TG_FT_ANY && want != TG_FT_NUMBER) {
         return fail(c, "%s compares numbers but %s is of type %s", OP_NAMES[op], fs, ft_name(want));
@@ -1490,15 +2060,20 @@ static tg_err_t compile_default(cc_t *c, tg_surface_t *s, const json_t *dv) {
 static tg_err_t compile_surface_rules(cc_t *c, tg_surface_t *s, const json_t *body);
 
 static tg_err_t compile_surface(cc_t *c, tg_surface_t *s, const json_t *body) {
-    static const char *const allowed[] = {"tier",   "frozen", "description", "required_context",
-                                          "actors", "rules",  "default",     "mode",
-                                          NULL};
+    static const char *const allowed[] = {"tier",     "frozen", "description", "required_context",
+                                          "actors",   "rules",  "default",     "mode",
+                                          "timezone", NULL};
     if (!json_is_object(body)) {
         return fail(c, "surface must be an object, not %s", json_type_name(body));
     }
     tg_err_t rc = check_members(c, body, allowed,
                                 "tier, frozen, description, required_context, actors, rules, "
-                                "default, mode");
+                                "default, mode, timezone");
+    if (rc) {
+        return rc;
+    }
+    c->zone_cur = c->zone_bundle; /* time.* in this surface's rules: its zone, else the bundle's */
+    rc = compile_timezone(c, body, &c->zone_cur);
     if (rc) {
         return rc;
     }
@@ -1740,9 +2315,37 @@ static tg_err_t compile_string_member(cc_t *c, const json_t *bundle, const char 
 }
 
 tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *diag) {
-    static const char *const allowed[] = {"version", "authority", "description", "surfaces",
-                                          "signals", "actors",    "tools",       "tiers",
-                                          "limits",  NULL};
+    return tg_policy_compile_opts(out, bundle, NULL, diag);
+}
+
+/* The zones table (zone 0 = the bundle's, "UTC" by default) and the data sets, before the
+ * surfaces whose conditions refer to them. */
+static tg_err_t compile_time_and_sets(cc_t *c, const json_t *bundle) {
+    c->zones = arena_alloc(c->p, TG_POLICY_MAX_ZONES * sizeof *c->zones);
+    if (c->zones == NULL) {
+        return nomem(c);
+    }
+    c->p->tables.zones = c->zones;
+    json_t *utc = json_string("UTC");
+    if (utc == NULL) {
+        return nomem(c);
+    }
+    const json_t *tz = json_object_get(bundle, "timezone");
+    size_t saved = path_push_key(c, "timezone");
+    tg_err_t rc = intern_zone(c, tz != NULL ? tz : utc, &c->zone_bundle);
+    json_decref(utc);
+    if (rc) {
+        return rc;
+    }
+    path_pop(c, saved);
+    return compile_sets(c, json_object_get(bundle, "sets"));
+}
+
+tg_err_t tg_policy_compile_opts(tg_policy_t **out, const json_t *bundle,
+                                const tg_policy_opts_t *opts, tg_diag_t *diag) {
+    static const char *const allowed[] = {"version",  "authority", "description", "surfaces",
+                                          "signals",  "actors",    "tools",       "tiers",
+                                          "timezone", "sets",      "limits",      NULL};
     if (out == NULL || bundle == NULL) {
         return tg_diag_set(diag, TG_ERR_INVALID_ARG, "tg_policy_compile: NULL argument");
     }
@@ -1755,6 +2358,8 @@ tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *d
     memset(&c, 0, sizeof c);
     c.p = p;
     c.diag = diag;
+    c.opts = opts;
+    c.bundle = bundle;
     tg_err_t rc = TG_OK;
     if (!json_is_object(bundle)) {
         rc = fail(&c, "the bundle must be a JSON object, not %s", json_type_name(bundle));
@@ -1762,7 +2367,7 @@ tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *d
     }
     rc = check_members(&c, bundle, allowed,
                        "version, authority, description, surfaces, signals, actors, tools, "
-                       "tiers, limits");
+                       "tiers, timezone, sets, limits");
     if (rc) {
         goto done;
     }
@@ -1811,6 +2416,10 @@ tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *d
         goto done;
     }
     p->tables.claims = c.claims;
+    rc = compile_time_and_sets(&c, bundle);
+    if (rc) {
+        goto done;
+    }
     for (uint32_t i = 0; i < p->tables.n_surfaces; i++) {
         size_t s1 = path_push_key(&c, "surfaces");
         path_push_key(&c, c.surfaces[i].name.ptr);
@@ -1828,12 +2437,14 @@ tg_err_t tg_policy_compile(tg_policy_t **out, const json_t *bundle, tg_diag_t *d
     if (rc) {
         goto done;
     }
-    rc = tg_canon_sha256(p->tables.policy_hash, bundle, diag);
+    /* policy.h: with file data sets, the hash covers their content through "sha256" */
+    rc = tg_canon_sha256(p->tables.policy_hash, c.hashed != NULL ? c.hashed : bundle, diag);
     if (rc) {
         goto done;
     }
     tg_hex(p->hash_hex, p->tables.policy_hash, sizeof p->tables.policy_hash);
 done:
+    json_decref(c.hashed);
     if (rc) {
         tg_policy_destroy(p);
         return rc;
@@ -1843,6 +2454,11 @@ done:
 }
 
 tg_err_t tg_policy_load_text(tg_policy_t **out, const char *text, size_t len, tg_diag_t *diag) {
+    return tg_policy_load_text_opts(out, text, len, NULL, diag);
+}
+
+tg_err_t tg_policy_load_text_opts(tg_policy_t **out, const char *text, size_t len,
+                                  const tg_policy_opts_t *opts, tg_diag_t *diag) {
     if (out == NULL) {
         return tg_diag_set(diag, TG_ERR_INVALID_ARG, "tg_policy_load_text: NULL argument");
     }
@@ -1855,7 +2471,7 @@ tg_err_t tg_policy_load_text(tg_policy_t **out, const char *text, size_t len, tg
     if (rc) {
         return rc;
     }
-    rc = tg_policy_compile(out, bundle, diag);
+    rc = tg_policy_compile_opts(out, bundle, opts, diag);
     json_decref(bundle);
     return rc;
 }
@@ -1870,7 +2486,24 @@ tg_err_t tg_policy_load_file(tg_policy_t **out, const char *path, tg_diag_t *dia
     tg_file_t f;
     tg_err_t rc = tg_read_file(&f, path, TG_POLICY_MAX_FILE, label, 0, diag);
     if (rc == TG_OK) {
-        rc = tg_policy_load_text(out, f.data, f.len, diag);
+        /* data set files resolve against the bundle's own directory */
+        char dir[4096];
+        const char *slash = strrchr(path, '/');
+        size_t dl = slash == NULL ? 0 : (size_t)(slash - path);
+        if (dl >= sizeof dir) {
+            tg_file_free(&f);
+            return tg_diag_set(diag, TG_ERR_LIMIT, "policy %s: path too long", path);
+        }
+        if (slash == NULL) {
+            memcpy(dir, ".", 2);
+        } else if (dl == 0) {
+            memcpy(dir, "/", 2);
+        } else {
+            memcpy(dir, path, dl);
+            dir[dl] = '\0';
+        }
+        tg_policy_opts_t opts = {dir, NULL};
+        rc = tg_policy_load_text_opts(out, f.data, f.len, &opts, diag);
         tg_file_free(&f);
     }
     return rc;

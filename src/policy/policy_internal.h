@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "trigguard/io.h"
 #include "trigguard/kernel_tables.h"
 #include "trigguard/policy.h"
 
@@ -96,5 +97,20 @@ static inline int tg_sv_lexcmp(const char *a, uint32_t alen, const char *b, uint
     }
     return (alen > blen) - (alen < blen);
 }
+
+/* Data set files (dataset.c; docs/POLICY.md "Data sets"). tg_dataset_path_ok: rel (n bytes)
+ * is a relative path of at most TG_POLICY_MAX_NAME bytes with no empty, "." or ".."
+ * component, no control character and no backslash. tg_dataset_read: reads base_dir/rel
+ * (the last component opened O_NOFOLLOW, a regular file of at most TG_POLICY_MAX_SET_BYTES)
+ * into *out and its SHA-256 into sha256; errors TG_ERR_POLICY_INVALID (path), TG_ERR_NOT_FOUND,
+ * TG_ERR_IO, TG_ERR_LIMIT, TG_ERR_NOMEM. tg_dataset_lines: the non-empty lines of a text file
+ * (UTF-8, no control character, each at most TG_POLICY_MAX_VALUE bytes, at most
+ * TG_POLICY_MAX_SET_VALUES), views into data in a malloc'd array (*out, free()); errors
+ * TG_ERR_POLICY_INVALID naming the line, TG_ERR_LIMIT, TG_ERR_NOMEM. */
+int tg_dataset_path_ok(const char *rel, size_t n);
+tg_err_t tg_dataset_read(tg_file_t *out, uint8_t sha256[32], const char *base_dir, const char *rel,
+                         tg_diag_t *diag) TG_MUST_USE;
+tg_err_t tg_dataset_lines(tg_sv_t **out, size_t *n_out, const char *data, size_t len,
+                          tg_diag_t *diag) TG_MUST_USE;
 
 #endif /* TRIGGUARD_POLICY_INTERNAL_H */

@@ -13,6 +13,7 @@
 #include <sodium.h>
 
 #include "trigguard/canon.h"
+#include "trigguard/clock.h"
 #include "trigguard/guard.h"
 #include "trigguard/kernel.h"
 #include "trigguard/kernel_tables.h"
@@ -261,6 +262,16 @@ static int run_vector(const char *file, coverage_t *cov) {
         json_decref(vec);
         return 1;
     }
+    /* "at" (RFC 3339): the decision's instant, for time.* conditions; absent = none */
+    const json_t *at = json_object_get(vec, "at");
+    if (at != NULL &&
+        (!json_is_string(at) || tg_time_parse_rfc3339_ms(&f.now_ms, json_string_value(at),
+                                                         json_string_length(at)) != TG_OK)) {
+        print_error("%s: \"at\" is not an RFC 3339 date-time\n", file);
+        json_decref(vec);
+        return 1;
+    }
+    f.has_now = at != NULL;
     tg_decision_t d;
     tg_kernel_decide(&d, tg_policy_tables(p), &f);
     const char *want_dec = json_string_value(json_object_get(exp, "decision"));

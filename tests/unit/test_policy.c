@@ -115,7 +115,7 @@ static void test_top_level_errors(void **state) {
     expect_error("[1]", "policy: the bundle must be a JSON object, not an array");
     expect_error("{'version':'1','surfaces':{'x':{'tier':3}},'surfacez':1}",
                  "surfacez: unknown member (expected version, authority, description, surfaces, "
-                 "signals, actors, tools, tiers, limits)");
+                 "signals, actors, tools, tiers, timezone, sets, limits)");
     expect_error("{'surfaces':{'x':{'tier':3}}}", "version: required member missing");
     expect_error("{'version':1,'surfaces':{'x':{'tier':3}}}",
                  "version: must be a string, not a number");
@@ -171,7 +171,7 @@ static void test_surface_errors(void **state) {
     (void)state;
     expect_surface_error("{'tier':3,'foo':1}",
                          "surfaces.x.foo: unknown member (expected tier, frozen, description, "
-                         "required_context, actors, rules, default, mode)");
+                         "required_context, actors, rules, default, mode, timezone)");
     expect_surface_error("{}", "surfaces.x.tier: required member missing (1, 2 or 3)");
     expect_surface_error("{'tier':3,'mode':'report'}",
                          "surfaces.x.mode: must be \"enforce\" or \"observe\"");
@@ -265,7 +265,7 @@ static void test_rule_errors(void **state) {
          "surfaces.x.rules[0].when[0]: condition must be an object, not a string"},
         {"[{'effect':'deny','when':[{'field':'actor','op':'eq','value':'a','x':1}]}]",
          "surfaces.x.rules[0].when[0].x: unknown member (expected field, op, value, "
-         "value_from, description)"},
+         "value_from, set, description)"},
         {"[{'effect':'deny','when':[{'op':'eq','value':1}]}]",
          "surfaces.x.rules[0].when[0].field: required member missing"},
         {"[{'effect':'deny','when':[{'field':1,'op':'eq','value':1}]}]",
