@@ -57,6 +57,10 @@ int tg_policy_find_field_(const tg_policy_t *p, const char *s, size_t n, uint32_
 int tg_policy_find_signal_(const tg_policy_t *p, const char *s, size_t n, uint32_t *id);
 int tg_policy_find_tool_(const tg_policy_t *p, const char *s, size_t n, uint32_t *id);
 
+/* Strict-parses a bundle text with the bundle's limits (tg_policy_load_text's; lint.c
+ * needs the tree as well as the policy). Caller json_decref's *out. */
+tg_err_t tg_policy_parse_(json_t **out, const char *text, size_t len, tg_diag_t *diag);
+
 /* Bytewise order (shorter first on a common prefix): the order users see (signals,
  * required fields); for ASCII names it is also RFC 8785's member order. */
 static inline int tg_sv_lexcmp(const char *a, uint32_t alen, const char *b, uint32_t blen) {
