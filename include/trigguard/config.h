@@ -60,6 +60,7 @@ typedef struct tg_config {
     char verify_keys[TG_CONFIG_STR_MAX]; /* comma-separated verify-only key files */
     char authority_id[TG_CONFIG_STR_MAX];
     char policy[TG_CONFIG_STR_MAX];
+    bool policy_strict; /* lint errors refuse a bundle (tg_policy_load_file_checked) */
     char tokens[TG_CONFIG_STR_MAX];
     char api_keys[TG_CONFIG_STR_MAX]; /* secret: redacted by --print-config */
     bool auth_bypass;

@@ -11,7 +11,7 @@
 
 static void policy_usage(FILE *out) {
     fprintf(out,
-            "usage: trigguard policy check [--strict] FILE\n"
+            "usage: trigguard policy check FILE [--strict]\n"
             "       trigguard policy lint [--previous OLD.json] [--json] FILE\n"
             "\n"
             "check validates and compiles a policy bundle (docs/POLICY.md). FILE may be - for\n"
