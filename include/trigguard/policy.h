@@ -214,7 +214,7 @@ typedef struct tg_lint_finding {
 
 /* Caller-owned (about 66 KiB: allocate it, do not put it on a small stack). */
 typedef struct tg_lint_report {
-    size_t n; /* findings[0..n), in bundle order (surfaces sorted by name, rules in order) */
+    size_t n;        /* findings[0..n), in bundle order (surfaces sorted by name, rules in order) */
     size_t errors;   /* over all findings, kept or dropped */
     size_t warnings; /* likewise */
     size_t dropped;  /* findings beyond TG_LINT_MAX_FINDINGS, counted only */
@@ -244,9 +244,9 @@ tg_err_t tg_lint_report_json(tg_buf_t *out, const tg_lint_report_t *r) TG_MUST_U
  * error (and "(and N more)"). report (NULL = not wanted) receives the findings, the
  * warnings of an accepted bundle included, whether or not strict. Other errors: those of
  * tg_policy_load_text and tg_policy_lint. On error *out = NULL. Thread-safe. */
-tg_err_t tg_policy_load_text_checked(tg_policy_t **out, const char *text, size_t len,
-                                     bool strict, const tg_policy_t *previous,
-                                     tg_lint_report_t *report, tg_diag_t *diag) TG_MUST_USE;
+tg_err_t tg_policy_load_text_checked(tg_policy_t **out, const char *text, size_t len, bool strict,
+                                     const tg_policy_t *previous, tg_lint_report_t *report,
+                                     tg_diag_t *diag) TG_MUST_USE;
 
 /* The same for a file (tg_policy_load_file's limits and errors). */
 tg_err_t tg_policy_load_file_checked(tg_policy_t **out, const char *path, bool strict,

@@ -163,8 +163,8 @@ static int cmd_lint(int argc, char **argv) {
         tg_buf_free(&out);
     } else if (ex == TG_EXIT_OK) {
         print_findings(stdout, r);
-        printf("%s: %zu errors, %zu warnings (version %s, hash %s)\n", path, r->errors,
-               r->warnings, tg_policy_version(p), tg_policy_hash_hex(p));
+        printf("%s: %zu errors, %zu warnings (version %s, hash %s)\n", path, r->errors, r->warnings,
+               tg_policy_version(p), tg_policy_hash_hex(p));
     }
     if (ex == TG_EXIT_OK && r->errors > 0) {
         ex = TG_EXIT_USAGE;

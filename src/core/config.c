@@ -52,8 +52,7 @@ static const opt_t options[] = {
      "authorityId written into receipts; empty = the policy's authority (docs/POLICY.md)"},
     {"policy", "TRIGGUARD_POLICY", OPT_STR, F(policy), "", 0, 0, NULL, 0,
      "policy bundle JSON file (required)"},
-    {"policy-strict", "TRIGGUARD_POLICY_STRICT", OPT_BOOL, F(policy_strict), "true", 0, 1, NULL,
-     0,
+    {"policy-strict", "TRIGGUARD_POLICY_STRICT", OPT_BOOL, F(policy_strict), "true", 0, 1, NULL, 0,
      "refuse a policy bundle with lint errors (trigguard policy lint) at start and on reload; "
      "false = compile errors only"},
     {"tokens", "TRIGGUARD_TOKENS", OPT_STR, F(tokens), "", 0, 0, NULL, 0,

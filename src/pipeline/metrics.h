@@ -138,7 +138,7 @@ typedef struct {
     uint64_t ok[TG_METRICS_RELOAD_PARTS], failed[TG_METRICS_RELOAD_PARTS];
     const char *policy_version; /* policy-controlled: escaped */
     const char *policy_hash;
-    const char *signing_key_id; /* "" without a signing key */
+    const char *signing_key_id;       /* "" without a signing key */
     int64_t policy_loaded_at_ms;      /* when the serving policy was loaded */
     int64_t policy_last_reload_at_ms; /* 0 = no reload since start */
     bool policy_last_reload_ok;       /* true before the first reload */

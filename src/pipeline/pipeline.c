@@ -86,8 +86,8 @@ static tg_err_t policy_ref_load(tg_policy_ref_t **out, const tg_config_t *cfg,
         free(lint);
         return TG_ERR_NOMEM;
     }
-    tg_err_t rc = tg_policy_load_file_checked(&r->policy, cfg->policy, cfg->policy_strict,
-                                              previous, lint, diag);
+    tg_err_t rc = tg_policy_load_file_checked(&r->policy, cfg->policy, cfg->policy_strict, previous,
+                                              lint, diag);
     for (size_t i = 0; rc == TG_OK && i < lint->n; i++) {
         const tg_lint_finding_t *f = &lint->findings[i];
         /* errors too when --policy-strict=false: the operator asked to run with them */

@@ -13,11 +13,14 @@
 #include "trigguard/canon.h"
 #include "trigguard/io.h"
 
-static const char *const CODE_NAMES[TG_LINT__COUNT] = {
-    "undeclared_field",          "never_matches",
-    "shadowed_rule",             "duplicate_rule",
-    "permit_overridden_by_deny", "unconditional_tier1_permit",
-    "version_reused",            "non_integer_amount"};
+static const char *const CODE_NAMES[TG_LINT__COUNT] = {"undeclared_field",
+                                                       "never_matches",
+                                                       "shadowed_rule",
+                                                       "duplicate_rule",
+                                                       "permit_overridden_by_deny",
+                                                       "unconditional_tier1_permit",
+                                                       "version_reused",
+                                                       "non_integer_amount"};
 
 const char *tg_lint_code_name(tg_lint_code_t code) {
     return (unsigned)code < TG_LINT__COUNT ? CODE_NAMES[code] : "?";
@@ -521,7 +524,8 @@ static tg_err_t canon_node(json_t *node, int depth) {
     const json_t *ov = json_object_get(node, "op");
     json_t *vv = json_object_get(node, "value");
     if (json_is_string(ov) && json_is_array(vv) &&
-        (strcmp(json_string_value(ov), "in") == 0 || strcmp(json_string_value(ov), "not_in") == 0)) {
+        (strcmp(json_string_value(ov), "in") == 0 ||
+         strcmp(json_string_value(ov), "not_in") == 0)) {
         return canon_set(vv, depth);
     }
     json_t *sub = json_object_get(node, "any_of");
@@ -733,9 +737,9 @@ tg_err_t tg_lint_report_json(tg_buf_t *o, const tg_lint_report_t *r) {
 
 /* ---- loading with the lint ------------------------------------------------------------- */
 
-tg_err_t tg_policy_load_text_checked(tg_policy_t **out, const char *text, size_t len,
-                                     bool strict, const tg_policy_t *previous,
-                                     tg_lint_report_t *report, tg_diag_t *diag) {
+tg_err_t tg_policy_load_text_checked(tg_policy_t **out, const char *text, size_t len, bool strict,
+                                     const tg_policy_t *previous, tg_lint_report_t *report,
+                                     tg_diag_t *diag) {
     if (out == NULL) {
         return tg_diag_set(diag, TG_ERR_INVALID_ARG, "tg_policy_load_text_checked: NULL out");
     }

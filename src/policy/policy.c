@@ -1351,9 +1351,16 @@ static tg_err_t compile_default(cc_t *c, tg_surface_t *s, const json_t *dv) {
 static tg_err_t compile_surface_rules(cc_t *c, tg_surface_t *s, const json_t *body);
 
 static tg_err_t compile_surface(cc_t *c, tg_surface_t *s, const json_t *body) {
-    static const char *const allowed[] = {
-        "tier",  "frozen",  "description", "required_context", "optional_context", "actors",
-        "rules", "default", "mode",        NULL};
+    static const char *const allowed[] = {"tier",
+                                          "frozen",
+                                          "description",
+                                          "required_context",
+                                          "optional_context",
+                                          "actors",
+                                          "rules",
+                                          "default",
+                                          "mode",
+                                          NULL};
     if (!json_is_object(body)) {
         return fail(c, "surface must be an object, not %s", json_type_name(body));
     }

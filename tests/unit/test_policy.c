@@ -245,8 +245,8 @@ static void test_rule_errors(void **state) {
     } cases[] = {
         {"{}", "surfaces.x.rules: must be an array of rules, not an object"},
         {"[1]", "surfaces.x.rules[0]: rule must be an object, not a number"},
-        {"[{'effect':'deny','if':[]}]",
-         "surfaces.x.rules[0].if: unknown member (expected id, effect, reason, when, description, unconditional)"},
+        {"[{'effect':'deny','if':[]}]", "surfaces.x.rules[0].if: unknown member (expected id, "
+                                        "effect, reason, when, description, unconditional)"},
         {"[{'id':5,'effect':'deny'}]", "surfaces.x.rules[0].id: must be a string, not a number"},
         {"[{'id':'','effect':'deny'}]", "surfaces.x.rules[0].id: rule id must not be empty"},
         {"[{'id':'r','effect':'deny'},{'id':'r','effect':'permit'}]",

@@ -297,8 +297,8 @@ static void test_permit_overridden_by_deny(void **state) {
 
 static void test_unconditional_tier1_permit(void **state) {
     (void)state;
-    expect_one(lint_q(PAY("[{'id':'all','effect':'permit'}]")),
-               TG_LINT_UNCONDITIONAL_TIER1_PERMIT, P "[0]");
+    expect_one(lint_q(PAY("[{'id':'all','effect':'permit'}]")), TG_LINT_UNCONDITIONAL_TIER1_PERMIT,
+               P "[0]");
     expect_one(lint_q(PAY("[{'id':'all','effect':'permit','when':[]}]")),
                TG_LINT_UNCONDITIONAL_TIER1_PERMIT, P "[0]");
     expect_none(lint_q(PAY("[{'id':'all','effect':'permit','unconditional':true}]")));
@@ -323,7 +323,8 @@ static void test_version_reused(void **state) {
     expect_none(lint_tree(b, b, NULL));
 }
 
-/* ---- non-integer amounts ---------------------------------------------------------------------- */
+/* ---- non-integer amounts ----------------------------------------------------------------------
+ */
 
 static void test_non_integer_amount(void **state) {
     (void)state;
@@ -353,7 +354,8 @@ static void test_non_integer_amount(void **state) {
     free(text);
 }
 
-/* ---- clean bundles ----------------------------------------------------------------------------- */
+/* ---- clean bundles -----------------------------------------------------------------------------
+ */
 
 static void test_bundled_policy_is_clean(void **state) {
     (void)state;
