@@ -75,6 +75,11 @@ static void pop(lint_t *l, size_t saved) {
 }
 
 TG_PRINTF(3, 4) static void add(lint_t *l, tg_lint_code_t code, const char *fmt, ...) {
+    char msg[TG_LINT_MAX_MESSAGE];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     tg_lint_report_t *r = l->r;
     tg_lint_severity_t sev = code == TG_LINT_NON_INTEGER_AMOUNT ? TG_LINT_WARNING : TG_LINT_ERROR;
     if (sev == TG_LINT_ERROR) {
@@ -90,10 +95,7 @@ TG_PRINTF(3, 4) static void add(lint_t *l, tg_lint_code_t code, const char *fmt,
     f->severity = sev;
     f->code = code;
     (void)snprintf(f->path, sizeof f->path, "%s", l->path_len ? l->path : "policy");
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(f->message, sizeof f->message, fmt, ap);
-    va_end(ap);
+    memcpy(f->message, msg, sizeof msg);
 }
 
 /* ---- leaves ---------------------------------------------------------------------------- */
@@ -471,8 +473,10 @@ static tg_err_t canon_set(json_t *arr, int depth) {
     uint8_t(*h)[32] = malloc((n ? n : 1) * sizeof *h);
     tg_err_t rc = e == NULL || h == NULL ? TG_ERR_NOMEM : TG_OK;
     int scalars = 1;
+    size_t held = 0; /* e[0..held) hold a reference */
     for (size_t i = 0; i < n && rc == TG_OK; i++) {
         e[i] = json_incref(json_array_get(arr, i));
+        held = i + 1;
         scalars = scalars && scalar_rank(e[i]) < 3;
     }
     if (rc == TG_OK && !scalars) {
@@ -507,7 +511,7 @@ static tg_err_t canon_set(json_t *arr, int depth) {
             }
         }
     }
-    for (size_t i = 0; e != NULL && i < n; i++) {
+    for (size_t i = 0; i < held; i++) {
         json_decref(e[i]);
     }
     free(e);

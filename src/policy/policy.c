@@ -1217,9 +1217,9 @@ static int ft_parse(const char *s, uint8_t *out) {
     return 0;
 }
 
-/* required_context or optional_context (`key`): the declared fields and their types into
- * *out, ordered by name bytewise. */
-static tg_err_t compile_declared(cc_t *c, const char *key, const json_t *rq,
+/* required_context or optional_context (`key`, at most `limit` fields): the declared fields
+ * and their types into *out, ordered by name bytewise. */
+static tg_err_t compile_declared(cc_t *c, const char *key, size_t limit, const json_t *rq,
                                  const tg_reqfield_t **out, uint32_t *n_out) {
     char pk[80];
     size_t saved = path_push_key(c, key);
@@ -1228,7 +1228,6 @@ static tg_err_t compile_declared(cc_t *c, const char *key, const json_t *rq,
                     json_type_name(rq));
     }
     size_t n = json_is_object(rq) ? json_object_size(rq) : json_array_size(rq);
-    size_t limit = key[0] == 'r' ? TG_POLICY_MAX_REQUIRED : TG_POLICY_MAX_OPTIONAL;
     if (n > limit) {
         return fail(c, "%zu %s fields (limit %zu)", n, key[0] == 'r' ? "required" : "optional",
                     limit);
@@ -1409,14 +1408,16 @@ static tg_err_t compile_surface(cc_t *c, tg_surface_t *s, const json_t *body) {
     }
     const json_t *rq = json_object_get(body, "required_context");
     if (rq != NULL) {
-        rc = compile_declared(c, "required_context", rq, &s->required, &s->n_required);
+        rc = compile_declared(c, "required_context", TG_POLICY_MAX_REQUIRED, rq, &s->required,
+                              &s->n_required);
         if (rc) {
             return rc;
         }
     }
     const json_t *oq = json_object_get(body, "optional_context");
     if (oq != NULL) {
-        rc = compile_declared(c, "optional_context", oq, &s->optional, &s->n_optional);
+        rc = compile_declared(c, "optional_context", TG_POLICY_MAX_OPTIONAL, oq, &s->optional,
+                              &s->n_optional);
         if (rc == TG_OK) {
             rc = check_declared_once(c, s);
         }
