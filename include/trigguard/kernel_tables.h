@@ -42,6 +42,8 @@
  *   rules               n_rules          in bundle order (the first matching deny names it)
  *   default_effect      TG_EFFECT_*      outcome when no rule holds
  *   default_reason      code             its reason (a deny; NULL = NO_MATCHING_POLICY)
+ *   optional            n_optional       optional context fields (may be absent), ordered by
+ *                                        name bytewise; never read by the kernel
  *
  *   tg_rule_t           id (view), effect TG_EFFECT_*, reason (deny: its code; permit:
  *                       NO_POLICY_VIOLATION), conds[n_conds] (all must hold; none = always)
