@@ -27,8 +27,14 @@
  *            (riskScore, rsdSpike), actor list, the HIGH_RISK_SPEND spend rule and two more deny
  *            rules evaluated before the permit rule -> PERMIT
  *
- * usage: kernel_latency_bench [--count N] [--warmup N] [--batch N] [--variant default|spend|all]
- *                             [--policy FILE] [--output FILE]
+ *   any_of   issue 21's language (a bundle of its own, LANG_BUNDLE): a deny any_of that fails,
+ *            then a permit any_of whose third member holds -> PERMIT
+ *   glob     the same bundle: a deny glob `*-bot` on the actor that fails, then a permit glob
+ *            on context.ref (the release branches, refs/heads/release/ and a star) -> PERMIT
+ *
+ * usage: kernel_latency_bench [--count N] [--warmup N] [--batch N]
+ *                             [--variant default|spend|any_of|glob|all]
+ *                             [--policy FILE] [--output FILE]   (--policy: default, spend)
  * Writes one JSON document (stdout without --output); its common fields ("schema", "what",
  * "environment", "runs") are described in docs/BENCHMARKS.md.
  */
@@ -54,7 +60,25 @@ typedef struct {
     const char *description;
     const char *request;
     tg_verdict_t expect; /* every call must decide this; others are counted as errors */
+    const char *bundle;  /* NULL: the --policy bundle; else this bundle text, its own policy */
 } variant_t;
+
+/* Issue 21's language (docs/POLICY.md 1.2.1), one surface per variant below. */
+#define LANG_BUNDLE                                                                                \
+    "{\"version\":\"bench-lang-1\",\"surfaces\":{"                                                 \
+    "\"bench.any_of\":{\"tier\":2,\"required_context\":{\"env\":\"string\"},\"rules\":["           \
+    "{\"id\":\"frozen-env\",\"effect\":\"deny\",\"when\":[{\"any_of\":["                           \
+    "{\"field\":\"context.env\",\"op\":\"eq\",\"value\":\"prod\"},"                                \
+    "{\"field\":\"context.env\",\"op\":\"eq\",\"value\":\"dr\"}]}]},"                              \
+    "{\"id\":\"teams\",\"effect\":\"permit\",\"when\":[{\"any_of\":["                              \
+    "{\"field\":\"actor\",\"op\":\"eq\",\"value\":\"alice\"},"                                     \
+    "{\"field\":\"actor\",\"op\":\"eq\",\"value\":\"bob\"},"                                       \
+    "{\"field\":\"context.team\",\"op\":\"eq\",\"value\":\"platform\"}]}]}]},"                     \
+    "\"bench.glob\":{\"tier\":2,\"required_context\":{\"ref\":\"string\"},\"rules\":["             \
+    "{\"id\":\"no-bots\",\"effect\":\"deny\",\"when\":[{\"field\":\"actor\",\"op\":"               \
+    "\"glob\",\"value\":\"*-bot\"}]},"                                                             \
+    "{\"id\":\"release\",\"effect\":\"permit\",\"when\":[{\"field\":\"context.ref\","              \
+    "\"op\":\"glob\",\"value\":\"refs/heads/release/*\"}]}]}}}"
 
 static const variant_t VARIANTS[] = {
     {"default",
@@ -62,15 +86,28 @@ static const variant_t VARIANTS[] = {
      "group in-list rule",
      "{\"surface\":\"deploy.release\",\"action\":\"release\",\"actor\":\"ci.release-bot\","
      "\"context\":{\"target\":\"staging\",\"version\":\"1.4.2\"},\"idempotency_key\":\"rel-1\"}",
-     TG_PERMIT},
+     TG_PERMIT, NULL},
     {"spend",
      "SPEC 3.1 payments.charge: tier 1 irreversible, two signals (riskScore, rsdSpike), actor "
      "list, spend rule HIGH_RISK_SPEND plus two other deny rules before the permit",
      "{\"surface\":\"payments.charge\",\"action\":\"transfer_funds\",\"actor\":\"agent.billing\","
      "\"context\":{\"amount\":2500,\"currency\":\"USD\"},\"signals\":{\"riskScore\":0.12,"
      "\"rsdSpike\":false},\"idempotency_key\":\"tx_9921\",\"nonce\":\"6f1c\"}",
-     TG_PERMIT},
+     TG_PERMIT, NULL},
+    {"any_of",
+     "issue 21 language: a deny any_of (2 members) that fails, then a permit any_of whose "
+     "third member holds",
+     "{\"surface\":\"bench.any_of\",\"action\":\"deploy\",\"actor\":\"carol\","
+     "\"context\":{\"env\":\"staging\",\"team\":\"platform\"}}",
+     TG_PERMIT, LANG_BUNDLE},
+    {"glob",
+     "issue 21 language: a deny glob on the actor (*-bot) that fails, then a permit glob "
+     "refs/heads/release/* that holds",
+     "{\"surface\":\"bench.glob\",\"action\":\"push\",\"actor\":\"alice\","
+     "\"context\":{\"ref\":\"refs/heads/release/2026.12\"}}",
+     TG_PERMIT, LANG_BUNDLE},
 };
+#define N_VARIANTS (sizeof VARIANTS / sizeof VARIANTS[0])
 
 typedef struct {
     long count, warmup, batch;
@@ -110,6 +147,8 @@ typedef struct {
 
 typedef struct {
     const variant_t *v;
+    const tg_policy_t *p; /* the policy the variant decided under */
+    tg_policy_t *own;     /* the variant's own bundle, when it has one */
     tg_decision_t d;
     int64_t *samples;
     size_t n;
@@ -355,9 +394,12 @@ static int parse_opts(opts_t *o, int argc, char **argv) {
         fprintf(stderr, "kernel_latency_bench: --count and --batch must be at least 1\n");
         return 0;
     }
-    if (strcmp(o->variant, "default") != 0 && strcmp(o->variant, "spend") != 0 &&
-        strcmp(o->variant, "all") != 0) {
-        fprintf(stderr, "kernel_latency_bench: --variant is default, spend or all\n");
+    int known = strcmp(o->variant, "all") == 0;
+    for (size_t i = 0; i < N_VARIANTS; i++) {
+        known |= strcmp(o->variant, VARIANTS[i].name) == 0;
+    }
+    if (!known) {
+        fprintf(stderr, "kernel_latency_bench: --variant is default, spend, any_of, glob or all\n");
         return 0;
     }
     return 1;
@@ -367,7 +409,8 @@ int main(int argc, char **argv) {
     opts_t o;
     if (!parse_opts(&o, argc, argv)) {
         fprintf(stderr, "usage: kernel_latency_bench [--count N] [--warmup N] [--batch N] "
-                        "[--variant default|spend|all] [--policy FILE] [--output FILE]\n");
+                        "[--variant default|spend|any_of|glob|all] [--policy FILE] "
+                        "[--output FILE]\n");
         return 2;
     }
     /* The bundled policy: --policy, else $TG_SRC/examples/policy.json, else next to this
@@ -411,13 +454,25 @@ int main(int argc, char **argv) {
     struct timespec res;
     clock_getres(CLOCK_MONOTONIC, &res);
 
-    result_t results[2];
+    result_t results[N_VARIANTS];
     size_t nres = 0;
     int rc = 0;
-    for (size_t i = 0; i < 2 && rc == 0; i++) {
+    for (size_t i = 0; i < N_VARIANTS && rc == 0; i++) {
         if (strcmp(o.variant, "all") == 0 || strcmp(o.variant, VARIANTS[i].name) == 0) {
-            memset(&results[nres], 0, sizeof results[nres]);
-            rc = run_variant(&results[nres], p, &VARIANTS[i], &o);
+            result_t *r = &results[nres];
+            memset(r, 0, sizeof *r);
+            r->p = p;
+            if (VARIANTS[i].bundle != NULL) {
+                if (tg_policy_load_text(&r->own, VARIANTS[i].bundle, strlen(VARIANTS[i].bundle),
+                                        &diag) != TG_OK) {
+                    return fail(diag.msg);
+                }
+                r->p = r->own;
+            }
+            rc = run_variant(r, r->p, &VARIANTS[i], &o);
+            if (rc != 0) {
+                tg_policy_destroy(r->own);
+            }
             nres += rc == 0;
         }
     }
@@ -500,7 +555,7 @@ int main(int argc, char **argv) {
                           (long long)pct(clk, nclk, 99));
     for (size_t i = 0; i < nres && !e; i++) {
         e = i ? tg_buf_putc(&b, ',') : TG_OK;
-        e = e ? e : write_variant(&b, &results[i], p, &o);
+        e = e ? e : write_variant(&b, &results[i], results[i].p, &o);
     }
     e = e ? e : tg_buf_puts(&b, "],");
     e = e ? e : tg_bench_put_environment(&b, NULL, NULL);
@@ -523,6 +578,7 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < nres; i++) {
         free(results[i].samples);
+        tg_policy_destroy(results[i].own);
     }
     free(clk);
     tg_buf_free(&b);

@@ -17,6 +17,7 @@
 #include "trigguard/err.h"
 
 #define TG_CONFIG_STR_MAX 1024
+#define TG_CONFIG_FILE_MAX (64 * 1024) /* bytes of a --config file */
 
 /* Bounds of the option table that another module enforces as well; pipeline.c asserts at
  * compile time that they agree, so that the table (and `serve --help`, which prints it) is
@@ -61,6 +62,10 @@ typedef struct tg_config {
     char authority_id[TG_CONFIG_STR_MAX];
     char policy[TG_CONFIG_STR_MAX];
     bool policy_strict; /* lint errors refuse a bundle (tg_policy_load_file_checked) */
+    char shadow_policy[TG_CONFIG_STR_MAX]; /* --shadow-policy: "" = none */
+    char admin_listen[TG_CONFIG_STR_MAX];  /* --admin-listen ADDR:PORT; "" = none */
+    char admin_host[64];                   /* derived: its address (no brackets) */
+    int64_t admin_port;                    /* derived: its port */
     char tokens[TG_CONFIG_STR_MAX];
     char api_keys[TG_CONFIG_STR_MAX]; /* secret: redacted by --print-config */
     bool auth_bypass;
@@ -122,9 +127,12 @@ typedef struct tg_config {
     /* logging */
     char log_level[16];
     char log_format[16];
-    /* which options a flag or the environment set (bit i: the table's option i), so that a
-       default the daemon must adjust can be told from a value the operator asked for */
-    uint64_t given;
+    /* --config FILE as given ("" = none): shown by --print-config, reported at start */
+    char config_file[TG_CONFIG_STR_MAX];
+    /* which options a flag, the environment or the config file set (bit i % 64 of word
+       i / 64: the table's option i), so that a default the daemon must adjust can be told
+       from a value the operator asked for */
+    uint64_t given[2];
 } tg_config_t;
 
 /* What the parser found besides options. */
@@ -135,15 +143,27 @@ typedef enum tg_config_action {
     TG_CONFIG_CHECK
 } tg_config_action_t;
 
-/* Fills *cfg from defaults, then `envp`-style lookups through getenv, then argv
- * (argv[0] is the subcommand name and is skipped). Validates types and ranges
- * and cross-field rules (TLS cert and key together, durability names, log
- * names). TG_ERR_CONFIG with diag naming the option on any problem. */
+/* Fills *cfg from argv (argv[0] is the subcommand name and is skipped), the environment,
+ * an optional config file and the defaults, in that precedence: a flag beats the
+ * environment, which beats `--config FILE`, which beats the default. A source is read only
+ * for the options every source above it left unset, so a flag makes a malformed environment
+ * value or file line for the same option irrelevant rather than fatal.
+ *   environment: TRIGGUARD_<FLAG> (upper case, '-' as '_'), and the option's older name
+ *     where it differs (PORT, RATE_LIMIT_PER_TENANT, ...), both set and different = error;
+ *     the repeatable list options have no environment name;
+ *   --config FILE (at most TG_CONFIG_FILE_MAX bytes): `name = value` lines with the flag
+ *     names, `#` comments, blank lines; a value may be in double quotes; a name twice is an
+ *     error except for list options, which take each line; unknown names are errors naming
+ *     FILE:LINE, also for options set above.
+ * Validates types and ranges and cross-field rules (TLS cert and key together, durability
+ * names, log names). TG_ERR_CONFIG with diag naming the option (and its source) on any
+ * problem; TG_ERR_NOMEM. */
 tg_err_t tg_config_parse(tg_config_t *cfg, tg_config_action_t *action, int argc, char **argv,
                          tg_diag_t *diag) TG_MUST_USE;
 
-/* Whether `flag` (its name without "--", e.g. "max-connections") was set by a flag or the
- * environment rather than left at its default. false for an unknown flag. Pure. */
+/* Whether `flag` (its name without "--", e.g. "max-connections") was set by a flag, the
+ * environment or the config file rather than left at its default. false for an unknown flag. Pure.
+ */
 bool tg_config_given(const tg_config_t *cfg, const char *flag);
 
 /* Writes `serve --help`: every option, its env name, default and range. */

@@ -38,6 +38,9 @@ typedef struct tg_tls tg_tls_t; /* tls.h; declared here so http.h needs no GnuTL
 
 typedef struct tg_exchange tg_exchange_t;
 
+#define TG_HTTP_TRACEPARENT_LEN 55 /* "00-" 32 hex "-" 16 hex "-" 2 hex */
+#define TG_HTTP_CLIENT_MAX 46      /* an IPv6 address in text (INET6_ADDRSTRLEN - 1) */
+
 struct tg_exchange {
     /* ---- request, filled by the HTTP layer ---- */
     int listener;                                /* 0 = main, 1 = the /decide-only listener */
@@ -49,7 +52,12 @@ struct tg_exchange {
     const char *content_type;                    /* header or NULL */
     const char *idempotency_header;              /* Idempotency-Key header or NULL */
     char request_id[TG_HTTP_REQUEST_ID_MAX + 1]; /* caller's X-Request-Id or generated */
-    const char *body;                            /* NUL-terminated copy of the body */
+    /* The caller's W3C traceparent (trace context), when it is well formed: logged as trace
+     * and span ids and echoed in the response; "" otherwise (a malformed one is ignored, as
+     * W3C Trace Context asks). */
+    char traceparent[TG_HTTP_TRACEPARENT_LEN + 1];
+    char client[TG_HTTP_CLIENT_MAX + 1]; /* the peer's address ("" if unknown), for the log */
+    const char *body;                    /* NUL-terminated copy of the body */
     size_t body_len;
     bool body_too_large;    /* the body passed --max-body: respond 413 */
     bool url_too_long;      /* path + query passed --max-url: respond 414 */
@@ -90,6 +98,7 @@ struct tg_exchange {
     const char *log_decision;
     const char *log_reason;
     const char *log_surface;
+    const char *log_error; /* the error code of an error body (reply.c), static */
 
     /* ---- deferred exchanges: optional hook, set by the handler before deferring ---- */
     /* Runs exactly once after tg_exchange_complete, on an event thread, before the response

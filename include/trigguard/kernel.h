@@ -34,9 +34,17 @@
  *   SIGNALS_EVALUATED → RULES_EVALUATED: any deny rule whose conditions all hold wins
  *     → DENY with the reason of the first such rule (bundle order); else the first permit
  *     rule whose conditions all hold → PERMIT NO_POLICY_VIOLATION; else the surface default.
+ *     Then, when that outcome is a PERMIT, every stateful limit of the surface (in bundle
+ *     order): the frame's running total plus this request's amount (1 for a count, the
+ *     summed context field for a sum) above the limit's max → DENY with the limit's reason
+ *     (cause LIMIT, subject the limit's id); a sum whose field is absent, not a number,
+ *     negative or not finite is DENY too (an amount that cannot be counted is never free).
  *     A condition holds only on a present, non-null value of a comparable type: a missing
  *     field makes every operator false except `exists: false`; ordered operators on a
- *     non-number are false; eq/ne/in/not_in compare typed ("5" ne 5 holds). Mandatory facts
+ *     non-number are false; eq/ne/in/not_in compare typed ("5" ne 5 holds); prefix/
+ *     suffix/glob hold on strings only; value_from needs both fields present (ne too).
+ *     Groups combine those results: all_of, any_of, and not, which negates its member, so
+ *     `not` over a missing field HOLDS (docs/POLICY.md 1.2.1). Mandatory facts
  *     are enforced by required context / required signals in the first state (SILENCE).
  *     Conditions on the principal (tenant, principal.subject, principal.issuer,
  *     principal.claims.<name>) read the frame's verified members with the same rules: an
@@ -95,6 +103,7 @@ typedef struct tg_frame_slot {
 #define TG_FRAME_MAX_CONTEXT 64 /* context fields the policy mentions, per request */
 #define TG_FRAME_MAX_SIGNALS 32 /* signals per request: at most one per declared signal */
 #define TG_FRAME_MAX_CLAIMS 16  /* principal claims the policy mentions: one per claim name */
+#define TG_FRAME_MAX_LIMITS 8   /* stateful limits on one surface: one total per limit */
 
 /* The kernel's input: fixed size (about 4 KiB), no heap, caller-allocated. Views borrow
  * from the parsed request, which must outlive the frame's use. */
@@ -120,6 +129,20 @@ typedef struct tg_frame {
     tg_sv_t principal_issuer;
     uint32_t n_claims;
     tg_frame_slot_t claims[TG_FRAME_MAX_CLAIMS]; /* sorted by claim id, unique */
+    /* Stateful limits (issue 21, docs/POLICY.md "Limits"): for each limit of the surface,
+     * by limit id, the running total of its current window for this request's key, before
+     * this request (v: a TG_VT_NUMBER). The kernel reads state only through these inputs,
+     * so it stays pure: whoever holds the totals (the pipeline's limit store, `policy test`'s
+     * limits_state) binds them, and a surface limit without a slot decides SILENCE
+     * INVALID_FRAME (fail closed: an unbound total is never taken as zero). */
+    uint32_t n_limits;
+    tg_frame_slot_t limits[TG_FRAME_MAX_LIMITS]; /* sorted by limit id, unique */
+    /* The decision's instant (issue 21, time.* conditions): wall-clock ms since the Unix
+     * epoch, read once per request by the pipeline (the receipt's timestamp) or given to
+     * `check --at` / a policy test's `at`, so that the kernel reads no clock. has_now 0 =
+     * unknown: every time.* value is absent. tg_frame_from_request leaves it unknown. */
+    int64_t now_ms;
+    uint8_t has_now;
 } tg_frame_t;
 
 /* A zeroed tg_decision_t is a SILENCE: the zero value never authorizes. */
@@ -147,6 +170,7 @@ typedef enum tg_cause {
     TG_CAUSE_SIGNAL_THRESHOLD, /* number signal above its threshold */
     TG_CAUSE_RULE,             /* a rule matched */
     TG_CAUSE_DEFAULT,          /* no rule matched: surface default */
+    TG_CAUSE_LIMIT,            /* a PERMIT would take a stateful limit over its max */
     TG_CAUSE__COUNT
 } tg_cause_t;
 

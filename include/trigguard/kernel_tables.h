@@ -26,6 +26,8 @@
  *   fields              n_fields         context field names, by field id (for traces)
  *   claims              n_claims         principal claim names (principal.claims.<name>),
  *                                        by claim id; the caller binds frame.claims by them
+ *   limits              n_limits         stateful limits, by limit id (bundle order); the
+ *                                        caller binds frame.limits (running totals) by them
  *   bool_deny_mask[t]   bit i            tier t (1..3): signal i is boolean and true denies
  *   threshold_mask[t]   bit i            tier t: signal i is a number with a threshold on t
  *
@@ -42,15 +44,24 @@
  *   rules               n_rules          in bundle order (the first matching deny names it)
  *   default_effect      TG_EFFECT_*      outcome when no rule holds
  *   default_reason      code             its reason (a deny; NULL = NO_MATCHING_POLICY)
+ *   limits              n_limits         limit ids that apply to the surface, ascending
+ *                                        (checked in this order after a PERMIT)
  *   optional            n_optional       optional context fields (may be absent), ordered by
  *                                        name bytewise; never read by the kernel
  *
  *   tg_rule_t           id (view), effect TG_EFFECT_*, reason (deny: its code; permit:
  *                       NO_POLICY_VIOLATION), conds[n_conds] (all must hold; none = always)
  *   tg_cond_t           src TG_SRC_* and id (field, signal or claim id) say where the value is;
- *                       op TG_OP_*; value (scalar operand; exists: a TG_VT_BOOL), list[n_list]
- *                       (in / not_in operands); field (the condition's field as written)
+ *                       op TG_OP_*; value (scalar operand; exists: a TG_VT_BOOL; prefix,
+ *                       suffix, glob: a string), list[n_list] (in / not_in operands); field
+ *                       (the condition's field as written). A group (op ALL, ANY, NOT) has
+ *                       no field or value, only members sub[n_sub] (NOT: exactly one), at
+ *                       most TG_COND_MAX_NESTING groups deep. has_from: the operand is the
+ *                       request's own value at from_src / from_id (value_from), not value.
  *   tg_reqfield_t       id (field id), type TG_FT_*
+ *   tg_limit_t          id (view), reason (DENY code), max, kind TG_LIMIT_SUM|COUNT, field
+ *                       (sum: the field id of the summed context field). The key, window and
+ *                       surface live in the policy: the kernel only compares totals.
  *   tg_signal_t         name (view), type TG_SIG_*, reason (its deny code), threshold[t]
  *                       (valid for the tiers of threshold_tiers), deny_tiers / threshold_tiers
  *                       (bit t = tier t, as in the masks above)
@@ -59,7 +70,9 @@
  * below n_surfaces, n_signals, n_fields, n_claims; counts within the frame's arrays) and a surface
  * tier of 0, and decides SILENCE INVALID_FRAME when they disagree. It trusts the compiler for the
  * rest: orders as stated, at most TG_FRAME_MAX_SIGNALS signals, mask bits only for declared
- * signals, field ids of `required` below n_fields, reasons that are valid reason codes.
+ * signals, field ids of `required` below n_fields, reasons that are valid reason codes,
+ * condition ids (and from_ids) within their tables, groups with members (a group nested deeper
+ * than TG_COND_MAX_NESTING is not walked: it does not hold).
  */
 #ifndef TRIGGUARD_KERNEL_TABLES_H
 #define TRIGGUARD_KERNEL_TABLES_H
@@ -105,8 +118,30 @@ typedef enum tg_op {
     TG_OP_LTE,
     TG_OP_IN,
     TG_OP_NOT_IN,
-    TG_OP_EXISTS
+    TG_OP_EXISTS,
+    /* String matching (docs/POLICY.md "Condition groups, string matching and field
+     * comparison"): hold only on a string value; the operand (value) is a string. */
+    TG_OP_PREFIX,
+    TG_OP_SUFFIX,
+    TG_OP_GLOB, /* `*` any run of code points, `?` one code point; linear (kernel.c) */
+    /* Groups: no field and no value; their members are sub[n_sub]. */
+    TG_OP_ALL, /* every member holds */
+    TG_OP_ANY, /* one member holds */
+    TG_OP_NOT  /* its one member does not hold (n_sub == 1) */
 } tg_op_t;
+
+/* Group nesting the kernel walks: a condition sits under at most this many groups. The
+ * compiler's bound (TG_POLICY_MAX_NESTING, policy.h) is at most this; the kernel's recursion
+ * is bounded by it whatever the tables say. */
+#define TG_COND_MAX_NESTING 8
+
+/* The `glob` operator: whether text[0..n) matches pattern[0..m), where `*` matches any run
+ * of code points (the empty one too), `?` exactly one UTF-8 code point, and every other byte
+ * itself (no escapes, no classes; a malformed UTF-8 byte counts as one code point). Time
+ * O(m + n) when no star-free run between two stars holds a `?`, else O(m + n·L), L the
+ * longest such run; never the O(n·m) of backtracking (glob.c argues it); *steps (when not NULL) is
+ * increased by the comparisons made, for tests. Pure, no allocation, reentrant. */
+int tg_glob_match(const char *pattern, size_t m, const char *text, size_t n, uint64_t *steps);
 
 typedef enum tg_effect { TG_EFFECT_DENY = 0, TG_EFFECT_PERMIT = 1 } tg_effect_t;
 
@@ -122,6 +157,15 @@ typedef struct tg_cond {
     const tg_value_t *list; /* in / not_in operands */
     uint32_t n_list;
     tg_sv_t field; /* the condition's field as written, for traces */
+    /* Groups (TG_OP_ALL / ANY / NOT): the members, in bundle order. */
+    const struct tg_cond *sub;
+    uint32_t n_sub;
+    /* value_from: the other field of the request, compared instead of `value` (has_from 1;
+     * op eq..lte only). from_src / from_id say where it is, as src / id do. */
+    uint32_t from_id;
+    uint8_t from_src; /* tg_cond_src_t */
+    uint8_t has_from;
+    tg_sv_t from_field; /* the other field as written, for traces */
 } tg_cond_t;
 
 typedef struct tg_rule {
@@ -131,6 +175,18 @@ typedef struct tg_rule {
     uint32_t n_conds;
     uint8_t effect; /* tg_effect_t */
 } tg_rule_t;
+
+/* A stateful limit (docs/POLICY.md "Limits"): what the kernel needs to compare a running
+ * total with its max. */
+typedef enum tg_limit_kind { TG_LIMIT_SUM = 0, TG_LIMIT_COUNT = 1 } tg_limit_kind_t;
+
+typedef struct tg_limit {
+    tg_sv_t id;
+    const char *reason; /* the DENY reason code when the request would exceed max */
+    double max;         /* finite, >= 0 */
+    uint32_t field;     /* TG_LIMIT_SUM: field id of the summed context field */
+    uint8_t kind;       /* tg_limit_kind_t */
+} tg_limit_t;
 
 typedef struct tg_reqfield {
     uint32_t id;  /* field id */
@@ -143,6 +199,8 @@ typedef struct tg_surface {
     const tg_sv_t *actors;         /* ordered by tg_sv_cmp, unique */
     const tg_rule_t *rules;        /* in bundle order */
     const char *default_reason;
+    const uint32_t *limits; /* limit ids, ascending */
+    uint32_t n_limits;      /* at most TG_FRAME_MAX_LIMITS */
     uint32_t n_required;
     uint32_t n_actors;
     uint32_t n_rules;
@@ -174,7 +232,9 @@ struct tg_kernel_tables {
     const tg_surface_t *surfaces;
     const tg_signal_t *signals;
     const tg_sv_t *fields;
-    const tg_sv_t *claims; /* principal claim names, by claim id */
+    const tg_sv_t *claims;    /* principal claim names, by claim id */
+    const tg_limit_t *limits; /* stateful limits, by limit id */
+    uint32_t n_limits;
     uint32_t n_surfaces;
     uint32_t n_signals;
     uint32_t n_fields;
@@ -183,6 +243,62 @@ struct tg_kernel_tables {
     uint32_t bool_deny_mask[4];
     uint32_t threshold_mask[4];
 };
+
+/* ---- explain (issue 21: "full explain") ------------------------------------------------
+ *
+ * tg_kernel_explain replays the rules step of tg_kernel_decide for one frame and reports
+ * every rule of the surface, in bundle order, with each of its conditions (pre-order, so a
+ * group comes before its members), the request's value the condition compared and whether
+ * it held; then every limit of the surface. It is a separate walk over the same evaluation
+ * functions the kernel decides with (so the two cannot disagree), and the hot path pays
+ * nothing for it: tg_kernel_decide never calls it.
+ *
+ * Unlike the kernel, explain evaluates every condition of every rule (no short-circuit), so
+ * that a NO_MATCHING_POLICY DENY shows why each permit rule failed; `evaluated` says which
+ * rules and limits the kernel itself examined. It reports nothing when the decision ended
+ * before RULES_EVALUATED (the decision's cause and subject already say why).
+ *
+ *   step member   RULE                      COND                       LIMIT
+ *   index         rule index in surface     index among its siblings   index in surface
+ *   depth         0                         1 = a when[] member, +1     0
+ *                                           per group level
+ *   held          all its conditions hold   the condition holds        total+amount <= max
+ *   evaluated     the kernel examined it    its rule's `evaluated`     the kernel checked it
+ *   rule / cond / limit                     the table entries concerned (NULL when not)
+ *   value         NULL                      the request's value (NULL  NULL
+ *                                           = absent; groups: NULL)
+ *   other         NULL                      value_from: the other      NULL
+ *                                           field's value (else NULL)
+ *   total, amount 0                         0                          frame total, amount
+ *                                                                      (NaN when uncountable)
+ * Pointers in a step are valid during the callback only. */
+typedef enum tg_explain_kind {
+    TG_EXPLAIN_RULE = 0,
+    TG_EXPLAIN_COND,
+    TG_EXPLAIN_LIMIT
+} tg_explain_kind_t;
+
+typedef struct tg_explain_step {
+    uint8_t kind; /* tg_explain_kind_t */
+    uint8_t depth;
+    uint8_t held;
+    uint8_t evaluated;
+    uint32_t index;
+    const tg_rule_t *rule;
+    const tg_cond_t *cond;
+    const tg_limit_t *limit;
+    const tg_value_t *value;
+    const tg_value_t *other;
+    double total, amount;
+} tg_explain_step_t;
+
+typedef void (*tg_explain_fn)(void *ud, const tg_explain_step_t *step);
+
+/* Explains tg_kernel_decide(t, f) step by step through fn (see above); d, when not NULL,
+ * receives the decision (the same as tg_kernel_decide's). NULL t, f or fn: only *d is
+ * written. Pure (like the kernel: no allocation, no I/O); reentrant. */
+void tg_kernel_explain(tg_decision_t *d, const tg_kernel_tables_t *t, const tg_frame_t *f,
+                       tg_explain_fn fn, void *ud);
 
 /* A frame belongs to the tables whose policy_hash it carries: the two are compared whole. */
 _Static_assert(sizeof(((tg_frame_t *)0)->policy_hash) ==

@@ -79,6 +79,14 @@ typedef struct tg_log_request {
     const char *reason;
     const char *surface;
     int64_t latency_us;
+    /* Joining a line to its receipt and its trace (NULL / false = omitted): */
+    const char *execution_id;
+    const char *actor;       /* the request's actor (the caller's assertion, or its token's) */
+    const char *rule;        /* the rule that decided */
+    const char *error;       /* the error code of a 4xx/5xx body (docs/API.md) */
+    bool replayed;           /* an idempotent replay: the stored response sent again */
+    const char *client;      /* the peer's address */
+    const char *traceparent; /* a valid W3C traceparent: logged as trace_id and span_id */
 } tg_log_request_t;
 
 void tg_log_request(const tg_log_request_t *r);

@@ -21,7 +21,15 @@
  *             meant: tg_policy_lint reports it otherwise)}
  *   condition: {field "context.<name>"|"actor"|"action"|"signals.<name>"|"tenant"|
  *               "principal.subject"|"principal.issuer"|"principal.claims.<name>",
- *               op eq|ne|gt|gte|lt|lte|in|not_in|exists, value}
+ *               op eq|ne|gt|gte|lt|lte|in|not_in|exists|prefix|suffix|glob,
+ *               value | value_from}
+ *              or a group {"any_of": [condition]} | {"all_of": [condition]} |
+ *              {"not": condition}, nested at most TG_POLICY_MAX_NESTING deep.
+ *              prefix/suffix/glob take a string and hold only on a string value (glob:
+ *              `*` any run, `?` one code point; tg_glob_match). value_from names another
+ *              field of the same request (eq..lte only; either side absent: false, ne too).
+ *              A when[] list is an all_of; `not` over an absent field HOLDS (docs/POLICY.md:
+ *              test absence with exists).
  *              tenant and principal.* are verified facts of the authenticated caller, bound
  *              into the frame by the caller of tg_frame_from_request (never from the body).
  *   signal:  {type "number"|"boolean", description, reason, deny_on_tier [tiers],
@@ -73,6 +81,9 @@
 #define TG_POLICY_MAX_AUTHORITY 128        /* bytes of authority */
 #define TG_POLICY_MAX_VALUE 1024           /* bytes of a string operand */
 #define TG_POLICY_MAX_FILE ((size_t)1024 * 1024) /* bytes of a bundle file */
+#define TG_POLICY_MAX_NESTING 4     /* groups around one condition (any_of/all_of/not) */
+#define TG_POLICY_MAX_GROUP 16      /* members of one any_of / all_of */
+#define TG_POLICY_MAX_RULE_NODES 64 /* conditions in one rule, groups and members counted */
 
 /* The policy's limits that the kernel's formats must hold (kernel.h, kernel_tables.h). */
 _Static_assert(TG_POLICY_MAX_SIGNALS <= TG_FRAME_MAX_SIGNALS,
@@ -358,5 +369,58 @@ typedef struct tg_decision_json_opts {
  * invalid UTF-8 in a view). On error out->len is restored. Thread-safe. */
 tg_err_t tg_decision_to_json(tg_buf_t *out, const tg_decision_t *d, const tg_policy_t *p,
                              const tg_frame_t *f, const tg_decision_json_opts_t *opts) TG_MUST_USE;
+
+/* ---- full explain (issue 21; docs/POLICY.md "Explain and policy tests") --------------- */
+
+/* The operator's name as a bundle spells it ("eq", "not_in", ...): the compiler's one table
+ * of names, so that explain and lint print what the bundle says. "?" out of range. Static;
+ * thread-safe. */
+const char *tg_policy_op_name(unsigned op);
+
+#define TG_EXPLAIN_MAX_BYTES ((size_t)64 * 1024) /* an explain object, at most */
+#define TG_EXPLAIN_MAX_STRING 256 /* bytes of one string value shown (cut at a UTF-8 boundary) */
+#define TG_EXPLAIN_MAX_LIST 16    /* in / not_in operands shown; longer lists: their count */
+
+/* Appends the explain object of frame f under p: a second, cold walk of the kernel
+ * (tg_kernel_explain) that the normal path never pays for.
+ *   {"rules":[{"id","effect":"permit"|"deny","reason"? (deny rules),"evaluated","matched",
+ *              "conditions":[COND...]}...],
+ *    "limits":[{"id","total","amount","max","held","evaluated"}...], "truncated"?: true}
+ *   COND = {"field"?, "op", "value"? | "value_count"?, "present", "actual"?, "actual_type"?,
+ *           "other_actual"?, "cut"?: true, "held", "conditions"? (a group's members)}
+ * Every rule of the surface in bundle order, every condition (even after one failed, so a
+ * NO_MATCHING_POLICY says why each permit rule did not hold); "evaluated" says whether the
+ * kernel itself examined the rule (a matching deny ends the walk; after a matching permit
+ * only deny rules are examined). "present" false = the request has no value there (absent,
+ * or a fact the caller does not have); "actual" is the request's value when it is a JSON
+ * scalar (null included), "actual_type" its JSON type; "other_actual" the other field's value
+ * of a value_from condition. A string longer than TG_EXPLAIN_MAX_STRING bytes is cut and the
+ * condition says "cut": true; an in / not_in list longer than TG_EXPLAIN_MAX_LIST is given by
+ * its "value_count". Limits: total null = unbound, amount null = uncountable. Values come from
+ * the request and the bundle only, never from the server's keys or tokens. Rules that do not
+ * fit TG_EXPLAIN_MAX_BYTES are left out and "truncated": true is added. A decision that ended
+ * before RULES_EVALUATED has empty "rules" and "limits" (the trace's cause says why).
+ * d, when not NULL, receives the decision (tg_kernel_decide's). Errors: TG_ERR_INVALID_ARG
+ * (NULL out, p or f), tg_buf errors; on error out->len is restored. Thread-safe. */
+tg_err_t tg_explain_json(tg_buf_t *out, tg_decision_t *d, const tg_policy_t *p,
+                         const tg_frame_t *f) TG_MUST_USE;
+
+/* The same over kernel tables t (tg_policy_tables(p), or tables a test builds by hand, e.g.
+ * with limits). Errors as tg_explain_json (NULL t: TG_ERR_INVALID_ARG). */
+tg_err_t tg_explain_tables_json(tg_buf_t *out, tg_decision_t *d, const tg_kernel_tables_t *t,
+                                const tg_frame_t *f) TG_MUST_USE;
+
+/* The writer itself over a given sequence of tg_kernel_explain steps (kernel_tables.h:
+ * pre-order, a group's members one level deeper than the group), for producers other than
+ * the kernel's walk and for tests of nesting. Steps must be those tg_kernel_explain could
+ * emit (rule, then its conditions, then the limits). Errors as tg_explain_json. */
+struct tg_explain_step;
+tg_err_t tg_explain_steps_json(tg_buf_t *out, const struct tg_explain_step *steps,
+                               size_t n) TG_MUST_USE;
+
+/* Appends `,"explain":` and tg_explain_json's object: the ?explain=1 member after "trace".
+ * Errors as tg_explain_json. */
+tg_err_t tg_decision_explain_append(tg_buf_t *out, const tg_policy_t *p,
+                                    const tg_frame_t *f) TG_MUST_USE;
 
 #endif /* TRIGGUARD_POLICY_H */

@@ -53,6 +53,8 @@ int tg_cmd_receipt(int argc, char **argv);
 int tg_cmd_verify(int argc, char **argv);
 int tg_cmd_check(int argc, char **argv);
 int tg_cmd_policy(int argc, char **argv);
+/* `policy test` (cmd_policy_test.c): argv[0] = "test". */
+int tg_cmd_policy_test(int argc, char **argv);
 int tg_cmd_db(int argc, char **argv);
 int tg_cmd_serve(int argc, char **argv);
 int tg_cmd_ledger(int argc, char **argv);

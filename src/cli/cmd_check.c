@@ -20,8 +20,8 @@ static void check_usage(FILE *out) {
     fprintf(out,
             "usage: trigguard check --policy FILE [--key KEY.pem] [--key-id ID] [--tenant T]\n"
             "                       [--subject S] [--issuer I] [--claim NAME=VALUE]...\n"
-            "                       [--authority-id A] [--receipt-ttl SECONDS] [--no-strict]\n"
-            "                       REQUEST.json\n"
+            "                       [--authority-id A] [--receipt-ttl SECONDS] [--explain]\n"
+            "                       [--no-strict] REQUEST.json\n"
             "\n"
             "Decides REQUEST.json (SPEC section 3.1, or {\"tool\",\"args\",\"intent_id\"}; - for\n"
             "stdin) against the policy bundle FILE with the kernel FSM and prints the decision\n"
@@ -40,6 +40,10 @@ static void check_usage(FILE *out) {
             "the signed receipt names the principal {issuer?, subject}, as serve's does for an\n"
             "OIDC caller or a token with an explicit subject.\n"
             "\n"
+            "--explain adds the full explain (docs/POLICY.md \"Explain and policy tests\"):\n"
+            "every rule of the surface with each condition, the request's value and\n"
+            "whether it held, then every limit.\n"
+            "\n"
             "The bundle is linted as serve's is (trigguard policy lint): one with lint errors is\n"
             "refused unless --no-strict (as serve --policy-strict=false).\n"
             "\n"
@@ -53,6 +57,7 @@ typedef struct {
     const char *policy, *key, *key_id, *tenant, *authority, *request, *subject, *issuer;
     long ttl_s;
     bool no_strict;
+    bool explain;                             /* --explain: the full explain after the trace */
     const char *claim_args[CHECK_MAX_CLAIMS]; /* NAME=VALUE as given */
     size_t n_claims;
 } check_args_t;
@@ -72,6 +77,10 @@ static int parse_args(check_args_t *a, int argc, char **argv) {
                            : strcmp(arg, "--subject") == 0      ? &a->subject
                            : strcmp(arg, "--issuer") == 0       ? &a->issuer
                                                                 : NULL;
+        if (strcmp(arg, "--explain") == 0) {
+            a->explain = true;
+            continue;
+        }
         if (strcmp(arg, "--claim") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "trigguard check: --claim needs a value\n");
@@ -362,6 +371,14 @@ int tg_cmd_check(int argc, char **argv) {
         opts.receipt_len = receipt.len;
     }
     rc = tg_decision_to_json(&out, &d, p, &frame, &opts);
+    if (!rc && a.explain) {
+        /* the explain member goes after the trace, inside the object: reopen it */
+        out.len--;
+        rc = tg_decision_explain_append(&out, p, &frame);
+        if (!rc) {
+            rc = tg_buf_putc(&out, '}');
+        }
+    }
     if (rc) {
         fprintf(stderr, "trigguard check: cannot write the decision: %s\n", tg_strerror(rc));
         goto done;

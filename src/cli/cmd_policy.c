@@ -13,6 +13,8 @@ static void policy_usage(FILE *out) {
     fprintf(out,
             "usage: trigguard policy check FILE [--strict]\n"
             "       trigguard policy lint [--previous OLD.json] [--json] FILE\n"
+            "       trigguard policy test [--policy FILE] [--coverage] [--json] TESTS...\n"
+            "                 (trigguard policy test --help describes it)\n"
             "\n"
             "check validates and compiles a policy bundle (docs/POLICY.md). FILE may be - for\n"
             "stdin. On success prints one line: version, authority, policyHash, surfaces,\n"
@@ -176,6 +178,9 @@ static int cmd_lint(int argc, char **argv) {
 }
 
 int tg_cmd_policy(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "test") == 0) {
+        return tg_cmd_policy_test(argc - 1, argv + 1); /* its own usage and --help */
+    }
     /* --help anywhere, as every other command takes it (not read as a file name) */
     bool help = argc >= 2 && strcmp(argv[1], "help") == 0;
     for (int i = 1; i < argc; i++) {

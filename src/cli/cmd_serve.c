@@ -108,6 +108,8 @@ static void *stop_watch_main(void *arg) {
  * device on a kernel without getrandom(), the sanitizer runtimes of test builds), and a
  * cushion for a count that is off by a few. */
 #define TG_SERVE_FDS_SPARE 16u
+/* Connections the --admin-listen listener takes at once: scrapers and an operator, not traffic. */
+#define TG_SERVE_ADMIN_CONNECTIONS 64u
 
 /* Descriptors open now: stdio, and whatever the parent left open, which take slots below the
  * limit like any other. /proc/self/fd is readable by the process itself even once it is not
@@ -148,6 +150,9 @@ static tg_err_t fit_descriptors(tg_config_t *cfg, unsigned threads, tg_diag_t *d
     reserve += TG_PIPELINE_RELOAD_FDS;
     reserve += cfg->port_file[0] != '\0' ? 1 : 0;
     reserve += (uint64_t)listeners * tg_http_fds_per_listener(threads);
+    if (cfg->admin_listen[0] != '\0') { /* one thread, its own small connection limit */
+        reserve += tg_http_fds_per_listener(1) + TG_SERVE_ADMIN_CONNECTIONS;
+    }
     reserve += TG_SERVE_FDS_SPARE;
     uint64_t conns = (uint64_t)cfg->max_connections;
     uint64_t want = reserve + listeners * conns;
@@ -314,7 +319,7 @@ int tg_cmd_serve(int argc, char **argv) {
         .early = tg_pipeline_early,
         .abandon = tg_pipeline_abandon,
     };
-    tg_http_server_t *main_srv = NULL, *decide_srv = NULL;
+    tg_http_server_t *main_srv = NULL, *decide_srv = NULL, *admin_srv = NULL;
     /* Request lines go out in batches from here on (see log.h); without the thread they
      * are written one by one, which is slower but loses nothing. */
     tg_err_t lrc = tg_log_async_start(TG_SERVE_LOG_BUFFER);
@@ -328,8 +333,21 @@ int tg_cmd_serve(int argc, char **argv) {
         dopts.listener = 1;
         rc = tg_http_start(&decide_srv, &dopts, tg_pipeline_handle, p, &diag);
     }
+    if (rc == TG_OK && cfg.admin_listen[0] != '\0') {
+        /* The operator's port: plain HTTP (keep it on loopback or a private network; the
+         * reload still needs an admin token), one thread, few connections. */
+        tg_http_opts_t aopts = ho;
+        aopts.listen = cfg.admin_host;
+        aopts.port = (uint16_t)cfg.admin_port;
+        aopts.listener = 2;
+        aopts.threads = 1;
+        aopts.max_connections = TG_SERVE_ADMIN_CONNECTIONS;
+        aopts.tls = NULL;
+        rc = tg_http_start(&admin_srv, &aopts, tg_pipeline_handle, p, &diag);
+    }
     if (rc != TG_OK) {
         TG_LOG(TG_LOG_ERROR, "startup_failed", "%s", diag.msg);
+        tg_http_stop(decide_srv, 0);
         tg_http_stop(main_srv, 0);
         tg_pipeline_destroy(p);
         tg_tls_destroy(tls);
@@ -350,6 +368,20 @@ int tg_cmd_serve(int argc, char **argv) {
     if (decide_srv) {
         TG_LOG(TG_LOG_INFO, "listening_decide", "/decide-only listener on %s%s%s:%u", v6 ? "[" : "",
                cfg.listen, v6 ? "]" : "", (unsigned)tg_http_port(decide_srv));
+    }
+    if (admin_srv) {
+        bool a6 = strchr(cfg.admin_host, ':') != NULL;
+        unsigned aport = tg_http_port(admin_srv);
+        TG_LOG(TG_LOG_INFO, "listening_admin",
+               "admin listener (/metrics, /v1/admin/reload, health) on %s%s%s:%u", a6 ? "[" : "",
+               cfg.admin_host, a6 ? "]" : "", aport);
+        if (cfg.port_file[0] != '\0') {
+            char apf[TG_CONFIG_STR_MAX + 8];
+            (void)snprintf(apf, sizeof apf, "%s.admin", cfg.port_file);
+            if (write_port_file(apf, aport) != 0) {
+                TG_LOG(TG_LOG_WARN, "port_file", "cannot write %s: %s", apf, strerror(errno));
+            }
+        }
     }
 
     int exit_code = TG_EXIT_OK;
@@ -395,8 +427,10 @@ int tg_cmd_serve(int argc, char **argv) {
      * hook), then close the ledger and wipe keys. */
     tg_http_quiesce(main_srv);
     tg_http_quiesce(decide_srv);
+    tg_http_quiesce(admin_srv);
     /* One drain for both listeners: what the /decide one took, the main one has less. */
     int64_t drain_start = tg_clock_mono_ns();
+    tg_http_stop(admin_srv, drain_ms);
     tg_http_stop(decide_srv, drain_ms);
     int64_t spent_ms = (tg_clock_mono_ns() - drain_start) / 1000000;
     tg_http_stop(main_srv, spent_ms < drain_ms ? drain_ms - spent_ms : 0);

@@ -23,7 +23,7 @@ static const tg_cmd_entry_t tg_commands[] = {
     {"receipt", tg_cmd_receipt, "receipt sign: sign receipt fields with a private key"},
     {"verify", tg_cmd_verify, "verify a signed receipt offline (VALID / INVALID: reason)"},
     {"check", tg_cmd_check, "decide a request file in-process (PERMIT 0, DENY 3, SILENCE 4)"},
-    {"policy", tg_cmd_policy, "policy check: validate and compile a policy bundle"},
+    {"policy", tg_cmd_policy, "policy check|test: validate a bundle; run its tests"},
     {"serve", tg_cmd_serve, "run the authorization daemon (HTTP API, signed receipts)"},
     {"ledger", tg_cmd_ledger, "ledger verify|dump|append: check the receipt ledger offline"},
     {"token", tg_cmd_token, "token create|list|revoke: bearer tokens in a tokens file"},

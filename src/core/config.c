@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,9 @@ static const opt_t options[] = {
      "TCP port; 0 picks a free port (see --port-file)"},
     {"decide-port", "TG_DECIDE_PORT", OPT_INT, F(decide_port), "0", 0, 65535, NULL, 0,
      "optional second listener serving only POST /decide; 0 = off"},
+    {"admin-listen", "TRIGGUARD_ADMIN_LISTEN", OPT_STR, F(admin_listen), "", 0, 0, NULL, 0,
+     "ADDR:PORT ([v6]:PORT) of a listener for /metrics, /v1/admin/reload and the health "
+     "routes, which the API port then no longer serves; empty = off"},
     {"port-file", "TRIGGUARD_PORT_FILE", OPT_STR, F(port_file), "", 0, 0, NULL, 0,
      "write the bound port number to this file once listening"},
     {"key", "TRIGGUARD_SIGNING_KEY", OPT_STR, F(signing_key), "", 0, 0, NULL, 1,
@@ -55,6 +59,9 @@ static const opt_t options[] = {
     {"policy-strict", "TRIGGUARD_POLICY_STRICT", OPT_BOOL, F(policy_strict), "true", 0, 1, NULL, 0,
      "refuse a policy bundle with lint errors (trigguard policy lint) at start and on reload; "
      "false = compile errors only"},
+    {"shadow-policy", "TRIGGUARD_SHADOW_POLICY", OPT_STR, F(shadow_policy), "", 0, 0, NULL, 0,
+     "candidate policy bundle decided beside the live one; disagreements counted and logged, "
+     "never enforced (docs/OPERATIONS.md, Shadow policy)"},
     {"tokens", "TRIGGUARD_TOKENS", OPT_STR, F(tokens), "", 0, 0, NULL, 0,
      "tokens file: JSON list of {tenant, token_sha256[, subject, actors, surfaces, role]}"},
     {"api-keys", "TRIGGUARD_API_KEYS", OPT_STR, F(api_keys), "", 0, 0, NULL, 1,
@@ -188,9 +195,7 @@ static const opt_t options[] = {
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
-_Static_assert(N_OPTIONS <= 64, "tg_config_t.given has one bit per option");
-
-static uint64_t option_bit(const opt_t *o) { return UINT64_C(1) << (size_t)(o - options); }
+_Static_assert(N_OPTIONS <= 128, "tg_config_t.given has one bit per option");
 
 /* "a|b|c" contains exactly `v`? */
 static int choice_ok(const char *choices, const char *v) {
@@ -308,6 +313,46 @@ const char *tg_config_durability_name(tg_config_durability_t d) {
     return "unknown";
 }
 
+/* --admin-listen ADDR:PORT or [V6]:PORT into admin_host / admin_port (port 0: ephemeral,
+ * for tests; it must differ from --port and --decide-port on the same address family). */
+static tg_err_t parse_admin_listen(tg_config_t *cfg, tg_diag_t *diag) {
+    const char *v = cfg->admin_listen;
+    const char *colon = strrchr(v, ':');
+    size_t hl = colon != NULL ? (size_t)(colon - v) : 0;
+    const char *host = v;
+    bool bracketed = hl >= 2 && v[0] == '[' && v[hl - 1] == ']';
+    if (bracketed) {
+        host = v + 1;
+        hl -= 2;
+    } else if (memchr(v, ':', hl) != NULL) {
+        hl = 0; /* an IPv6 address without brackets: "::1:9090" is itself an address */
+    }
+    if (colon == NULL || hl == 0 || hl >= sizeof cfg->admin_host || colon[1] == '\0' ||
+        colon[1 + strspn(colon + 1, "0123456789")] != '\0' || strlen(colon + 1) > 5) {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "--admin-listen \"%s\" is not ADDR:PORT (an IPv6 address in brackets)",
+                           v);
+    }
+    memcpy(cfg->admin_host, host, hl);
+    cfg->admin_host[hl] = '\0';
+    long port = strtol(colon + 1, NULL, 10);
+    unsigned char addr[sizeof(struct in6_addr)];
+    if (port > 65535 || (inet_pton(AF_INET, cfg->admin_host, addr) != 1 &&
+                         inet_pton(AF_INET6, cfg->admin_host, addr) != 1)) {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "--admin-listen \"%s\": not an IPv4 or IPv6 address with a port "
+                           "0..65535",
+                           v);
+    }
+    cfg->admin_port = (int64_t)port;
+    if (port != 0 && (port == cfg->port || port == cfg->decide_port) &&
+        strcmp(cfg->admin_host, cfg->listen) == 0) {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "--admin-listen must not be the API's address and port");
+    }
+    return TG_OK;
+}
+
 /* Rules that involve more than one option. */
 static tg_err_t check_cross(tg_config_t *cfg, tg_diag_t *diag) {
     unsigned char addr[sizeof(struct in6_addr)];
@@ -323,6 +368,12 @@ static tg_err_t check_cross(tg_config_t *cfg, tg_diag_t *diag) {
     }
     if (cfg->decide_port != 0 && cfg->decide_port == cfg->port) {
         return tg_diag_set(diag, TG_ERR_CONFIG, "--decide-port must differ from --port");
+    }
+    if (cfg->admin_listen[0] != '\0') {
+        tg_err_t rc = parse_admin_listen(cfg, diag);
+        if (rc != TG_OK) {
+            return rc;
+        }
     }
     cfg->ledger_no_create = strcmp(cfg->ledger_create, "never") == 0;
     cfg->store_postgres = strcmp(cfg->store_name, "postgres") == 0;
@@ -348,29 +399,171 @@ static tg_err_t check_cross(tg_config_t *cfg, tg_diag_t *diag) {
     return TG_OK;
 }
 
-tg_err_t tg_config_parse(tg_config_t *cfg, tg_config_action_t *action, int argc, char **argv,
-                         tg_diag_t *diag) {
-    tg_err_t rc;
-    memset(cfg, 0, sizeof *cfg);
-    *action = TG_CONFIG_RUN;
-    for (size_t i = 0; i < N_OPTIONS; i++) {
-        rc = set_option(cfg, &options[i], options[i].def, "default", diag);
-        if (rc) {
-            return rc;
-        }
+/* ---- where values come from: flags, the environment, the config file --------------------
+ *
+ * Precedence: a flag, then the environment, then --config FILE, then the default. A source is
+ * only read for the options the sources above it left unset, so a flag makes a bad
+ * environment value (PORT=8080x) or file line irrelevant instead of fatal. */
+
+/* TRIGGUARD_ + the flag in upper case, '-' as '_' (TRIGGUARD_RATE_LIMIT_PER_TENANT). Every
+ * option but the repeatable lists has this name; the table's env column is today's name,
+ * kept as an alias where it differs. */
+static void canonical_env(char out[64], const opt_t *o) {
+    size_t n = 0;
+    const char *pre = "TRIGGUARD_";
+    while (*pre && n < 63) {
+        out[n++] = *pre++;
     }
-    for (size_t i = 0; i < N_OPTIONS; i++) {
-        const char *v = options[i].env ? getenv(options[i].env) : NULL;
-        if (v != NULL) {
-            char origin[96];
-            (void)snprintf(origin, sizeof origin, "environment %s for", options[i].env);
-            rc = set_option(cfg, &options[i], v, origin, diag);
-            if (rc) {
-                return rc;
+    for (const char *c = o->flag; *c && n < 63; c++) {
+        out[n++] = *c == '-' ? '_' : (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+    }
+    out[n] = '\0';
+}
+
+/* The option's environment value (NULL when unset) and the name it came from. Both names
+ * set to different values is an error: which one the operator meant cannot be guessed. */
+static tg_err_t env_value(const opt_t *o, const char **val, char name[64], tg_diag_t *diag) {
+    *val = NULL;
+    if (o->type == OPT_LIST) {
+        return TG_OK; /* repeatable: flags or the config file only */
+    }
+    canonical_env(name, o);
+    const char *canon = getenv(name);
+    const char *alias = o->env != NULL && strcmp(o->env, name) != 0 ? getenv(o->env) : NULL;
+    if (canon != NULL && alias != NULL && strcmp(canon, alias) != 0) {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "environment %s and %s are both set, to different values: unset one",
+                           name, o->env);
+    }
+    if (canon == NULL && alias != NULL) {
+        (void)snprintf(name, 64, "%s", o->env);
+    }
+    *val = canon != NULL ? canon : alias;
+    return TG_OK;
+}
+
+static void mark(uint64_t set[2], const opt_t *o) {
+    size_t i = (size_t)(o - options);
+    set[i / 64] |= UINT64_C(1) << (i % 64);
+}
+
+static bool marked(const uint64_t set[2], const opt_t *o) {
+    size_t i = (size_t)(o - options);
+    return (set[i / 64] >> (i % 64)) & 1u;
+}
+
+/* Reads --config FILE into buf (NUL-terminated): a regular file of at most
+ * TG_CONFIG_FILE_MAX bytes. */
+static tg_err_t read_config_file(const char *path, char *buf, size_t cap, tg_diag_t *diag) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "--config %s: cannot open: %s", path,
+                           strerror(errno));
+    }
+    size_t n = fread(buf, 1, cap, f);
+    bool err = ferror(f) != 0;
+    (void)fclose(f);
+    if (err) {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "--config %s: cannot read (not a file?)", path);
+    }
+    if (n >= cap) {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "--config %s: larger than %d bytes", path,
+                           TG_CONFIG_FILE_MAX);
+    }
+    buf[n] = '\0';
+    if (strlen(buf) != n) {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "--config %s: contains a NUL byte", path);
+    }
+    return TG_OK;
+}
+
+static bool blank(char c) { return c == ' ' || c == '\t'; }
+
+/* One `name = value` line of the config file (comments and blank lines already skipped):
+ * trimmed, the value optionally in double quotes (no escapes: a value never needs one). */
+static tg_err_t file_line(tg_config_t *cfg, const uint64_t skip[2], uint64_t seen[2], char *line,
+                          const char *where, tg_diag_t *diag) {
+    char *eq = strchr(line, '=');
+    if (eq == NULL) {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "%s: expected \"name = value\"", where);
+    }
+    char *ne = eq;
+    while (ne > line && blank(ne[-1])) {
+        ne--;
+    }
+    const opt_t *o = find_flag(line, (size_t)(ne - line));
+    if (o == NULL) {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "%s: unknown option \"%.*s\" (see serve --help)",
+                           where, (int)(ne - line), line);
+    }
+    char *v = eq + 1;
+    while (blank(*v)) {
+        v++;
+    }
+    size_t vl = strlen(v);
+    while (vl > 0 && blank(v[vl - 1])) {
+        vl--;
+    }
+    v[vl] = '\0';
+    if (vl >= 2 && v[0] == '"' && v[vl - 1] == '"') {
+        v[vl - 1] = '\0';
+        v++;
+    }
+    if (o->type != OPT_LIST && marked(seen, o)) {
+        return tg_diag_set(diag, TG_ERR_CONFIG, "%s: %s is given twice", where, o->flag);
+    }
+    mark(seen, o);
+    if (marked(skip, o)) {
+        return TG_OK; /* a flag or the environment set it: this line is not read */
+    }
+    char origin[TG_CONFIG_STR_MAX + 32];
+    (void)snprintf(origin, sizeof origin, "%s:", where);
+    return set_option(cfg, o, v, origin, diag);
+}
+
+/* --config FILE: every line a `name = value` of the option table, `#` comments. */
+static tg_err_t apply_file(tg_config_t *cfg, const char *path, const uint64_t skip[2],
+                           uint64_t applied[2], tg_diag_t *diag) {
+    char *buf = malloc(TG_CONFIG_FILE_MAX + 1);
+    if (buf == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    tg_err_t rc = read_config_file(path, buf, TG_CONFIG_FILE_MAX + 1, diag);
+    uint64_t seen[2] = {0, 0};
+    char *line = buf;
+    for (unsigned no = 1; rc == TG_OK && line != NULL && *line != '\0'; no++) {
+        char *nl = strchr(line, '\n');
+        if (nl != NULL) {
+            *nl = '\0';
+        }
+        char where[TG_CONFIG_STR_MAX + 16];
+        (void)snprintf(where, sizeof where, "%s:%u", path, no);
+        for (const char *c = line; *c; c++) {
+            if ((unsigned char)*c < 0x20 && *c != '\t') {
+                rc = tg_diag_set(diag, TG_ERR_CONFIG, "%s: control character in the line", where);
+                break;
             }
-            cfg->given |= option_bit(&options[i]);
+        }
+        while (rc == TG_OK && blank(*line)) {
+            line++;
+        }
+        if (rc == TG_OK && *line != '\0' && *line != '#') {
+            rc = file_line(cfg, skip, seen, line, where, diag);
+        }
+        line = nl != NULL ? nl + 1 : NULL;
+    }
+    for (size_t i = 0; rc == TG_OK && i < N_OPTIONS; i++) {
+        if (marked(seen, &options[i]) && !marked(skip, &options[i])) {
+            mark(applied, &options[i]);
         }
     }
+    free(buf);
+    return rc;
+}
+
+/* The meta flags of argv (help, print, check, --config) and which options flags set. */
+static tg_err_t scan_flags(int argc, char **argv, tg_config_action_t *action, const char **file,
+                           uint64_t flagged[2], tg_diag_t *diag) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -391,39 +584,126 @@ tg_err_t tg_config_parse(tg_config_t *cfg, tg_config_action_t *action, int argc,
         const char *name = a + 2;
         const char *eq = strchr(name, '=');
         size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+        if (nlen == 6 && strncmp(name, "config", 6) == 0) {
+            if (*file != NULL) {
+                return tg_diag_set(diag, TG_ERR_CONFIG, "--config is given twice");
+            }
+            if (eq == NULL && i + 1 >= argc) {
+                return tg_diag_set(diag, TG_ERR_CONFIG, "option --config needs a value");
+            }
+            *file = eq ? eq + 1 : argv[++i];
+            continue;
+        }
         const opt_t *o = find_flag(name, nlen);
         if (o == NULL) {
             return tg_diag_set(diag, TG_ERR_CONFIG, "unknown option \"--%.*s\" (see --help)",
                                (int)nlen, name);
         }
-        const char *val;
-        if (eq) {
-            val = eq + 1;
-        } else if (o->type == OPT_BOOL) {
-            val = "true";
-        } else if (i + 1 < argc) {
-            val = argv[++i];
-        } else {
-            return tg_diag_set(diag, TG_ERR_CONFIG, "option --%s needs a value", o->flag);
+        if (eq == NULL && o->type != OPT_BOOL) {
+            if (i + 1 >= argc) {
+                return tg_diag_set(diag, TG_ERR_CONFIG, "option --%s needs a value", o->flag);
+            }
+            i++;
         }
-        rc = set_option(cfg, o, val, "option", diag);
+        mark(flagged, o);
+    }
+    return TG_OK;
+}
+
+/* The flags themselves, in order (a repeated flag: the last wins; a list: each adds). */
+static tg_err_t apply_flags(tg_config_t *cfg, int argc, char **argv, tg_diag_t *diag) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--print-config") == 0 || strcmp(a, "--check-config") == 0) {
+            continue;
+        }
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+        if (nlen == 6 && strncmp(name, "config", 6) == 0) {
+            i += eq == NULL;
+            continue;
+        }
+        const opt_t *o = find_flag(name, nlen); /* scan_flags checked every name */
+        const char *val = eq ? eq + 1 : o->type == OPT_BOOL ? "true" : argv[++i];
+        tg_err_t rc = set_option(cfg, o, val, "option", diag);
         if (rc) {
             return rc;
         }
-        cfg->given |= option_bit(o);
+    }
+    return TG_OK;
+}
+
+tg_err_t tg_config_parse(tg_config_t *cfg, tg_config_action_t *action, int argc, char **argv,
+                         tg_diag_t *diag) {
+    tg_err_t rc;
+    memset(cfg, 0, sizeof *cfg);
+    *action = TG_CONFIG_RUN;
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        rc = set_option(cfg, &options[i], options[i].def, "default", diag);
+        if (rc) {
+            return rc;
+        }
+    }
+    const char *file = NULL;
+    uint64_t flagged[2] = {0, 0}, from_env[2] = {0, 0}, from_file[2] = {0, 0};
+    rc = scan_flags(argc, argv, action, &file, flagged, diag);
+    if (rc || *action == TG_CONFIG_HELP) {
+        return rc;
+    }
+    /* Which options the environment sets, among those no flag set (never read otherwise). */
+    const char *env_vals[N_OPTIONS];
+    char env_names[N_OPTIONS][64];
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        env_vals[i] = NULL;
+        if (!marked(flagged, &options[i])) {
+            rc = env_value(&options[i], &env_vals[i], env_names[i], diag);
+            if (rc) {
+                return rc;
+            }
+            if (env_vals[i] != NULL) {
+                mark(from_env, &options[i]);
+            }
+        }
+    }
+    if (file != NULL) {
+        uint64_t skip[2] = {flagged[0] | from_env[0], flagged[1] | from_env[1]};
+        rc = apply_file(cfg, file, skip, from_file, diag);
+        if (rc) {
+            return rc;
+        }
+        (void)snprintf(cfg->config_file, sizeof cfg->config_file, "%s", file);
+    }
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        if (env_vals[i] != NULL) {
+            char origin[96];
+            (void)snprintf(origin, sizeof origin, "environment %s for", env_names[i]);
+            rc = set_option(cfg, &options[i], env_vals[i], origin, diag);
+            if (rc) {
+                return rc;
+            }
+        }
+    }
+    rc = apply_flags(cfg, argc, argv, diag);
+    if (rc) {
+        return rc;
+    }
+    for (size_t i = 0; i < 2; i++) {
+        cfg->given[i] = flagged[i] | from_env[i] | from_file[i];
     }
     return check_cross(cfg, diag);
 }
 
 bool tg_config_given(const tg_config_t *cfg, const char *flag) {
     const opt_t *o = find_flag(flag, strlen(flag));
-    return o != NULL && (cfg->given & option_bit(o)) != 0;
+    return o != NULL && marked(cfg->given, o);
 }
 
 void tg_config_usage(FILE *out) {
-    fprintf(out, "usage: trigguard serve [options]\n\n"
-                 "Options (flag, environment fallback, default). Flags win over the\n"
-                 "environment, which wins over the default.\n\n");
+    fprintf(out, "usage: trigguard serve [--config FILE] [options]\n\n"
+                 "Options (flag, environment name, default). A flag wins over the environment,\n"
+                 "which wins over the --config file (`name = value` lines with the flag names,\n"
+                 "# comments), which wins over the default.\n\n");
     for (size_t i = 0; i < N_OPTIONS; i++) {
         const opt_t *o = &options[i];
         char left[64];
@@ -436,7 +716,15 @@ void tg_config_usage(FILE *out) {
                            o->type == OPT_INT ? "N" : (o->choices ? "MODE" : "VALUE"));
         }
         fprintf(out, "  %-36s %s\n", left, o->help);
-        fprintf(out, "  %-36s env %s; default \"%s\"", "", o->env ? o->env : "-", o->def);
+        char env[64];
+        canonical_env(env, o);
+        if (o->type == OPT_LIST) {
+            fprintf(out, "  %-36s repeatable, no env; default none", "");
+        } else if (o->env != NULL && strcmp(o->env, env) != 0) {
+            fprintf(out, "  %-36s env %s (or %s); default \"%s\"", "", env, o->env, o->def);
+        } else {
+            fprintf(out, "  %-36s env %s; default \"%s\"", "", env, o->def);
+        }
         if (o->type == OPT_INT) {
             fprintf(out, "; range %" PRId64 "..%" PRId64, o->min, o->max);
         }
@@ -445,7 +733,8 @@ void tg_config_usage(FILE *out) {
         }
         fputc('\n', out);
     }
-    fprintf(out, "\n  %-36s %s\n  %-36s %s\n  %-36s %s\n", "--print-config",
+    fprintf(out, "\n  %-36s %s\n  %-36s %s\n  %-36s %s\n  %-36s %s\n", "--config FILE",
+            "read options from FILE (the format --print-config writes)", "--print-config",
             "print the effective configuration (secrets redacted) and exit", "--check-config",
             "validate the configuration, policy and keys, then exit", "--help", "this text");
 }
@@ -465,9 +754,22 @@ bool tg_config_path_showable(const char *v) {
 }
 
 void tg_config_print(FILE *out, const tg_config_t *cfg) {
+    if (cfg->config_file[0] != '\0') {
+        fprintf(out, "# with --config %s\n", cfg->config_file);
+    }
     for (size_t i = 0; i < N_OPTIONS; i++) {
         const opt_t *o = &options[i];
         const char *field = (const char *)cfg + o->offset;
+        if (o->type == OPT_LIST) { /* one line per value: the --config format */
+            const tg_config_list_t *l = (const tg_config_list_t *)(const void *)field;
+            if (l->n == 0) {
+                fprintf(out, "# %s: none\n", o->flag);
+            }
+            for (uint32_t k = 0; k < l->n; k++) {
+                fprintf(out, "%s = %s\n", o->flag, tg_config_list_get(l, k));
+            }
+            continue;
+        }
         fprintf(out, "%s = ", o->flag);
         switch (o->type) {
         case OPT_STR:
@@ -486,13 +788,8 @@ void tg_config_print(FILE *out, const tg_config_t *cfg) {
             fputs(b ? "true" : "false", out);
             break;
         }
-        case OPT_LIST: {
-            const tg_config_list_t *l = (const tg_config_list_t *)(const void *)field;
-            for (uint32_t k = 0; k < l->n; k++) {
-                fprintf(out, "%s%s", k ? ", " : "", tg_config_list_get(l, k));
-            }
-            break;
-        }
+        case OPT_LIST:
+            break; /* above */
         case OPT_INT: {
             int64_t v;
             memcpy(&v, field, sizeof v);

@@ -128,6 +128,18 @@ static void put_field_str(line_t *l, const char *key, const char *val) {
     }
 }
 
+static void put_field_bool(line_t *l, const char *key, bool v) {
+    if (g_format == TG_LOG_JSON) {
+        put_str(l, ",\"");
+        put_str(l, key);
+        put_str(l, v ? "\":true" : "\":false");
+    } else {
+        put_str(l, " ");
+        put_str(l, key);
+        put_str(l, v ? "=true" : "=false");
+    }
+}
+
 static void put_field_int(line_t *l, const char *key, int64_t v) {
     char num[TG_I64_TEXT_MAX];
     size_t n = tg_fmt_i64(num, v);
@@ -387,6 +399,23 @@ void tg_log_request(const tg_log_request_t *r) {
     put_field_str(&l, "decision", r->decision);
     put_field_str(&l, "reason", r->reason);
     put_field_str(&l, "surface", r->surface);
+    put_field_str(&l, "execution_id", r->execution_id);
+    put_field_str(&l, "actor", r->actor);
+    put_field_str(&l, "rule", r->rule);
+    put_field_str(&l, "error", r->error);
+    if (r->replayed) {
+        put_field_bool(&l, "replayed", true);
+    }
+    put_field_str(&l, "client", r->client);
+    if (r->traceparent != NULL && strlen(r->traceparent) == 55) {
+        char trace[33], span[17];
+        memcpy(trace, r->traceparent + 3, 32);
+        trace[32] = '\0';
+        memcpy(span, r->traceparent + 36, 16);
+        span[16] = '\0';
+        put_field_str(&l, "trace_id", trace);
+        put_field_str(&l, "span_id", span);
+    }
     put_field_int(&l, "latency_us", r->latency_us);
     end_line(&l, true);
 }

@@ -106,6 +106,54 @@ static bool request_id_ok(const char *s) {
     return true;
 }
 
+static int hexval(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* W3C Trace Context: version "-" trace-id "-" parent-id "-" flags, lowercase hex of 2, 32,
+ * 16 and 2 digits; version ff and all-zero ids are invalid. Only this 55-byte form is
+ * taken (a later version's extra fields are not echoed back). */
+static bool traceparent_ok(const char *s) {
+    if (strlen(s) != TG_HTTP_TRACEPARENT_LEN || s[2] != '-' || s[35] != '-' || s[52] != '-') {
+        return false;
+    }
+    bool trace_zero = true, span_zero = true;
+    for (size_t i = 0; i < TG_HTTP_TRACEPARENT_LEN; i++) {
+        if (i == 2 || i == 35 || i == 52) {
+            continue;
+        }
+        int v = hexval(s[i]);
+        if (v < 0) {
+            return false;
+        }
+        if (i > 2 && i < 35) {
+            trace_zero = trace_zero && v == 0;
+        } else if (i > 35 && i < 52) {
+            span_zero = span_zero && v == 0;
+        }
+    }
+    return !(s[0] == 'f' && s[1] == 'f') && !trace_zero && !span_zero;
+}
+
+static void client_address(struct MHD_Connection *conn, char out[TG_HTTP_CLIENT_MAX + 1]) {
+    out[0] = '\0';
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci == NULL || ci->client_addr == NULL) {
+        return;
+    }
+    const struct sockaddr *sa = ci->client_addr;
+    const void *addr =
+        sa->sa_family == AF_INET6
+            ? (const void *)&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr
+        : sa->sa_family == AF_INET
+            ? (const void *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr
+            : NULL;
+    if (addr == NULL || inet_ntop(sa->sa_family, addr, out, TG_HTTP_CLIENT_MAX + 1) == NULL) {
+        out[0] = '\0';
+    }
+}
+
 static void add_header(struct MHD_Response *r, const char *k, const char *v) {
     (void)MHD_add_response_header(r, k, v);
 }
@@ -146,6 +194,9 @@ static enum MHD_Result queue_exchange(req_ctx_t *ctx) {
         add_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     }
     add_header(resp, "X-Request-Id", ex->request_id);
+    if (ex->traceparent[0] != '\0') {
+        add_header(resp, "traceparent", ex->traceparent);
+    }
     if (ex->retry_after_s > 0) {
         char v[24];
         (void)snprintf(v, sizeof v, "%d", ex->retry_after_s);
@@ -499,6 +550,12 @@ static void ctx_begin(req_ctx_t *ctx, const char *url, const char *method, const
     } else {
         make_request_id(ex->request_id);
     }
+    const char *tp = header(conn, "traceparent");
+    ex->traceparent[0] = '\0';
+    if (tp != NULL && traceparent_ok(tp)) {
+        memcpy(ex->traceparent, tp, TG_HTTP_TRACEPARENT_LEN + 1);
+    }
+    client_address(conn, ex->client);
     hdr_scan_t qs = {0}, hs = {0};
     (void)MHD_get_connection_values_n(conn, MHD_GET_ARGUMENT_KIND, scan_value, &qs);
     (void)MHD_get_connection_values_n(conn, MHD_HEADER_KIND, scan_value, &hs);

@@ -1,4 +1,5 @@
 /* kernel.c — the pure decision FSM of SPEC §8 (states and order documented in kernel.h). */
+#include <math.h> /* NAN and isfinite: macros, no libm call (kernel_purity.sh) */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -116,34 +117,46 @@ static const tg_value_t *fact_value(const tg_cond_t *c, const tg_frame_t *f, tg_
     return tmp;
 }
 
-/* A condition holds only on a present value of a comparable type (kernel.h). */
-static int eval_cond(const tg_cond_t *c, const tg_frame_t *f) {
-    tg_value_t tmp;
-    const tg_value_t *v = NULL;
+/* The value condition c reads from frame f: NULL when absent. tmp holds a value built from
+ * a view (actor, action, facts); the result may point into it. */
+static const tg_value_t *cond_value(const tg_cond_t *c, const tg_frame_t *f, tg_value_t *tmp) {
     switch (c->src) {
     case TG_SRC_CONTEXT:
-        v = slot_find(f->context, f->n_context, c->id);
-        break;
+        return slot_find(f->context, f->n_context, c->id);
     case TG_SRC_SIGNAL:
-        v = slot_find(f->signals, f->n_signals, c->id);
-        break;
+        return slot_find(f->signals, f->n_signals, c->id);
     case TG_SRC_ACTOR:
     case TG_SRC_ACTION: {
         const tg_sv_t *s = c->src == TG_SRC_ACTOR ? &f->actor : &f->action;
-        if (s->ptr != NULL) {
-            tmp.type = TG_VT_STRING;
-            tmp.str = s->ptr;
-            tmp.len = s->len;
-            tmp.num = 0;
-            tmp.boolean = 0;
-            v = &tmp;
+        if (s->ptr == NULL) {
+            return NULL;
         }
-        break;
+        tmp->type = TG_VT_STRING;
+        tmp->str = s->ptr;
+        tmp->len = s->len;
+        tmp->num = 0;
+        tmp->boolean = 0;
+        return tmp;
     }
     default:
-        v = fact_value(c, f, &tmp);
-        break;
+        return fact_value(c, f, tmp);
     }
+}
+
+/* Branch and placement hints for the rare paths of the rules loop (GCC and clang). */
+#if defined(__GNUC__)
+#define TG_KERNEL_COLD __attribute__((cold, noinline))
+#define TG_KERNEL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define TG_KERNEL_COLD
+#define TG_KERNEL_UNLIKELY(x) (x)
+#endif
+
+static int string_test(const tg_cond_t *c, const tg_value_t *v);
+
+/* Whether condition c holds on value v (NULL = absent). A condition holds only on a present
+ * value of a comparable type (kernel.h). */
+static int cond_test(const tg_cond_t *c, const tg_value_t *v) {
     if (v == NULL || v->type == TG_VT_ABSENT || v->type == TG_VT_NULL) {
         return c->op == TG_OP_EXISTS && !c->value.boolean; /* exists:false holds */
     }
@@ -175,9 +188,122 @@ static int eval_cond(const tg_cond_t *c, const tg_frame_t *f) {
         }
         return found == (c->op == TG_OP_IN);
     }
+    case TG_OP_PREFIX:
+    case TG_OP_SUFFIX:
+    case TG_OP_GLOB:
+        return string_test(c, v); /* out of line: today's operators keep cond_test small */
+    default:
+        return 0; /* groups are walked by eval_node, never tested on a value */
+    }
+}
+
+/* ---- issue 21's conditions: string matching, value_from, groups ----------------------
+ * Kept out of cond_test's and eval_cond's common path: a rule of today's operators pays one
+ * test of its op and has_from, nothing more. */
+
+/* prefix / suffix / glob: hold only on a string value (the compiler makes value a string). */
+TG_KERNEL_COLD static int string_test(const tg_cond_t *c, const tg_value_t *v) {
+    if (v->type != TG_VT_STRING || c->value.type != TG_VT_STRING) {
+        return 0;
+    }
+    uint32_t n = c->value.len;
+    switch (c->op) {
+    case TG_OP_PREFIX:
+        return v->len >= n && (n == 0 || memcmp(v->str, c->value.str, n) == 0);
+    case TG_OP_SUFFIX:
+        return v->len >= n && (n == 0 || memcmp(v->str + (v->len - n), c->value.str, n) == 0);
+    default:
+        return tg_glob_match(c->value.str, n, v->str, v->len, NULL);
+    }
+}
+
+/* The other side of a value_from condition: NULL when absent. */
+static const tg_value_t *from_value(const tg_cond_t *c, const tg_frame_t *f, tg_value_t *tmp) {
+    tg_cond_t o;
+    memset(&o, 0, sizeof o);
+    o.src = c->from_src;
+    o.id = c->from_id;
+    return cond_value(&o, f, tmp);
+}
+
+static int is_scalar(const tg_value_t *v) {
+    return v->type == TG_VT_BOOL || v->type == TG_VT_NUMBER || v->type == TG_VT_STRING;
+}
+
+/* Whether value_from condition c holds on v (its field) and o (the other field): both must
+ * be present; ordered operators compare two numbers; eq holds on the same type and value,
+ * ne on two scalars that are not equal (objects and arrays make neither hold: fail closed). */
+static int from_test(const tg_cond_t *c, const tg_value_t *v, const tg_value_t *o) {
+    if (v == NULL || o == NULL || !is_scalar(v) || !is_scalar(o)) {
+        return 0;
+    }
+    switch (c->op) {
+    case TG_OP_EQ:
+        return value_eq(v, o);
+    case TG_OP_NE:
+        return !value_eq(v, o);
+    case TG_OP_GT:
+    case TG_OP_GTE:
+    case TG_OP_LT:
+    case TG_OP_LTE: {
+        if (v->type != TG_VT_NUMBER || o->type != TG_VT_NUMBER) {
+            return 0;
+        }
+        double x = v->num, y = o->num;
+        return c->op == TG_OP_GT    ? x > y
+               : c->op == TG_OP_GTE ? x >= y
+               : c->op == TG_OP_LT  ? x < y
+                                    : x <= y;
+    }
     default:
         return 0;
     }
+}
+
+/* A condition of any kind at `depth` groups down: 1 holds, 0 does not, -1 corrupt tables
+ * (nested deeper than TG_COND_MAX_NESTING, or a group without members). -1 propagates
+ * through `not` unchanged, so a corrupt member can never make a rule hold by negation. The
+ * recursion is bounded by TG_COND_MAX_NESTING; nothing is allocated. */
+static int eval_node(const tg_cond_t *c, const tg_frame_t *f, unsigned depth) {
+    tg_value_t a, b;
+    if (c->op < TG_OP_ALL) {
+        const tg_value_t *v = cond_value(c, f, &a);
+        return c->has_from ? from_test(c, v, from_value(c, f, &b)) : cond_test(c, v);
+    }
+    if (depth >= TG_COND_MAX_NESTING || c->n_sub == 0 || c->sub == NULL) {
+        return -1;
+    }
+    if (c->op == TG_OP_NOT) {
+        int r = eval_node(&c->sub[0], f, depth + 1);
+        return r < 0 ? r : !r;
+    }
+    int any = c->op == TG_OP_ANY, corrupt = 0;
+    for (uint32_t i = 0; i < c->n_sub; i++) {
+        int r = eval_node(&c->sub[i], f, depth + 1);
+        if (r < 0) {
+            corrupt = 1;
+            if (!any) {
+                return -1;
+            }
+        } else if (r == any) {
+            return r; /* all_of: the first failure decides; any_of: the first success */
+        }
+    }
+    return corrupt ? -1 : !any;
+}
+
+/* The walk for groups and value_from, out of line so that eval_cond (inlined into the
+ * rules loop) stays as small as it was for today's conditions. */
+TG_KERNEL_COLD static int eval_cond_ext(const tg_cond_t *c, const tg_frame_t *f) {
+    return eval_node(c, f, 0) == 1;
+}
+
+static int eval_cond(const tg_cond_t *c, const tg_frame_t *f) {
+    if (TG_KERNEL_UNLIKELY(c->op >= TG_OP_ALL || c->has_from)) {
+        return eval_cond_ext(c, f);
+    }
+    tg_value_t tmp;
+    return cond_test(c, cond_value(c, f, &tmp));
 }
 
 static int eval_rule(const tg_rule_t *r, const tg_frame_t *f) {
@@ -278,6 +404,47 @@ static int evaluate_signals(tg_decision_t *d, const tg_kernel_tables_t *t, const
     return 0;
 }
 
+/* The amount request f adds to limit l: 1 for a count; the summed context field for a sum,
+ * NaN when it cannot be counted (absent, not a number, negative, not finite). */
+static double limit_amount(const tg_limit_t *l, const tg_frame_t *f) {
+    if (l->kind == TG_LIMIT_COUNT) {
+        return 1.0;
+    }
+    const tg_value_t *v = slot_find(f->context, f->n_context, l->field);
+    if (v == NULL || v->type != TG_VT_NUMBER || !(v->num >= 0.0) || !isfinite(v->num)) {
+        return NAN;
+    }
+    return v->num;
+}
+
+/* Whether limit l takes total + amount: NaN anywhere (an uncountable amount, a corrupt
+ * total) fails, so nothing uncountable passes. */
+static int limit_holds(const tg_limit_t *l, double total, double amount) {
+    double sum = total + amount;
+    return sum == sum && sum <= l->max;
+}
+
+/* After a PERMIT at RULES_EVALUATED: every limit of the surface, in id order (kernel.h).
+ * Returns 1 when a limit decided (DENY, or SILENCE for an unbound total). */
+static int evaluate_limits(tg_decision_t *d, const tg_kernel_tables_t *t, const tg_surface_t *s,
+                           const tg_frame_t *f) {
+    for (uint32_t i = 0; i < s->n_limits; i++) {
+        const tg_limit_t *l = &t->limits[s->limits[i]];
+        const tg_value_t *total = slot_find(f->limits, f->n_limits, s->limits[i]);
+        if (total == NULL || total->type != TG_VT_NUMBER) {
+            d->rule_id = sv_of(NULL, 0);
+            finish(d, TG_SILENCE, R(INVALID_FRAME), TG_CAUSE_FRAME, l->id);
+            return 1;
+        }
+        if (!limit_holds(l, total->num, limit_amount(l, f))) {
+            d->rule_id = sv_of(NULL, 0);
+            finish(d, TG_DENY, l->reason, TG_CAUSE_LIMIT, l->id);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* SIGNALS_EVALUATED -> RULES_EVALUATED: always terminal. */
 static void evaluate_rules(tg_decision_t *d, const tg_surface_t *s, const tg_frame_t *f) {
     const tg_rule_t *permit = NULL;
@@ -324,8 +491,13 @@ static int claims_ok(const tg_kernel_tables_t *t, const tg_frame_t *f) {
 /* The frame must come from these tables and respect its own bounds before any lookup. */
 static int frame_ok(const tg_kernel_tables_t *t, const tg_frame_t *f) {
     if (f->surface >= t->n_surfaces || f->n_context > TG_FRAME_MAX_CONTEXT ||
-        f->n_signals > TG_FRAME_MAX_SIGNALS) {
+        f->n_signals > TG_FRAME_MAX_SIGNALS || f->n_limits > TG_FRAME_MAX_LIMITS) {
         return 0;
+    }
+    for (uint32_t i = 0; i < f->n_limits; i++) {
+        if (f->limits[i].id >= t->n_limits) {
+            return 0;
+        }
     }
     if (f->n_claims != 0 && !claims_ok(t, f)) {
         return 0;
@@ -386,6 +558,95 @@ void tg_kernel_decide(tg_decision_t *out, const tg_kernel_tables_t *t, const tg_
     enter(out, TG_STATE_SIGNALS_EVALUATED);
     enter(out, TG_STATE_RULES_EVALUATED);
     evaluate_rules(out, s, f);
+    if (out->verdict == TG_PERMIT && s->n_limits != 0) {
+        (void)evaluate_limits(out, t, s, f);
+    }
+}
+
+/* ---- explain (kernel_tables.h): a cold second walk over the same functions ---------- */
+
+typedef struct explain {
+    const tg_frame_t *f;
+    tg_explain_fn fn;
+    void *ud;
+    const tg_rule_t *rule;
+    uint8_t evaluated;
+} explain_t;
+
+/* One condition, then (a group) its members at depth + 1, pre-order. held comes from the
+ * kernel's own eval_node, so explain and decision cannot disagree; depth 1 = a when[]
+ * member, and the walk stops where eval_node stops (TG_COND_MAX_NESTING). */
+static void explain_cond(explain_t *x, const tg_cond_t *c, uint32_t index, uint8_t depth) {
+    tg_value_t tmp, otmp;
+    tg_explain_step_t st = {0};
+    st.kind = TG_EXPLAIN_COND;
+    st.depth = depth;
+    st.index = index;
+    st.rule = x->rule;
+    st.cond = c;
+    st.evaluated = x->evaluated;
+    if (c->op < TG_OP_ALL) {
+        st.value = cond_value(c, x->f, &tmp);
+        st.other = c->has_from ? from_value(c, x->f, &otmp) : NULL;
+    }
+    st.held = (uint8_t)(eval_node(c, x->f, (unsigned)depth - 1u) == 1);
+    x->fn(x->ud, &st);
+    if (c->op >= TG_OP_ALL && depth <= TG_COND_MAX_NESTING && c->sub != NULL) {
+        for (uint32_t j = 0; j < c->n_sub; j++) {
+            explain_cond(x, &c->sub[j], j, (uint8_t)(depth + 1));
+        }
+    }
+}
+
+void tg_kernel_explain(tg_decision_t *d, const tg_kernel_tables_t *t, const tg_frame_t *f,
+                       tg_explain_fn fn, void *ud) {
+    tg_decision_t local;
+    tg_decision_t *dd = d != NULL ? d : &local;
+    tg_kernel_decide(dd, t, f);
+    if (t == NULL || f == NULL || fn == NULL || dd->n_states == 0 ||
+        dd->states[dd->n_states - 1] != TG_STATE_RULES_EVALUATED) {
+        return; /* decided before the rules: the decision's cause says why */
+    }
+    const tg_surface_t *s = &t->surfaces[f->surface];
+    explain_t x = {f, fn, ud, NULL, 0};
+    int deny = 0, permit = 0;
+    for (uint32_t i = 0; i < s->n_rules; i++) {
+        const tg_rule_t *r = &s->rules[i];
+        int examined = !deny && !(r->effect == TG_EFFECT_PERMIT && permit);
+        int held = eval_rule(r, f);
+        if (examined && held) {
+            deny |= r->effect == TG_EFFECT_DENY;
+            permit |= r->effect == TG_EFFECT_PERMIT;
+        }
+        tg_explain_step_t st = {0};
+        st.kind = TG_EXPLAIN_RULE;
+        st.index = i;
+        st.rule = r;
+        st.held = (uint8_t)held;
+        st.evaluated = (uint8_t)examined;
+        fn(ud, &st);
+        x.rule = r;
+        x.evaluated = (uint8_t)examined;
+        for (uint32_t j = 0; j < r->n_conds; j++) {
+            explain_cond(&x, &r->conds[j], j, 1);
+        }
+    }
+    /* The limits are examined after a PERMIT of the rules step, until one fails. */
+    int examine = !deny && (permit || s->default_effect == TG_EFFECT_PERMIT);
+    for (uint32_t i = 0; i < s->n_limits; i++) {
+        const tg_limit_t *l = &t->limits[s->limits[i]];
+        const tg_value_t *total = slot_find(f->limits, f->n_limits, s->limits[i]);
+        tg_explain_step_t st = {0};
+        st.kind = TG_EXPLAIN_LIMIT;
+        st.index = i;
+        st.limit = l;
+        st.total = total != NULL && total->type == TG_VT_NUMBER ? total->num : NAN;
+        st.amount = limit_amount(l, f);
+        st.held = (uint8_t)limit_holds(l, st.total, st.amount);
+        st.evaluated = (uint8_t)examine;
+        fn(ud, &st);
+        examine = examine && st.held;
+    }
 }
 
 const char *tg_verdict_name(tg_verdict_t v) {
@@ -409,7 +670,7 @@ const char *tg_cause_name(tg_cause_t c) {
     static const char *const names[TG_CAUSE__COUNT] = {
         "frame",          "context", "unknown_signal", "invalid_signal",   "missing_signal",
         "surface_frozen", "actor",   "signal",         "signal_threshold", "rule",
-        "default"};
+        "default",        "limit"};
     return (unsigned)c < TG_CAUSE__COUNT ? names[c] : "unknown";
 }
 

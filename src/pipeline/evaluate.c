@@ -69,6 +69,9 @@ typedef struct eval_req {
     char reason_copy[TG_POLICY_MAX_REASON + 1];
     /* The request id, for log lines written after the exchange may be gone. */
     char rid[TG_HTTP_REQUEST_ID_MAX + 1];
+    /* For the access log: the decision's actor (a bounded prefix) and deciding rule. */
+    char actor[TG_POLICY_MAX_NAME + 1];
+    char rule[TG_POLICY_MAX_NAME + 1];
 } eval_req_t;
 
 /* What the steps of one decision hand on to each other. Owned by tg_pipeline_evaluate's
@@ -95,6 +98,13 @@ typedef struct steps {
     uint8_t type;              /* the record's ledger type */
     int64_t at_ms;             /* the decision's time (receipt timestamp, meta "at") */
     tg_buf_t record, meta_buf; /* the record's payload and meta */
+    /* --shadow-policy: the live decision and its inputs, captured while r is alive, decided
+     * again by the shadow bundle at the end (shadow.c); copies of what lives in r */
+    bool shadow_on;
+    tg_shadow_input_t shadow;
+    char shadow_tenant[TG_TENANT_MAX + 1];
+    char shadow_surface[TG_POLICY_MAX_NAME + 1];
+    char shadow_rid[TG_HTTP_REQUEST_ID_MAX + 1];
 } steps_t;
 
 /* What a step did: STEP_NEXT passes the request on (0, so `st ? st : next()` chains). */
@@ -107,6 +117,7 @@ static void steps_init(steps_t *s) {
     s->keys = NULL;
     s->ref = NULL;
     s->pol = NULL;
+    s->shadow_on = false;
     s->detail[0] = '\0';
     s->detail_len = 0;
     s->type = 0;
@@ -138,12 +149,29 @@ static eval_req_t *eval_req_new(void) {
     if (r != NULL) {
         memset(r, 0, offsetof(eval_req_t, tenant_name));
         r->tenant_name[0] = r->subject[0] = r->issuer[0] = r->idem[0] = r->nonce[0] =
-            r->exec_id[0] = r->surface[0] = r->reason_copy[0] = r->rid[0] = '\0';
+            r->exec_id[0] = r->surface[0] = r->reason_copy[0] = r->rid[0] = r->actor[0] =
+                r->rule[0] = '\0';
     }
     return r;
 }
 
 static void eval_req_free(eval_req_t *r) { free(r); }
+
+/* A replay's executionId, for the access log: read back from the stored response (our own
+ * writer's canonical text, policy.h tg_decision_body_open). */
+static void replay_exec_id(eval_req_t *r, const tg_exchange_t *ex) {
+    static const char tag[] = "\"execution_id\":\"";
+    const char *at = ex->out.data != NULL ? strstr((const char *)ex->out.data, tag) : NULL;
+    if (at == NULL) {
+        return;
+    }
+    at += sizeof tag - 1;
+    const char *end = strchr(at, '"');
+    if (end != NULL && (size_t)(end - at) <= TG_RECEIPT_EXEC_ID_LEN) {
+        memcpy(r->exec_id, at, (size_t)(end - at));
+        r->exec_id[end - at] = '\0';
+    }
+}
 
 /* Ends the request's group-commit announcement (tg_ledger_announce), once. */
 static void announce_end(eval_req_t *r) {
@@ -191,6 +219,14 @@ static void finish(eval_req_t *r) {
         .reason = r->reason,
         .surface = r->surface_len ? r->surface : NULL,
         .latency_us = us,
+        .execution_id =
+            tg_answer_is_decision(ex->status) && r->exec_id[0] != '\0' ? r->exec_id : NULL,
+        .actor = r->actor[0] != '\0' ? r->actor : NULL,
+        .rule = tg_answer_is_decision(ex->status) && r->rule[0] != '\0' ? r->rule : NULL,
+        .error = ex->status >= 400 ? ex->log_error : NULL,
+        .replayed = ex->replayed,
+        .client = ex->client[0] != '\0' ? ex->client : NULL,
+        .traceparent = ex->traceparent[0] != '\0' ? ex->traceparent : NULL,
     };
     tg_log_request(&line);
     if (r->bulkhead_held) {
@@ -531,7 +567,8 @@ static step_t admit(eval_req_t *r, steps_t *s) {
     return STEP_NEXT;
 }
 
-static void respond_decide(eval_req_t *r, const tg_decision_t *d, const tg_policy_t *pol) {
+static void respond_decide(eval_req_t *r, const tg_decision_t *d, const tg_policy_t *pol,
+                           const tg_frame_t *f) {
     tg_exchange_t *ex = r->ex;
     tg_buf_reset(&ex->out);
     tg_err_t rc = tg_buf_printf(
@@ -558,6 +595,9 @@ static void respond_decide(eval_req_t *r, const tg_decision_t *d, const tg_polic
     }
     if (rc == TG_OK && ex->explain) {
         rc = tg_decision_trace_append(&ex->out, d, pol, NULL);
+    }
+    if (rc == TG_OK && ex->explain) {
+        rc = tg_decision_explain_append(&ex->out, pol, f); /* issue 21: the cold second walk */
     }
     if (rc == TG_OK) {
         rc = tg_buf_putc(&ex->out, '}');
@@ -706,6 +746,7 @@ static step_t check_idempotency(eval_req_t *r, steps_t *s) {
          * replayed on /execute must still answer 403 to a DENY or SILENCE: a gate
          * that trusts /execute's status would otherwise run a denied action. */
         ex->replayed = true;
+        replay_exec_id(r, ex);
         tg_reply_ok(ex, decision_answer(r->mode, permit));
         atomic_fetch_add_explicit(&p->metrics.idem_replays, 1, memory_order_relaxed);
         return STEP_ANSWERED;
@@ -902,13 +943,65 @@ static step_t resolve_mode(eval_req_t *r, steps_t *s) {
     return STEP_NEXT;
 }
 
+/* The access log's actor and rule, copied (bounded) once the kernel decided. */
+static void log_capture(eval_req_t *r, const steps_t *s) {
+    size_t n = s->frame.actor.len;
+    if (s->frame.actor.ptr != NULL) {
+        if (n > TG_POLICY_MAX_NAME) {
+            n = TG_POLICY_MAX_NAME - 3;
+            while (n > 0 && ((unsigned char)s->frame.actor.ptr[n] & 0xc0) == 0x80) {
+                n--; /* not inside a UTF-8 sequence */
+            }
+            memcpy(r->actor, s->frame.actor.ptr, n);
+            memcpy(r->actor + n, "...", 4);
+        } else {
+            memcpy(r->actor, s->frame.actor.ptr, n);
+            r->actor[n] = '\0';
+        }
+    }
+    if (s->d.rule_id.ptr != NULL && s->d.rule_id.len <= TG_POLICY_MAX_NAME) {
+        memcpy(r->rule, s->d.rule_id.ptr, s->d.rule_id.len);
+        r->rule[s->d.rule_id.len] = '\0';
+    }
+}
+
+/* --shadow-policy: what the shadow bundle needs to decide this request again after the live
+ * decision, copied out of r (which the ledger's answer may free before the shadow runs). */
+static void shadow_capture(eval_req_t *r, steps_t *s) {
+    if (r->p->shadow == NULL) {
+        return;
+    }
+    tg_shadow_input_t *in = &s->shadow;
+    memcpy(s->shadow_tenant, r->tenant_name, r->tenant_len);
+    s->shadow_tenant[r->tenant_len] = '\0';
+    memcpy(s->shadow_surface, r->surface, r->surface_len);
+    s->shadow_surface[r->surface_len] = '\0';
+    memcpy(s->shadow_rid, r->rid, sizeof s->shadow_rid);
+    in->request = s->req;
+    in->tenant = s->shadow_tenant;
+    in->tenant_len = r->tenant_len;
+    in->principal = r->principal; /* held by s (tenants table or auth) until steps_end */
+    in->actor = s->frame.actor;
+    in->now_ms = s->frame.has_now ? s->frame.now_ms : tg_clock_now_ms();
+    in->surface = s->shadow_surface;
+    in->surface_len = r->surface_len;
+    in->live = s->d;
+    in->live_version = tg_policy_version(s->pol);
+    in->request_id = s->shadow_rid;
+    s->shadow_on = true;
+}
+
 /* /decide: step 7 alone, unsigned and unrecorded (SPEC §3: the fast path). */
 static step_t decide_only(eval_req_t *r, steps_t *s) {
     tg_kernel_decide(&s->d, tg_policy_tables(s->pol), &s->frame);
+    shadow_capture(r, s);
+    log_capture(r, s);
     r->verdict = s->d.verdict;
     r->reason = s->d.reason;
     tg_metrics_decision(&r->p->metrics, r->surface, r->surface_len, verdict_index(s->d.verdict));
-    respond_decide(r, &s->d, s->pol);
+    tg_metrics_decision_detail(&r->p->metrics, r->tenant_name, r->tenant_len,
+                               verdict_index(s->d.verdict), s->d.reason);
+    respond_decide(r, &s->d, s->pol, &s->frame);
     return STEP_ANSWERED;
 }
 
@@ -936,6 +1029,8 @@ static step_t hash_request(eval_req_t *r, steps_t *s) {
 static step_t decide(eval_req_t *r, steps_t *s) {
     tg_pipeline_t *p = r->p;
     tg_kernel_decide(&s->d, tg_policy_tables(s->pol), &s->frame);
+    shadow_capture(r, s);
+    log_capture(r, s);
     /* A signed receipt must be readable by GET /v1/receipts: with the index full, refuse
      * now (503, claims released) rather than sign a receipt that route would deny
      * knowing. The insert after the ledger append stays the authority (see settle). */
@@ -949,6 +1044,8 @@ static step_t decide(eval_req_t *r, steps_t *s) {
                     strlen(s->d.reason));
     r->reason = r->reason_copy;
     tg_metrics_decision(&p->metrics, r->surface, r->surface_len, verdict_index(s->d.verdict));
+    tg_metrics_decision_detail(&p->metrics, r->tenant_name, r->tenant_len,
+                               verdict_index(s->d.verdict), r->reason);
     tg_metrics_mode(&p->metrics, r->observe, verdict_index(s->d.verdict));
     if (r->observe) {
         tg_metrics_would(&p->metrics, r->surface, r->surface_len, verdict_index(s->d.verdict),
@@ -1035,6 +1132,9 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
     }
     if (rc == TG_OK && ex->explain) {
         rc = tg_decision_trace_append(&ex->out, d, s->pol, &s->frame);
+    }
+    if (rc == TG_OK && ex->explain) {
+        rc = tg_decision_explain_append(&ex->out, s->pol, &s->frame); /* issue 21 */
     }
     if (rc == TG_OK) {
         rc = tg_buf_putc(&ex->out, '}');
@@ -1173,6 +1273,10 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
     st = st ? st : decide(r, &s);            /* 7 */
     st = st ? st : build_receipt(r, &s);     /* 8 */
     st = st ? st : append_durably(r, &s);    /* 9 */
+    if (s.shadow_on) {
+        /* After the hand-off: on the durable path this overlaps the wait for the sync. */
+        tg_pipeline_shadow_decide(p, &s.shadow);
+    }
     steps_end(p, &s);
     tg_json_scope_end();
     if (st != STEP_HANDED_OFF) {

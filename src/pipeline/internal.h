@@ -43,7 +43,8 @@ typedef enum {
     TG_PART_TOKENS,
     TG_PART_KEYS,
     TG_PART_TLS,
-    TG_PART_OIDC, /* reloaded before the tokens: its tenants go into the new table */
+    TG_PART_OIDC,   /* reloaded before the tokens: its tenants go into the new table */
+    TG_PART_SHADOW, /* --shadow-policy (shadow.c) */
     TG_PART__COUNT
 } tg_part_t;
 
@@ -63,6 +64,9 @@ struct tg_pipeline {
     int64_t receipt_ttl_ms;
 
     tg_swap_t *policy; /* holds the current tg_policy_ref_t; NULL only while creating */
+    tg_swap_t *shadow; /* --shadow-policy's tg_policy_ref_t (shadow.c); NULL when none */
+    _Atomic int64_t shadow_log_sec; /* the second shadow.c's log budget counts */
+    atomic_int shadow_log_count;
 
     tg_swap_t *keys;    /* holds the current tg_keyset_t (never NULL once created) */
     tg_swap_t *tenants; /* holds the current tg_tenants_t (never NULL once created) */
@@ -109,6 +113,41 @@ size_t tg_pipeline_abandon_waits(tg_pipeline_t *p, int64_t older_than_ns, bool c
 /* The current policy, valid until tg_pipeline_policy_release(p, hold). Never blocks. */
 tg_policy_ref_t *tg_pipeline_policy_acquire(tg_pipeline_t *p, tg_swap_ref_t *hold);
 void tg_pipeline_policy_release(tg_pipeline_t *p, const tg_swap_ref_t *hold);
+
+/* The loader of the live policy (its checks, its fingerprint), for the shadow policy too.
+ * Errors: those of tg_policy_load_file; TG_ERR_CONFIG for an empty path. */
+tg_err_t tg_pipeline_policy_ref_load(tg_policy_ref_t **out, const char *path,
+                                     tg_diag_t *diag) TG_MUST_USE;
+void tg_pipeline_policy_ref_free(tg_policy_ref_t *r); /* NULL-safe */
+
+/* ---- --shadow-policy (shadow.c) ---- */
+
+/* What the live decision of one request was, and what the shadow needs to decide it again.
+ * Every pointer is borrowed for the call (the request's steps still hold them). */
+typedef struct tg_shadow_input {
+    const json_t *request; /* the parsed body */
+    const char *tenant;
+    size_t tenant_len;
+    const tg_principal_t *principal;
+    tg_sv_t actor;  /* the live frame's actor (the request's, or the token's only one) */
+    int64_t now_ms; /* the live decision's instant */
+    const char *surface;
+    size_t surface_len;
+    tg_decision_t live;
+    const char *live_version; /* the live policy's version */
+    const char *request_id;
+} tg_shadow_input_t;
+
+/* Loads --shadow-policy when configured (else nothing). Errors: the loader's, diag says
+ * --shadow-policy. */
+tg_err_t tg_pipeline_shadow_start(tg_pipeline_t *p, tg_diag_t *diag) TG_MUST_USE;
+/* The reload part "shadow_policy": TG_ERR_CONFIG when none is configured. */
+tg_err_t tg_pipeline_shadow_reload(tg_pipeline_t *p, tg_diag_t *diag) TG_MUST_USE;
+void tg_pipeline_shadow_stop(tg_pipeline_t *p);
+/* Decides in->request under the shadow bundle and counts/logs a disagreement with in->live.
+ * Nothing when no shadow is configured. Thread-safe; never fails (a request the candidate
+ * refuses is the disagreement "INVALID"). */
+void tg_pipeline_shadow_decide(tg_pipeline_t *p, const tg_shadow_input_t *in);
 
 /* The current key set / tenant table, valid until the matching release. Never block. */
 const tg_keyset_t *tg_pipeline_keys_acquire(tg_pipeline_t *p, tg_swap_ref_t *hold);

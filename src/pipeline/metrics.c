@@ -1,7 +1,14 @@
 /* metrics.c — counters and their Prometheus text rendering. */
 #include "metrics.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "trigguard/clock.h"
+#include "trigguard/version.h"
 
 /* Every status the daemon itself sends has its own label; "other" is left for a status
  * added later and not listed here. */
@@ -57,6 +64,7 @@ static const char slot_claiming[1] = "";
 
 void tg_metrics_init(tg_metrics_t *m) {
     memset(m, 0, sizeof *m); /* all-zero is a valid state for these atomics on our targets */
+    m->start_ms = tg_clock_now_ms();
 }
 
 const char *tg_route_name(tg_route_t r) {
@@ -206,31 +214,18 @@ void tg_metrics_mode(tg_metrics_t *m, bool observe, int outcome) {
     }
 }
 
-void tg_metrics_would(tg_metrics_t *m, const char *surface, size_t len, int outcome,
-                      const char *reason) {
-    if (outcome < 0 || outcome > 2) {
-        return;
-    }
-    size_t rl = reason != NULL ? strlen(reason) : 0;
-    if (surface == NULL || len == 0 || len > TG_METRICS_SURFACE_NAME_MAX || rl == 0 || rl > 64) {
-        atomic_fetch_add_explicit(&m->would_overflow[outcome], 1, memory_order_relaxed);
-        return;
-    }
-    char key[TG_METRICS_WOULD_KEY_MAX + 1];
-    memcpy(key, surface, len);
-    key[len] = '\0';
-    memcpy(key + len + 1, reason, rl);
-    key[len + 1 + rl] = (char)('0' + outcome);
-    size_t kl = len + rl + 2;
+/* Counts one more for key[0..kl) in the open-addressed table tab[0..n): a slot is claimed
+ * with a CAS to the sentinel, filled, then published (as surfaces are). false when the table
+ * is full (the caller counts an overflow). */
+static bool keyed_add(tg_metrics_would_t *tab, size_t n, const char *key, size_t kl) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a: spreads the slots, nothing more */
     for (size_t i = 0; i < kl; i++) {
         h = (h ^ (unsigned char)key[i]) * 1099511628211ull;
     }
-    for (size_t probe = 0; probe < TG_METRICS_WOULD_SLOTS; probe++) {
-        tg_metrics_would_t *w = &m->would[(h + probe) % TG_METRICS_WOULD_SLOTS];
+    for (size_t probe = 0; probe < n; probe++) {
+        tg_metrics_would_t *w = &tab[(h + probe) % n];
         const char *name = atomic_load_explicit(&w->key, memory_order_acquire);
         if (name == NULL) {
-            /* claimed with a CAS to the sentinel, filled, then published (as surfaces are) */
             const char *expected = NULL;
             if (atomic_compare_exchange_strong(&w->key, &expected, slot_claiming)) {
                 memcpy(w->keys, key, kl);
@@ -246,10 +241,182 @@ void tg_metrics_would(tg_metrics_t *m, const char *surface, size_t len, int outc
         }
         if (name != NULL && w->key_len == kl && memcmp(name, key, kl) == 0) {
             atomic_fetch_add_explicit(&w->count, 1, memory_order_relaxed);
-            return;
+            return true;
         }
     }
-    atomic_fetch_add_explicit(&m->would_overflow[outcome], 1, memory_order_relaxed);
+    return false;
+}
+
+void tg_metrics_would(tg_metrics_t *m, const char *surface, size_t len, int outcome,
+                      const char *reason) {
+    if (outcome < 0 || outcome > 2) {
+        return;
+    }
+    size_t rl = reason != NULL ? strlen(reason) : 0;
+    if (surface == NULL || len == 0 || len > TG_METRICS_SURFACE_NAME_MAX || rl == 0 || rl > 64) {
+        atomic_fetch_add_explicit(&m->would_overflow[outcome], 1, memory_order_relaxed);
+        return;
+    }
+    char key[TG_METRICS_WOULD_KEY_MAX + 1];
+    memcpy(key, surface, len);
+    key[len] = '\0';
+    memcpy(key + len + 1, reason, rl);
+    key[len + 1 + rl] = (char)('0' + outcome);
+    if (!keyed_add(m->would, TG_METRICS_WOULD_SLOTS, key, len + rl + 2)) {
+        atomic_fetch_add_explicit(&m->would_overflow[outcome], 1, memory_order_relaxed);
+    }
+}
+
+void tg_metrics_shadow(tg_metrics_t *m, const char *surface, size_t len, int live, int shadow) {
+    atomic_fetch_add_explicit(&m->shadow_decisions, 1, memory_order_relaxed);
+    if (live == shadow || live < 0 || live > 3 || shadow < 0 || shadow > 3) {
+        return; /* agreement on the decision (a reason-only difference: below) */
+    }
+    if (surface == NULL || len == 0 || len > TG_METRICS_SURFACE_NAME_MAX) {
+        atomic_fetch_add_explicit(&m->shadow_overflow, 1, memory_order_relaxed);
+        return;
+    }
+    char key[TG_METRICS_SURFACE_NAME_MAX + 3];
+    memcpy(key, surface, len);
+    key[len] = (char)('0' + live);
+    key[len + 1] = (char)('0' + shadow);
+    if (!keyed_add(m->shadow, TG_METRICS_SHADOW_SLOTS, key, len + 2)) {
+        atomic_fetch_add_explicit(&m->shadow_overflow, 1, memory_order_relaxed);
+    }
+}
+
+static tg_err_t put_label_n(tg_buf_t *out, const char *p, size_t n);
+
+void tg_metrics_decision_detail(tg_metrics_t *m, const char *tenant, size_t tenant_len, int outcome,
+                                const char *reason) {
+    if (outcome < 0 || outcome > 2) {
+        return;
+    }
+    char key[TG_METRICS_TENANT_MAX + 66];
+    size_t rl = reason != NULL ? strlen(reason) : 0;
+    if (rl == 0 || rl > 64) {
+        atomic_fetch_add_explicit(&m->reasons_overflow, 1, memory_order_relaxed);
+    } else {
+        memcpy(key, reason, rl);
+        key[rl] = (char)('0' + outcome);
+        if (!keyed_add(m->reasons, TG_METRICS_REASON_SLOTS, key, rl + 1)) {
+            atomic_fetch_add_explicit(&m->reasons_overflow, 1, memory_order_relaxed);
+        }
+    }
+    if (tenant == NULL || tenant_len == 0 || tenant_len > TG_METRICS_TENANT_MAX) {
+        atomic_fetch_add_explicit(&m->tenants_overflow, 1, memory_order_relaxed);
+        return;
+    }
+    memcpy(key, tenant, tenant_len);
+    key[tenant_len] = (char)('0' + outcome);
+    if (!keyed_add(m->tenants, TG_METRICS_TENANT_SLOTS, key, tenant_len + 1)) {
+        atomic_fetch_add_explicit(&m->tenants_overflow, 1, memory_order_relaxed);
+    }
+}
+
+/* One labeled series per used slot of a table keyed by NAME + decision digit:
+ * `metric{label="NAME",decision="D"} count`, then the overflow as label "other". */
+static tg_err_t render_keyed(tg_buf_t *out, const char *metric, const char *label,
+                             tg_metrics_would_t *tab, size_t n, atomic_uint_fast64_t *overflow) {
+    tg_err_t rc = TG_OK;
+    for (size_t i = 0; i < n && rc == TG_OK; i++) {
+        tg_metrics_would_t *w = &tab[i];
+        const char *k = atomic_load_explicit(&w->key, memory_order_acquire);
+        if (k == NULL || k != w->keys) {
+            continue;
+        }
+        int o = k[w->key_len - 1] - '0';
+        rc = tg_buf_printf(out, "%s{%s=\"", metric, label);
+        if (rc == TG_OK) {
+            rc = put_label_n(out, k, w->key_len - 1);
+        }
+        if (rc == TG_OK) {
+            rc = tg_buf_printf(
+                out, "\",decision=\"%s\"} %llu\n", outcome_names[o & 3],
+                (unsigned long long)atomic_load_explicit(&w->count, memory_order_relaxed));
+        }
+    }
+    uint64_t v = (uint64_t)atomic_load_explicit(overflow, memory_order_relaxed);
+    if (v && rc == TG_OK) {
+        rc = tg_buf_printf(out, "%s{%s=\"other\",decision=\"other\"} %llu\n", metric, label,
+                           (unsigned long long)v);
+    }
+    return rc;
+}
+
+static tg_err_t render_detail(tg_buf_t *out, tg_metrics_t *m) {
+    tg_err_t rc = tg_buf_puts(out, "# HELP trigguard_decisions_by_reason_total Decisions by "
+                                   "decision and reason code.\n"
+                                   "# TYPE trigguard_decisions_by_reason_total counter\n");
+    if (rc == TG_OK) {
+        rc = render_keyed(out, "trigguard_decisions_by_reason_total", "reason", m->reasons,
+                          TG_METRICS_REASON_SLOTS, &m->reasons_overflow);
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(out, "# HELP trigguard_tenant_decisions_total Decisions by tenant and "
+                              "decision.\n# TYPE trigguard_tenant_decisions_total counter\n");
+    }
+    if (rc == TG_OK) {
+        rc = render_keyed(out, "trigguard_tenant_decisions_total", "tenant", m->tenants,
+                          TG_METRICS_TENANT_SLOTS, &m->tenants_overflow);
+    }
+    return rc;
+}
+
+/* CPU from getrusage; resident memory from /proc/self/statm; descriptors by counting
+ * /proc/self/fd (a process may read its own /proc entries although it is not dumpable). */
+tg_err_t tg_metrics_render_process(tg_buf_t *out, const tg_metrics_t *m) {
+    struct rusage ru;
+    double cpu = 0;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+              (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+    }
+    unsigned long long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%llu %llu", &pages, &resident) != 2) {
+            resident = 0;
+        }
+        (void)fclose(f);
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    long long fds = -1;
+    DIR *d = opendir("/proc/self/fd");
+    if (d != NULL) {
+        fds = 0;
+        for (struct dirent *e = readdir(d); e != NULL; e = readdir(d)) {
+            fds += e->d_name[0] != '.';
+        }
+        (void)closedir(d);
+        fds--; /* the directory's own descriptor */
+    }
+    struct rlimit rl;
+    unsigned long long max_fds = 0;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        max_fds = (unsigned long long)rl.rlim_cur;
+    }
+    return tg_buf_printf(
+        out,
+        "# HELP trigguard_build_info The running build.\n# TYPE trigguard_build_info gauge\n"
+        "trigguard_build_info{version=\"%s\",commit=\"%s\",protocol=\"%s\"} 1\n"
+        "# HELP process_cpu_seconds_total User and system CPU time.\n"
+        "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.6f\n"
+        "# HELP process_resident_memory_bytes Resident memory.\n"
+        "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %llu\n"
+        "# HELP process_open_fds Open file descriptors.\n"
+        "# TYPE process_open_fds gauge\nprocess_open_fds %lld\n"
+        "# HELP process_max_fds The open-files limit.\n"
+        "# TYPE process_max_fds gauge\nprocess_max_fds %llu\n"
+        "# HELP process_start_time_seconds Start time, seconds since the Unix epoch.\n"
+        "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.3f\n",
+        TG_VERSION, TG_GIT_COMMIT, TG_PROTOCOL_VERSION, cpu,
+        resident * (unsigned long long)(page > 0 ? page : 4096), fds, max_fds,
+        (double)m->start_ms / 1000.0);
+}
+
+void tg_metrics_shadow_reason(tg_metrics_t *m) {
+    atomic_fetch_add_explicit(&m->shadow_reason_only, 1, memory_order_relaxed);
 }
 
 /* put_label for n bytes (a slice of a would-decision key). */
@@ -322,6 +489,51 @@ static tg_err_t render_modes(tg_buf_t *out, tg_metrics_t *m) {
                                "reason=\"other\"} %llu\n",
                                outcome_names[o], (unsigned long long)v);
         }
+    }
+    return rc;
+}
+
+/* --shadow-policy (issue 22): trigguard_shadow_decisions_total, and the disagreements by
+ * surface and both decisions (INVALID: the candidate refused the request itself). */
+static tg_err_t render_shadow(tg_buf_t *out, tg_metrics_t *m) {
+    static const char *const names[4] = {"PERMIT", "DENY", "SILENCE", "INVALID"};
+    tg_err_t rc = tg_buf_printf(
+        out,
+        "# HELP trigguard_shadow_decisions_total Requests the --shadow-policy bundle decided "
+        "beside the live one.\n# TYPE trigguard_shadow_decisions_total counter\n"
+        "trigguard_shadow_decisions_total %llu\n"
+        "# HELP trigguard_shadow_reason_disagreements_total Same decision, another reason "
+        "code.\n# TYPE trigguard_shadow_reason_disagreements_total counter\n"
+        "trigguard_shadow_reason_disagreements_total %llu\n"
+        "# HELP trigguard_shadow_disagreements_total The shadow bundle's decision differs from "
+        "the live one, by surface, live and shadow decision.\n"
+        "# TYPE trigguard_shadow_disagreements_total counter\n",
+        (unsigned long long)atomic_load_explicit(&m->shadow_decisions, memory_order_relaxed),
+        (unsigned long long)atomic_load_explicit(&m->shadow_reason_only, memory_order_relaxed));
+    for (int i = 0; i < TG_METRICS_SHADOW_SLOTS && rc == TG_OK; i++) {
+        tg_metrics_would_t *w = &m->shadow[i];
+        const char *k = atomic_load_explicit(&w->key, memory_order_acquire);
+        if (k == NULL || k != w->keys) {
+            continue;
+        }
+        size_t sl = w->key_len - 2;
+        int lv = k[sl] - '0', sv = k[sl + 1] - '0';
+        rc = tg_buf_puts(out, "trigguard_shadow_disagreements_total{surface=\"");
+        if (rc == TG_OK) {
+            rc = put_label_n(out, k, sl);
+        }
+        if (rc == TG_OK) {
+            rc = tg_buf_printf(
+                out, "\",live=\"%s\",shadow=\"%s\"} %llu\n", names[lv & 3], names[sv & 3],
+                (unsigned long long)atomic_load_explicit(&w->count, memory_order_relaxed));
+        }
+    }
+    uint64_t v = (uint64_t)atomic_load_explicit(&m->shadow_overflow, memory_order_relaxed);
+    if (v && rc == TG_OK) {
+        rc = tg_buf_printf(out,
+                           "trigguard_shadow_disagreements_total{surface=\"other\",live=\"other\","
+                           "shadow=\"other\"} %llu\n",
+                           (unsigned long long)v);
     }
     return rc;
 }
@@ -438,6 +650,12 @@ tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) {
     }
     if (rc == TG_OK) {
         rc = render_modes(out, m);
+    }
+    if (rc == TG_OK) {
+        rc = render_shadow(out, m);
+    }
+    if (rc == TG_OK) {
+        rc = render_detail(out, m);
     }
     if (rc == TG_OK) {
         rc = tg_buf_printf(out,
@@ -581,6 +799,33 @@ tg_err_t tg_metrics_render_state(tg_buf_t *o, const tg_metrics_state_t *st) {
             (unsigned long long)vs.rejected_global, (unsigned long long)bs.rejected_tenant,
             (unsigned long long)bs.rejected_global, (unsigned long long)bs.in_flight,
             (unsigned long long)ss.entries, (unsigned long long)ss.max_entries);
+    }
+    if (rc == TG_OK) {
+        /* Occupancy: alert before "full" answers 503 (deploy/alerts.yml). */
+        rc = tg_buf_printf(
+            o,
+            "# HELP trigguard_store_bytes Memory the idempotency keys and nonces cost.\n"
+            "# TYPE trigguard_store_bytes gauge\ntrigguard_store_bytes %llu\n"
+            "# HELP trigguard_store_bytes_capacity The cap on trigguard_store_bytes.\n"
+            "# TYPE trigguard_store_bytes_capacity gauge\ntrigguard_store_bytes_capacity %llu\n"
+            "# HELP trigguard_receipt_index_entries Receipts GET /v1/receipts can find.\n"
+            "# TYPE trigguard_receipt_index_entries gauge\ntrigguard_receipt_index_entries %llu\n"
+            "# HELP trigguard_receipt_index_capacity Most entries the receipt index may hold.\n"
+            "# TYPE trigguard_receipt_index_capacity gauge\n"
+            "trigguard_receipt_index_capacity %llu\n"
+            "# HELP trigguard_ledger_head_seq The last durable record's sequence number (records "
+            "in the ledger).\n# TYPE trigguard_ledger_head_seq gauge\n"
+            "trigguard_ledger_head_seq %llu\n"
+            "# HELP trigguard_ledger_segment The active segment's number.\n"
+            "# TYPE trigguard_ledger_segment gauge\ntrigguard_ledger_segment %u\n"
+            "# HELP trigguard_ledger_segment_bytes The active segment's length.\n"
+            "# TYPE trigguard_ledger_segment_bytes gauge\ntrigguard_ledger_segment_bytes %llu\n"
+            "# HELP trigguard_ledger_bytes_total Bytes of the records made durable since start.\n"
+            "# TYPE trigguard_ledger_bytes_total counter\ntrigguard_ledger_bytes_total %llu\n",
+            (unsigned long long)ss.bytes, (unsigned long long)ss.max_bytes,
+            (unsigned long long)st->receipts.entries, (unsigned long long)st->receipts.max_entries,
+            (unsigned long long)ls.head_seq, (unsigned)ls.segment,
+            (unsigned long long)ls.segment_bytes, (unsigned long long)ls.bytes);
     }
     return rc;
 }

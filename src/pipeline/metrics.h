@@ -62,6 +62,16 @@ typedef struct {
     atomic_uint_fast64_t count;
 } tg_metrics_would_t;
 
+/* trigguard_shadow_disagreements_total{surface,live,shadow}: one slot per (surface, live
+ * decision, shadow decision), the same slot type as the would-decisions'. */
+#define TG_METRICS_SHADOW_SLOTS 256
+
+/* Bounded label sets: reason codes come from the policy (bounded), tenants from the tokens
+ * file and the OIDC issuers' lists; past the table, the label "other". */
+#define TG_METRICS_REASON_SLOTS 256
+#define TG_METRICS_TENANT_SLOTS 1024
+#define TG_METRICS_TENANT_MAX 128 /* bytes of a tenant label */
+
 /* What a redemption ended in (redeem.c): trigguard_redemptions_total{result}. */
 typedef enum {
     TG_REDEEM_OK = 0,        /* "redeemed": 200 */
@@ -93,6 +103,19 @@ typedef struct tg_metrics {
     atomic_uint_fast64_t modes[2][3];
     tg_metrics_would_t would[TG_METRICS_WOULD_SLOTS];
     atomic_uint_fast64_t would_overflow[3]; /* table full or names too long: surface "other" */
+    /* --shadow-policy: the shadow bundle's decisions, and its disagreements with the live
+     * one keyed by surface + the two decisions' digits (tg_metrics_shadow) */
+    atomic_uint_fast64_t shadow_decisions;
+    atomic_uint_fast64_t shadow_reason_only;
+    tg_metrics_would_t shadow[TG_METRICS_SHADOW_SLOTS];
+    atomic_uint_fast64_t shadow_overflow;
+    /* trigguard_decisions_by_reason_total{decision,reason}: key reason + decision digit */
+    tg_metrics_would_t reasons[TG_METRICS_REASON_SLOTS];
+    atomic_uint_fast64_t reasons_overflow;
+    /* trigguard_tenant_decisions_total{tenant,decision}: key tenant + decision digit */
+    tg_metrics_would_t tenants[TG_METRICS_TENANT_SLOTS];
+    atomic_uint_fast64_t tenants_overflow;
+    int64_t start_ms; /* wall clock at tg_metrics_init: process_start_time_seconds */
 } tg_metrics_t;
 
 void tg_metrics_init(tg_metrics_t *m);
@@ -112,6 +135,22 @@ void tg_metrics_mode(tg_metrics_t *m, bool observe, int outcome);
 void tg_metrics_would(tg_metrics_t *m, const char *surface, size_t len, int outcome,
                       const char *reason);
 
+/* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE) by its reason code and by its tenant.
+ * Thread-safe. */
+void tg_metrics_decision_detail(tg_metrics_t *m, const char *tenant, size_t tenant_len, int outcome,
+                                const char *reason);
+
+/* build_info and the process_* series (CPU, resident memory, open and maximum descriptors,
+ * start time) of the calling process. */
+tg_err_t tg_metrics_render_process(tg_buf_t *out, const tg_metrics_t *m) TG_MUST_USE;
+
+/* Counts one shadow decision; when live != shadow (0 PERMIT, 1 DENY, 2 SILENCE, 3 INVALID:
+ * the shadow bundle refused the request), one disagreement for the surface. Thread-safe. */
+void tg_metrics_shadow(tg_metrics_t *m, const char *surface, size_t len, int live, int shadow);
+
+/* Counts one shadow decision equal to the live one but for its reason code. Thread-safe. */
+void tg_metrics_shadow_reason(tg_metrics_t *m);
+
 /* Counts one request answered 503 while its record was still not durable (stall bound or
  * stop). Thread-safe. */
 void tg_metrics_ledger_wait_timeout(tg_metrics_t *m);
@@ -128,13 +167,15 @@ typedef struct {
     tg_rate_stats_t rate, verify_rate;
     tg_bulkhead_stats_t bulkhead;
     tg_store_stats_t store;
+    tg_store_stats_t receipts; /* the receipt index */
 } tg_metrics_state_t;
 
 /* What is loaded now and how reloads went (reload.c): the parts' names, their counts, and
  * the identity of the configuration serving. The strings are the caller's, for the call. */
-#define TG_METRICS_RELOAD_PARTS 5
+#define TG_METRICS_RELOAD_PARTS 6
 typedef struct {
-    const char *part[TG_METRICS_RELOAD_PARTS]; /* "policy", "tokens", "keys", "tls", "oidc" */
+    const char *part[TG_METRICS_RELOAD_PARTS]; /* "policy", "tokens", "keys", "tls", "oidc",
+                                                  "shadow_policy" */
     uint64_t ok[TG_METRICS_RELOAD_PARTS], failed[TG_METRICS_RELOAD_PARTS];
     const char *policy_version; /* policy-controlled: escaped */
     const char *policy_hash;

@@ -73,10 +73,10 @@ static void policy_ref_free(tg_policy_ref_t *r) {
  * (TG_ERR_POLICY_LINT) like one that does not compile. previous: the live policy on a
  * reload, so that its version reused with other content is one of those errors. Warnings
  * are logged and the bundle taken. */
-static tg_err_t policy_ref_load(tg_policy_ref_t **out, const tg_config_t *cfg,
+static tg_err_t policy_ref_load(tg_policy_ref_t **out, const char *path, bool strict,
                                 const tg_policy_t *previous, tg_diag_t *diag) {
     *out = NULL;
-    if (cfg->policy[0] == '\0') {
+    if (path[0] == '\0') {
         return tg_diag_set(diag, TG_ERR_CONFIG, "--policy is required (a policy bundle file)");
     }
     tg_policy_ref_t *r = calloc(1, sizeof *r);
@@ -86,8 +86,7 @@ static tg_err_t policy_ref_load(tg_policy_ref_t **out, const tg_config_t *cfg,
         free(lint);
         return TG_ERR_NOMEM;
     }
-    tg_err_t rc = tg_policy_load_file_checked(&r->policy, cfg->policy, cfg->policy_strict, previous,
-                                              lint, diag);
+    tg_err_t rc = tg_policy_load_file_checked(&r->policy, path, strict, previous, lint, diag);
     for (size_t i = 0; rc == TG_OK && i < lint->n; i++) {
         const tg_lint_finding_t *f = &lint->findings[i];
         /* errors too when --policy-strict=false: the operator asked to run with them */
@@ -107,6 +106,14 @@ static tg_err_t policy_ref_load(tg_policy_ref_t **out, const tg_config_t *cfg,
     *out = r;
     return TG_OK;
 }
+
+/* The shadow policy (shadow.c) is linted but never refused for it: it is decided beside
+ * the live one and never enforced, and trying a candidate is what it is for. */
+tg_err_t tg_pipeline_policy_ref_load(tg_policy_ref_t **out, const char *path, tg_diag_t *diag) {
+    return policy_ref_load(out, path, false, NULL, diag);
+}
+
+void tg_pipeline_policy_ref_free(tg_policy_ref_t *r) { policy_ref_free(r); }
 
 /* ---- tenants and limits ----------------------------------------------------------------- */
 
@@ -366,7 +373,7 @@ static tg_err_t create(tg_pipeline_t **out, const tg_config_t *cfg, bool with_st
         return TG_ERR_NOMEM;
     }
     tg_policy_ref_t *ref = NULL;
-    tg_err_t rc = policy_ref_load(&ref, cfg, NULL, diag);
+    tg_err_t rc = policy_ref_load(&ref, cfg->policy, cfg->policy_strict, NULL, diag);
     if (rc == TG_OK &&
         ref != NULL) { /* check's rule; resolved once, a reload keeps it (docs/POLICY.md) */
         (void)snprintf(p->cfg.authority_id, sizeof p->cfg.authority_id, "%s",
@@ -378,6 +385,9 @@ static tg_err_t create(tg_pipeline_t **out, const tg_config_t *cfg, bool with_st
     }
     if (rc != TG_OK) {
         policy_ref_free(ref); /* NULL-safe; not yet owned by the swap */
+    }
+    if (rc == TG_OK) {
+        rc = tg_pipeline_shadow_start(p, diag);
     }
     if (rc == TG_OK) {
         tg_keyset_t *ks = NULL;
@@ -484,7 +494,8 @@ tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) {
     tg_policy_ref_t *fresh = NULL;
     /* peek: this thread is the only one that replaces the policy (reload_mu) */
     const tg_policy_ref_t *live = tg_swap_peek(p->policy);
-    tg_err_t rc = policy_ref_load(&fresh, &p->cfg, live != NULL ? live->policy : NULL, diag);
+    tg_err_t rc = policy_ref_load(&fresh, p->cfg.policy, p->cfg.policy_strict,
+                                  live != NULL ? live->policy : NULL, diag);
     if (rc != TG_OK) {
         return rc;
     }
@@ -551,6 +562,7 @@ void tg_pipeline_destroy(tg_pipeline_t *p) {
         policy_ref_free(tg_swap_peek(p->policy));
         tg_swap_destroy(p->policy);
     }
+    tg_pipeline_shadow_stop(p);
     pthread_mutex_destroy(&p->wait_mu);
     pthread_mutex_destroy(&p->reload_mu);
     pthread_mutex_destroy(&p->admin_mu);

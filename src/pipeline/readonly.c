@@ -423,7 +423,11 @@ void tg_route_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     tg_rate_stats(p->verify_rate, &st.verify_rate);
     tg_bulkhead_stats(p->bulkhead, &st.bulkhead);
     st.store = ds.keys;
+    st.receipts = ds.receipts;
     tg_err_t rc = tg_metrics_render(&ex->out, &p->metrics);
+    if (rc == TG_OK) {
+        rc = tg_metrics_render_process(&ex->out, &p->metrics);
+    }
     if (rc == TG_OK) {
         rc = tg_metrics_render_state(&ex->out, &st);
     }

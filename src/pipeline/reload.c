@@ -11,12 +11,13 @@
 #include "trigguard/log.h"
 #include "trigguard/tls.h"
 
-static const char *const part_names[TG_PART__COUNT] = {"policy", "tokens", "keys", "tls", "oidc"};
+static const char *const part_names[TG_PART__COUNT] = {"policy", "tokens", "keys",
+                                                       "tls",    "oidc",   "shadow_policy"};
 
 /* The order parts reload in: the OIDC configuration before the tokens, whose new table
  * takes the tenants the issuers list. */
-static const unsigned part_order[TG_PART__COUNT] = {TG_PART_POLICY, TG_PART_OIDC, TG_PART_TOKENS,
-                                                    TG_PART_KEYS, TG_PART_TLS};
+static const unsigned part_order[TG_PART__COUNT] = {TG_PART_POLICY, TG_PART_SHADOW, TG_PART_OIDC,
+                                                    TG_PART_TOKENS, TG_PART_KEYS,   TG_PART_TLS};
 
 const char *tg_reload_part_name(unsigned part) {
     return part < TG_PART__COUNT ? part_names[part] : "?";
@@ -233,6 +234,7 @@ tg_err_t tg_pipeline_reload_parts(tg_pipeline_t *p, const char *trigger, tg_relo
     r.tried[TG_PART_KEYS] = p->cfg.signing_key[0] != '\0' || p->cfg.verify_keys[0] != '\0';
     r.tried[TG_PART_TLS] = p->cfg.tls_cert[0] != '\0';
     r.tried[TG_PART_OIDC] = p->oidc != NULL;
+    r.tried[TG_PART_SHADOW] = p->shadow != NULL;
     tg_err_t first = TG_OK;
     for (unsigned k = 0; k < TG_PART__COUNT; k++) {
         unsigned i = part_order[k];
@@ -244,6 +246,7 @@ tg_err_t tg_pipeline_reload_parts(tg_pipeline_t *p, const char *trigger, tg_relo
                       : i == TG_PART_TOKENS ? reload_tokens(p, &d)
                       : i == TG_PART_KEYS   ? reload_keys(p, &d)
                       : i == TG_PART_OIDC   ? reload_oidc(p, &d)
+                      : i == TG_PART_SHADOW ? tg_pipeline_shadow_reload(p, &d)
                                             : reload_tls(p, &d);
         r.rc[i] = rc;
         if (rc != TG_OK) {

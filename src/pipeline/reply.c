@@ -112,6 +112,7 @@ static void reply_body(tg_exchange_t *ex, tg_answer_t a, const char *limit, size
     const char *code = answers[a].code;
     tg_buf_reset(&ex->out);
     ex->status = answers[a].status;
+    ex->log_error = code; /* the access log's "error" */
     ex->content_type_out = NULL;
     if (ex->status == 401) {
         ex->www_authenticate = true; /* RFC 9110 §11.6.1: a 401 names its scheme */

@@ -35,7 +35,10 @@ void tg_pipeline_finish_simple(tg_pipeline_t *p, tg_exchange_t *ex, tg_route_t i
                              .method = ex->method,
                              .route = tg_route_name(id),
                              .status = ex->status,
-                             .latency_us = us};
+                             .latency_us = us,
+                             .error = ex->status >= 400 ? ex->log_error : NULL,
+                             .client = ex->client[0] != '\0' ? ex->client : NULL,
+                             .traceparent = ex->traceparent[0] != '\0' ? ex->traceparent : NULL};
     tg_log_request(&line);
 }
 
@@ -91,7 +94,19 @@ typedef struct {
     const char *allow;   /* the Allow header of a 405 */
 } route_match_t;
 
-static route_match_t match_route(const tg_exchange_t *ex) {
+/* What the --admin-listen listener serves: metrics, reload and the health routes. */
+static bool is_admin_route(tg_route_t id) {
+    return id == TG_ROUTE_METRICS || id == TG_ROUTE_ADMIN_RELOAD || id == TG_ROUTE_HEALTHZ ||
+           id == TG_ROUTE_READYZ || id == TG_ROUTE_VERSION;
+}
+
+/* What the API port stops serving once an admin listener exists (health stays on both: a
+ * load balancer checks the port it sends traffic to). */
+static bool is_admin_only(tg_route_t id) {
+    return id == TG_ROUTE_METRICS || id == TG_ROUTE_ADMIN_RELOAD;
+}
+
+static route_match_t match_route(const tg_exchange_t *ex, bool admin_apart) {
     route_match_t m = {NULL, "", TG_ROUTE_OTHER, NULL};
     bool is_get = strcmp(ex->method, "GET") == 0 || strcmp(ex->method, "HEAD") == 0;
     bool is_post = strcmp(ex->method, "POST") == 0;
@@ -102,6 +117,11 @@ static route_match_t match_route(const tg_exchange_t *ex) {
         }
         /* The /decide-only listener serves nothing else (SPEC §10 TG_DECIDE_PORT). */
         if (ex->listener == 1 && routes[i].id != TG_ROUTE_DECIDE) {
+            continue;
+        }
+        /* --admin-listen: the operator's routes live there and only there. */
+        if (ex->listener == 2 ? !is_admin_route(routes[i].id)
+                              : admin_apart && is_admin_only(routes[i].id)) {
             continue;
         }
         m.known_id = routes[i].id;
@@ -156,7 +176,7 @@ void tg_pipeline_handle(void *ud, tg_exchange_t *ex) {
         tg_pipeline_finish_simple(p, ex, TG_ROUTE_OTHER);
         return;
     }
-    route_match_t m = match_route(ex);
+    route_match_t m = match_route(ex, p->cfg.admin_listen[0] != '\0');
     if (m.hit == NULL) {
         if (m.allow != NULL) {
             ex->allow = m.allow;
@@ -186,7 +206,7 @@ void tg_pipeline_handle(void *ud, tg_exchange_t *ex) {
  * the body is in. */
 void tg_pipeline_early(void *ud, tg_exchange_t *ex) {
     tg_pipeline_t *p = ud;
-    route_match_t m = match_route(ex);
+    route_match_t m = match_route(ex, p->cfg.admin_listen[0] != '\0');
     int tenant = TG_GUARD_NO_TENANT;
     const char *auth = ex->authorization;
     if (m.hit == NULL || !is_decision_route(m.hit->id)) {

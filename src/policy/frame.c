@@ -177,6 +177,9 @@ tg_err_t tg_frame_from_request(tg_frame_t *out, tg_request_meta_t *meta, const t
     out->principal_subject = sv_none();
     out->principal_issuer = sv_none();
     out->n_claims = 0;
+    out->n_limits = 0; /* bound by whoever holds the totals (kernel.h) */
+    out->now_ms = 0;   /* bound by whoever read the clock (kernel.h) */
+    out->has_now = 0;
     if (meta != NULL) {
         memset(meta, 0, sizeof *meta);
     }

@@ -112,6 +112,8 @@ typedef struct cc {
     tg_surface_t *surfaces; /* writable views of p's tables */
     tg_signal_t *signals;
     double tier_threshold[4];
+    size_t cond_nodes; /* conditions of the rule being compiled, groups and members */
+    size_t cond_depth; /* groups around the condition being compiled */
 } cc_t;
 
 static const char RISK_SCORE[] = "riskScore";
@@ -857,8 +859,13 @@ done:
 
 /* ---- rules and conditions ------------------------------------------------------------- */
 
-static const char *const OP_NAMES[] = {"eq",  "ne", "gt",     "gte",   "lt",
-                                       "lte", "in", "not_in", "exists"};
+static const char *const OP_NAMES[] = {
+    "eq", "ne",     "gt",     "gte",    "lt",     "lte",
+    "in", "not_in", "exists", "prefix", "suffix", "glob"}; /* by tg_op_t; groups have none */
+
+const char *tg_policy_op_name(unsigned op) {
+    return op < sizeof OP_NAMES / sizeof OP_NAMES[0] ? OP_NAMES[op] : "?";
+}
 
 static const char *ft_name(uint8_t ft) {
     static const char *const names[] = {"any", "string", "number", "boolean", "object", "array"};
@@ -912,13 +919,87 @@ static tg_err_t compile_operand(cc_t *c, tg_value_t *out, const json_t *v, uint8
     return TG_OK;
 }
 
+/* Resolves field name fs (fl bytes) to where the kernel reads it: *src, *id (field, signal
+ * or claim id, interned on first sight) and *want, the type it can hold on surface s
+ * (TG_FT_ANY = unconstrained). The path points at the member that names the field. One
+ * function for `field` and `value_from`, so both follow the same field rules. */
+static tg_err_t resolve_field(cc_t *c, const tg_surface_t *s, const char *fs, size_t fl,
+                              uint8_t *src, uint32_t *id, uint8_t *want) {
+    char pk[80];
+    tg_err_t rc;
+    *want = TG_FT_ANY;
+    if (strcmp(fs, "actor") == 0 || strcmp(fs, "action") == 0) {
+        *src = strcmp(fs, "actor") == 0 ? TG_SRC_ACTOR : TG_SRC_ACTION;
+        *want = TG_FT_STRING;
+    } else if (fl > 8 && memcmp(fs, "context.", 8) == 0) {
+        *src = TG_SRC_CONTEXT;
+        rc = check_name(c, fs + 8, fl - 8, "context field name");
+        if (rc) {
+            return rc;
+        }
+        rc = intern_field(c, fs + 8, fl - 8, id);
+        if (rc) {
+            return rc;
+        }
+        int dt = declared_type(s, *id);
+        if (dt > 0) {
+            *want = (uint8_t)dt;
+        }
+    } else if (fl > 8 && memcmp(fs, "signals.", 8) == 0) {
+        *src = TG_SRC_SIGNAL;
+        if (!htab_get(&c->p->signal_index, c->signals, sizeof *c->signals, fs + 8, fl - 8, id)) {
+            return fail(c, "signal \"%s\" is not declared in signals",
+                        printable(pk, fs + 8, fl - 8));
+        }
+        *want = c->signals[*id].type == TG_SIG_BOOLEAN ? TG_FT_BOOLEAN : TG_FT_NUMBER;
+    } else if (strcmp(fs, "tenant") == 0 || strcmp(fs, "principal.subject") == 0 ||
+               strcmp(fs, "principal.issuer") == 0) {
+        /* Verified facts of the authenticated caller (kernel.h), strings. */
+        *src = (uint8_t)(fs[0] == 't'    ? TG_SRC_TENANT
+                         : fs[10] == 's' ? TG_SRC_PRINCIPAL_SUBJECT
+                                         : TG_SRC_PRINCIPAL_ISSUER);
+        *want = TG_FT_STRING;
+    } else if (fl > 17 && memcmp(fs, "principal.claims.", 17) == 0) {
+        /* A verified claim may be a string, a number or a boolean: typed like an
+         * undeclared context field. */
+        *src = TG_SRC_CLAIM;
+        rc = check_name(c, fs + 17, fl - 17, "principal claim name");
+        if (rc) {
+            return rc;
+        }
+        rc = intern_claim(c, fs + 17, fl - 17, id);
+        if (rc) {
+            return rc;
+        }
+    } else if (fl >= 10 && memcmp(fs, "principal.", 10) == 0) {
+        return fail(c,
+                    "unknown principal field \"%s\" (expected principal.subject, "
+                    "principal.issuer or principal.claims.<name>)",
+                    printable(pk, fs, fl));
+    } else {
+        return fail(c,
+                    "unknown field \"%s\" (expected context.<name>, signals.<name>, actor, "
+                    "action, tenant or principal.<subject|issuer|claims.<name>>)",
+                    printable(pk, fs, fl));
+    }
+    return TG_OK;
+}
+
+static tg_err_t compile_group(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, const json_t *v);
+static tg_err_t compile_value_from(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, const json_t *v,
+                                   uint8_t want);
+
 static tg_err_t compile_cond(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, const json_t *v) {
-    static const char *const allowed[] = {"field", "op", "value", "description", NULL};
+    static const char *const allowed[] = {"field",      "op",          "value",
+                                          "value_from", "description", NULL};
     char pk[80];
     if (!json_is_object(v)) {
         return fail(c, "condition must be an object, not %s", json_type_name(v));
     }
-    tg_err_t rc = check_members(c, v, allowed, "field, op, value, description");
+    if (json_object_get(v, "any_of") || json_object_get(v, "all_of") || json_object_get(v, "not")) {
+        return compile_group(c, cd, s, v);
+    }
+    tg_err_t rc = check_members(c, v, allowed, "field, op, value, value_from, description");
     if (rc) {
         return rc;
     }
@@ -934,60 +1015,9 @@ static tg_err_t compile_cond(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, cons
     const char *fs = json_string_value(fv);
     size_t fl = json_string_length(fv);
     uint8_t want = TG_FT_ANY; /* what the field can hold */
-    if (strcmp(fs, "actor") == 0 || strcmp(fs, "action") == 0) {
-        cd->src = strcmp(fs, "actor") == 0 ? TG_SRC_ACTOR : TG_SRC_ACTION;
-        want = TG_FT_STRING;
-    } else if (fl > 8 && memcmp(fs, "context.", 8) == 0) {
-        cd->src = TG_SRC_CONTEXT;
-        rc = check_name(c, fs + 8, fl - 8, "context field name");
-        if (rc) {
-            return rc;
-        }
-        rc = intern_field(c, fs + 8, fl - 8, &cd->id);
-        if (rc) {
-            return rc;
-        }
-        int dt = declared_type(s, cd->id);
-        if (dt > 0) {
-            want = (uint8_t)dt;
-        }
-    } else if (fl > 8 && memcmp(fs, "signals.", 8) == 0) {
-        cd->src = TG_SRC_SIGNAL;
-        if (!htab_get(&c->p->signal_index, c->signals, sizeof *c->signals, fs + 8, fl - 8,
-                      &cd->id)) {
-            return fail(c, "signal \"%s\" is not declared in signals",
-                        printable(pk, fs + 8, fl - 8));
-        }
-        want = c->signals[cd->id].type == TG_SIG_BOOLEAN ? TG_FT_BOOLEAN : TG_FT_NUMBER;
-    } else if (strcmp(fs, "tenant") == 0 || strcmp(fs, "principal.subject") == 0 ||
-               strcmp(fs, "principal.issuer") == 0) {
-        /* Verified facts of the authenticated caller (kernel.h), strings. */
-        cd->src = fs[0] == 't'    ? TG_SRC_TENANT
-                  : fs[10] == 's' ? TG_SRC_PRINCIPAL_SUBJECT
-                                  : TG_SRC_PRINCIPAL_ISSUER;
-        want = TG_FT_STRING;
-    } else if (fl > 17 && memcmp(fs, "principal.claims.", 17) == 0) {
-        /* A verified claim may be a string, a number or a boolean: typed like an
-         * undeclared context field. */
-        cd->src = TG_SRC_CLAIM;
-        rc = check_name(c, fs + 17, fl - 17, "principal claim name");
-        if (rc) {
-            return rc;
-        }
-        rc = intern_claim(c, fs + 17, fl - 17, &cd->id);
-        if (rc) {
-            return rc;
-        }
-    } else if (fl >= 10 && memcmp(fs, "principal.", 10) == 0) {
-        return fail(c,
-                    "unknown principal field \"%s\" (expected principal.subject, "
-                    "principal.issuer or principal.claims.<name>)",
-                    printable(pk, fs, fl));
-    } else {
-        return fail(c,
-                    "unknown field \"%s\" (expected context.<name>, signals.<name>, actor, "
-                    "action, tenant or principal.<subject|issuer|claims.<name>>)",
-                    printable(pk, fs, fl));
+    rc = resolve_field(c, s, fs, fl, &cd->src, &cd->id, &want);
+    if (rc) {
+        return rc;
     }
     if (!arena_sv(c, &cd->field, fs, fl)) {
         return nomem(c);
@@ -1003,7 +1033,7 @@ static tg_err_t compile_cond(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, cons
         return fail(c, "must be a string, not %s", json_type_name(ov));
     }
     int op = -1;
-    for (int i = 0; i <= TG_OP_EXISTS; i++) {
+    for (int i = 0; i <= TG_OP_GLOB; i++) {
         if (strcmp(json_string_value(ov), OP_NAMES[i]) == 0) {
             op = i;
         }
@@ -1017,7 +1047,13 @@ static tg_err_t compile_cond(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, cons
     if (ordered && want != TG_FT_ANY && want != TG_FT_NUMBER) {
         return fail(c, "%s compares numbers but %s is of type %s", OP_NAMES[op], fs, ft_name(want));
     }
+    if (op >= TG_OP_PREFIX && want != TG_FT_ANY && want != TG_FT_STRING) {
+        return fail(c, "%s matches strings but %s is of type %s", OP_NAMES[op], fs, ft_name(want));
+    }
     path_pop(c, saved);
+    if (json_object_get(v, "value_from") != NULL) {
+        return compile_value_from(c, cd, s, v, want);
+    }
     /* value */
     const json_t *vv = json_object_get(v, "value");
     saved = path_push_key(c, "value");
@@ -1040,6 +1076,14 @@ static tg_err_t compile_cond(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, cons
         cd->value.num = num_of(vv);
     } else if (op == TG_OP_EQ || op == TG_OP_NE) {
         rc = compile_operand(c, &cd->value, vv, want);
+        if (rc) {
+            return rc;
+        }
+    } else if (op >= TG_OP_PREFIX) {
+        if (!json_is_string(vv)) {
+            return fail(c, "%s needs a string, not %s", OP_NAMES[op], json_type_name(vv));
+        }
+        rc = compile_operand(c, &cd->value, vv, TG_FT_STRING);
         if (rc) {
             return rc;
         }
@@ -1100,6 +1144,132 @@ static tg_err_t compile_cond(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, cons
         cd->list = list;
         cd->n_list = (uint32_t)n;
     }
+    path_pop(c, saved);
+    return TG_OK;
+}
+
+_Static_assert(TG_POLICY_MAX_NESTING <= TG_COND_MAX_NESTING,
+               "the kernel walks every group nesting the compiler accepts");
+
+/* ---- condition groups and value_from (issue 21) ---------------------------------------
+ * A group {"any_of"|"all_of": [cond, ...]} or {"not": cond} compiles to a tg_cond_t with op
+ * TG_OP_ANY / ALL / NOT and its members in sub[]. Bounds (policy.h): groups nest at most
+ * TG_POLICY_MAX_NESTING deep, a group has 1..TG_POLICY_MAX_GROUP members, a rule has at most
+ * TG_POLICY_MAX_RULE_NODES conditions in all (groups and leaves, counted in c->cond_nodes).
+ */
+static tg_err_t compile_group(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, const json_t *v) {
+    static const char *const allowed[] = {"any_of", "all_of", "not", "description", NULL};
+    static const char *const keys[] = {"all_of", "any_of", "not"};
+    static const uint8_t ops[] = {TG_OP_ALL, TG_OP_ANY, TG_OP_NOT};
+    tg_err_t rc = check_members(c, v, allowed, "any_of, all_of or not, and description");
+    if (rc) {
+        return rc;
+    }
+    const json_t *gv = NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < 3; i++) {
+        const json_t *m = json_object_get(v, keys[i]);
+        if (m != NULL && gv != NULL) {
+            return fail(c, "a group has one of any_of, all_of and not, not both %s and %s", keys[k],
+                        keys[i]);
+        }
+        if (m != NULL) {
+            gv = m;
+            k = i;
+        }
+    }
+    if (gv == NULL) { /* compile_cond calls this for an object with one of the keys */
+        return fail(c, "a group needs any_of, all_of or not");
+    }
+    size_t saved = path_push_key(c, keys[k]);
+    if (c->cond_depth >= TG_POLICY_MAX_NESTING) {
+        return fail(c, "groups nested more than %d deep", TG_POLICY_MAX_NESTING);
+    }
+    size_t n;
+    if (ops[k] == TG_OP_NOT) {
+        if (!json_is_object(gv)) {
+            return fail(c, "not takes one condition (an object), not %s", json_type_name(gv));
+        }
+        n = 1;
+    } else {
+        if (!json_is_array(gv)) {
+            return fail(c, "%s takes an array of conditions, not %s", keys[k], json_type_name(gv));
+        }
+        n = json_array_size(gv);
+        if (n == 0) {
+            return fail(c, "an empty %s is an error (it would hold %s)", keys[k],
+                        ops[k] == TG_OP_ALL ? "always" : "never");
+        }
+        if (n > TG_POLICY_MAX_GROUP) {
+            return fail(c, "%zu members (limit %d)", n, TG_POLICY_MAX_GROUP);
+        }
+    }
+    c->cond_nodes += n;
+    if (c->cond_nodes > TG_POLICY_MAX_RULE_NODES) {
+        return fail(c, "more than %d conditions in the rule (groups and their members)",
+                    TG_POLICY_MAX_RULE_NODES);
+    }
+    tg_cond_t *sub = arena_alloc(c->p, n * sizeof *sub);
+    if (sub == NULL) {
+        return nomem(c);
+    }
+    c->cond_depth++;
+    for (size_t i = 0; i < n; i++) {
+        size_t s2 = ops[k] == TG_OP_NOT ? c->path_len : path_push_index(c, i);
+        rc = compile_cond(c, &sub[i], s, ops[k] == TG_OP_NOT ? gv : json_array_get(gv, i));
+        if (rc) {
+            return rc;
+        }
+        path_pop(c, s2);
+    }
+    c->cond_depth--;
+    cd->op = ops[k];
+    cd->sub = sub;
+    cd->n_sub = (uint32_t)n;
+    path_pop(c, saved);
+    return TG_OK;
+}
+
+/* {"field": F, "op": eq..lte, "value_from": F2}: the operand is the request's own F2. want
+ * is what F can hold; F2 follows the same field rules (resolve_field), and the two must be
+ * able to compare (ordered: numbers; eq/ne: the same type when both are typed). */
+static tg_err_t compile_value_from(cc_t *c, tg_cond_t *cd, const tg_surface_t *s, const json_t *v,
+                                   uint8_t want) {
+    const json_t *fv = json_object_get(v, "value_from");
+    if (json_object_get(v, "value") != NULL) {
+        path_push_key(c, "value");
+        return fail(c, "value and value_from together (a condition compares with one of them)");
+    }
+    size_t saved = path_push_key(c, "value_from");
+    if (cd->op > TG_OP_LTE) {
+        return fail(c, "value_from works with eq, ne, gt, gte, lt and lte, not %s",
+                    OP_NAMES[cd->op]);
+    }
+    if (fv == NULL || !json_is_string(fv)) {
+        return fail(c, "must be a field name (a string), not %s",
+                    fv == NULL ? "absent" : json_type_name(fv));
+    }
+    const char *fs = json_string_value(fv);
+    size_t fl = json_string_length(fv);
+    uint8_t other = TG_FT_ANY;
+    tg_err_t rc = resolve_field(c, s, fs, fl, &cd->from_src, &cd->from_id, &other);
+    if (rc) {
+        return rc;
+    }
+    int ordered = cd->op >= TG_OP_GT;
+    if (ordered && other != TG_FT_ANY && other != TG_FT_NUMBER) {
+        return fail(c, "%s compares numbers but %s is of type %s", OP_NAMES[cd->op], fs,
+                    ft_name(other));
+    }
+    if (!ordered && want != TG_FT_ANY && other != TG_FT_ANY && want != other) {
+        return fail(c, "%s is of type %s and %.*s of type %s: %s never holds as meant", fs,
+                    ft_name(other), (int)cd->field.len, cd->field.ptr, ft_name(want),
+                    OP_NAMES[cd->op]);
+    }
+    if (!arena_sv(c, &cd->from_field, fs, fl)) {
+        return nomem(c);
+    }
+    cd->has_from = 1;
     path_pop(c, saved);
     return TG_OK;
 }
@@ -1190,6 +1360,8 @@ static tg_err_t compile_rule(cc_t *c, tg_rule_t *r, const tg_surface_t *s, size_
     if (conds == NULL) {
         return nomem(c);
     }
+    c->cond_nodes = n; /* groups add their members (compile_group) */
+    c->cond_depth = 0;
     for (size_t i = 0; i < n; i++) {
         size_t s2 = path_push_index(c, i);
         rc = compile_cond(c, &conds[i], s, json_array_get(wv, i));

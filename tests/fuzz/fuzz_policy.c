@@ -8,6 +8,7 @@
 
 #include "trigguard/canon.h"
 #include "trigguard/kernel.h"
+#include "trigguard/kernel_tables.h"
 #include "trigguard/policy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -25,6 +26,18 @@ static void check_decision(const tg_decision_t *d) {
         if (d->states[i] != i) {
             abort();
         }
+    }
+}
+
+typedef struct {
+    unsigned permits_held;
+} explain_count_t;
+
+static void explain_count(void *ud, const tg_explain_step_t *st) {
+    explain_count_t *c = ud;
+    if (st->kind == TG_EXPLAIN_RULE && st->held && st->evaluated &&
+        st->rule->effect == TG_EFFECT_PERMIT) {
+        c->permits_held++;
     }
 }
 
@@ -54,6 +67,14 @@ static void decide_each_surface(const tg_policy_t *p, const tg_policy_t *p2) {
             tg_kernel_decide(&e, tg_policy_tables(p), &f);
             check_decision(&d);
             if (d.verdict != e.verdict || d.reason != e.reason) {
+                abort();
+            }
+            /* explain walks the same evaluation: its decision is the kernel's, and the rules
+             * it reports held agree with the verdict (groups and value_from included) */
+            explain_count_t xc = {0};
+            tg_kernel_explain(&e, tg_policy_tables(p), &f, explain_count, &xc);
+            if (e.verdict != d.verdict || e.reason != d.reason ||
+                (d.verdict == TG_PERMIT && d.cause == TG_CAUSE_RULE && xc.permits_held == 0)) {
                 abort();
             }
             if (p2 != NULL) {

@@ -123,6 +123,16 @@ static tg_err_t decide(tg_decision_t *d, uint8_t h[32], const tg_policy_t *p, co
         abort();
     }
     json_decref(body);
+    /* The full explain (issue 21): strict JSON within its cap, decided as the kernel did. */
+    tg_buf_reset(&b);
+    tg_decision_t x;
+    json_t *ex = NULL;
+    if (tg_explain_json(&b, &x, p, &f) != TG_OK || b.len > TG_EXPLAIN_MAX_BYTES ||
+        tg_json_parse(&ex, b.data, b.len, &lim, NULL) != TG_OK || x.verdict != d->verdict ||
+        x.reason != d->reason || !json_is_array(json_object_get(ex, "rules"))) {
+        abort();
+    }
+    json_decref(ex);
     tg_buf_free(&b);
     return TG_OK;
 }

@@ -80,7 +80,8 @@ dec = json.load(open(f"{d}/http_decide_sequential.json"))
 ev = json.load(open(f"{d}/http_evaluate_sequential_none.json"))
 ld = json.load(open(f"{d}/http_evaluate_load_fsync.json"))
 s = json.load(open(f"{d}/benchmark_summary.json"))
-assert [r["iterations"] for r in k["runs"]] == [2000, 2000], k["runs"]
+# every kernel variant (default, spend and the language variants) ran the requested count
+assert len(k["runs"]) >= 2 and all(r["iterations"] == 2000 for r in k["runs"]), k["runs"]
 assert dec["runs"][0]["requests"] == dec["runs"][0]["ok"] == 200
 assert ev["runs"][0]["requests"] == 50 and ev["server"]["durability"] == "none"
 assert [r["concurrency"] for r in ld["runs"]] == [2, 8] and ld["server"]["durability"] == "fsync"

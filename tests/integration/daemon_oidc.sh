@@ -93,17 +93,7 @@ jwt_eval() { # jwt_eval TOKEN [JSON]: POST /v1/evaluate with the JWT
 metric() { # metric 'NAME{labels}': its value in /metrics, or "absent"
     curl -s --max-time 5 "$TG_URL/metrics" | awk -v k="$1" '$1 == k { v = $2 } END { print v == "" ? "absent" : v }'
 }
-hup() { # SIGHUP, then wait until /version shows a reload newer than the one before
-    local before after i
-    before=$(curl -s --max-time 5 "$TG_URL/version" | jq -c '.last_reload.at // ""')
-    kill -HUP "$PID"
-    for i in $(seq 1 150); do
-        after=$(curl -s --max-time 5 "$TG_URL/version" | jq -c '.last_reload.at // ""')
-        [ "$after" != "$before" ] && return 0
-        sleep 0.1
-    done
-    tg_fail "SIGHUP: /version shows no new last_reload within 15 s"
-}
+hup() { tg_hup "$PID"; }
 
 # ---- valid tokens of each algorithm, mapped to tenant, subject and actor ---------------------
 

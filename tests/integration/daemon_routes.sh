@@ -168,8 +168,21 @@ tg_expect_py "j['decision'] == 'PERMIT' and j['trace']['states'][0] == 'RECEIVED
 tg_post "/v1/evaluate?explain=1" "$(tg_req_json silence)"
 tg_expect_py "j['decision'] == 'SILENCE' and j['trace']['decided_in'] == 'VALIDATED' or j['trace']['states'][-1] in ('RECEIVED','VALIDATED')" \
     "?explain=1 on SILENCE: ends in the validation state"
+tg_expect_py "j['explain'] == {'rules': [], 'limits': []}" \
+    "?explain=1 on SILENCE: the full explain has no rules (decided before them)"
+# ... and the full explain (issue 21): every rule in order, each condition with the
+# request's value and whether it held.
+tg_post "/v1/evaluate?explain=1" "$(tg_req_json permit)"
+tg_expect_py "[r['id'] for r in j['explain']['rules'] if r['matched'] and r['evaluated']] == ['billing-within-limit'] and all(c['held'] and c['present'] for r in j['explain']['rules'] if r['id'] == 'billing-within-limit' for c in r['conditions']) and any(c.get('field') == 'actor' and c.get('actual') == 'agent.billing' for r in j['explain']['rules'] for c in r['conditions']) and j['explain']['limits'] == []" \
+    "?explain=1: the full explain names the matching rule and the values compared"
+tg_post "/v1/evaluate?explain=1" "$(tg_req_json deny)"
+tg_expect_py "j['decision'] == 'DENY' and len(j['explain']['rules']) > 0 and all('held' in c for r in j['explain']['rules'] for c in r['conditions']) and not all(r['matched'] for r in j['explain']['rules'] if r['effect'] == 'permit')" \
+    "?explain=1 on DENY: every rule with its conditions"
+tg_post "/decide?explain=1" "$(tg_req_json permit)"
+tg_expect_py "'trace' in j and [r['id'] for r in j['explain']['rules'] if r['matched']] == ['billing-within-limit']" \
+    "/decide?explain=1: the full explain too"
 tg_post "/v1/evaluate?explain=0" "$(tg_req_json permit)"
-tg_expect_py "'trace' not in j" "?explain=0 has no trace"
+tg_expect_py "'trace' not in j and 'explain' not in j" "?explain=0 has no trace and no explain"
 
 # ---- receipts verify offline against the served keys.json ----------------------------
 
@@ -546,12 +559,49 @@ for fam in ("trigguard_rate_limited_total", "trigguard_bulkhead_rejected_total",
         bad.append("family %s missing" % fam)
 assert types["trigguard_http_request_duration_seconds"] == "histogram"
 assert m("trigguard_ledger_healthy") == 1, "ledger not healthy"
+# build, process and occupancy series (issue 24)
+builds = [l for n, l, v in samples if n == "trigguard_build_info"]
+if len(builds) != 1 or set(dict(builds[0])) != {"version", "commit", "protocol"} or dict(builds[0])["protocol"] != "trigguard/v1":
+    bad.append("trigguard_build_info: %s" % builds)
+if not m("process_cpu_seconds_total") > 0: bad.append("process_cpu_seconds_total")
+if not m("process_resident_memory_bytes") > 1 << 20: bad.append("process_resident_memory_bytes")
+if not 3 <= m("process_open_fds") <= m("process_max_fds"): bad.append("process_open_fds / process_max_fds")
+import time
+if not abs(m("process_start_time_seconds") - time.time()) < 3600: bad.append("process_start_time_seconds")
+for fam in ("trigguard_store_bytes", "trigguard_store_bytes_capacity", "trigguard_receipt_index_entries",
+            "trigguard_receipt_index_capacity", "trigguard_ledger_segment", "trigguard_ledger_segment_bytes",
+            "trigguard_ledger_head_seq", "trigguard_ledger_bytes_total"):
+    if fam not in types: bad.append("family %s missing" % fam)
+if not m("trigguard_receipt_index_entries") >= 8: bad.append("trigguard_receipt_index_entries")
+if not m("trigguard_ledger_head_seq") >= 10: bad.append("trigguard_ledger_head_seq")
+# decisions by reason code and by tenant: the same decisions as by surface
+by_reason = sum(v for n, l, v in samples if n == "trigguard_decisions_by_reason_total")
+by_tenant = sum(v for n, l, v in samples if n == "trigguard_tenant_decisions_total")
+by_surface = sum(v for n, l, v in samples if n == "trigguard_decisions_total")
+if not (by_reason == by_tenant == by_surface > 0): bad.append("by reason %s, by tenant %s, by surface %s" % (by_reason, by_tenant, by_surface))
+if m("trigguard_decisions_by_reason_total", decision="PERMIT", reason="NO_POLICY_VIOLATION") < 5: bad.append("PERMIT NO_POLICY_VIOLATION")
+if m("trigguard_tenant_decisions_total", tenant="acme", decision="PERMIT") < 1: bad.append("acme PERMIT")
 if bad:
     print("\n".join(bad)); sys.exit(1)
 PY
 if command -v promtool >/dev/null; then
     tg_check "promtool check metrics" sh -c "promtool check metrics <'$TG_BODY_FILE'"
 fi
+
+# ---- trace context and what the access log carries (issue 24) ---------------------------
+TP=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"itest-log-1"')" -H "traceparent: $TP" -H "X-Request-Id: itest-log-1"
+tg_expect_status 200 "evaluate with a traceparent"
+tg_expect_header traceparent "$TP" "a valid traceparent is echoed"
+tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"itest-log-1"')" -H "X-Request-Id: itest-log-2"
+tg_expect_status 200 "the same key again: a replay"
+for bad in 00-00000000000000000000000000000000-00f067aa0ba902b7-01 ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 \
+    00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01 "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x"; do
+    tg_req GET /healthz -H "traceparent: $bad"
+    tg_check "a malformed traceparent ($bad) is not echoed" bash -c "! grep -qi '^traceparent:' '$TG_HDR_FILE'"
+done
+tg_post /v1/evaluate '{"surface":"payments.charge"' -H "X-Request-Id: itest-log-3"
+tg_expect_status 400 "bad JSON"
 
 # ---- stop: exit 0, no sanitizer report ---------------------------------------------------
 
@@ -566,5 +616,13 @@ assert len(reqs) > 50, "too few request lines: %d" % len(reqs)
 for r in reqs:
     assert r["request_id"] and r["route"] and isinstance(r["status"], int) and "latency_us" in r, r
 assert any(r.get("request_id") == "itest-eval-1" and r.get("tenant") == "acme" and r.get("decision") == "PERMIT" and r.get("reason") == "NO_POLICY_VIOLATION" for r in reqs), "evaluate line lacks tenant/decision/reason"
+by = {r["request_id"]: r for r in reqs}
+l1, l2, l3 = by["itest-log-1"], by["itest-log-2"], by["itest-log-3"]
+assert l1["execution_id"].startswith("exec_") and l1["actor"] == "agent.billing" and l1["rule"] == "billing-within-limit", l1
+assert l1["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736" and l1["span_id"] == "00f067aa0ba902b7", l1
+assert l1["client"] == "127.0.0.1" and "replayed" not in l1 and "error" not in l1, l1
+assert l2.get("replayed") is True and l2["execution_id"] == l1["execution_id"] and "trace_id" not in l2, l2
+assert l3["error"] == "invalid_json" and l3["status"] == 400 and "execution_id" not in l3, l3
+assert all(r.get("client") for r in reqs), "a request line without the client address"
 PY
 tg_done

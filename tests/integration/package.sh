@@ -109,7 +109,7 @@ eq "$(meta /var/lib/trigguard)" "700 trigguard:trigguard" "/var/lib/trigguard"
 eq "$(meta /var/lib/trigguard/signing-key.pem)" "600 trigguard:trigguard" "the signing key"
 check "the key's public half is beside it" grep -q 'BEGIN PUBLIC KEY' /var/lib/trigguard/signing-key.pub
 conffiles=$(dpkg-query -W -f='${Conffiles}' trigguard)
-for f in /etc/trigguard/policy.json /etc/trigguard/tokens.json /etc/default/trigguard; do
+for f in /etc/trigguard/policy.json /etc/trigguard/tokens.json /etc/trigguard/trigguard.conf /etc/default/trigguard; do
     check "$f is a conffile" grep -q " $f " <<<"$conffiles"
 done
 check "the serve --help page is installed" grep -q -- '--policy' /usr/share/doc/trigguard/trigguard-serve.txt
@@ -157,6 +157,7 @@ for w in "${cmd[@]}"; do
     case $w in \$*) ;; *) args+=("$w") ;; esac
 done
 eq "${args[0]}" /usr/bin/trigguard "ExecStart runs the installed binary"
+eq "${args[*]:1}" "serve --config /etc/trigguard/trigguard.conf" "ExecStart reads the installed config file"
 run=$tmp/run
 install -d -o trigguard -g trigguard -m 0700 "$run"
 args+=(--listen 127.0.0.1 --port 0 --port-file "$run/port")

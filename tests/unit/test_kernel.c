@@ -15,6 +15,7 @@
 #include "trigguard/canon.h"
 #include "trigguard/guard.h"
 #include "trigguard/kernel.h"
+#include "trigguard/kernel_tables.h"
 #include "trigguard/pipeline.h"
 #include "trigguard/policy.h"
 
@@ -324,7 +325,11 @@ static void test_vectors(void **state) {
     assert_true(cov.states_seen[TG_STATE_VALIDATED] > 0);
     assert_true(cov.states_seen[TG_STATE_CLASSIFIED] > 0);
     assert_true(cov.states_seen[TG_STATE_RULES_EVALUATED] > 0);
+    /* TG_CAUSE_LIMIT: test_limits_and_explain below decides it over hand-built tables. */
     for (int c = TG_CAUSE_CONTEXT; c < TG_CAUSE__COUNT; c++) {
+        if (c == TG_CAUSE_LIMIT) {
+            continue;
+        }
         if (cov.causes_seen[c] == 0) {
             fail_msg("no vector is decided by cause %s", tg_cause_name((tg_cause_t)c));
         }
@@ -406,7 +411,8 @@ static json_t *reversed_copy(const json_t *v) {
 static void test_property_two_compiled_copies(void **state) {
     (void)state;
     const char *bundles[] = {"examples/policy.json", "tests/unit/vectors/kernel/policies/fsm.json",
-                             "tests/unit/vectors/kernel/policies/operators.json"};
+                             "tests/unit/vectors/kernel/policies/operators.json",
+                             "tests/unit/vectors/kernel/policies/lang.json"};
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/tests/unit/vectors/kernel", src_root());
     char *names[MAX_VECTORS];
@@ -731,6 +737,176 @@ static void test_principal_facts(void **state) {
     tg_policy_destroy(p);
 }
 
+/* Hand-built tables: the kernel's limit step and tg_kernel_explain, independent of how a
+ * compiler writes limits. One tier-2 surface, a deny rule on context.amount > 1000, a permit
+ * rule on actor "a", a sum limit over context.amount (max 100) and a count limit (max 3). */
+typedef struct explain_log {
+    int rules, conds, limits;
+    int held[16];
+    int evaluated[16];
+    int n;
+    double last_total, last_amount;
+} explain_log_t;
+
+static void explain_record(void *ud, const tg_explain_step_t *st) {
+    explain_log_t *x = ud;
+    if (st->kind == TG_EXPLAIN_RULE) {
+        x->rules++;
+    } else if (st->kind == TG_EXPLAIN_COND) {
+        x->conds++;
+        assert_non_null(st->cond);
+        assert_int_equal(st->depth, 1);
+    } else {
+        x->limits++;
+        assert_non_null(st->limit);
+        x->last_total = st->total;
+        x->last_amount = st->amount;
+    }
+    if (x->n < 16) {
+        x->held[x->n] = st->held;
+        x->evaluated[x->n] = st->evaluated;
+        x->n++;
+    }
+}
+
+static void test_limits_and_explain(void **state) {
+    (void)state;
+    static const tg_sv_t fields[] = {{"amount", 6}};
+    static const tg_cond_t deny_conds[] = {{.src = TG_SRC_CONTEXT,
+                                            .op = TG_OP_GT,
+                                            .id = 0,
+                                            .value = {.type = TG_VT_NUMBER, .num = 1000},
+                                            .field = {"context.amount", 14}}};
+    static const tg_cond_t permit_conds[] = {{.src = TG_SRC_ACTOR,
+                                              .op = TG_OP_EQ,
+                                              .value = {.type = TG_VT_STRING, .str = "a", .len = 1},
+                                              .field = {"actor", 5}}};
+    static const tg_rule_t rules[] = {
+        {{"big", 3}, "TOO_BIG", deny_conds, 1, TG_EFFECT_DENY},
+        {{"a-may", 5}, "NO_POLICY_VIOLATION", permit_conds, 1, TG_EFFECT_PERMIT}};
+    static const tg_limit_t limits[] = {
+        {{"daily-spend", 11}, "DAILY_LIMIT_EXCEEDED", 100, 0, TG_LIMIT_SUM},
+        {{"hourly-count", 12}, "COUNT_LIMIT_EXCEEDED", 3, 0, TG_LIMIT_COUNT}};
+    static const uint32_t surface_limits[] = {0, 1};
+    tg_surface_t s;
+    memset(&s, 0, sizeof s);
+    s.name = (tg_sv_t){"pay", 3};
+    s.rules = rules;
+    s.n_rules = 2;
+    s.tier = 2;
+    s.default_effect = TG_EFFECT_DENY;
+    s.limits = surface_limits;
+    s.n_limits = 2;
+    tg_kernel_tables_t t;
+    memset(&t, 0, sizeof t);
+    memset(t.policy_hash, 7, sizeof t.policy_hash);
+    t.surfaces = &s;
+    t.n_surfaces = 1;
+    t.fields = fields;
+    t.n_fields = 1;
+    t.limits = limits;
+    t.n_limits = 2;
+
+    tg_frame_t f;
+    memset(&f, 0, sizeof f);
+    memcpy(f.policy_hash, t.policy_hash, sizeof f.policy_hash);
+    f.actor = (tg_sv_t){"a", 1};
+    f.n_context = 1;
+    f.context[0] = (tg_frame_slot_t){0, {.type = TG_VT_NUMBER, .num = 40}};
+    f.n_limits = 2;
+    f.limits[0] = (tg_frame_slot_t){0, {.type = TG_VT_NUMBER, .num = 60}};
+    f.limits[1] = (tg_frame_slot_t){1, {.type = TG_VT_NUMBER, .num = 2}};
+    tg_decision_t d;
+
+    /* 60 + 40 = 100 <= 100 and 2 + 1 = 3 <= 3: the cap itself is allowed. */
+    tg_kernel_decide(&d, &t, &f);
+    assert_int_equal(d.verdict, TG_PERMIT);
+    assert_string_equal(d.reason, "NO_POLICY_VIOLATION");
+
+    /* One more unit over either limit: DENY with its reason, the limit named. */
+    f.context[0].v.num = 40.5;
+    tg_kernel_decide(&d, &t, &f);
+    assert_int_equal(d.verdict, TG_DENY);
+    assert_string_equal(d.reason, "DAILY_LIMIT_EXCEEDED");
+    assert_int_equal(d.cause, TG_CAUSE_LIMIT);
+    assert_memory_equal(d.subject.ptr, "daily-spend", 11);
+    assert_null(d.rule_id.ptr);
+    f.context[0].v.num = 40;
+    f.limits[1].v.num = 3;
+    tg_kernel_decide(&d, &t, &f);
+    assert_string_equal(d.reason, "COUNT_LIMIT_EXCEEDED");
+    f.limits[1].v.num = 2;
+
+    /* Amounts that cannot be counted are never free: negative, absent, not a number. */
+    f.context[0].v.num = -5;
+    tg_kernel_decide(&d, &t, &f);
+    assert_string_equal(d.reason, "DAILY_LIMIT_EXCEEDED");
+    f.context[0].v = (tg_value_t){.type = TG_VT_STRING, .str = "5", .len = 1};
+    tg_kernel_decide(&d, &t, &f);
+    assert_string_equal(d.reason, "DAILY_LIMIT_EXCEEDED");
+    f.context[0].v = (tg_value_t){.type = TG_VT_NUMBER, .num = 40};
+    f.limits[0].v.num = NAN; /* a corrupt total */
+    tg_kernel_decide(&d, &t, &f);
+    assert_string_equal(d.reason, "DAILY_LIMIT_EXCEEDED");
+    f.limits[0].v.num = 60;
+
+    /* An unbound total is not zero: SILENCE INVALID_FRAME. A total for a limit id the
+     * tables do not have is a malformed frame. */
+    f.n_limits = 1;
+    tg_kernel_decide(&d, &t, &f);
+    assert_int_equal(d.verdict, TG_SILENCE);
+    assert_string_equal(d.reason, "INVALID_FRAME");
+    f.n_limits = 2;
+    f.limits[1].id = 2;
+    tg_kernel_decide(&d, &t, &f);
+    assert_string_equal(d.reason, "INVALID_FRAME");
+    f.limits[1].id = 1;
+
+    /* Limits only turn PERMITs into DENY: a deny rule keeps its reason, whatever the totals. */
+    f.context[0].v.num = 5000;
+    tg_kernel_decide(&d, &t, &f);
+    assert_string_equal(d.reason, "TOO_BIG");
+
+    /* Explain: every rule and condition, then the limits, with what the kernel examined. */
+    explain_log_t x;
+    memset(&x, 0, sizeof x);
+    tg_kernel_explain(&d, &t, &f, explain_record, &x);
+    assert_string_equal(d.reason, "TOO_BIG");
+    assert_int_equal(x.rules, 2);
+    assert_int_equal(x.conds, 2);
+    assert_int_equal(x.limits, 2);
+    /* steps: rule big (held, evaluated), its cond (held), rule a-may (held, not examined:
+     * the deny decided first), its cond, then two limits (not examined after a DENY). */
+    assert_int_equal(x.held[0], 1);
+    assert_int_equal(x.evaluated[0], 1);
+    assert_int_equal(x.held[2], 1);
+    assert_int_equal(x.evaluated[2], 0);
+    assert_int_equal(x.evaluated[4], 0);
+    assert_int_equal(x.held[4], 0); /* 60 + 5000 > 100 */
+    assert_int_equal(x.evaluated[5], 0);
+
+    f.context[0].v.num = 50;
+    memset(&x, 0, sizeof x);
+    tg_kernel_explain(&d, &t, &f, explain_record, &x);
+    assert_string_equal(d.reason, "DAILY_LIMIT_EXCEEDED");
+    assert_int_equal(x.evaluated[0], 1);
+    assert_int_equal(x.held[0], 0);
+    assert_int_equal(x.evaluated[2], 1);
+    assert_int_equal(x.held[2], 1);
+    assert_int_equal(x.evaluated[4], 1); /* the sum limit failed ... */
+    assert_int_equal(x.held[4], 0);
+    assert_int_equal(x.evaluated[5], 0); /* ... so the count limit was never reached */
+    assert_true(x.last_total == 2.0 && x.last_amount == 1.0);
+
+    /* Decided before the rules: explain reports nothing. */
+    f.policy_hash[0] ^= 1;
+    memset(&x, 0, sizeof x);
+    tg_kernel_explain(&d, &t, &f, explain_record, &x);
+    assert_string_equal(d.reason, "POLICY_MISMATCH");
+    assert_int_equal(x.n, 0);
+    tg_kernel_explain(NULL, NULL, NULL, NULL, NULL); /* NULL-safe */
+}
+
 static void test_names(void **state) {
     (void)state;
     assert_string_equal(tg_verdict_name(TG_PERMIT), "PERMIT");
@@ -802,6 +978,7 @@ int main(void) {
         cmocka_unit_test(test_kernel_never_allocates),
         cmocka_unit_test(test_frame_guards),
         cmocka_unit_test(test_principal_facts),
+        cmocka_unit_test(test_limits_and_explain),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_reason_codes),
     };

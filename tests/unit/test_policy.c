@@ -265,7 +265,7 @@ static void test_rule_errors(void **state) {
          "surfaces.x.rules[0].when[0]: condition must be an object, not a string"},
         {"[{'effect':'deny','when':[{'field':'actor','op':'eq','value':'a','x':1}]}]",
          "surfaces.x.rules[0].when[0].x: unknown member (expected field, op, value, "
-         "description)"},
+         "value_from, description)"},
         {"[{'effect':'deny','when':[{'op':'eq','value':1}]}]",
          "surfaces.x.rules[0].when[0].field: required member missing"},
         {"[{'effect':'deny','when':[{'field':1,'op':'eq','value':1}]}]",

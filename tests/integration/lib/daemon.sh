@@ -312,6 +312,21 @@ tg_saved_body() { echo "$TG_TMP/saved-$1.body"; }
 
 # ---- assertions on the last response ----------------------------------------------------
 
+# tg_hup PID [URL [CURL ARGS...]]: SIGHUP, then wait until URL/version (default $TG_URL) shows a
+# last_reload newer than the one before, so that what follows sees the reloaded state.
+tg_hup() {
+    local pid=$1 url=${2:-$TG_URL} before after
+    shift $(($# < 2 ? $# : 2))
+    before=$(curl -s --max-time 5 "$@" "$url/version" | jq -c '.last_reload.at // ""')
+    kill -HUP "$pid"
+    for _ in $(seq 1 150); do
+        after=$(curl -s --max-time 5 "$@" "$url/version" | jq -c '.last_reload.at // ""')
+        [ "$after" != "$before" ] && return 0
+        sleep 0.1
+    done
+    tg_fail "SIGHUP: /version shows no new last_reload within 15 s"
+}
+
 tg_expect_status() { # tg_expect_status CODE LABEL
     tg_eq "$TG_STATUS" "$1" "$2: HTTP status"
 }
