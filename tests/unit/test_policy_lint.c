@@ -190,6 +190,30 @@ static void test_nested_references(void **state) {
                           NULL));
 }
 
+/* The same through the compiler, now that it takes groups and value_from. */
+static void test_nested_compiled(void **state) {
+    (void)state;
+    expect_one(lint_q(PAY("[{'id':'r','effect':'deny','when':[{'any_of':[{'field':"
+                          "'context.amount','op':'gt','value':1},{'not':{'field':"
+                          "'context.curency','op':'eq','value':'USD'}}]}]}]")),
+               TG_LINT_UNDECLARED_FIELD, P "[0].when[0].any_of[1].not.field");
+    expect_one(lint_q(PAY("[{'id':'r','effect':'deny','when':[{'field':'context.amount','op':"
+                          "'gt','value_from':'context.limt'}]}]")),
+               TG_LINT_UNDECLARED_FIELD, P "[0].when[0].value_from");
+    expect_one(lint_q(PAY("[{'id':'r','effect':'deny','when':[{'field':'context.amount','op':"
+                          "'gt','value':10},{'all_of':[{'field':'context.amount','op':'lt',"
+                          "'value':5}]}]}]")),
+               TG_LINT_NEVER_MATCHES, P "[0]");
+    /* groups compare as sets: members in another order are the same condition */
+    expect_one(lint_q(PAY("[{'id':'a','effect':'deny','when':[{'any_of':[{'field':"
+                          "'context.currency','op':'eq','value':'USD'},{'field':'context.amount',"
+                          "'op':'gt','value':5}]}]},"
+                          "{'id':'b','effect':'deny','when':[{'any_of':[{'field':"
+                          "'context.amount','op':'gt','value':5},{'field':'context.currency',"
+                          "'op':'eq','value':'USD'}]}]}]")),
+               TG_LINT_DUPLICATE_RULE, P "[1]");
+}
+
 /* ---- rules that never match ---------------------------------------------------------- */
 
 static void expect_never(const char *when) {
@@ -481,6 +505,7 @@ int main(void) {
         cmocka_unit_test(test_typo_would_permit_40000),
         cmocka_unit_test(test_declared_fields_are_clean),
         cmocka_unit_test(test_nested_references),
+        cmocka_unit_test(test_nested_compiled),
         cmocka_unit_test(test_never_matches),
         cmocka_unit_test(test_shadowed_rule),
         cmocka_unit_test(test_duplicate_rule),
