@@ -61,6 +61,7 @@ typedef struct tg_config {
     char verify_keys[TG_CONFIG_STR_MAX]; /* comma-separated verify-only key files */
     char authority_id[TG_CONFIG_STR_MAX];
     char policy[TG_CONFIG_STR_MAX];
+    bool policy_strict; /* lint errors refuse a bundle (tg_policy_load_file_checked) */
     char shadow_policy[TG_CONFIG_STR_MAX]; /* --shadow-policy: "" = none */
     char admin_listen[TG_CONFIG_STR_MAX];  /* --admin-listen ADDR:PORT; "" = none */
     char admin_host[64];                   /* derived: its address (no brackets) */

@@ -57,6 +57,7 @@
     X(TG_ERR_RECEIPT_EXPIRED, "receipt has expired")                                               \
     /* policy and requests */                                                                      \
     X(TG_ERR_POLICY_INVALID, "invalid policy bundle")                                              \
+    X(TG_ERR_POLICY_LINT, "policy bundle fails its strict lint")                                   \
     X(TG_ERR_UNKNOWN_SURFACE, "unknown surface")                                                   \
     X(TG_ERR_REQUEST_INVALID, "invalid request")                                                   \
     /* ledger, store, guard, config */                                                             \

@@ -48,6 +48,8 @@
  *   default_reason      code             its reason (a deny; NULL = NO_MATCHING_POLICY)
  *   limits              n_limits         limit ids that apply to the surface, ascending
  *                                        (checked in this order after a PERMIT)
+ *   optional            n_optional       optional context fields (may be absent), ordered by
+ *                                        name bytewise; never read by the kernel
  *
  *   tg_rule_t           id (view), effect TG_EFFECT_*, reason (deny: its code; permit:
  *                       NO_POLICY_VIOLATION), conds[n_conds] (all must hold; none = always)
@@ -227,6 +229,11 @@ typedef struct tg_surface {
     uint8_t default_effect;
     uint8_t observe; /* "mode": "observe" (SPEC §11.1): never read by the kernel; the
                         pipeline applies it after the decision */
+    /* optional_context: fields that may be absent, ordered by name bytewise. Never read by
+     * the kernel (an absent field is no SILENCE); the compiler types conditions on them and
+     * tg_policy_lint checks references against them. */
+    const tg_reqfield_t *optional;
+    uint32_t n_optional;
 } tg_surface_t;
 
 typedef struct tg_signal {

@@ -16,9 +16,12 @@
  *   sets         object name -> data set       named data sets for in / not_in (below)
  *
  *   surface: {tier 1|2|3, frozen bool, description, timezone, required_context {name: type} or
- *             [names], actors [ids or "@group"], rules [rule], default "deny"|"permit"|
- *             {effect, reason}}          types: string number boolean object array any
- *   rule:    {id, effect "permit"|"deny", reason UPPER_SNAKE, when [condition]}
+ *             [names], optional_context {name: type} or [names] (may be absent; a name in
+ *             both lists is an error), actors [ids or "@group"], rules [rule], default
+ *             "deny"|"permit"|{effect, reason}}   types: string number boolean object array any
+ *   rule:    {id, effect "permit"|"deny", reason UPPER_SNAKE, when [condition],
+ *             unconditional bool (says a permit without conditions on a tier-1 surface is
+ *             meant: tg_policy_lint reports it otherwise)}
  *   condition: {field "context.<name>"|"actor"|"action"|"signals.<name>"|"tenant"|
  *               "principal.subject"|"principal.issuer"|"principal.claims.<name>"|
  *               "time.hour"|"time.weekday"|"time.date",
@@ -90,6 +93,7 @@
 #define TG_POLICY_MAX_CONDITIONS 16        /* conditions per rule */
 #define TG_POLICY_MAX_LIST 64              /* values of an in / not_in list */
 #define TG_POLICY_MAX_REQUIRED 32          /* required context fields per surface */
+#define TG_POLICY_MAX_OPTIONAL 32          /* optional context fields per surface */
 #define TG_POLICY_MAX_ACTORS 256           /* actors per surface (groups expanded) and per group */
 #define TG_POLICY_MAX_GROUPS 64            /* actor groups */
 #define TG_POLICY_MAX_SIGNALS 32           /* declared signals, riskScore included */
@@ -119,6 +123,8 @@ _Static_assert(TG_POLICY_MAX_SIGNALS <= TG_FRAME_MAX_SIGNALS,
                "a frame has a slot, and a signal set a bit, for every signal a bundle declares");
 _Static_assert(TG_POLICY_MAX_REQUIRED <= TG_FRAME_MAX_CONTEXT,
                "a frame can carry every context field a surface requires");
+_Static_assert(TG_POLICY_MAX_REQUIRED + TG_POLICY_MAX_OPTIONAL <= TG_FRAME_MAX_CONTEXT,
+               "a frame can carry every context field a surface declares");
 _Static_assert(TG_POLICY_MAX_CLAIMS <= TG_FRAME_MAX_CLAIMS,
                "a frame has a slot for every principal claim a bundle names");
 _Static_assert(TG_POLICY_MAX_RULES <= UINT16_MAX, "tg_decision_t.rules_evaluated is a uint16_t");
@@ -249,6 +255,105 @@ int64_t tg_policy_limit_window_s(const tg_policy_t *p, uint32_t id);
  * thread-safe. */
 tg_err_t tg_policy_limit_key(uint8_t key[32], int64_t *window_start_s, const tg_policy_t *p,
                              uint32_t id, const tg_frame_t *f, int64_t now_ms) TG_MUST_USE;
+/* ---- lint: what compiles but is probably wrong ----------------------------------------- */
+
+/* tg_policy_lint reads a compiled bundle the way a reviewer would and reports findings
+ * (docs/POLICY.md, "policy lint", lists every code with an example). Errors are bundles
+ * `policy check --strict`, `check` and `serve` refuse; warnings are printed and accepted.
+ *
+ *   code                        severity  path names                 what
+ *   undeclared_field            error     the condition's field or   context.<name> not in the
+ *                                         value_from                 surface's required_context
+ *                                                                    or optional_context
+ *   never_matches               error     the rule                   contradictory conditions on
+ *                                                                    one field in one all-of
+ *   shadowed_rule               error     the rule                   an earlier rule of the same
+ *                                                                    effect holds whenever it
+ *                                                                    does (its conditions are a
+ *                                                                    subset of this one's)
+ *   duplicate_rule              error     the rule                   same effect, same conditions
+ *                                                                    as an earlier rule
+ *   permit_overridden_by_deny   error     the rule                   the permit's conditions
+ *                                                                    include all of a deny's
+ *   unconditional_tier1_permit  error     the rule                   a permit without conditions
+ *                                                                    on a tier-1 surface, not
+ *                                                                    marked "unconditional": true
+ *   version_reused              error     version                    same version as `previous`,
+ *                                                                    different policyHash
+ *   non_integer_amount          warning   the operand                a non-integer number compared
+ *                                                                    with a context field
+ *
+ * Conditions are compared canonically (RFC 8785, "description" left out, in / not_in
+ * lists as sets). A condition is a leaf {field, op, value|value_from|set} or a group
+ * {"any_of": [...]}, {"all_of": [...]}, {"not": {...}}; the walk goes into every group, and a
+ * shape or operator it does not know yields no finding (never a false error). Paths are the
+ * compiler's ("surfaces.payments.charge.rules[0].when[1].field"). The codes are stable
+ * (scripts and tests match them); messages are for people. */
+typedef enum tg_lint_severity { TG_LINT_ERROR = 0, TG_LINT_WARNING = 1 } tg_lint_severity_t;
+
+typedef enum tg_lint_code {
+    TG_LINT_UNDECLARED_FIELD = 0,
+    TG_LINT_NEVER_MATCHES,
+    TG_LINT_SHADOWED_RULE,
+    TG_LINT_DUPLICATE_RULE,
+    TG_LINT_PERMIT_OVERRIDDEN_BY_DENY,
+    TG_LINT_UNCONDITIONAL_TIER1_PERMIT,
+    TG_LINT_VERSION_REUSED,
+    TG_LINT_NON_INTEGER_AMOUNT,
+    TG_LINT__COUNT
+} tg_lint_code_t;
+
+#define TG_LINT_MAX_FINDINGS 128 /* kept in a report; more are counted in `dropped` */
+#define TG_LINT_MAX_PATH 256     /* bytes of a finding's path, NUL included (truncated) */
+#define TG_LINT_MAX_MESSAGE 256  /* bytes of its message, NUL included (truncated) */
+
+typedef struct tg_lint_finding {
+    tg_lint_severity_t severity;
+    tg_lint_code_t code;
+    char path[TG_LINT_MAX_PATH];
+    char message[TG_LINT_MAX_MESSAGE];
+} tg_lint_finding_t;
+
+/* Caller-owned (about 66 KiB: allocate it, do not put it on a small stack). */
+typedef struct tg_lint_report {
+    size_t n;        /* findings[0..n), in bundle order (surfaces sorted by name, rules in order) */
+    size_t errors;   /* over all findings, kept or dropped */
+    size_t warnings; /* likewise */
+    size_t dropped;  /* findings beyond TG_LINT_MAX_FINDINGS, counted only */
+    tg_lint_finding_t findings[TG_LINT_MAX_FINDINGS];
+} tg_lint_report_t;
+
+/* The stable snake_case name of a code ("undeclared_field"); "?" out of range. */
+const char *tg_lint_code_name(tg_lint_code_t code);
+/* "error" or "warning". */
+const char *tg_lint_severity_name(tg_lint_severity_t s);
+
+/* Lints `bundle`, which must be the JSON value `p` was compiled from (tg_policy_compile
+ * succeeded on it). previous: the policy this one replaces (NULL = none): its version and
+ * hash are compared with p's. Fills *out (reset first). Errors: TG_ERR_INVALID_ARG (NULL
+ * out, p or bundle), TG_ERR_NOMEM, canon errors (TG_ERR_JSON_*) from canonicalizing a
+ * condition; on error *out holds what was found so far. Findings are not errors: the
+ * return is TG_OK whatever the bundle says. Thread-safe (reads p, previous and bundle). */
+tg_err_t tg_policy_lint(tg_lint_report_t *out, const tg_policy_t *p, const json_t *bundle,
+                        const tg_policy_t *previous) TG_MUST_USE;
+
+/* Appends the report as one JSON object: {"findings":[{"severity","code","path",
+ * "message"}...],"errors":N,"warnings":N,"dropped":N}. Errors: tg_buf errors. */
+tg_err_t tg_lint_report_json(tg_buf_t *out, const tg_lint_report_t *r) TG_MUST_USE;
+
+/* tg_policy_load_text, then (strict) tg_policy_lint against previous: a bundle with a lint
+ * error is refused with TG_ERR_POLICY_LINT, diag "<path>: <code>: <message>" of the first
+ * error (and "(and N more)"). report (NULL = not wanted) receives the findings, the
+ * warnings of an accepted bundle included, whether or not strict. Other errors: those of
+ * tg_policy_load_text and tg_policy_lint. On error *out = NULL. Thread-safe. */
+tg_err_t tg_policy_load_text_checked(tg_policy_t **out, const char *text, size_t len, bool strict,
+                                     const tg_policy_t *previous, tg_lint_report_t *report,
+                                     tg_diag_t *diag) TG_MUST_USE;
+
+/* The same for a file (tg_policy_load_file's limits and errors). */
+tg_err_t tg_policy_load_file_checked(tg_policy_t **out, const char *path, bool strict,
+                                     const tg_policy_t *previous, tg_lint_report_t *report,
+                                     tg_diag_t *diag) TG_MUST_USE;
 
 /* ---- requests -> frames -------------------------------------------------------------- */
 

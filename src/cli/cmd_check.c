@@ -21,7 +21,7 @@ static void check_usage(FILE *out) {
             "usage: trigguard check --policy FILE [--key KEY.pem] [--key-id ID] [--tenant T]\n"
             "                       [--subject S] [--issuer I] [--claim NAME=VALUE]...\n"
             "                       [--authority-id A] [--receipt-ttl SECONDS] [--explain]\n"
-            "                       [--at TIME]\n"
+            "                       [--at TIME] [--no-strict]\n"
             "                       REQUEST.json\n"
             "\n"
             "Decides REQUEST.json (SPEC section 3.1, or {\"tool\",\"args\",\"intent_id\"}; - for\n"
@@ -48,6 +48,9 @@ static void check_usage(FILE *out) {
             "decision's instant: what time.hour, time.weekday and time.date see and the\n"
             "receipt's timestamp, so a check is deterministic. Default: the current time.\n"
             "\n"
+            "The bundle is linted as serve's is (trigguard policy lint): one with lint errors is\n"
+            "refused unless --no-strict (as serve --policy-strict=false).\n"
+            "\n"
             "exit status: 0 PERMIT, 3 DENY, 4 SILENCE, 2 bad input (unreadable or invalid\n"
             "policy, request or key; unknown surface)\n");
 }
@@ -57,6 +60,7 @@ static void check_usage(FILE *out) {
 typedef struct {
     const char *policy, *key, *key_id, *tenant, *authority, *request, *subject, *issuer, *at;
     long ttl_s;
+    bool no_strict;
     bool explain;  /* --explain: the full explain after the trace */
     int64_t at_ms; /* --at, else the current time: the frame's instant and the receipt's */
     const char *claim_args[CHECK_MAX_CLAIMS]; /* NAME=VALUE as given */
@@ -114,6 +118,8 @@ static int parse_args(check_args_t *a, int argc, char **argv) {
                 fprintf(stderr, "trigguard check: --receipt-ttl must be 1..31536000 seconds\n");
                 return 0;
             }
+        } else if (strcmp(arg, "--no-strict") == 0) {
+            a->no_strict = true;
         } else if (arg[0] == '-' && arg[1] != '\0') {
             fprintf(stderr, "trigguard check: unknown option '%s'\n", arg);
             return 0;
@@ -297,7 +303,7 @@ int tg_cmd_check(int argc, char **argv) {
     if (!parse_claims(claims, claim_vals, &a)) {
         goto done;
     }
-    tg_err_t rc = tg_policy_load_file(&p, a.policy, &diag);
+    tg_err_t rc = tg_policy_load_file_checked(&p, a.policy, !a.no_strict, NULL, NULL, &diag);
     if (rc) {
         fprintf(stderr, "trigguard check: policy %s: %s\n", a.policy,
                 diag.msg[0] ? diag.msg : tg_strerror(rc));

@@ -56,6 +56,9 @@ static const opt_t options[] = {
      "authorityId written into receipts; empty = the policy's authority (docs/POLICY.md)"},
     {"policy", "TRIGGUARD_POLICY", OPT_STR, F(policy), "", 0, 0, NULL, 0,
      "policy bundle JSON file (required)"},
+    {"policy-strict", "TRIGGUARD_POLICY_STRICT", OPT_BOOL, F(policy_strict), "true", 0, 1, NULL, 0,
+     "refuse a policy bundle with lint errors (trigguard policy lint) at start and on reload; "
+     "false = compile errors only"},
     {"shadow-policy", "TRIGGUARD_SHADOW_POLICY", OPT_STR, F(shadow_policy), "", 0, 0, NULL, 0,
      "candidate policy bundle decided beside the live one; disagreements counted and logged, "
      "never enforced (docs/OPERATIONS.md, Shadow policy)"},
@@ -232,8 +235,9 @@ static tg_err_t set_option(tg_config_t *cfg, const opt_t *o, const char *val, co
         bool b;
         /* Exactly the two words SPEC §10 uses: the one boolean is an UNSAFE switch, and a
          * spelling that some tools read as false (yes, 1, on) must not turn it on here. An
-         * empty value is the same as an unset variable. */
-        if (strcmp(val, "true") == 0) {
+         * empty value is the same as an unset variable: the default, so that an empty
+         * TRIGGUARD_POLICY_STRICT leaves the check on. */
+        if (strcmp(val, "true") == 0 || (val[0] == '\0' && strcmp(o->def, "true") == 0)) {
             b = true;
         } else if (strcmp(val, "false") == 0 || val[0] == '\0') {
             b = false;

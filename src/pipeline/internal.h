@@ -27,6 +27,7 @@
 typedef struct tg_policy_ref {
     tg_policy_t *policy;
     char fingerprint[65];
+    int64_t loaded_at_ms; /* wall clock when it was loaded (start or a reload): /version */
 } tg_policy_ref_t;
 
 /* The signing key, the verify-only keys and the keys.json rendered from them: one object,

@@ -141,6 +141,25 @@ tg_err_t tg_metrics_render_config(tg_buf_t *o, const tg_metrics_config_t *c) {
     if (rc == TG_OK) {
         rc = tg_buf_puts(o, "\"} 1\n");
     }
+    if (rc == TG_OK) {
+        rc = tg_buf_printf(
+            o,
+            "# HELP trigguard_policy_loaded_timestamp_seconds When the serving policy was "
+            "loaded (start or the last successful reload), Unix time.\n"
+            "# TYPE trigguard_policy_loaded_timestamp_seconds gauge\n"
+            "trigguard_policy_loaded_timestamp_seconds %lld.%03lld\n"
+            "# HELP trigguard_policy_last_reload_success 1 if the last policy reload took the "
+            "bundle (or none ran yet), 0 if it was refused and the old policy kept serving.\n"
+            "# TYPE trigguard_policy_last_reload_success gauge\n"
+            "trigguard_policy_last_reload_success %d\n"
+            "# HELP trigguard_policy_last_reload_timestamp_seconds When the last policy reload "
+            "ran, Unix time; 0 before the first.\n"
+            "# TYPE trigguard_policy_last_reload_timestamp_seconds gauge\n"
+            "trigguard_policy_last_reload_timestamp_seconds %lld.%03lld\n",
+            (long long)(c->policy_loaded_at_ms / 1000), (long long)(c->policy_loaded_at_ms % 1000),
+            c->policy_last_reload_ok ? 1 : 0, (long long)(c->policy_last_reload_at_ms / 1000),
+            (long long)(c->policy_last_reload_at_ms % 1000));
+    }
     return rc;
 }
 

@@ -205,11 +205,16 @@ typedef struct {
     uint64_t ok[TG_METRICS_RELOAD_PARTS], failed[TG_METRICS_RELOAD_PARTS];
     const char *policy_version; /* policy-controlled: escaped */
     const char *policy_hash;
-    const char *signing_key_id; /* "" without a signing key */
+    const char *signing_key_id;       /* "" without a signing key */
+    int64_t policy_loaded_at_ms;      /* when the serving policy was loaded */
+    int64_t policy_last_reload_at_ms; /* 0 = no reload since start */
+    bool policy_last_reload_ok;       /* true before the first reload */
 } tg_metrics_config_t;
 
-/* Appends trigguard_reload_total{what,result} (every part, both results, zeros included)
- * and the gauge trigguard_config_info{policy_version,policy_hash,signing_key_id} 1. */
+/* Appends trigguard_reload_total{what,result} (every part, both results, zeros included),
+ * the gauge trigguard_config_info{policy_version,policy_hash,signing_key_id} 1 and the
+ * policy's gauges trigguard_policy_loaded_timestamp_seconds,
+ * trigguard_policy_last_reload_success and trigguard_policy_last_reload_timestamp_seconds. */
 tg_err_t tg_metrics_render_config(tg_buf_t *out, const tg_metrics_config_t *c) TG_MUST_USE;
 
 /* Appends the exposition of that snapshot (ledger, limits, bulkheads, store). */

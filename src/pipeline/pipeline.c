@@ -69,16 +69,33 @@ static void policy_ref_free(tg_policy_ref_t *r) {
     }
 }
 
-static tg_err_t policy_ref_load(tg_policy_ref_t **out, const char *path, tg_diag_t *diag) {
+/* Loads --policy; with --policy-strict (the default) a bundle with lint errors is refused
+ * (TG_ERR_POLICY_LINT) like one that does not compile. previous: the live policy on a
+ * reload, so that its version reused with other content is one of those errors. Warnings
+ * are logged and the bundle taken. */
+static tg_err_t policy_ref_load(tg_policy_ref_t **out, const char *path, bool strict,
+                                const tg_policy_t *previous, tg_diag_t *diag) {
     *out = NULL;
     if (path[0] == '\0') {
         return tg_diag_set(diag, TG_ERR_CONFIG, "--policy is required (a policy bundle file)");
     }
     tg_policy_ref_t *r = calloc(1, sizeof *r);
-    if (r == NULL) {
+    tg_lint_report_t *lint = malloc(sizeof *lint);
+    if (r == NULL || lint == NULL) {
+        free(r);
+        free(lint);
         return TG_ERR_NOMEM;
     }
-    tg_err_t rc = tg_policy_load_file(&r->policy, path, diag);
+    tg_err_t rc = tg_policy_load_file_checked(&r->policy, path, strict, previous, lint, diag);
+    for (size_t i = 0; rc == TG_OK && i < lint->n; i++) {
+        const tg_lint_finding_t *f = &lint->findings[i];
+        /* errors too when --policy-strict=false: the operator asked to run with them */
+        TG_LOG(f->severity == TG_LINT_ERROR ? TG_LOG_ERROR : TG_LOG_WARN, "policy_lint",
+               "%s %s %s: %s", tg_lint_severity_name(f->severity), tg_lint_code_name(f->code),
+               f->path, f->message);
+    }
+    free(lint);
+    r->loaded_at_ms = tg_clock_now_ms();
     if (rc == TG_OK) {
         rc = tg_receipt_protocol_fingerprint(r->fingerprint, tg_policy_hash_hex(r->policy));
     }
@@ -90,8 +107,10 @@ static tg_err_t policy_ref_load(tg_policy_ref_t **out, const char *path, tg_diag
     return TG_OK;
 }
 
+/* The shadow policy (shadow.c) is linted but never refused for it: it is decided beside
+ * the live one and never enforced, and trying a candidate is what it is for. */
 tg_err_t tg_pipeline_policy_ref_load(tg_policy_ref_t **out, const char *path, tg_diag_t *diag) {
-    return policy_ref_load(out, path, diag);
+    return policy_ref_load(out, path, false, NULL, diag);
 }
 
 void tg_pipeline_policy_ref_free(tg_policy_ref_t *r) { policy_ref_free(r); }
@@ -355,7 +374,7 @@ static tg_err_t create(tg_pipeline_t **out, const tg_config_t *cfg, bool with_st
         return TG_ERR_NOMEM;
     }
     tg_policy_ref_t *ref = NULL;
-    tg_err_t rc = policy_ref_load(&ref, cfg->policy, diag);
+    tg_err_t rc = policy_ref_load(&ref, cfg->policy, cfg->policy_strict, NULL, diag);
     if (rc == TG_OK &&
         ref != NULL) { /* check's rule; resolved once, a reload keeps it (docs/POLICY.md) */
         (void)snprintf(p->cfg.authority_id, sizeof p->cfg.authority_id, "%s",
@@ -474,7 +493,10 @@ tg_err_t tg_pipeline_check(char *summary, size_t cap, const tg_config_t *cfg, tg
 
 tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) {
     tg_policy_ref_t *fresh = NULL;
-    tg_err_t rc = policy_ref_load(&fresh, p->cfg.policy, diag);
+    /* peek: this thread is the only one that replaces the policy (reload_mu) */
+    const tg_policy_ref_t *live = tg_swap_peek(p->policy);
+    tg_err_t rc = policy_ref_load(&fresh, p->cfg.policy, p->cfg.policy_strict,
+                                  live != NULL ? live->policy : NULL, diag);
     if (rc != TG_OK) {
         return rc;
     }

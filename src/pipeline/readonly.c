@@ -73,6 +73,48 @@ void tg_route_readyz(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     tg_reply_built(ex, rc, ready ? TG_ANSWER_OK : TG_ANSWER_NOT_READY);
 }
 
+/* ,"policy":{"version","hash","loaded_at","last_reload":null|{"result","at","error_code"?,
+ * "error"?}}: a refused bundle's error is the loader's diag (a JSON path and a lint code or
+ * a file error), never a secret. */
+static tg_err_t policy_json(tg_buf_t *o, const tg_policy_ref_t *ref,
+                            const tg_reload_report_t *last) {
+    const char *pv = tg_policy_version(ref->policy);
+    char at[TG_TIME_ISO_LEN + 1];
+    tg_err_t rc = tg_time_format_ms(at, ref->loaded_at_ms);
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(o, ",\"policy\":{\"version\":");
+    }
+    if (rc == TG_OK) {
+        rc = tg_canon_string(o, pv, strlen(pv));
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_printf(o, ",\"hash\":\"%s\",\"loaded_at\":\"%s\",\"last_reload\":",
+                           tg_policy_hash_hex(ref->policy), at);
+    }
+    if (rc == TG_OK && last->at_ms == 0) {
+        return tg_buf_puts(o, "null}");
+    }
+    tg_err_t prc = last->rc[TG_PART_POLICY];
+    if (rc == TG_OK) {
+        rc = tg_time_format_ms(at, last->at_ms);
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_printf(o, "{\"result\":\"%s\",\"at\":\"%s\"", prc == TG_OK ? "ok" : "failed",
+                           at);
+    }
+    if (rc == TG_OK && prc != TG_OK) {
+        rc = tg_buf_printf(o, ",\"error_code\":\"%s\",\"error\":", tg_err_name(prc));
+        if (rc == TG_OK) {
+            const char *e = last->error[TG_PART_POLICY];
+            rc = tg_canon_string(o, e, strlen(e));
+        }
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(o, "}}");
+    }
+    return rc;
+}
+
 void tg_route_version(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     (void)rest;
     tg_swap_ref_t hold;
@@ -91,6 +133,13 @@ void tg_route_version(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     if (rc == TG_OK) {
         rc = tg_buf_printf(&ex->out, ",\"policy_hash\":\"%s\"", tg_policy_hash_hex(ref->policy));
     }
+    /* The policy on its own: what serves, since when, and whether the last reload took a new
+     * bundle (policy_version and policy_hash above stay for older clients). */
+    tg_reload_report_t last;
+    tg_pipeline_last_reload(p, &last);
+    if (rc == TG_OK) {
+        rc = policy_json(&ex->out, ref, &last);
+    }
     tg_pipeline_policy_release(p, &hold);
     tg_swap_ref_t kh;
     const tg_keyset_t *ks = tg_pipeline_keys_acquire(p, &kh);
@@ -99,8 +148,6 @@ void tg_route_version(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     }
     tg_pipeline_keys_release(p, &kh);
     /* The last reload, whatever it did; null until the first (reload.c). */
-    tg_reload_report_t last;
-    tg_pipeline_last_reload(p, &last);
     if (rc == TG_OK) {
         rc = tg_buf_puts(&ex->out, ",\"last_reload\":");
     }
@@ -355,6 +402,11 @@ static tg_err_t render_config(tg_pipeline_t *p, tg_buf_t *o) {
     c.policy_version = tg_policy_version(ref->policy);
     c.policy_hash = tg_policy_hash_hex(ref->policy);
     c.signing_key_id = ks->signer != NULL ? ks->signer->key_id : "";
+    c.policy_loaded_at_ms = ref->loaded_at_ms;
+    tg_reload_report_t last;
+    tg_pipeline_last_reload(p, &last);
+    c.policy_last_reload_at_ms = last.at_ms;
+    c.policy_last_reload_ok = last.at_ms == 0 || last.rc[TG_PART_POLICY] == TG_OK;
     tg_err_t rc = tg_metrics_render_config(o, &c);
     tg_pipeline_keys_release(p, &kh);
     tg_pipeline_policy_release(p, &ph);

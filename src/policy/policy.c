@@ -891,11 +891,17 @@ static const char *ft_name(uint8_t ft) {
     return ft < 6 ? names[ft] : "?";
 }
 
-/* Declared type of context field `id` on surface s, or -1 when not required. */
+/* Declared type of context field `id` on surface s (required_context or optional_context),
+ * or -1 when not declared. */
 static int declared_type(const tg_surface_t *s, uint32_t id) {
     for (uint32_t i = 0; i < s->n_required; i++) {
         if (s->required[i].id == id) {
             return s->required[i].type;
+        }
+    }
+    for (uint32_t i = 0; i < s->n_optional; i++) {
+        if (s->optional[i].id == id) {
+            return s->optional[i].type;
         }
     }
     return -1;
@@ -1846,14 +1852,23 @@ static tg_err_t compile_value_from(cc_t *c, tg_cond_t *cd, const tg_surface_t *s
 
 static tg_err_t compile_rule(cc_t *c, tg_rule_t *r, const tg_surface_t *s, size_t index,
                              const json_t *v, const tg_rule_t *prev, size_t n_prev) {
-    static const char *const allowed[] = {"id", "effect", "reason", "when", "description", NULL};
+    static const char *const allowed[] = {"id",          "effect",        "reason", "when",
+                                          "description", "unconditional", NULL};
     char pk[80];
     if (!json_is_object(v)) {
         return fail(c, "rule must be an object, not %s", json_type_name(v));
     }
-    tg_err_t rc = check_members(c, v, allowed, "id, effect, reason, when, description");
+    tg_err_t rc =
+        check_members(c, v, allowed, "id, effect, reason, when, description, unconditional");
     if (rc) {
         return rc;
+    }
+    /* The author's word that a permit without conditions is meant (tg_policy_lint); the
+     * kernel does not read it, the bundle hash covers it. */
+    const json_t *uv = json_object_get(v, "unconditional");
+    if (uv != NULL && !json_is_boolean(uv)) {
+        path_push_key(c, "unconditional");
+        return fail(c, "must be true or false, not %s", json_type_name(uv));
     }
     const json_t *idv = json_object_get(v, "id");
     size_t saved = path_push_key(c, "id");
@@ -1950,16 +1965,20 @@ static int ft_parse(const char *s, uint8_t *out) {
     return 0;
 }
 
-static tg_err_t compile_required(cc_t *c, tg_surface_t *s, const json_t *rq) {
+/* required_context or optional_context (`key`, at most `limit` fields): the declared fields
+ * and their types into *out, ordered by name bytewise. */
+static tg_err_t compile_declared(cc_t *c, const char *key, size_t limit, const json_t *rq,
+                                 const tg_reqfield_t **out, uint32_t *n_out) {
     char pk[80];
-    size_t saved = path_push_key(c, "required_context");
+    size_t saved = path_push_key(c, key);
     if (!json_is_object(rq) && !json_is_array(rq)) {
         return fail(c, "must be an object of name -> type or an array of names, not %s",
                     json_type_name(rq));
     }
     size_t n = json_is_object(rq) ? json_object_size(rq) : json_array_size(rq);
-    if (n > TG_POLICY_MAX_REQUIRED) {
-        return fail(c, "%zu required fields (limit %d)", n, TG_POLICY_MAX_REQUIRED);
+    if (n > limit) {
+        return fail(c, "%zu %s fields (limit %zu)", n, key[0] == 'r' ? "required" : "optional",
+                    limit);
     }
     tg_reqfield_t *req = arena_alloc(c->p, (n ? n : 1) * sizeof *req);
     if (req == NULL) {
@@ -2015,9 +2034,28 @@ static tg_err_t compile_required(cc_t *c, tg_surface_t *s, const json_t *rq) {
     if (rc) {
         return rc;
     }
-    s->required = req;
-    s->n_required = (uint32_t)n;
+    *out = req;
+    *n_out = (uint32_t)n;
     path_pop(c, saved);
+    return TG_OK;
+}
+
+/* A field is either required or optional: declared in both, one of the two is a mistake. */
+static tg_err_t check_declared_once(cc_t *c, const tg_surface_t *s) {
+    char pk[80];
+    for (uint32_t i = 0; i < s->n_optional; i++) {
+        for (uint32_t k = 0; k < s->n_required; k++) {
+            if (s->optional[i].id == s->required[k].id) {
+                const tg_sv_t *nm = &c->fields[s->optional[i].id];
+                size_t saved = path_push_key(c, "optional_context");
+                path_push_key(c, nm->ptr);
+                tg_err_t rc = fail(c, "field \"%s\" is declared in required_context too",
+                                   printable(pk, nm->ptr, nm->len));
+                path_pop(c, saved);
+                return rc;
+            }
+        }
+    }
     return TG_OK;
 }
 
@@ -2060,15 +2098,23 @@ static tg_err_t compile_default(cc_t *c, tg_surface_t *s, const json_t *dv) {
 static tg_err_t compile_surface_rules(cc_t *c, tg_surface_t *s, const json_t *body);
 
 static tg_err_t compile_surface(cc_t *c, tg_surface_t *s, const json_t *body) {
-    static const char *const allowed[] = {"tier",     "frozen", "description", "required_context",
-                                          "actors",   "rules",  "default",     "mode",
-                                          "timezone", NULL};
+    static const char *const allowed[] = {"tier",
+                                          "frozen",
+                                          "description",
+                                          "required_context",
+                                          "optional_context",
+                                          "actors",
+                                          "rules",
+                                          "default",
+                                          "mode",
+                                          "timezone",
+                                          NULL};
     if (!json_is_object(body)) {
         return fail(c, "surface must be an object, not %s", json_type_name(body));
     }
     tg_err_t rc = check_members(c, body, allowed,
-                                "tier, frozen, description, required_context, actors, rules, "
-                                "default, mode, timezone");
+                                "tier, frozen, description, required_context, optional_context, "
+                                "actors, rules, default, mode, timezone");
     if (rc) {
         return rc;
     }
@@ -2116,7 +2162,19 @@ static tg_err_t compile_surface(cc_t *c, tg_surface_t *s, const json_t *body) {
     }
     const json_t *rq = json_object_get(body, "required_context");
     if (rq != NULL) {
-        rc = compile_required(c, s, rq);
+        rc = compile_declared(c, "required_context", TG_POLICY_MAX_REQUIRED, rq, &s->required,
+                              &s->n_required);
+        if (rc) {
+            return rc;
+        }
+    }
+    const json_t *oq = json_object_get(body, "optional_context");
+    if (oq != NULL) {
+        rc = compile_declared(c, "optional_context", TG_POLICY_MAX_OPTIONAL, oq, &s->optional,
+                              &s->n_optional);
+        if (rc == TG_OK) {
+            rc = check_declared_once(c, s);
+        }
         if (rc) {
             return rc;
         }
@@ -2453,6 +2511,13 @@ done:
     return TG_OK;
 }
 
+tg_err_t tg_policy_parse_(json_t **out, const char *text, size_t len, tg_diag_t *diag) {
+    tg_json_limits_t lim = TG_JSON_LIMITS_DEFAULT;
+    lim.max_bytes = TG_POLICY_MAX_FILE;
+    lim.max_keys = TG_POLICY_MAX_TOOLS;
+    return tg_json_parse(out, text, len, &lim, diag);
+}
+
 tg_err_t tg_policy_load_text(tg_policy_t **out, const char *text, size_t len, tg_diag_t *diag) {
     return tg_policy_load_text_opts(out, text, len, NULL, diag);
 }
@@ -2463,17 +2528,31 @@ tg_err_t tg_policy_load_text_opts(tg_policy_t **out, const char *text, size_t le
         return tg_diag_set(diag, TG_ERR_INVALID_ARG, "tg_policy_load_text: NULL argument");
     }
     *out = NULL;
-    tg_json_limits_t lim = TG_JSON_LIMITS_DEFAULT;
-    lim.max_bytes = TG_POLICY_MAX_FILE;
-    lim.max_keys = TG_POLICY_MAX_TOOLS;
     json_t *bundle = NULL;
-    tg_err_t rc = tg_json_parse(&bundle, text, len, &lim, diag);
+    tg_err_t rc = tg_policy_parse_(&bundle, text, len, diag);
     if (rc) {
         return rc;
     }
     rc = tg_policy_compile_opts(out, bundle, opts, diag);
     json_decref(bundle);
     return rc;
+}
+
+tg_err_t tg_policy_dir_of_(char dir[TG_POLICY_DIR_MAX], const char *path, tg_diag_t *diag) {
+    const char *slash = strrchr(path, '/');
+    size_t dl = slash == NULL ? 0 : (size_t)(slash - path);
+    if (dl >= TG_POLICY_DIR_MAX) {
+        return tg_diag_set(diag, TG_ERR_LIMIT, "policy %s: path too long", path);
+    }
+    if (slash == NULL) {
+        memcpy(dir, ".", 2);
+    } else if (dl == 0) {
+        memcpy(dir, "/", 2);
+    } else {
+        memcpy(dir, path, dl);
+        dir[dl] = '\0';
+    }
+    return TG_OK;
 }
 
 tg_err_t tg_policy_load_file(tg_policy_t **out, const char *path, tg_diag_t *diag) {
@@ -2487,23 +2566,12 @@ tg_err_t tg_policy_load_file(tg_policy_t **out, const char *path, tg_diag_t *dia
     tg_err_t rc = tg_read_file(&f, path, TG_POLICY_MAX_FILE, label, 0, diag);
     if (rc == TG_OK) {
         /* data set files resolve against the bundle's own directory */
-        char dir[4096];
-        const char *slash = strrchr(path, '/');
-        size_t dl = slash == NULL ? 0 : (size_t)(slash - path);
-        if (dl >= sizeof dir) {
-            tg_file_free(&f);
-            return tg_diag_set(diag, TG_ERR_LIMIT, "policy %s: path too long", path);
-        }
-        if (slash == NULL) {
-            memcpy(dir, ".", 2);
-        } else if (dl == 0) {
-            memcpy(dir, "/", 2);
-        } else {
-            memcpy(dir, path, dl);
-            dir[dl] = '\0';
-        }
+        char dir[TG_POLICY_DIR_MAX];
+        rc = tg_policy_dir_of_(dir, path, diag);
         tg_policy_opts_t opts = {dir, NULL};
-        rc = tg_policy_load_text_opts(out, f.data, f.len, &opts, diag);
+        if (rc == TG_OK) {
+            rc = tg_policy_load_text_opts(out, f.data, f.len, &opts, diag);
+        }
         tg_file_free(&f);
     }
     return rc;

@@ -87,6 +87,15 @@ void *tg_policy_arena_alloc_(tg_policy_t *p, size_t n);
  * TG_ERR_NOMEM. */
 tg_err_t tg_policy_compile_limits_(tg_policy_t *p, const json_t *limits, tg_diag_t *diag);
 
+/* The directory of bundle file `path` ("." when it names none), where its data set files
+ * resolve. TG_ERR_LIMIT when longer than TG_POLICY_DIR_MAX - 1 bytes. */
+#define TG_POLICY_DIR_MAX 4096
+tg_err_t tg_policy_dir_of_(char dir[TG_POLICY_DIR_MAX], const char *path, tg_diag_t *diag);
+
+/* Strict-parses a bundle text with the bundle's limits (tg_policy_load_text's; lint.c
+ * needs the tree as well as the policy). Caller json_decref's *out. */
+tg_err_t tg_policy_parse_(json_t **out, const char *text, size_t len, tg_diag_t *diag);
+
 /* Bytewise order (shorter first on a common prefix): the order users see (signals,
  * required fields); for ASCII names it is also RFC 8785's member order. */
 static inline int tg_sv_lexcmp(const char *a, uint32_t alen, const char *b, uint32_t blen) {

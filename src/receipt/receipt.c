@@ -626,6 +626,8 @@ static const resp_member_t RESPONSE_MEMBERS[] = {
     {"request_hash", JSON_STRING, true, M_REQUEST_HASH, false},
     {"policy_version", JSON_STRING, true, M_POLICY_VERSION, false},
     {"trace", JSON_OBJECT, false, -1, false},
+    {"explain", JSON_OBJECT, false, -1,
+     false}, /* ?explain=1 (issue 21): unsigned, never compared */
     {"execution_mode", JSON_STRING, false, -1, false},
     {"would_decision", JSON_STRING, false, M_DECISION, false},
     {"would_reason_code", JSON_STRING, false, M_REASON_CODE, false},

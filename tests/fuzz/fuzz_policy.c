@@ -101,6 +101,34 @@ static void decide_each_surface(const tg_policy_t *p, const tg_policy_t *p2) {
     }
 }
 
+/* The lint of an accepted bundle: never fails, its counts add up, every finding has a
+ * known code and a path, the same bundle as `previous` is no version reuse, and the report
+ * renders as JSON. (The lint reads the bundle's tree, not the compiled copy, so the tree
+ * is linted against p2 too: declarations come from the policy and must agree.) */
+static void lint_consistent(const tg_policy_t *p, const tg_policy_t *p2, const json_t *bundle) {
+    static tg_lint_report_t r, r2; /* 66 KiB each: not on the fuzzer's stack */
+    if (tg_policy_lint(&r, p, bundle, p2) != TG_OK ||
+        tg_policy_lint(&r2, p2, bundle, NULL) != TG_OK ||
+        r.errors + r.warnings != r.n + r.dropped || r.n > TG_LINT_MAX_FINDINGS || r.n != r2.n ||
+        r.errors != r2.errors || r.warnings != r2.warnings) {
+        abort();
+    }
+    for (size_t i = 0; i < r.n; i++) {
+        const tg_lint_finding_t *f = &r.findings[i];
+        if ((unsigned)f->code >= TG_LINT__COUNT || f->code == TG_LINT_VERSION_REUSED ||
+            f->path[0] == '\0' || f->message[0] == '\0' ||
+            (f->severity == TG_LINT_WARNING) != (f->code == TG_LINT_NON_INTEGER_AMOUNT)) {
+            abort();
+        }
+    }
+    tg_buf_t b;
+    tg_buf_init(&b, 0);
+    if (tg_lint_report_json(&b, &r) != TG_OK) {
+        abort();
+    }
+    tg_buf_free(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tg_policy_t *p = NULL;
     tg_diag_t diag;
@@ -140,6 +168,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         abort();
     }
     decide_each_surface(p, p2);
+    lint_consistent(p, p2, bundle);
     tg_policy_destroy(p2);
     tg_buf_free(&c);
     json_decref(bundle);

@@ -18,7 +18,7 @@ cat >"$tmp/policy.json" <<'JSON'
 {"version": "freeze-1", "timezone": "Europe/Berlin",
  "sets": {"approved": {"file": "approved.txt"}},
  "surfaces": {
-  "deploy.release": {"tier": 2, "rules": [
+  "deploy.release": {"tier": 2, "optional_context": {"environment": "string"}, "rules": [
    {"id": "freeze", "effect": "deny", "reason": "CHANGE_FREEZE", "when": [
      {"field": "context.environment", "op": "eq", "value": "production"},
      {"field": "time.date", "op": "gte", "value": "2026-12-20"},

@@ -299,7 +299,7 @@ err_ok 2 "policy without subcommand" "usage: trigguard policy check FILE" policy
 err_ok 2 "policy check without FILE" "usage: trigguard policy check FILE" policy check
 err_ok 2 "policy check two files" "usage: trigguard policy check FILE" policy check "$policy" "$policy"
 err_ok 2 "policy unknown subcommand" "trigguard policy: unknown subcommand 'frob'" policy frob "$policy"
-err_ok 2 "policy check missing file" "cannot open nopolicy.json" policy check nopolicy.json
+err_ok 2 "policy check missing file" "cannot open policy nopolicy.json" policy check nopolicy.json
 err_ok 2 "policy check invalid" "trigguard policy check: req.json: surface: unknown member" \
     policy check req.json
 

@@ -61,6 +61,12 @@ done
 tg_req GET /version
 tg_jget H1 'j["policy_hash"]'
 printf 'agent.one\nstranger\n' >"$TG_TMP/agents.txt"
+# A changed set file is a changed bundle: the strict reload wants a new version for it
+# (lint's version_reused), as for any other change.
+python3 - "$POLICY" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1])); p["version"] = "itest-time-2"; json.dump(p, open(sys.argv[1], "w"))
+PY
 kill -HUP "$(tg_pid main)"
 ok=0
 for _ in $(seq 1 50); do

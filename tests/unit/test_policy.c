@@ -171,7 +171,8 @@ static void test_surface_errors(void **state) {
     (void)state;
     expect_surface_error("{'tier':3,'foo':1}",
                          "surfaces.x.foo: unknown member (expected tier, frozen, description, "
-                         "required_context, actors, rules, default, mode, timezone)");
+                         "required_context, optional_context, actors, rules, default, mode, "
+                         "timezone)");
     expect_surface_error("{}", "surfaces.x.tier: required member missing (1, 2 or 3)");
     expect_surface_error("{'tier':3,'mode':'report'}",
                          "surfaces.x.mode: must be \"enforce\" or \"observe\"");
@@ -245,8 +246,8 @@ static void test_rule_errors(void **state) {
     } cases[] = {
         {"{}", "surfaces.x.rules: must be an array of rules, not an object"},
         {"[1]", "surfaces.x.rules[0]: rule must be an object, not a number"},
-        {"[{'effect':'deny','if':[]}]",
-         "surfaces.x.rules[0].if: unknown member (expected id, effect, reason, when, description)"},
+        {"[{'effect':'deny','if':[]}]", "surfaces.x.rules[0].if: unknown member (expected id, "
+                                        "effect, reason, when, description, unconditional)"},
         {"[{'id':5,'effect':'deny'}]", "surfaces.x.rules[0].id: must be a string, not a number"},
         {"[{'id':'','effect':'deny'}]", "surfaces.x.rules[0].id: rule id must not be empty"},
         {"[{'id':'r','effect':'deny'},{'id':'r','effect':'permit'}]",
@@ -752,7 +753,7 @@ static void test_hash_and_accessors(void **state) {
     tg_hex(hex, h, 32);
     assert_string_equal(hex, tg_policy_hash_hex(p));
     tg_buf_free(&b);
-    assert_string_equal(tg_policy_version(p), "2026-11-30.1");
+    assert_string_equal(tg_policy_version(p), "2026-12-04.1");
     assert_string_equal(tg_policy_authority(p), "trigguard-local");
     assert_int_equal(tg_policy_surface_count(p), 11);
     assert_true(tg_policy_signal_count(p) >= 3);
@@ -1149,7 +1150,7 @@ static void test_decision_json(void **state) {
     assert_int_equal(tg_decision_to_json(&b, &d, p, &f, NULL), TG_OK);
     assert_string_equal(b.data, "{\"decision\":\"PERMIT\",\"enforcement\":\"EXECUTED\","
                                 "\"reason_code\":\"NO_POLICY_VIOLATION\","
-                                "\"policy_version\":\"2026-11-30.1\"}");
+                                "\"policy_version\":\"2026-12-04.1\"}");
     tg_buf_reset(&b);
     const char receipt[] = "{\"r\":1}";
     tg_decision_json_opts_t opts = {"exec_00", "ab", receipt, sizeof receipt - 1, 1};
@@ -1159,7 +1160,7 @@ static void test_decision_json(void **state) {
         expect, sizeof expect,
         "{\"decision\":\"PERMIT\",\"enforcement\":\"EXECUTED\",\"reason_code\":"
         "\"NO_POLICY_VIOLATION\",\"execution_id\":\"exec_00\",\"request_hash\":\"ab\","
-        "\"policy_version\":\"2026-11-30.1\",\"receipt\":{\"r\":1},\"trace\":{\"states\":"
+        "\"policy_version\":\"2026-12-04.1\",\"receipt\":{\"r\":1},\"trace\":{\"states\":"
         "[\"RECEIVED\",\"VALIDATED\",\"CLASSIFIED\",\"SIGNALS_EVALUATED\",\"RULES_EVALUATED\"],"
         "\"decided_in\":\"RULES_EVALUATED\",\"decided_by\":\"rule\",\"rule\":"
         "\"billing-agent-within-limit\",\"surface\":\"payments.charge\",\"tier\":1,"
@@ -1176,7 +1177,7 @@ static void test_decision_json(void **state) {
     assert_int_equal(tg_decision_to_json(&b, &s, p, NULL, &topts), TG_OK);
     snprintf(expect, sizeof expect,
              "{\"decision\":\"SILENCE\",\"enforcement\":\"BLOCKED\",\"reason_code\":"
-             "\"INVALID_FRAME\",\"policy_version\":\"2026-11-30.1\",\"detail\":\"the request "
+             "\"INVALID_FRAME\",\"policy_version\":\"2026-12-04.1\",\"detail\":\"the request "
              "cannot be decided\",\"trace\":{\"states\":"
              "[\"RECEIVED\"],\"decided_in\":\"RECEIVED\",\"decided_by\":\"frame\",\"tier\":0,"
              "\"rules_evaluated\":0,\"policy_hash\":\"%s\"}}",
