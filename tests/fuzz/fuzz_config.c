@@ -47,6 +47,10 @@ static int args_from_print(char **argv, char *printed, const tg_config_t *cfg, c
             return -1;
         }
         *nl = '\0';
+        if (line[0] == '#') { /* a comment: the --config file's, e.g. "# oidc: none" */
+            line = nl + 1;
+            continue;
+        }
         char *eq = strstr(line, " = ");
         if (eq == NULL || eq == line) {
             return -1;
