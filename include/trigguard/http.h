@@ -99,6 +99,10 @@ struct tg_exchange {
     const char *log_reason;
     const char *log_surface;
     const char *log_error; /* the error code of an error body (reply.c), static */
+    /* The gate's PERMIT (GET|POST /v1/gate): TrigGuard-Execution-Id and
+     * TrigGuard-Receipt-Hash response headers, "" = not sent. */
+    char gate_exec_id[48];
+    char gate_receipt_hash[65];
 
     /* ---- deferred exchanges: optional hook, set by the handler before deferring ---- */
     /* Runs exactly once after tg_exchange_complete, on an event thread, before the response
@@ -111,6 +115,10 @@ struct tg_exchange {
     /* ---- owned by the HTTP layer ---- */
     void *http_ctx;
 };
+
+/* A request header by name (case-insensitive), NULL when absent: the first value. Only
+ * on the event thread that runs the handler, before the exchange is deferred. */
+const char *tg_exchange_header(tg_exchange_t *ex, const char *name);
 
 /* Marks the exchange as finished later. Call at most once, from the handler, before
  * starting the asynchronous work whose completion calls tg_exchange_complete. */

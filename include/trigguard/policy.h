@@ -114,9 +114,9 @@
 #define TG_POLICY_MAX_SET_BYTES ((size_t)64 * 1024 * 1024) /* bytes of one data set file */
 #define TG_POLICY_MAX_ZONES 16                             /* distinct time zones ("timezone") */
 #define TG_POLICY_ZONEINFO "/usr/share/zoneinfo"           /* the host's tz database (TZif files) */
-#define TG_POLICY_MAX_LIMITS 64                  /* stateful limits in a bundle */
-#define TG_LIMIT_KEY_PARTS 4                     /* parts of a limit's key */
-#define TG_LIMIT_WINDOW_MAX_S 2678400            /* a limit's window: 31 days */
+#define TG_POLICY_MAX_LIMITS 64                            /* stateful limits in a bundle */
+#define TG_LIMIT_KEY_PARTS 4                               /* parts of a limit's key */
+#define TG_LIMIT_WINDOW_MAX_S 2678400                      /* a limit's window: 31 days */
 
 /* The policy's limits that the kernel's formats must hold (kernel.h, kernel_tables.h). */
 _Static_assert(TG_POLICY_MAX_SIGNALS <= TG_FRAME_MAX_SIGNALS,
@@ -354,6 +354,24 @@ tg_err_t tg_policy_load_text_checked(tg_policy_t **out, const char *text, size_t
 tg_err_t tg_policy_load_file_checked(tg_policy_t **out, const char *path, bool strict,
                                      const tg_policy_t *previous, tg_lint_report_t *report,
                                      tg_diag_t *diag) TG_MUST_USE;
+
+/* ---- routes: the gate (GET|POST /v1/gate; docs/POLICY.md "Routes") ------------------
+ *
+ * The bundle's "routes" map a request to a service (its method, its path, its headers), as
+ * a proxy's auth subrequest forwards them, to a decision request. tg_policy_route_request
+ * finds the first route whose method and path match and builds {"surface", "action",
+ * "context"?} from it; header(ud, NAME) gives the original request's header NAME (NULL when
+ * absent; valid until the call returns). Errors: TG_ERR_NOT_FOUND (no route matches, or the
+ * path is not a plain absolute path: empty, "." or ".." segments, an encoded '/', '\' or
+ * '.', a backslash or a control byte; diag says which), TG_ERR_REQUEST_INVALID (a header
+ * value that is not UTF-8), TG_ERR_NOMEM. *out (a new reference) is NULL on error.
+ * Thread-safe. */
+#define TG_POLICY_MAX_ROUTES 256 /* routes in a bundle */
+typedef const char *(*tg_header_fn)(void *ud, const char *name);
+tg_err_t tg_policy_route_request(json_t **out, const tg_policy_t *p, const char *method,
+                                 const char *uri, tg_header_fn header, void *ud,
+                                 tg_diag_t *diag) TG_MUST_USE;
+size_t tg_policy_route_count(const tg_policy_t *p);
 
 /* ---- requests -> frames -------------------------------------------------------------- */
 

@@ -197,6 +197,12 @@ static enum MHD_Result queue_exchange(req_ctx_t *ctx) {
     if (ex->traceparent[0] != '\0') {
         add_header(resp, "traceparent", ex->traceparent);
     }
+    if (ex->gate_exec_id[0] != '\0') {
+        add_header(resp, "TrigGuard-Execution-Id", ex->gate_exec_id);
+    }
+    if (ex->gate_receipt_hash[0] != '\0') {
+        add_header(resp, "TrigGuard-Receipt-Hash", ex->gate_receipt_hash);
+    }
     if (ex->retry_after_s > 0) {
         char v[24];
         (void)snprintf(v, sizeof v, "%d", ex->retry_after_s);
@@ -242,6 +248,11 @@ void tg_exchange_complete(tg_exchange_t *ex) {
 
 static const char *header(struct MHD_Connection *c, const char *name) {
     return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+const char *tg_exchange_header(tg_exchange_t *ex, const char *name) {
+    req_ctx_t *ctx = ex != NULL ? ex->http_ctx : NULL;
+    return ctx != NULL && ctx->conn != NULL ? header(ctx->conn, name) : NULL;
 }
 
 /* Headers this server reads as one value. Sent twice, a proxy in front that takes the last

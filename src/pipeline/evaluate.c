@@ -177,6 +177,19 @@ static void replay_exec_id(eval_req_t *r, const tg_exchange_t *ex) {
     }
 }
 
+/* A replayed gate PERMIT names its receipt like the original answer did (the id above,
+ * the hash from the stored receipt). */
+static void gate_replay_headers(eval_req_t *r, tg_exchange_t *ex) {
+    static const char tag[] = "\"receiptHash\":\"";
+    const char *at = strstr((const char *)ex->out.data, tag);
+    if (at == NULL || strlen(at + sizeof tag - 1) < 64) {
+        return;
+    }
+    (void)snprintf(ex->gate_exec_id, sizeof ex->gate_exec_id, "%s", r->exec_id);
+    memcpy(ex->gate_receipt_hash, at + sizeof tag - 1, 64);
+    ex->gate_receipt_hash[64] = '\0';
+}
+
 /* Ends the request's group-commit announcement (tg_ledger_announce), once. */
 static void announce_end(eval_req_t *r) {
     if (r->announced) {
@@ -191,16 +204,21 @@ static int verdict_index(tg_verdict_t v) { return v == TG_PERMIT ? 0 : v == TG_D
 /* SPEC §3.2: /execute is a gate, so anything but PERMIT is a 403 there; elsewhere a
  * decision is a 200 whatever it is. */
 static tg_answer_t decision_answer(tg_eval_mode_t m, bool permit) {
-    return m == TG_MODE_EXECUTE && !permit ? TG_ANSWER_BLOCKED : TG_ANSWER_OK;
+    return (m == TG_MODE_EXECUTE || m == TG_MODE_GATE) && !permit ? TG_ANSWER_BLOCKED
+                                                                  : TG_ANSWER_OK;
 }
 
 static const char *route_label(tg_eval_mode_t m) {
-    return m == TG_MODE_EXECUTE ? "/execute" : m == TG_MODE_DECIDE ? "/decide" : "/v1/evaluate";
+    return m == TG_MODE_EXECUTE  ? "/execute"
+           : m == TG_MODE_DECIDE ? "/decide"
+           : m == TG_MODE_GATE   ? "/v1/gate"
+                                 : "/v1/evaluate";
 }
 
 static tg_route_t route_id(tg_eval_mode_t m) {
     return m == TG_MODE_EXECUTE  ? TG_ROUTE_EXECUTE
            : m == TG_MODE_DECIDE ? TG_ROUTE_DECIDE
+           : m == TG_MODE_GATE   ? TG_ROUTE_GATE
                                  : TG_ROUTE_EVALUATE;
 }
 
@@ -759,6 +777,9 @@ static step_t check_idempotency(eval_req_t *r, steps_t *s) {
          * that trusts /execute's status would otherwise run a denied action. */
         ex->replayed = true;
         replay_exec_id(r, ex);
+        if (r->mode == TG_MODE_GATE && permit) {
+            gate_replay_headers(r, ex);
+        }
         tg_reply_ok(ex, decision_answer(r->mode, permit));
         atomic_fetch_add_explicit(&p->metrics.idem_replays, 1, memory_order_relaxed);
         return STEP_ANSWERED;
@@ -790,7 +811,8 @@ static step_t consume_nonce(eval_req_t *r, steps_t *s) {
 /* Step 8: the signed receipt for PERMIT and DENY, appended to out. */
 static tg_err_t sign_receipt(eval_req_t *r, tg_buf_t *out, const tg_key_t *signer,
                              const tg_frame_t *f, const tg_request_meta_t *meta,
-                             const tg_policy_ref_t *ref, const char *req_hash, int64_t now_ms) {
+                             const tg_policy_ref_t *ref, const char *req_hash, int64_t now_ms,
+                             tg_receipt_signed_t *info) {
     tg_pipeline_t *p = r->p;
     char ctx_hex[65];
     tg_receipt_fields_t fl;
@@ -838,7 +860,7 @@ static tg_err_t sign_receipt(eval_req_t *r, tg_buf_t *out, const tg_key_t *signe
         fl.principal_subject = (tg_receipt_str_t){pr->subject.ptr, pr->subject.len};
         fl.principal_issuer = (tg_receipt_str_t){pr->issuer.ptr, pr->issuer.len};
     }
-    return tg_receipt_sign_fields(out, NULL, signer, &fl, NULL);
+    return tg_receipt_sign_fields(out, info, signer, &fl, NULL);
 }
 
 /* Request members copied into the signed receipt must obey its field rules (receipt.h:
@@ -1169,8 +1191,14 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
     const char *pv = tg_policy_version(s->pol);
     tg_err_t rc;
     if (s->type == TG_LEDGER_TYPE_RECEIPT) {
+        tg_receipt_signed_t info;
         rc = sign_receipt(r, &s->record, s->keys->signer, &s->frame, &s->meta, s->ref, s->req_hex,
-                          now);
+                          now, &info);
+        if (rc == TG_OK && r->mode == TG_MODE_GATE && go) {
+            /* The gate's PERMIT names its receipt for the service behind the proxy. */
+            (void)snprintf(r->ex->gate_exec_id, sizeof r->ex->gate_exec_id, "%s", r->exec_id);
+            memcpy(r->ex->gate_receipt_hash, info.hash_hex, sizeof r->ex->gate_receipt_hash);
+        }
     } else {
         tg_record_silence_t sil = {
             .execution_id = {r->exec_id, strlen(r->exec_id)},
@@ -1320,6 +1348,46 @@ static step_t parse_request(eval_req_t *r, steps_t *s) {
     return STEP_NEXT;
 }
 
+static const char *gate_header(void *ud, const char *name) { return tg_exchange_header(ud, name); }
+
+/* GET|POST /v1/gate, step 3: the decision request is built by the bundle's routes from the
+ * original request a proxy forwards (nginx auth_request: X-Original-Method and
+ * X-Original-URI, set in its configuration; X-Forwarded-Method and X-Forwarded-Uri
+ * otherwise) and its headers; the gate's own body, if any, is not read. */
+static step_t gate_request(eval_req_t *r, steps_t *s) {
+    tg_exchange_t *ex = r->ex;
+    tg_pipeline_t *p = r->p;
+    const char *method = tg_exchange_header(ex, "X-Original-Method");
+    const char *uri = tg_exchange_header(ex, "X-Original-URI");
+    if (method == NULL && uri == NULL) {
+        method = tg_exchange_header(ex, "X-Forwarded-Method");
+        uri = tg_exchange_header(ex, "X-Forwarded-Uri");
+    }
+    if (method == NULL || uri == NULL) {
+        tg_reply_fail(ex, TG_ANSWER_INVALID_REQUEST,
+                      "the gate needs the original request's method and target: X-Original-Method "
+                      "and X-Original-URI (or X-Forwarded-Method and X-Forwarded-Uri)");
+        return STEP_ANSWERED;
+    }
+    if (p->cfg.durability == TG_CONFIG_DURABILITY_FSYNC) {
+        tg_db_announce(p->db); /* a record is probably coming: see ledger.h */
+        r->announced = true;
+    }
+    s->ref = tg_pipeline_policy_acquire(p, &s->hold);
+    s->pol = s->ref->policy;
+    tg_diag_t diag = {{0}};
+    tg_err_t rc = tg_policy_route_request(&s->req, s->pol, method, uri, gate_header, ex, &diag);
+    if (rc == TG_ERR_NOT_FOUND) {
+        tg_reply_fail(ex, TG_ANSWER_ROUTE_NOT_MAPPED, diag.msg);
+        return STEP_ANSWERED;
+    }
+    if (rc != TG_OK) {
+        tg_reply_error(ex, rc == TG_ERR_NOMEM ? TG_ERR_INTERNAL : rc, diag.msg);
+        return STEP_ANSWERED;
+    }
+    return STEP_NEXT;
+}
+
 /* SPEC §3.3 in order. Each step either passes the request on (STEP_NEXT), answers it, or,
  * the last one, hands it to the ledger. */
 void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mode) {
@@ -1339,11 +1407,11 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
     /* Every jansson value of this request lives and dies between here and scope_end
      * (canon.h): parsed body, request-hash object, SILENCE record, trace. */
     tg_json_scope_begin();
-    step_t st = admit(r, &s);              /* 1-2 */
-    st = st ? st : parse_request(r, &s);   /* 3 */
-    st = st ? st : resolve_surface(r, &s); /* 3 */
-    st = st ? st : bind_principal(r, &s);  /* 3 */
-    st = st ? st : resolve_mode(r, &s);    /* 3, SPEC §11.1 */
+    step_t st = admit(r, &s);                                                         /* 1-2 */
+    st = st ? st : mode == TG_MODE_GATE ? gate_request(r, &s) : parse_request(r, &s); /* 3 */
+    st = st ? st : resolve_surface(r, &s);                                            /* 3 */
+    st = st ? st : bind_principal(r, &s);                                             /* 3 */
+    st = st ? st : resolve_mode(r, &s); /* 3, SPEC §11.1 */
     if (st == STEP_NEXT && mode == TG_MODE_DECIDE) {
         st = decide_only(r, &s); /* 7, /decide */
     }

@@ -225,6 +225,7 @@ typedef enum {
     TG_ANSWER_ACTOR_NOT_ALLOWED,   /* 403 actor_not_allowed: not one of the token's actors */
     TG_ANSWER_TENANT_NOT_ALLOWED,  /* 403 tenant_not_allowed: a JWT naming a tenant not served */
     TG_ANSWER_OBSERVE_NOT_ALLOWED, /* 403 observe_not_allowed: observe mode asked, not granted */
+    TG_ANSWER_ROUTE_NOT_MAPPED,    /* 403 route_not_mapped: the gate has no route for it */
     TG_ANSWER_NOT_FOUND,           /* 404 not_found */
     TG_ANSWER_METHOD_NOT_ALLOWED,  /* 405 method_not_allowed */
     TG_ANSWER_CONFLICT,            /* 409 idempotency_conflict */
@@ -287,7 +288,10 @@ void tg_reply_json_error(tg_exchange_t *ex, const tg_json_limits_t *lim, tg_err_
                          const char *detail);
 
 /* Routes (routes.c) and the decision endpoints (evaluate.c). */
-typedef enum { TG_MODE_EVALUATE, TG_MODE_EXECUTE, TG_MODE_DECIDE } tg_eval_mode_t;
+/* TG_MODE_GATE: GET|POST /v1/gate, the decision request built from the original request's
+ * method, path and headers by the bundle's routes; answered like /execute (403 unless
+ * PERMIT), with the receipt's id and hash in response headers. */
+typedef enum { TG_MODE_EVALUATE, TG_MODE_EXECUTE, TG_MODE_DECIDE, TG_MODE_GATE } tg_eval_mode_t;
 void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mode);
 tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec);
 /* After the replay: TG_ERR_CONFIG (diag names the numbers) if a table could not hold the

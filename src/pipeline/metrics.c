@@ -36,6 +36,7 @@ static const char *const route_names[TG_ROUTE__COUNT] = {"/v1/evaluate",
                                                          "/v1/admin/reload",
                                                          "/v1/receipts/redeem",
                                                          "/protocol/verify-signature",
+                                                         "/v1/gate",
                                                          "other"};
 
 static const char *const redeem_names[TG_REDEEM__COUNT] = {

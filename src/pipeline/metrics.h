@@ -35,6 +35,7 @@ typedef enum {
     TG_ROUTE_ADMIN_RELOAD,
     TG_ROUTE_REDEEM,           /* POST /v1/receipts/{executionId}/redeem */
     TG_ROUTE_VERIFY_SIGNATURE, /* POST /protocol/verify-signature */
+    TG_ROUTE_GATE,             /* GET|POST /v1/gate (nginx auth_request, Envoy ext_authz) */
     TG_ROUTE_OTHER,
     TG_ROUTE__COUNT
 } tg_route_t;

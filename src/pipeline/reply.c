@@ -26,6 +26,7 @@ static const answer_map_t answers[TG_ANSWER__COUNT] = {
     [TG_ANSWER_ACTOR_NOT_ALLOWED] = {403, "actor_not_allowed", false},
     [TG_ANSWER_TENANT_NOT_ALLOWED] = {403, "tenant_not_allowed", false},
     [TG_ANSWER_OBSERVE_NOT_ALLOWED] = {403, "observe_not_allowed", false},
+    [TG_ANSWER_ROUTE_NOT_MAPPED] = {403, "route_not_mapped", false},
     [TG_ANSWER_NOT_FOUND] = {404, "not_found", false},
     [TG_ANSWER_METHOD_NOT_ALLOWED] = {405, "method_not_allowed", false},
     [TG_ANSWER_CONFLICT] = {409, "idempotency_conflict", false},

@@ -46,6 +46,10 @@ static const route_t routes[] = {
     {"/v1/evaluate", M_POST, NULL, TG_ROUTE_EVALUATE, NULL, TG_MODE_EVALUATE},
     {"/execute", M_POST, NULL, TG_ROUTE_EXECUTE, NULL, TG_MODE_EXECUTE},
     {"/decide", M_POST, NULL, TG_ROUTE_DECIDE, NULL, TG_MODE_DECIDE},
+    /* nginx auth_request sends the subrequest as GET; Envoy ext_authz as the original
+     * method: both reach the gate, which reads the original from X-Original-* headers. */
+    {"/v1/gate", M_GET, NULL, TG_ROUTE_GATE, NULL, TG_MODE_GATE},
+    {"/v1/gate", M_POST, NULL, TG_ROUTE_GATE, NULL, TG_MODE_GATE},
     {"/v1/verify", M_POST, NULL, TG_ROUTE_VERIFY, tg_route_verify, TG_MODE_EVALUATE},
     {"/verify-receipt", M_POST, NULL, TG_ROUTE_VERIFY, tg_route_verify, TG_MODE_EVALUATE},
     {"/protocol/verify-receipt", M_POST, NULL, TG_ROUTE_PROTOCOL_VERIFY, tg_route_protocol_verify,
@@ -138,7 +142,8 @@ static route_match_t match_route(const tg_exchange_t *ex, bool admin_apart) {
 
 /* The routes that take a bearer token and run the decision pipeline. */
 static bool is_decision_route(tg_route_t id) {
-    return id == TG_ROUTE_EVALUATE || id == TG_ROUTE_EXECUTE || id == TG_ROUTE_DECIDE;
+    return id == TG_ROUTE_EVALUATE || id == TG_ROUTE_EXECUTE || id == TG_ROUTE_DECIDE ||
+           id == TG_ROUTE_GATE;
 }
 
 void tg_pipeline_handle(void *ud, tg_exchange_t *ex) {

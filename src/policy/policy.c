@@ -2401,9 +2401,9 @@ static tg_err_t compile_time_and_sets(cc_t *c, const json_t *bundle) {
 
 tg_err_t tg_policy_compile_opts(tg_policy_t **out, const json_t *bundle,
                                 const tg_policy_opts_t *opts, tg_diag_t *diag) {
-    static const char *const allowed[] = {"version",  "authority", "description", "surfaces",
-                                          "signals",  "actors",    "tools",       "tiers",
-                                          "timezone", "sets",      "limits",      NULL};
+    static const char *const allowed[] = {
+        "version", "authority", "description", "surfaces", "signals", "actors", "tools",
+        "tiers",   "timezone",  "sets",        "limits",   "routes",  NULL};
     if (out == NULL || bundle == NULL) {
         return tg_diag_set(diag, TG_ERR_INVALID_ARG, "tg_policy_compile: NULL argument");
     }
@@ -2425,7 +2425,7 @@ tg_err_t tg_policy_compile_opts(tg_policy_t **out, const json_t *bundle,
     }
     rc = check_members(&c, bundle, allowed,
                        "version, authority, description, surfaces, signals, actors, tools, "
-                       "tiers, timezone, sets, limits");
+                       "tiers, timezone, sets, limits, routes");
     if (rc) {
         goto done;
     }
@@ -2492,6 +2492,10 @@ tg_err_t tg_policy_compile_opts(tg_policy_t **out, const json_t *bundle,
         goto done;
     }
     rc = tg_policy_compile_limits_(p, json_object_get(bundle, "limits"), diag);
+    if (rc) {
+        goto done;
+    }
+    rc = tg_policy_routes_compile_(p, json_object_get(bundle, "routes"), diag);
     if (rc) {
         goto done;
     }
@@ -2581,6 +2585,7 @@ void tg_policy_destroy(tg_policy_t *p) {
     if (p == NULL) {
         return;
     }
+    tg_policy_routes_free_(p);
     tg_arena_chunk_t *c = p->arena;
     while (c != NULL) {
         tg_arena_chunk_t *next = c->next;

@@ -37,6 +37,9 @@ typedef struct tg_htab {
 
 typedef struct tg_arena_chunk tg_arena_chunk_t;
 
+/* A route of the gate (routes.c): method and path pattern -> surface, action, context. */
+typedef struct tg_gate_route tg_gate_route_t;
+
 /* What a stateful limit needs besides the kernel's tg_limit_t (limits.c): its surface, the
  * parts of its key and its window. By limit id, parallel to tables.limits. */
 typedef enum tg_limit_key_src {
@@ -69,6 +72,8 @@ struct tg_policy {
     tg_htab_t tool_index;
     const tg_limit_spec_t *limit_specs; /* by limit id (limits.c) */
     tg_arena_chunk_t *arena;
+    tg_gate_route_t *routes; /* the bundle's "routes" (routes.c; malloc'd, not the arena) */
+    uint32_t n_routes;
 };
 
 /* Name lookups for frame.c (tg_policy only; the kernel never looks names up). Return 1 and
@@ -91,6 +96,12 @@ tg_err_t tg_policy_compile_limits_(tg_policy_t *p, const json_t *limits, tg_diag
  * resolve. TG_ERR_LIMIT when longer than TG_POLICY_DIR_MAX - 1 bytes. */
 #define TG_POLICY_DIR_MAX 4096
 tg_err_t tg_policy_dir_of_(char dir[TG_POLICY_DIR_MAX], const char *path, tg_diag_t *diag);
+
+/* The bundle's "routes" (routes.c; NULL = none), after the surfaces. Errors:
+ * TG_ERR_POLICY_INVALID (diag "routes[i].<member>: ..."), TG_ERR_NOMEM. What it allocated is
+ * freed by tg_policy_routes_free_, also after an error. */
+tg_err_t tg_policy_routes_compile_(tg_policy_t *p, const json_t *routes, tg_diag_t *diag);
+void tg_policy_routes_free_(tg_policy_t *p);
 
 /* Strict-parses a bundle text with the bundle's limits (tg_policy_load_text's; lint.c
  * needs the tree as well as the policy). Caller json_decref's *out. */

@@ -105,6 +105,16 @@ tg_eq "$(jq -r .request_hash "$TG_BODY_FILE")" "$TOOL_HASH" "a tool call and its
 acp 200 "execute PERMIT" /execute "$PERMIT"
 acp 403 "execute DENY" /execute "$DENY"
 acp 403 "execute SILENCE" /execute "$SILENCE"
+# the gate (the test policy routes GET and POST /docs/* to the example surface)
+GATE_ORIG=(-H "X-Original-Method: GET" -H "X-Original-URI: /docs/a?b=1")
+ac 200 "gate PERMIT" GET /v1/gate "${TG_AUTH_A[@]}" "${GATE_ORIG[@]}"
+tg_check "gate PERMIT: TrigGuard-Execution-Id" tg_has_header TrigGuard-Execution-Id
+tg_check "gate PERMIT: TrigGuard-Receipt-Hash" tg_has_header TrigGuard-Receipt-Hash
+ac 403 "gate: an unmapped path" GET /v1/gate "${TG_AUTH_A[@]}" -H "X-Original-Method: GET" -H "X-Original-URI: /admin"
+ac 400 "gate: no original request" GET /v1/gate "${TG_AUTH_A[@]}"
+ac 401 "gate: no token" GET /v1/gate "${GATE_ORIG[@]}"
+ac 200 "gate as a POST (Envoy)" POST /v1/gate "${TG_AUTH_A[@]}" -H "X-Forwarded-Method: POST" -H "X-Forwarded-Uri: /docs/b"
+ac 403 "gate as a POST: a path trick" POST /v1/gate "${TG_AUTH_A[@]}" -H "X-Forwarded-Method: POST" -H "X-Forwarded-Uri: /docs/../x"
 acp 403 "execute replays a DENY first evaluated" /execute "$(tg_req_json deny ',"idempotency_key":"ac-k2"')"
 tg_expect_header Idempotent-Replayed true "execute replay"
 
