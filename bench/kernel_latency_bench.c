@@ -32,6 +32,8 @@
  *            instant (2026-12-04T10:00:00Z, after the zone's last transition: footer rule)
  *   set      context.payee in a 100,000-value data set file (written to a temporary
  *            directory) -> PERMIT (binary search over the sorted set)
+ *   limit    a permit rule, then two stateful limits (a daily sum, an hourly count) whose
+ *            totals are bound in the frame as the pipeline's store would -> PERMIT
  *
  *   any_of   issue 21's language (a bundle of its own, LANG_BUNDLE): a deny any_of that fails,
  *            then a permit any_of whose third member holds -> PERMIT
@@ -39,7 +41,7 @@
  *            on context.ref (the release branches, refs/heads/release/ and a star) -> PERMIT
  *
  * usage: kernel_latency_bench [--count N] [--warmup N] [--batch N]
- *                             [--variant default|spend|any_of|glob|time|set|all]
+ *                             [--variant default|spend|any_of|glob|time|set|limit|all]
  *                             [--policy FILE] [--output FILE]   (--policy: default, spend)
  * Writes one JSON document (stdout without --output); its common fields ("schema", "what",
  * "environment", "runs") are described in docs/BENCHMARKS.md.
@@ -69,6 +71,7 @@ typedef struct {
     const char *bundle;  /* NULL: the --policy bundle; else this bundle text, its own policy */
     int64_t at_ms;       /* the frame's instant (0: none) */
     int set_file;        /* 1: SET_POLICY with its 100,000-line file (load_set_policy) */
+    int limits;          /* 1: every limit of the surface bound with a running total of 5000 */
 } variant_t;
 
 /* Issue 21's language (docs/POLICY.md 1.2.1), one surface per variant below. */
@@ -110,42 +113,58 @@ static const char SET_POLICY[] =
 
 #define SET_VALUES 100000
 
+/* The limit variant's bundle: a daily spend cap and an hourly count (docs/POLICY.md 1.9). */
+static const char LIMIT_POLICY[] =
+    "{\"version\":\"bench-limit\",\"surfaces\":{\"pay\":{\"tier\":1,"
+    "\"required_context\":{\"amount\":\"number\"},\"rules\":[{\"id\":\"small\","
+    "\"effect\":\"permit\",\"when\":[{\"field\":\"context.amount\",\"op\":\"lte\","
+    "\"value\":10000}]}]}},\"limits\":[{\"id\":\"daily-spend\",\"surface\":\"pay\","
+    "\"key\":[\"actor\"],\"sum\":\"context.amount\",\"window_s\":86400,\"max\":100000},"
+    "{\"id\":\"hourly-count\",\"surface\":\"pay\",\"key\":[\"actor\"],\"count\":true,"
+    "\"window_s\":3600,\"max\":100000}]}";
+
 static const variant_t VARIANTS[] = {
     {"default",
      "deploy.release to staging by ci.release-bot: tier 1, two required context fields, actor "
      "group in-list rule",
      "{\"surface\":\"deploy.release\",\"action\":\"release\",\"actor\":\"ci.release-bot\","
      "\"context\":{\"target\":\"staging\",\"version\":\"1.4.2\"},\"idempotency_key\":\"rel-1\"}",
-     TG_PERMIT, NULL, 0, 0},
+     TG_PERMIT, NULL, 0, 0, 0},
     {"spend",
      "SPEC 3.1 payments.charge: tier 1 irreversible, two signals (riskScore, rsdSpike), actor "
      "list, spend rule HIGH_RISK_SPEND plus two other deny rules before the permit",
      "{\"surface\":\"payments.charge\",\"action\":\"transfer_funds\",\"actor\":\"agent.billing\","
      "\"context\":{\"amount\":2500,\"currency\":\"USD\"},\"signals\":{\"riskScore\":0.12,"
      "\"rsdSpike\":false},\"idempotency_key\":\"tx_9921\",\"nonce\":\"6f1c\"}",
-     TG_PERMIT, NULL, 0, 0},
+     TG_PERMIT, NULL, 0, 0, 0},
     {"any_of",
      "issue 21 language: a deny any_of (2 members) that fails, then a permit any_of whose "
      "third member holds",
      "{\"surface\":\"bench.any_of\",\"action\":\"deploy\",\"actor\":\"carol\","
      "\"context\":{\"env\":\"staging\",\"team\":\"platform\"}}",
-     TG_PERMIT, LANG_BUNDLE, 0, 0},
+     TG_PERMIT, LANG_BUNDLE, 0, 0, 0},
     {"glob",
      "issue 21 language: a deny glob on the actor (*-bot) that fails, then a permit glob "
      "refs/heads/release/* that holds",
      "{\"surface\":\"bench.glob\",\"action\":\"push\",\"actor\":\"alice\","
      "\"context\":{\"ref\":\"refs/heads/release/2026.12\"}}",
-     TG_PERMIT, LANG_BUNDLE, 0, 0},
+     TG_PERMIT, LANG_BUNDLE, 0, 0, 0},
     {"time",
      "a change window in Europe/Berlin: time.date freeze (two date comparisons), time.weekday "
      "and time.hour deny rules before the permit",
      "{\"surface\":\"deploy\",\"action\":\"release\",\"actor\":\"ci\",\"context\":"
      "{\"environment\":\"production\"}}",
-     TG_PERMIT, TIME_POLICY, INT64_C(1796378400000), 0},
+     TG_PERMIT, TIME_POLICY, INT64_C(1796378400000), 0, 0},
     {"set", "context.payee in a 100,000-value data set (binary search)",
      "{\"surface\":\"pay\",\"action\":\"charge\",\"actor\":\"agent\",\"context\":"
      "{\"payee\":\"payee-071234\"}}",
-     TG_PERMIT, NULL, 0, 1},
+     TG_PERMIT, NULL, 0, 1, 0},
+    {"limit",
+     "a permit under two stateful limits (a daily sum and an hourly count), totals bound: "
+     "the limit step after the PERMIT",
+     "{\"surface\":\"pay\",\"action\":\"charge\",\"actor\":\"agent\",\"context\":"
+     "{\"amount\":2500}}",
+     TG_PERMIT, LIMIT_POLICY, 0, 0, 1},
 };
 #define N_VARIANTS (sizeof VARIANTS / sizeof VARIANTS[0])
 
@@ -234,6 +253,15 @@ static int run_variant(result_t *r, const tg_policy_t *p, const variant_t *v, co
     if (v->at_ms != 0) {
         f.now_ms = v->at_ms;
         f.has_now = 1;
+    }
+    if (v->limits) { /* what the pipeline's store binds (kernel.h: frame.limits) */
+        uint32_t nl = 0;
+        const uint32_t *ids = tg_policy_surface_limits(p, f.surface, &nl);
+        for (uint32_t i = 0; i < nl && i < TG_FRAME_MAX_LIMITS; i++) {
+            f.limits[i].id = ids[i];
+            f.limits[i].v = (tg_value_t){.type = TG_VT_NUMBER, .num = 5000};
+        }
+        f.n_limits = nl;
     }
     r->v = v;
     r->n = (size_t)o->count;
@@ -486,7 +514,7 @@ int main(int argc, char **argv) {
     opts_t o;
     if (!parse_opts(&o, argc, argv)) {
         fprintf(stderr, "usage: kernel_latency_bench [--count N] [--warmup N] [--batch N] "
-                        "[--variant default|spend|any_of|glob|time|set|all] [--policy FILE] "
+                        "[--variant default|spend|any_of|glob|time|set|limit|all] [--policy FILE] "
                         "[--output FILE]\n");
         return 2;
     }
