@@ -532,6 +532,7 @@ static tg_err_t apply_file(tg_config_t *cfg, const char *path, const uint64_t sk
     if (buf == NULL) {
         return TG_ERR_NOMEM;
     }
+    buf[0] = '\0'; /* what the loop below reads if the file cannot be */
     tg_err_t rc = read_config_file(path, buf, TG_CONFIG_FILE_MAX + 1, diag);
     uint64_t seen[2] = {0, 0};
     char *line = buf;
@@ -681,7 +682,7 @@ tg_err_t tg_config_parse(tg_config_t *cfg, tg_config_action_t *action, int argc,
     for (size_t i = 0; i < N_OPTIONS; i++) {
         if (env_vals[i] != NULL) {
             char origin[96];
-            (void)snprintf(origin, sizeof origin, "environment %s for", env_names[i]);
+            (void)snprintf(origin, sizeof origin, "environment %.63s for", env_names[i]);
             rc = set_option(cfg, &options[i], env_vals[i], origin, diag);
             if (rc) {
                 return rc;

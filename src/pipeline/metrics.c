@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -373,11 +374,17 @@ tg_err_t tg_metrics_render_process(tg_buf_t *out, const tg_metrics_t *m) {
         cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
               (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
     }
-    unsigned long long pages = 0, resident = 0;
+    /* statm: "size resident shared ..." in pages; the second number is the resident set. */
+    unsigned long long resident = 0;
     FILE *f = fopen("/proc/self/statm", "r");
     if (f != NULL) {
-        if (fscanf(f, "%llu %llu", &pages, &resident) != 2) {
-            resident = 0;
+        char line[128];
+        if (fgets(line, sizeof line, f) != NULL) {
+            char *end = NULL;
+            (void)strtoull(line, &end, 10);
+            if (end != NULL && *end == ' ') {
+                resident = strtoull(end + 1, NULL, 10);
+            }
         }
         (void)fclose(f);
     }

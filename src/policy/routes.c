@@ -185,9 +185,14 @@ static tg_err_t compile_route(tg_policy_t *p, tg_gate_route_t *r, const json_t *
     }
     const char *key;
     const json_t *val;
+    static const char *const members[] = {"method", "path",    "surface",
+                                          "action", "context", "description"};
     json_object_foreach((json_t *)v, key, val) {
-        if (strcmp(key, "method") && strcmp(key, "path") && strcmp(key, "surface") &&
-            strcmp(key, "action") && strcmp(key, "context") && strcmp(key, "description")) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof members / sizeof members[0] && !known; i++) {
+            known = strcmp(key, members[i]) == 0;
+        }
+        if (!known) {
             return tg_diag_set(diag, TG_ERR_POLICY_INVALID,
                                "%s.%s: unknown member (method, path, surface, action, context, "
                                "description)",
@@ -419,7 +424,7 @@ tg_err_t tg_policy_route_request(json_t **out, const tg_policy_t *p, const char 
         rc = tg_diag_set(diag, TG_ERR_NOT_FOUND, "no route maps %s to a surface", method);
     }
     json_t *req = NULL, *ctx = NULL;
-    if (rc == TG_OK) {
+    if (rc == TG_OK && r != NULL) {
         char action[16];
         size_t i = 0;
         for (; method[i] != '\0' && i < sizeof action - 1; i++) {
@@ -434,7 +439,7 @@ tg_err_t tg_policy_route_request(json_t **out, const tg_policy_t *p, const char 
             rc = TG_ERR_NOMEM;
         }
     }
-    for (uint32_t i = 0; rc == TG_OK && i < r->n_ctx; i++) {
+    for (uint32_t i = 0; rc == TG_OK && r != NULL && i < r->n_ctx; i++) {
         const ctxmap_t *c = &r->ctx[i];
         const char *v = c->src == SRC_PARAM    ? param_value(r, c->text, segs)
                         : c->src == SRC_HEADER ? (header != NULL ? header(ud, c->text) : NULL)
