@@ -115,7 +115,7 @@ static void test_top_level_errors(void **state) {
     expect_error("[1]", "policy: the bundle must be a JSON object, not an array");
     expect_error("{'version':'1','surfaces':{'x':{'tier':3}},'surfacez':1}",
                  "surfacez: unknown member (expected version, authority, description, surfaces, "
-                 "signals, actors, tools, tiers, timezone, sets, limits)");
+                 "signals, actors, tools, tiers, timezone, sets, limits, routes)");
     expect_error("{'surfaces':{'x':{'tier':3}}}", "version: required member missing");
     expect_error("{'version':1,'surfaces':{'x':{'tier':3}}}",
                  "version: must be a string, not a number");
