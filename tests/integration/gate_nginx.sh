@@ -77,7 +77,7 @@ tg_expect_error 403 route_not_mapped "a missing path parameter"
 UP_LOG=$TG_TMP/upstream.log
 : >"$UP_LOG"
 UP_PORT=$(tg_free_port)
-python3 - "$UP_PORT" "$UP_LOG" >"$TG_TMP/upstream.out" 2>&1 <<'PY' &
+cat >"$TG_TMP/upstream.py" <<'PY'
 import http.server, json, sys
 port, log = int(sys.argv[1]), sys.argv[2]
 class H(http.server.BaseHTTPRequestHandler):
@@ -95,7 +95,15 @@ class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a): pass
 http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 PY
+# Stopped at exit by its script's path too: $! may be a wrapper's pid rather than python's.
+python3 "$TG_TMP/upstream.py" "$UP_PORT" "$UP_LOG" >"$TG_TMP/upstream.out" 2>&1 &
 UP_PID=$!
+NG_PID=""
+# Chained in front of the EXIT trap already set (lib/daemon.sh's, and scripts/lib/pg.sh's with
+# --store postgres), never in place of it: the throwaway cluster must still be removed.
+eval "prev_trap=($(trap -p EXIT))"
+# shellcheck disable=SC2064 # the previous trap is expanded now, on purpose
+trap "kill \$NG_PID \$UP_PID 2>/dev/null; pkill -f '$TG_TMP/upstream.py'; ${prev_trap[2]:-}" EXIT
 for _ in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:$UP_PORT/" && break; sleep 0.1; done
 : >"$UP_LOG" # the readiness probe above is not a request under test
 
@@ -145,7 +153,6 @@ NGINX_CONF
     tg_die "nginx refused the configuration: $(cat "$NG/check.log")"
 "$NGINX" -p "$NG" -e "$NG/error.log" -c "$NG/nginx.conf" >>"$NG/nginx.out" 2>&1 &
 NG_PID=$!
-trap 'kill "$NG_PID" "$UP_PID" 2>/dev/null; tg_cleanup' EXIT
 for _ in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:$NG_PORT/" && break; sleep 0.1; done
 NGURL=http://127.0.0.1:$NG_PORT
 front() { curl -s -o "$TG_TMP/front.body" -w '%{http_code}' --max-time 20 --path-as-is "$@"; }
