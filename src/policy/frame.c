@@ -30,25 +30,6 @@ static const char *const MEMBER_NAMES[M__COUNT] = {
     "context", "args",          "signals",         "idempotency_key", "intent_id",
     "nonce",   "subjectDigest", "prevReceiptHash", "executionMode",   "execution_mode"};
 
-static const char *type_name(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL:
-        return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    default:
-        return "null";
-    }
-}
-
 /* Up to 64 bytes of s with control characters as '?', for messages. */
 static const char *printable(char out[80], const char *s, size_t n) {
     size_t k = 0;
@@ -125,7 +106,7 @@ tg_err_t tg_frame_from_request(tg_frame_t *out, tg_request_meta_t *meta, const t
     }
     if (!json_is_object(request)) {
         return tg_diag_set(diag, TG_ERR_REQUEST_INVALID, "request: must be a JSON object, not %s",
-                           type_name(request));
+                           tg_policy_json_type_(request));
     }
     const json_t *m[M__COUNT] = {NULL};
     const char *key;
@@ -144,7 +125,7 @@ tg_err_t tg_frame_from_request(tg_frame_t *out, tg_request_meta_t *meta, const t
         int want_object = id == M_CONTEXT || id == M_ARGS || id == M_SIGNALS;
         if (want_object ? !json_is_object(v) : !json_is_string(v)) {
             return tg_diag_set(diag, TG_ERR_REQUEST_INVALID, "request.%s: must be %s, not %s", key,
-                               want_object ? "an object" : "a string", type_name(v));
+                               want_object ? "an object" : "a string", tg_policy_json_type_(v));
         }
         m[id] = v;
     }

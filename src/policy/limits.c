@@ -24,25 +24,6 @@ static tg_err_t lfail(tg_diag_t *diag, size_t i, const char *member, const char 
     return tg_diag_set(diag, TG_ERR_POLICY_INVALID, "limits[%zu].%s: %s", i, member, msg);
 }
 
-static const char *jtype(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL:
-        return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    default:
-        return "null";
-    }
-}
-
 /* The declared type of context field `fid` in surface s's required_context; -1 when the
  * surface does not require it. */
 static int required_type(const tg_surface_t *s, uint32_t fid) {
@@ -81,7 +62,7 @@ static tg_err_t compile_key(tg_diag_t *diag, size_t i, const tg_policy_t *p, con
         return TG_OK; /* no key: one total for the surface per tenant */
     }
     if (!json_is_array(key)) {
-        return lfail(diag, i, "key", "must be an array, not %s", jtype(key));
+        return lfail(diag, i, "key", "must be an array, not %s", tg_policy_json_type_(key));
     }
     if (json_array_size(key) > TG_LIMIT_KEY_PARTS) {
         return lfail(diag, i, "key", "%zu parts (limit %d)", json_array_size(key),
@@ -92,7 +73,7 @@ static tg_err_t compile_key(tg_diag_t *diag, size_t i, const tg_policy_t *p, con
         char member[32];
         snprintf(member, sizeof member, "key[%zu]", k);
         if (!json_is_string(v)) {
-            return lfail(diag, i, member, "must be a string, not %s", jtype(v));
+            return lfail(diag, i, member, "must be a string, not %s", tg_policy_json_type_(v));
         }
         const char *t = json_string_value(v);
         uint8_t src;
@@ -136,7 +117,7 @@ static tg_err_t compile_limit(tg_diag_t *diag, size_t i, tg_policy_t *p, const j
     static const char *const allowed[] = {"id",  "surface", "key",      "sum",         "count",
                                           "max", "reason",  "window_s", "description", NULL};
     if (!json_is_object(v)) {
-        return lfail(diag, i, NULL, "a limit must be an object, not %s", jtype(v));
+        return lfail(diag, i, NULL, "a limit must be an object, not %s", tg_policy_json_type_(v));
     }
     const char *mk;
     const json_t *mv;
@@ -204,7 +185,8 @@ static tg_err_t compile_limit(tg_diag_t *diag, size_t i, tg_policy_t *p, const j
         l->kind = TG_LIMIT_COUNT;
     } else {
         if (!json_is_string(sum)) {
-            return lfail(diag, i, "sum", "must be a context.<field> string, not %s", jtype(sum));
+            return lfail(diag, i, "sum", "must be a context.<field> string, not %s",
+                         tg_policy_json_type_(sum));
         }
         rc = context_ref(diag, i, "sum", p, s, sum, 1u << TG_FT_NUMBER, "number", &l->field);
         if (rc) {
@@ -246,7 +228,7 @@ static tg_err_t compile_limit(tg_diag_t *diag, size_t i, tg_policy_t *p, const j
     }
     const json_t *dv = json_object_get(v, "description");
     if (dv != NULL && !json_is_string(dv)) {
-        return lfail(diag, i, "description", "must be a string, not %s", jtype(dv));
+        return lfail(diag, i, "description", "must be a string, not %s", tg_policy_json_type_(dv));
     }
     return TG_OK;
 }
@@ -257,7 +239,7 @@ tg_err_t tg_policy_compile_limits_(tg_policy_t *p, const json_t *limits, tg_diag
     }
     if (!json_is_array(limits)) {
         return tg_diag_set(diag, TG_ERR_POLICY_INVALID, "limits: must be an array, not %s",
-                           jtype(limits));
+                           tg_policy_json_type_(limits));
     }
     size_t n = json_array_size(limits);
     if (n > TG_POLICY_MAX_LIMITS) {

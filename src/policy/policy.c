@@ -193,7 +193,7 @@ static tg_err_t nomem(cc_t *c) {
     return tg_diag_set(c->diag, TG_ERR_NOMEM, "out of memory compiling the policy");
 }
 
-static const char *json_type_name(const json_t *v) {
+const char *tg_policy_json_type_(const json_t *v) {
     switch (json_typeof(v)) {
     case JSON_OBJECT:
         return "an object";
@@ -211,6 +211,8 @@ static const char *json_type_name(const json_t *v) {
         return "null";
     }
 }
+
+static const char *json_type_name(const json_t *v) { return tg_policy_json_type_(v); }
 
 static int is_number(const json_t *v) { return json_is_real(v) || json_is_integer(v); }
 

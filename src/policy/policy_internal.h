@@ -103,6 +103,10 @@ tg_err_t tg_policy_dir_of_(char dir[TG_POLICY_DIR_MAX], const char *path, tg_dia
 tg_err_t tg_policy_routes_compile_(tg_policy_t *p, const json_t *routes, tg_diag_t *diag);
 void tg_policy_routes_free_(tg_policy_t *p);
 
+/* "an object", "a string", ..., "null": a JSON value's type in error messages, one wording
+ * for the compiler, the limits and the frame builder. */
+const char *tg_policy_json_type_(const json_t *v);
+
 /* Strict-parses a bundle text with the bundle's limits (tg_policy_load_text's; lint.c
  * needs the tree as well as the policy). Caller json_decref's *out. */
 tg_err_t tg_policy_parse_(json_t **out, const char *text, size_t len, tg_diag_t *diag);
