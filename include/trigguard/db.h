@@ -90,6 +90,8 @@
 #include "trigguard/ledger.h"
 #include "trigguard/store.h"
 
+struct tg_approval; /* approval.h */
+
 typedef struct tg_db tg_db_t;
 
 typedef enum tg_db_backend {
@@ -112,6 +114,7 @@ typedef struct tg_db_opts {
                                  (pg: retention and key length only) */
     tg_store_opts_t receipts; /* the receipt index: caps, retention (file only) */
     uint64_t limit_entries;   /* file: most (limit, key, window) totals held; 0 = 1,000,000 */
+    uint64_t approval_entries; /* file: most approvals held in memory; 0 = 100,000 */
     tg_ledger_opts_t ledger;  /* file: the ledger directory and its durability */
     tg_db_pg_opts_t pg;       /* pg */
 } tg_db_opts_t;
@@ -137,6 +140,10 @@ typedef struct tg_db_record {
     const uint8_t *request_hash; /* 32 bytes */
     int status;                  /* the HTTP status the decision answered */
     int64_t at_ms;               /* when it was decided (the stamp retention counts from) */
+    /* The approval this record is a step of (approval.h), as its state after the step (the
+     * same state meta "a" holds); NULL when none. Version 1 (an ESCALATE receipt) creates
+     * it; version n > 1 needs the hold of version n - 1 (tg_db_approval_hold). */
+    const struct tg_approval *approval;
 } tg_db_record_t;
 
 /* The append's answer: exactly once per accepted append, status TG_OK (durable as the
@@ -293,6 +300,82 @@ tg_err_t tg_db_limit_release(tg_db_t *db, const tg_db_limit_ref_t *ref, double a
 tg_err_t tg_db_limit_restore(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount,
                              int64_t now_ms) TG_MUST_USE;
 
+/* ---- approvals (SPEC §11.2, approval.h) ----
+ *
+ * An approval changes in numbered versions; each version is written by one record (its
+ * rec->approval), durable with it, and never otherwise:
+ *   read     tg_db_approval_get      (tenant, id) -> its newest durable state
+ *   list     tg_db_approval_list     a tenant's approvals, newest first, by status at now
+ *   hold     tg_db_approval_hold     the exclusive right to write the next version, with the
+ *                                    current state; one holder per approval on every
+ *                                    instance (TG_ERR_IN_FLIGHT to the others)
+ *   write    tg_db_append            rec->approval = the state after, version = held + 1
+ *   then     tg_db_approval_commit   after the append's TG_OK (from done too): the new state
+ *                                    is what get answers here, and the hold is dropped
+ *   or       tg_db_approval_release  nothing was written: the hold is dropped
+ *   create   tg_db_append            an ESCALATE receipt with rec->approval version 1 (a
+ *                                    fresh id: no hold), then tg_db_approval_commit
+ *   timer    tg_db_approval_due      approvals whose stored status lags the clock (pending
+ *                                    past expires_ms, approved past its consume window)
+ *   rebuild  tg_db_approval_restore  from the replay callback (file): a record's meta "a"
+ * file: a table in memory (at most opts.approval_entries), rebuilt at start from the
+ * records' meta "a" (the highest version wins); the hold is a flag in memory.
+ * pg: a row per approval (schema v4, tg_approvals: the document and its indexed columns)
+ * written in the record's group-commit transaction, fenced by the hold (a lease of
+ * claim_timeout_ms, kept by the backend by (tenant, id)): a record whose fence fails is
+ * not committed and its done reports the unavailability error.
+ * Terminal approvals (denied, expired, consumed) are dropped retention_ms (opts.keys) after
+ * they resolved, by tg_db_tick. */
+
+/* *out = the newest durable state of (tenant, id). TG_ERR_NOT_FOUND (none: unknown, another
+ * tenant's, or dropped after retention), TG_ERR_INVALID_ARG, the unavailability error. */
+tg_err_t tg_db_approval_get(tg_db_t *db, const char *tenant, size_t tenant_len, const char *id,
+                            size_t id_len, struct tg_approval *out) TG_MUST_USE;
+
+/* Up to max of the tenant's approvals whose tg_approval_status_at(now_ms) is status (or any
+ * status when all), newest created first, into out[0..*n). TG_ERR_INVALID_ARG, the
+ * unavailability error. */
+tg_err_t tg_db_approval_list(tg_db_t *db, const char *tenant, size_t tenant_len, bool all,
+                             int status, int64_t now_ms, struct tg_approval *out, size_t max,
+                             size_t *n) TG_MUST_USE;
+
+/* Takes the hold on (tenant, id) and fills *cur with its newest durable state. TG_OK;
+ * TG_ERR_NOT_FOUND; TG_ERR_IN_FLIGHT (another holder: a review, a resume or the timer is
+ * writing it; retry shortly); TG_ERR_INVALID_ARG; the unavailability error. */
+tg_err_t tg_db_approval_hold(tg_db_t *db, const char *tenant, size_t tenant_len, const char *id,
+                             size_t id_len, int64_t now_ms, struct tg_approval *cur) TG_MUST_USE;
+
+/* Drops a hold whose next version was never written. TG_OK also when none is held. */
+tg_err_t tg_db_approval_release(tg_db_t *db, const char *tenant, size_t tenant_len, const char *id,
+                                size_t id_len) TG_MUST_USE;
+
+/* After the append of the record carrying a (TG_OK): a becomes what get answers here and
+ * the hold (if any) is dropped. Never blocks. TG_ERR_LIMIT (file: the table is full for a
+ * new approval: it stays durable in the ledger and is restored at the next start; the
+ * caller logs it), TG_ERR_INVALID_ARG. */
+tg_err_t tg_db_approval_commit(tg_db_t *db, const struct tg_approval *a, int64_t now_ms) TG_MUST_USE;
+
+/* Whether one more approval fits (file: approval_entries; pg: always). Never blocks. */
+bool tg_db_approval_room(tg_db_t *db);
+
+/* From the replay callback only: a durable record's approval state (its meta "a"); the
+ * higher version of the same (tenant, id) wins. TG_ERR_LIMIT when full. */
+tg_err_t tg_db_approval_restore(tg_db_t *db, const struct tg_approval *a,
+                                int64_t now_ms) TG_MUST_USE;
+
+/* Which approval is due for the timer's expiry step. */
+typedef struct tg_db_approval_ref {
+    char id[38];
+    char tenant[65];
+} tg_db_approval_ref_t;
+
+/* Up to max approvals (any tenant) whose stored status is pending or approved but whose
+ * tg_approval_status_at(now_ms) is expired, into out[0..*n), and not held here. The timer
+ * holds each, writes its expiry record and commits; on pg several instances may list the
+ * same one, and the hold lets one write it. TG_ERR_INVALID_ARG, the unavailability error. */
+tg_err_t tg_db_approval_due(tg_db_t *db, int64_t now_ms, tg_db_approval_ref_t *out, size_t max,
+                            size_t *n) TG_MUST_USE;
+
 /* ---- upkeep and observation ---- */
 
 /* Periodic upkeep, from one thread (serve: every 100 ms): reclaims expired entries in
@@ -309,6 +392,7 @@ typedef struct tg_db_stats {
     tg_store_stats_t receipts; /* the receipt index */
     tg_ledger_stats_t records; /* the record log's counters (file: the ledger's; ledger.h) */
     tg_store_stats_t limits;   /* limit totals (file: entries, capacity, full refusals) */
+    tg_store_stats_t approvals; /* approvals held (file: entries, capacity, full refusals) */
 } tg_db_stats_t;
 
 /* Fills *out (all zero for a NULL db). Thread-safe. */

@@ -25,6 +25,9 @@
  *     surfaces      1..TG_GUARD_MAX_BINDINGS distinct surface names (same rules but '@'):
  *                   the only surfaces the token may ask about. Absent = every surface.
  *     role          "caller" (default), "approver", "executor" or "admin" (tg_role_t)
+ *     groups        1..TG_GUARD_MAX_BINDINGS distinct group names (same rules as
+ *                   surfaces): an approver's groups, which an escalate rule's "@group"
+ *                   approvers entries name (SPEC §11.2). Absent = none.
  *     observe       false (default); true lets the token ask for observe mode
  *                   ("executionMode": "observe", SPEC §11.1): decided and signed, never
  *                   enforced. Without it such a request is 403 observe_not_allowed.
@@ -134,6 +137,8 @@ typedef struct tg_principal {
     size_t actors_count;
     const tg_guard_str_t *surfaces; /* surfaces_count of them; NULL and 0 = unbound */
     size_t surfaces_count;
+    const tg_guard_str_t *groups; /* groups_count of them (approvers); NULL and 0 = none */
+    size_t groups_count;
     tg_guard_str_t issuer;    /* ptr NULL: a token of the tenant table */
     const tg_claim_t *claims; /* claims_count of them, names unique; NULL and 0: none */
     size_t claims_count;

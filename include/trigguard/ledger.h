@@ -32,7 +32,7 @@
  *   6           2     flags        u16, must be 0 (reserved)
  *   8           8     seq          u64, 1 for the first record, then exactly +1
  *   16          32    prev_hash    record_hash of the previous record (zeros for seq 1)
- *   48          4     meta_len     u32, 0 .. 1024 (TG_LEDGER_META_MAX)
+ *   48          4     meta_len     u32, 0 .. 16384 (TG_LEDGER_META_MAX)
  *   52          4     payload_len  u32, 0 .. 65536 (TG_LEDGER_PAYLOAD_MAX)
  *   56          4     header_check first 4 bytes of SHA-256(bytes 0..55 of this record)
  *   60          M     meta         M = meta_len opaque bytes (owned by the daemon)
@@ -130,7 +130,7 @@
 #define TG_LEDGER_FORMAT_VERSION_MIN 1 /* oldest still read */
 #define TG_LEDGER_HEADER_SIZE 60
 #define TG_LEDGER_HASH_SIZE 32
-#define TG_LEDGER_META_MAX 1024
+#define TG_LEDGER_META_MAX 16384 /* 1024 before approvals (meta "a", record.h) */
 #define TG_LEDGER_PAYLOAD_MAX 65536
 #define TG_LEDGER_RECORD_OVERHEAD (TG_LEDGER_HEADER_SIZE + TG_LEDGER_HASH_SIZE) /* 92 */
 #define TG_LEDGER_RECORD_MAX                                                                       \
@@ -139,6 +139,7 @@
 #define TG_LEDGER_TYPE_RECEIPT 1
 #define TG_LEDGER_TYPE_SILENCE 2
 #define TG_LEDGER_TYPE_REDEMPTION 3 /* a receipt redeemed by an executor (record.h) */
+#define TG_LEDGER_TYPE_APPROVAL 4   /* a review or expiry of an approval (record.h, SPEC §11.2) */
 
 typedef enum tg_durability {
     TG_DURABILITY_FSYNC = 0, /* default: acknowledged = on disk */

@@ -216,6 +216,17 @@ int tg_policy_surface_tier(const tg_policy_t *p, uint32_t index);
  * recorded, never enforced); false when out of range. */
 bool tg_policy_surface_observe(const tg_policy_t *p, uint32_t index);
 
+/* The "approval" settings (SPEC §11.2, docs/POLICY.md "Escalate") of the escalate rule
+ * rule_id (the decision's rule_id) of surface `surface`: owned by the policy, valid while it
+ * lives. NULL when the surface or rule does not exist or the rule is not an escalate rule.
+ * Bundle: a rule with "effect": "escalate" may have "approval": {"required": N (default 1),
+ * "approvers": ["@group" | "subject", ...] (required, 1..TG_APPROVAL_MAX_APPROVERS distinct
+ * entries, each a subject's shape, tg_guard_subject_valid, with an optional leading '@'),
+ * "ttl_s" (default 3600), "consume_within_s" (default 900)}; a reason defaults to
+ * APPROVAL_REQUIRED. N above the number of entries is refused unless an entry is a group. */
+const struct tg_approval_spec *tg_policy_rule_approval(const tg_policy_t *p, uint32_t surface,
+                                                       tg_sv_t rule_id);
+
 /* ---- stateful limits (docs/POLICY.md "Limits") ----------------------------------------
  *
  * A limit id (0..tg_policy_limit_count-1) is the index of the limit in the bundle's
@@ -429,7 +440,7 @@ tg_err_t tg_request_hash(uint8_t out[32], const tg_frame_t *f, const tg_request_
  * enforcement is EXECUTED for PERMIT, BLOCKED otherwise. Strings are written as canonical
  * JSON strings (decision, execution_id and request_hash are fixed-alphabet values). */
 typedef struct tg_decision_body {
-    const char *decision; /* "PERMIT", "DENY" or "SILENCE" */
+    const char *decision; /* "PERMIT", "DENY", "SILENCE" or "ESCALATE" */
     tg_text_t reason;
     tg_text_t execution_id; /* ptr NULL = member omitted */
     tg_text_t request_hash; /* 64 lowercase hex; ptr NULL = member omitted */
@@ -443,6 +454,13 @@ typedef struct tg_decision_body {
      * execution_id, request_hash, policy_version, receipt}: no detail (the receipt holds
      * none, and a replay rebuilds the body from the receipt alone). */
     bool observe;
+    /* ESCALATE (SPEC §11.2): enforcement is PENDING_APPROVAL, and "approval_id" and
+     * "approval" follow "policy_version" (before detail and receipt): the id, and the
+     * approval's API object (approval.h tg_approval_api_json) embedded as is. A PERMIT that
+     * consumed an approval carries both too. ptr NULL = omitted. In observe mode an
+     * ESCALATE is a would_decision like any other, with neither member. */
+    tg_text_t approval_id;
+    tg_text_t approval;
 } tg_decision_body_t;
 
 /* For a SILENCE, one sentence naming the request field or signal that was missing or

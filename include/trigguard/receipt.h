@@ -8,10 +8,14 @@
  *   #  name                   format                                   hashed
  *   1  action                 text (may be empty)                       yes
  *   2  actorId                text (may be empty)                       yes
+ *  2a  approvalId           * "appr_" + 32 lowercase hex (v1.1, §11.2)  yes
+ *  2b  approvals            * [{"at": time,"decision":"approve",        yes
+ *                             "subject": id}] (a consuming PERMIT)
  *   3  authorityId            text, non-empty                           yes
  *   4  authorityKeyId     s   key id [A-Za-z0-9._:-]{1,64}              no
  *   5  authoritySignature s   base64 (padded) of 64 bytes = 88 chars    no
- *   6  decision               "PERMIT" | "DENY" | "SILENCE" (observe)   yes
+ *   6  decision               "PERMIT" | "DENY" | "ESCALATE" |          yes
+ *                             "SILENCE" (observe only)
  *   7  engineVersion          text, non-empty                           yes
  *   8  executionContextHash * 64 lowercase hex                          yes
  *   9  executionId            "exec_" + 32 lowercase hex                yes
@@ -40,6 +44,12 @@
  * executionMode "observe" marks a receipt of observe (shadow) mode: its decision is the
  * policy's true one, and it never authorizes anything (SPEC §11.1); only such a receipt
  * may state decision "SILENCE" (an enforce-mode SILENCE is never signed).
+ *
+ * ESCALATE (SPEC §11.2): decision "ESCALATE" carries approvalId (the approval it opened;
+ * absent only in observe mode) and never authorizes. A PERMIT that consumed an approval
+ * carries approvalId and approvals (1..TG_APPROVAL_MAX_REQUIRED entries, each exactly
+ * {at, decision "approve", subject}, in review order); approvals appears only with
+ * approvalId on a PERMIT. Receipts without them are v1/v1.1 receipts byte for byte.
  *
  * "text" is valid UTF-8 of at most TG_RECEIPT_TEXT_MAX bytes.
  * receiptHash  = SHA-256(canonical JSON of the members marked "hashed" that are present).
@@ -116,6 +126,10 @@ typedef struct tg_receipt_fields {
      * (optional) only with a subject. */
     tg_receipt_str_t principal_subject;
     tg_receipt_str_t principal_issuer;
+    /* SPEC §11.2: approval_id (ptr NULL = absent); approvals: the canonical JSON array
+     * (approval.h tg_approval_receipt_approvals), embedded as is (ptr NULL = absent). */
+    tg_receipt_str_t approval_id;
+    tg_receipt_str_t approvals;
 } tg_receipt_fields_t;
 
 /* What the signer reports about the receipt it appended. */
@@ -164,6 +178,7 @@ typedef struct tg_receipt_verdict {
      * (observe mode, SPEC §11.1: never authorizes). */
     bool permit;
     bool observe;
+    bool escalate; /* decision ESCALATE: valid evidence, never authorizes (SPEC §11.2) */
 } tg_receipt_verdict_t;
 
 /* Verifies a parsed receipt object against the ring at wall-clock time now_ms, in the
@@ -209,7 +224,8 @@ tg_err_t tg_receipt_verify_text(const tg_keyring_t *ring, const char *text, size
 bool tg_receipt_authorizes(tg_err_t rc, const tg_receipt_verdict_t *v);
 
 /* The verifiers' "reason": "observe_mode" for a valid observe receipt (it is valid but
- * authorizes nothing), else tg_receipt_reason_code(rc). Static text. */
+ * authorizes nothing), "pending_approval" for a valid enforce-mode ESCALATE receipt, else
+ * tg_receipt_reason_code(rc). Static text. */
 const char *tg_receipt_verdict_reason(tg_err_t rc, const tg_receipt_verdict_t *v);
 
 /* Short snake_case reason for HTTP/CLI: "valid", "malformed" (shape and JSON errors),

@@ -17,6 +17,10 @@
  * ## TG_LEDGER_META_MAX bytes)
  *
  *   member  JSON type  presence  meaning
+ *   a       object     optional  the approval this record is a step of, as its state after
+ *                                the step (approval.h's document, embedded as an object):
+ *                                on an ESCALATE receipt (version 1), a consuming PERMIT, and
+ *                                every approval record (type 4). Absent otherwise.
  *   at      integer    always    wall-clock ms of the decision (the receipt's timestamp)
  *   ch      string     optional  the idempotency claim hash the key is bound to: 64 lowercase
  *                                hex (tg_idem_claim_hash: the request hash and the principal);
@@ -51,6 +55,18 @@
  *   (TG_RECORD_REDEEM_NONCE_PREFIX + executionId: a nonce in a namespace callers cannot
  *   use, so a restart's replay and PostgreSQL's nonce rows make it single use exactly as
  *   they make a nonce single use), rh = the request hash, s = 200, t = the tenant.
+ *
+ * ## Approval payload (type 4, TG_LEDGER_TYPE_APPROVAL; canonical JSON, unsigned)
+ *
+ *   approvalId, at (RFC 3339 UTC, milliseconds), comment (review only, when given: at most
+ *   TG_APPROVAL_COMMENT_MAX bytes), decision ("approve" | "deny", review only), entry (the
+ *   approvers index that admitted the subject, review only), event ("review" | "expire"),
+ *   requestHash (review: the hash the approver sent, which must be the approval's; expire:
+ *   the approval's), status (the approval's status after the step), subject (review only),
+ *   tenantId, type "approval"
+ *
+ *   Its meta: at, rh = the approval's request hash, s = the HTTP status answered (200; an
+ *   expiry 0: no request), t = the tenant, a = the approval's state after the step.
  *
  * All are written by the functions below and read by tg_record_view; nothing else in the
  * tree composes or parses them. Thread safety: every function is reentrant.
@@ -89,6 +105,7 @@ typedef struct tg_record_meta {
     tg_text_t tenant;                /* t */
     const tg_record_limit_t *limits; /* l: n_limits of them (0..TG_RECORD_MAX_LIMITS) */
     size_t n_limits;
+    const struct tg_approval *approval; /* a: NULL = absent */
 } tg_record_meta_t;
 
 /* Appends the meta's canonical JSON. Errors: TG_ERR_INVALID_ARG (NULL argument, a missing
@@ -127,20 +144,43 @@ typedef struct tg_record_redemption {
  * member missing), TG_ERR_NOMEM, canon errors, tg_buf errors. */
 tg_err_t tg_record_redemption_write(tg_buf_t *out, const tg_record_redemption_t *r) TG_MUST_USE;
 
+/* The approval payload's members (views; ptr NULL = absent, for the review-only ones). */
+typedef struct tg_record_approval_event {
+    tg_text_t approval_id, tenant;
+    bool review;         /* event "review"; false: "expire" */
+    tg_text_t subject;   /* review */
+    uint32_t entry;      /* review */
+    bool approve;        /* review: decision "approve"; false: "deny" */
+    tg_text_t comment;   /* review, optional */
+    tg_text_t request_hash; /* 64 lowercase hex */
+    tg_text_t status;    /* the approval's status after the step (approval.h names) */
+    int64_t at_ms;
+} tg_record_approval_event_t;
+
+/* Appends the approval payload's canonical JSON. Errors: TG_ERR_INVALID_ARG (a NULL or a
+ * missing member, a bound exceeded), TG_ERR_NOMEM, canon errors, tg_buf errors. */
+tg_err_t tg_record_approval_event_write(tg_buf_t *out,
+                                        const tg_record_approval_event_t *e) TG_MUST_USE;
+
 /* A record as this server wrote it, read back: views into two parsed documents, valid until
  * tg_record_view_free. */
 typedef struct tg_record_view {
     tg_record_meta_t meta;
     uint8_t request_hash[32]; /* meta.request_hash decoded */
     uint8_t claim_hash[32];   /* meta.claim_hash decoded; request_hash when it is absent */
-    const char *decision;     /* the payload's: PERMIT, DENY or SILENCE; NULL for a
-                                 redemption (which answers no decision) */
+    const char *decision;     /* the payload's: PERMIT, DENY, SILENCE or ESCALATE; NULL for
+                                 a redemption or an approval record (no decision) */
     tg_text_t reason, execution_id, policy_version; /* a redemption: execution_id only */
     tg_text_t detail; /* SILENCE's detail (ptr NULL when the record has none) */
     bool receipt;     /* the payload is a signed receipt (not SILENCE, not a redemption) */
     bool redemption;  /* the payload is a redemption (type "redemption") */
     bool observe;     /* the receipt carries executionMode (SPEC §11.1): its response is the
                          observe one, whatever the decision (a SILENCE too is signed then) */
+    bool approval_record;                  /* type 4: event below */
+    tg_record_approval_event_t event;      /* approval_record only */
+    tg_text_t approval_id;                 /* a receipt's approvalId (ptr NULL = none) */
+    bool has_approval;                     /* meta "a" present: approval below */
+    struct tg_approval *approval;          /* meta "a", parsed (heap; freed with the view) */
     tg_record_limit_t limits[TG_RECORD_MAX_LIMITS]; /* meta.limits points here */
     json_t *meta_doc, *payload_doc;
 } tg_record_view_t;

@@ -973,7 +973,7 @@ static void test_reason_codes(void **state) {
         "NO_POLICY_VIOLATION", "NO_MATCHING_POLICY",   "POLICY_DENY",     "RISK_THRESHOLD_EXCEEDED",
         "SURFACE_FROZEN",      "ACTOR_NOT_AUTHORIZED", "MISSING_CONTEXT", "UNKNOWN_SIGNAL",
         "INVALID_SIGNAL",      "MISSING_SIGNAL",       "POLICY_MISMATCH", "INVALID_FRAME",
-        "INTERNAL_ERROR"};
+        "APPROVAL_REQUIRED",   "APPROVAL_DENIED",      "APPROVAL_EXPIRED", "INTERNAL_ERROR"};
     for (int i = 0; i < TG_REASON__COUNT; i++) {
         const char *code = tg_reason_code((tg_reason_t)i);
         assert_string_equal(code, texts[i]);
