@@ -397,6 +397,9 @@ typedef struct tg_request_meta {
     tg_sv_t execution_mode;    /* executionMode | execution_mode, normalized to "enforce" or
                                   "observe" ("report"; SPEC §11.1); static text; ptr NULL =
                                   absent (enforce) */
+    tg_sv_t approval_id;       /* approval_id | approvalId: the approval a resumed request
+                                  names (SPEC §11.2), a transport field like the
+                                  idempotency key (not hashed); ptr NULL = absent */
     const json_t *context;     /* "context" or "args" object; NULL = absent */
     const json_t *signals;     /* "signals" object; NULL = absent */
 } tg_request_meta_t;
@@ -405,7 +408,8 @@ typedef struct tg_request_meta {
  * into a kernel frame bound to policy p. Accepted members: surface | tool, action,
  * actor | actorId, context | args, signals, idempotency_key | intent_id, nonce,
  * subjectDigest, prevReceiptHash, executionMode | execution_mode ("enforce", "observe" or
- * "report"; anything else is TG_ERR_REQUEST_INVALID); all strings except context/args and
+ * "report"; anything else is TG_ERR_REQUEST_INVALID), approval_id | approvalId (its shape is
+ * the pipeline's to check); all strings except context/args and
  * signals (objects).
  * A tool is mapped through the policy's tools table to its surface (and action, when the
  * mapping names one; else the action is the tool name unless "action" is given).

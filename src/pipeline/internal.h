@@ -328,6 +328,18 @@ void tg_route_protocol_verify(tg_pipeline_t *p, tg_exchange_t *ex, const char *r
 void tg_route_verify_signature(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_receipts(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+/* A record made durable before a route answers (durable.c). settle(p, state, status) runs
+ * exactly once with the db's final word about rec: on this thread before the return when
+ * the word came within --ledger-stall-timeout (or the append was refused), else later on the
+ * db's completion thread, after this returned the unavailability error (the route answers
+ * 503). state (state_len bytes) is copied first, so it may live on the caller's stack; the
+ * copy is what settle gets. what names the record in the log ("a redemption"). Returns
+ * TG_OK (durable), the append's error, TG_ERR_NOMEM, or tg_db_unavailable's error. */
+typedef void (*tg_durable_settle_fn)(tg_pipeline_t *p, void *state, tg_err_t status);
+tg_err_t tg_pipeline_append_wait(tg_pipeline_t *p, const tg_db_record_t *rec,
+                                 tg_durable_settle_fn settle, const void *state, size_t state_len,
+                                 const char *what) TG_MUST_USE;
+
 /* POST /v1/receipts/{executionId}/redeem (redeem.c); rest is "{executionId}/redeem". */
 void tg_route_redeem(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 
