@@ -38,6 +38,9 @@ static const char *const route_names[TG_ROUTE__COUNT] = {"/v1/evaluate",
                                                          "/v1/receipts/redeem",
                                                          "/protocol/verify-signature",
                                                          "/v1/gate",
+                                                         "/v1/approvals",
+                                                         "/v1/approvals/{id}",
+                                                         "/v1/approvals/{id}/review",
                                                          "other"};
 
 static const char *const redeem_names[TG_REDEEM__COUNT] = {
@@ -52,6 +55,18 @@ static const char *const redeem_names[TG_REDEEM__COUNT] = {
     [TG_REDEEM_UNAVAILABLE] = "unavailable",
     [TG_REDEEM_ERROR] = "error",
 };
+
+static const char *const approval_event_names[TG_APPROVAL_EVENT__COUNT] = {
+    [TG_APPROVAL_EVENT_ESCALATED] = "escalated", [TG_APPROVAL_EVENT_APPROVE] = "approve",
+    [TG_APPROVAL_EVENT_DENY] = "deny",           [TG_APPROVAL_EVENT_EXPIRED] = "expired",
+    [TG_APPROVAL_EVENT_CONSUMED] = "consumed",
+};
+
+void tg_metrics_approval(tg_metrics_t *m, tg_approval_event_t e) {
+    if ((unsigned)e < TG_APPROVAL_EVENT__COUNT) {
+        atomic_fetch_add_explicit(&m->approval_events[e], 1, memory_order_relaxed);
+    }
+}
 
 void tg_metrics_redeem(tg_metrics_t *m, tg_redeem_result_t r) {
     if ((unsigned)r < TG_REDEEM__COUNT) {
@@ -696,6 +711,15 @@ tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) {
     for (int r = 0; r < TG_REDEEM__COUNT && rc == TG_OK; r++) {
         rc = tg_buf_printf(out, "trigguard_redemptions_total{result=\"%s\"} %llu\n",
                            redeem_names[r], (unsigned long long)ld(&m->redemptions[r]));
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(out, "# HELP trigguard_approval_events_total Approval steps (SPEC "
+                              "11.2): escalations, reviews, expiries, consumptions.\n"
+                              "# TYPE trigguard_approval_events_total counter\n");
+    }
+    for (int e = 0; e < TG_APPROVAL_EVENT__COUNT && rc == TG_OK; e++) {
+        rc = tg_buf_printf(out, "trigguard_approval_events_total{event=\"%s\"} %llu\n",
+                           approval_event_names[e], (unsigned long long)ld(&m->approval_events[e]));
     }
     return rc;
 }

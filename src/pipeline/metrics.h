@@ -36,6 +36,9 @@ typedef enum {
     TG_ROUTE_REDEEM,           /* POST /v1/receipts/{executionId}/redeem */
     TG_ROUTE_VERIFY_SIGNATURE, /* POST /protocol/verify-signature */
     TG_ROUTE_GATE,             /* GET|POST /v1/gate (nginx auth_request, Envoy ext_authz) */
+    TG_ROUTE_APPROVALS,        /* GET /v1/approvals */
+    TG_ROUTE_APPROVAL,         /* GET /v1/approvals/{id} */
+    TG_ROUTE_APPROVAL_REVIEW,  /* POST /v1/approvals/{id}/approve|deny */
     TG_ROUTE_OTHER,
     TG_ROUTE__COUNT
 } tg_route_t;
@@ -72,6 +75,16 @@ typedef struct {
 #define TG_METRICS_REASON_SLOTS 256
 #define TG_METRICS_TENANT_SLOTS 1024
 #define TG_METRICS_TENANT_MAX 128 /* bytes of a tenant label */
+
+/* An approval's steps (SPEC §11.2): trigguard_approval_events_total{event}. */
+typedef enum tg_approval_event {
+    TG_APPROVAL_EVENT_ESCALATED = 0, /* an ESCALATE opened an approval */
+    TG_APPROVAL_EVENT_APPROVE,       /* a review approved */
+    TG_APPROVAL_EVENT_DENY,          /* a review denied */
+    TG_APPROVAL_EVENT_EXPIRED,       /* the timer expired one */
+    TG_APPROVAL_EVENT_CONSUMED,      /* a resumed request's PERMIT used one */
+    TG_APPROVAL_EVENT__COUNT
+} tg_approval_event_t;
 
 /* What a redemption ended in (redeem.c): trigguard_redemptions_total{result}. */
 typedef enum {
@@ -119,6 +132,7 @@ typedef struct tg_metrics {
      * was rebuilt at start (evaluate.c, index_receipt): should stay 0 */
     atomic_uint_fast64_t receipt_index_collisions;
     atomic_uint_fast64_t redemptions[TG_REDEEM__COUNT];
+    atomic_uint_fast64_t approval_events[TG_APPROVAL_EVENT__COUNT];
     /* trigguard_decisions_by_mode_total{mode,decision}: [0 enforce, 1 observe][outcome] */
     atomic_uint_fast64_t modes[2][3];
     tg_metrics_would_t would[TG_METRICS_WOULD_SLOTS];
@@ -178,6 +192,7 @@ void tg_metrics_ledger_wait_timeout(tg_metrics_t *m);
 
 /* Counts one redemption's result. Thread-safe. */
 void tg_metrics_redeem(tg_metrics_t *m, tg_redeem_result_t r);
+void tg_metrics_approval(tg_metrics_t *m, tg_approval_event_t e);
 
 /* Counts one DENY by a stateful limit (limits.c). Thread-safe. */
 void tg_metrics_limit_denial(tg_metrics_t *m, const char *surface, size_t surface_len,

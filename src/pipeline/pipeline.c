@@ -517,6 +517,7 @@ void tg_pipeline_tick(tg_pipeline_t *p) {
         tg_db_tick(p->db, tg_clock_now_ms(), (uint32_t)p->cfg.ledger_stall_timeout_ms);
         (void)tg_pipeline_abandon_waits(p, p->cfg.ledger_stall_timeout_ms * INT64_C(1000000),
                                         false);
+        tg_pipeline_approvals_tick(p, tg_clock_now_ms()); /* expiry on time, SPEC §11.2 */
     }
 }
 
