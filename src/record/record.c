@@ -505,7 +505,7 @@ tg_err_t tg_record_response(tg_buf_t *out, const tg_record_view_t *v, const void
     /* An ESCALATE, or the PERMIT that consumed an approval, answered with the approval as it
      * stood after the record's step, seen at the record's own time (the live path's now). */
     tg_buf_t api;
-    tg_buf_init(&api, TG_APPROVAL_DOC_MAX * 2);
+    tg_buf_init(&api, (size_t)TG_APPROVAL_DOC_MAX * 2);
     tg_err_t rc = TG_OK;
     if (v->approval != NULL) {
         rc = tg_approval_api_json(&api, v->approval, v->meta.at_ms);
