@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "../backend.h"
+#include "trigguard/approval.h"
 #include "trigguard/clock.h"
 #include "trigguard/log.h"
 #include "trigguard/pg_schema.h"
@@ -1308,6 +1309,9 @@ static tg_err_t pg_append(tg_db_t *dbp, const tg_db_record_t *rec, tg_db_done_fn
     if (rec->meta_len > TG_LEDGER_META_MAX || rec->payload_len > TG_LEDGER_PAYLOAD_MAX) {
         return TG_ERR_LIMIT;
     }
+    if (rec->approval != NULL) {
+        return dbp->unavailable; /* approvals are not stored on pg yet: fail closed */
+    }
     if (!atomic_load(&db->healthy)) {
         atomic_fetch_add(&db->st_rejected, 1);
         return TG_ERR_STORE_UNAVAILABLE;
@@ -2103,6 +2107,59 @@ static tg_err_t pg_limit_restore(tg_db_t *db, const tg_db_limit_ref_t *ref, doub
     return TG_OK; /* pg never replays */
 }
 
+/* ---- approvals ----------------------------------------------------------------------------
+ * Not yet stored in PostgreSQL (schema v4's tg_approvals is still to come): every call
+ * answers the unavailability error, and a record carrying an approval is refused at
+ * append, so an escalation on pg fails closed (503) instead of losing its state. */
+
+static tg_err_t pg_approval_get(tg_db_t *db, const char *tenant, size_t tenant_len, const char *id,
+                                size_t id_len, tg_approval_t *out) {
+    (void)tenant, (void)tenant_len, (void)id, (void)id_len, (void)out;
+    return db->unavailable;
+}
+
+static tg_err_t pg_approval_list(tg_db_t *db, const char *tenant, size_t tenant_len, bool all,
+                                 int status, int64_t now_ms, tg_approval_t *out, size_t max,
+                                 size_t *n) {
+    (void)tenant, (void)tenant_len, (void)all, (void)status, (void)now_ms, (void)out, (void)max;
+    *n = 0;
+    return db->unavailable;
+}
+
+static tg_err_t pg_approval_hold(tg_db_t *db, const char *tenant, size_t tenant_len, const char *id,
+                                 size_t id_len, int64_t now_ms, tg_approval_t *cur) {
+    (void)tenant, (void)tenant_len, (void)id, (void)id_len, (void)now_ms, (void)cur;
+    return db->unavailable;
+}
+
+static tg_err_t pg_approval_release(tg_db_t *db, const char *tenant, size_t tenant_len,
+                                    const char *id, size_t id_len) {
+    (void)db, (void)tenant, (void)tenant_len, (void)id, (void)id_len;
+    return TG_OK; /* no hold is ever taken */
+}
+
+static tg_err_t pg_approval_commit(tg_db_t *db, const tg_approval_t *a, int64_t now_ms) {
+    (void)a, (void)now_ms;
+    return db->unavailable;
+}
+
+static bool pg_approval_room(tg_db_t *db) {
+    (void)db;
+    return true;
+}
+
+static tg_err_t pg_approval_restore(tg_db_t *db, const tg_approval_t *a, int64_t now_ms) {
+    (void)db, (void)a, (void)now_ms;
+    return TG_OK; /* pg never replays */
+}
+
+static tg_err_t pg_approval_due(tg_db_t *db, int64_t now_ms, tg_db_approval_ref_t *out, size_t max,
+                                size_t *n) {
+    (void)db, (void)now_ms, (void)out, (void)max;
+    *n = 0;
+    return TG_OK; /* nothing is stored, so nothing is due */
+}
+
 static void pg_tick(tg_db_t *db, int64_t now_ms, uint32_t stall_ms) {
     /* The writer bounds its own commits and the upkeep runs the retention job: nothing to
      * do on the caller's thread. */
@@ -2223,6 +2280,14 @@ static const tg_db_ops_t pg_ops = {
     .limit_reserve = pg_limit_reserve,
     .limit_release = pg_limit_release,
     .limit_restore = pg_limit_restore,
+    .approval_get = pg_approval_get,
+    .approval_list = pg_approval_list,
+    .approval_hold = pg_approval_hold,
+    .approval_release = pg_approval_release,
+    .approval_commit = pg_approval_commit,
+    .approval_room = pg_approval_room,
+    .approval_restore = pg_approval_restore,
+    .approval_due = pg_approval_due,
     .tick = pg_tick,
     .health = pg_health,
     .stats = pg_stats,
