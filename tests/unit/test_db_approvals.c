@@ -302,9 +302,14 @@ static void test_pg_fence(void **state) {
     FX();
     tg_approval_t a = escalate(f, f->t0), cur;
     create(f, &a);
+    /* version 1 again (an id that exists): refused, nothing changed */
+    assert_int_equal(append_wait(f, &a), TG_ERR_STORE_UNAVAILABLE);
+    char why[160];
+    assert_true(tg_db_health(f->db, why, sizeof why)); /* that record alone, not the store */
     tg_approval_t v2 = reviewed(&a, false, f->t0 + 5);
     /* no hold at all */
     assert_int_equal(append_wait(f, &v2), TG_ERR_STORE_UNAVAILABLE);
+    assert_true(tg_db_health(f->db, why, sizeof why));
     assert_int_equal(tg_db_approval_get(f->db, TEN(f), ID(a), &cur), TG_OK);
     assert_int_equal(cur.version, 1);
     /* the hold is another instance's */

@@ -54,6 +54,7 @@
 #define PG_BATCH_MAX 256     /* records per transaction */
 #define PG_QUEUE_MAX 16384   /* records waiting for the writer; beyond: TG_ERR_OVERLOADED */
 #define PG_FENCE_MAX 1000000 /* claims held by this instance at once */
+#define PG_APPR_ROWS_MAX ((size_t)100000) /* rows one approval list or due statement returns */
 #define PG_FENCE_BUCKETS 4096
 #define PG_RETRY_MS 250        /* the writer's probe / reconnect period while unhealthy */
 #define PG_SWEEP_MS 1000       /* the retention job's period */
@@ -437,7 +438,8 @@ static const stmt_t st_group = {
     "   WHERE k.tenant = i.tenant AND k.idem_key = i.idem_key))"
     "  AND (i.nonce IS NULL OR EXISTS (SELECT 1 FROM n"
     "   WHERE n.tenant = i.tenant AND n.nonce = i.nonce))"
-    "  AND (i.a_id IS NULL OR i.a_ver = 1 OR EXISTS (SELECT 1 FROM ap"
+    "  AND (i.a_id IS NULL OR (i.a_ver = 1 AND NOT EXISTS (SELECT 1 FROM tg_approvals t"
+    "   WHERE t.tenant = i.tenant AND t.id = i.a_id)) OR EXISTS (SELECT 1 FROM ap"
     "   WHERE ap.tenant = i.tenant AND ap.id = i.a_id))),"
     " go AS (SELECT coalesce((SELECT head_seq FROM h) = $19::bigint, false)"
     "  AND (SELECT count(*) FROM good) = (SELECT count(*) FROM i) AS v),"
@@ -462,7 +464,7 @@ static const stmt_t st_group = {
     "  (i.a_doc::jsonb->>'createdAt')::bigint, (i.a_doc::jsonb->>'expiresAt')::bigint,"
     "  coalesce((i.a_doc::jsonb->>'resolvedAt')::bigint, 0),"
     "  (i.a_doc::jsonb->>'consumeWithinMs')::bigint, i.a_doc"
-    "  FROM r JOIN i USING (chain_seq) WHERE i.a_ver = 1),"
+    "  FROM r JOIN i USING (chain_seq) WHERE i.a_ver = 1 ON CONFLICT DO NOTHING),"
     " au AS (UPDATE tg_approvals t SET version = i.a_ver, status = i.a_doc::jsonb->>'status',"
     "  resolved_at = coalesce((i.a_doc::jsonb->>'resolvedAt')::bigint, 0), doc = i.a_doc,"
     "  hold_token = NULL, hold_until = NULL"
@@ -2267,7 +2269,8 @@ static tg_err_t pg_approval_list(tg_db_t *dbp, const char *tenant, size_t tenant
     }
     char now_txt[24], max_txt[24];
     (void)snprintf(now_txt, sizeof now_txt, "%lld", (long long)now_ms);
-    (void)snprintf(max_txt, sizeof max_txt, "%zu", max);
+    /* a LIMIT the statement takes (bigint); the caller's array bounds the rest */
+    (void)snprintf(max_txt, sizeof max_txt, "%zu", max < PG_APPR_ROWS_MAX ? max : PG_APPR_ROWS_MAX);
     params_t p = {.n = 0};
     par(&p, tenant, tenant_len);
     par(&p, max_txt, TG_PG_TEXT);
@@ -2387,7 +2390,8 @@ static tg_err_t pg_approval_due(tg_db_t *dbp, int64_t now_ms, tg_db_approval_ref
     }
     char now_txt[24], max_txt[24];
     (void)snprintf(now_txt, sizeof now_txt, "%lld", (long long)now_ms);
-    (void)snprintf(max_txt, sizeof max_txt, "%zu", max);
+    /* a LIMIT the statement takes (bigint); the caller's array bounds the rest */
+    (void)snprintf(max_txt, sizeof max_txt, "%zu", max < PG_APPR_ROWS_MAX ? max : PG_APPR_ROWS_MAX);
     params_t p = {.n = 0};
     par(&p, now_txt, TG_PG_TEXT);
     par(&p, max_txt, TG_PG_TEXT);
