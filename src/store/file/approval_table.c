@@ -149,7 +149,7 @@ tg_err_t tg_approval_table_list(tg_approval_table_t *t, const char *tenant, size
     const tg_approval_t **match = NULL;
     size_t count = 0;
     if (t->entries > 0 && max > 0) {
-        match = malloc(t->entries * sizeof *match);
+        match = malloc(t->entries * sizeof(const tg_approval_t *));
         if (match == NULL) {
             rc = TG_ERR_NOMEM;
         }
@@ -163,7 +163,7 @@ tg_err_t tg_approval_table_list(tg_approval_table_t *t, const char *tenant, size
         }
     }
     if (count > 1) {
-        qsort(match, count, sizeof *match, by_created_desc);
+        qsort(match, count, sizeof(const tg_approval_t *), by_created_desc);
     }
     for (size_t i = 0; i < count && i < max; i++) {
         out[i] = *match[i];
