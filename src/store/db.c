@@ -85,12 +85,26 @@ void tg_db_announce_end(tg_db_t *db) {
     }
 }
 
+static bool approval_ok(const tg_approval_t *a);
+
+/* A record's approval (db.h): a valid state of the record's own tenant, in every backend. */
+static bool record_approval_ok(const tg_db_record_t *rec) {
+    const tg_approval_t *a = rec->approval;
+    return a == NULL || (approval_ok(a) && rec->tenant != NULL &&
+                         strnlen(a->tenant, sizeof a->tenant) == rec->tenant_len &&
+                         memcmp(a->tenant, rec->tenant, rec->tenant_len) == 0);
+}
+
 tg_err_t tg_db_append(tg_db_t *db, const tg_db_record_t *rec, tg_db_done_fn done, void *ud) {
-    return db == NULL || rec == NULL ? TG_ERR_INVALID_ARG : db->ops->append(db, rec, done, ud);
+    return db == NULL || rec == NULL || !record_approval_ok(rec)
+               ? TG_ERR_INVALID_ARG
+               : db->ops->append(db, rec, done, ud);
 }
 
 tg_err_t tg_db_append_now(tg_db_t *db, const tg_db_record_t *rec, tg_ledger_pos_t *pos) {
-    return db == NULL || rec == NULL ? TG_ERR_INVALID_ARG : db->ops->append_now(db, rec, pos);
+    return db == NULL || rec == NULL || !record_approval_ok(rec)
+               ? TG_ERR_INVALID_ARG
+               : db->ops->append_now(db, rec, pos);
 }
 
 tg_err_t tg_db_complete_key(tg_db_t *db, const char *tenant, size_t tenant_len, const char *key,

@@ -244,6 +244,10 @@ static void test_create_get(void **state) {
     tg_approval_t bad = a;
     bad.version = 0;
     assert_int_equal(tg_db_approval_commit(f->db, &bad, f->t0), TG_ERR_INVALID_ARG);
+    /* an approval rides only on its own tenant's record */
+    tg_approval_t other = escalate(f, f->t0);
+    snprintf(other.tenant, sizeof other.tenant, "someone-else");
+    assert_int_equal(append_wait(f, &other), TG_ERR_INVALID_ARG);
     assert_true(tg_db_approval_room(f->db));
     if (!f->pg) {
         tg_db_stats_t st;
