@@ -244,6 +244,7 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
                                     .max_bytes = (size_t)c->store_max_bytes,
                                     .retention_ms = c->retention_s * 1000};
     so.limit_entries = (uint64_t)c->limit_entries;
+    so.approval_entries = (uint64_t)c->approval_entries;
     tg_ledger_opts_t lo = TG_LEDGER_OPTS_INIT;
     lo.dir = c->ledger;
     lo.durability = c->durability == TG_CONFIG_DURABILITY_BATCH  ? TG_DURABILITY_BATCH
