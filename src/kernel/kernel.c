@@ -747,8 +747,8 @@ void tg_kernel_explain(tg_decision_t *d, const tg_kernel_tables_t *t, const tg_f
         }
     }
     /* The limits are examined after a PERMIT of the rules step, until one fails. */
-    int examine = !deny && escalate == NULL &&
-                  (permit != NULL || s->default_effect == TG_EFFECT_PERMIT);
+    int examine =
+        !deny && escalate == NULL && (permit != NULL || s->default_effect == TG_EFFECT_PERMIT);
     for (uint32_t i = 0; i < s->n_limits; i++) {
         const tg_limit_t *l = &t->limits[s->limits[i]];
         const tg_value_t *total = slot_find(f->limits, f->n_limits, s->limits[i]);
