@@ -1245,6 +1245,60 @@ static void test_decision_json(void **state) {
              tg_policy_hash_hex(p));
     assert_string_equal(b.data, expect);
 
+    /* ESCALATE (SPEC §11.2): PENDING_APPROVAL, the approval after policy_version */
+    tg_decision_t esc = d;
+    esc.verdict = TG_ESCALATE;
+    esc.reason = "APPROVAL_REQUIRED";
+    tg_buf_reset(&b);
+    assert_int_equal(tg_decision_to_json(&b, &esc, p, &f, NULL), TG_OK);
+    assert_string_equal(b.data, "{\"decision\":\"ESCALATE\",\"enforcement\":\"PENDING_APPROVAL\","
+                                "\"reason_code\":\"APPROVAL_REQUIRED\","
+                                "\"policy_version\":\"2026-12-04.1\"}");
+    const char appr_id[] = "appr_0123456789abcdef0123456789abcdef";
+    const char appr[] = "{\"status\":\"pending\"}";
+    tg_decision_body_t body = {.decision = "ESCALATE",
+                               .reason = {"APPROVAL_REQUIRED", 17},
+                               .execution_id = {"exec_00", 7},
+                               .policy_version = {"v1", 2},
+                               .approval_id = {appr_id, sizeof appr_id - 1},
+                               .approval = {appr, sizeof appr - 1},
+                               .receipt = {receipt, sizeof receipt - 1}};
+    tg_buf_reset(&b);
+    assert_int_equal(tg_decision_body_open(&b, &body), TG_OK);
+    assert_string_equal(b.data,
+                        "{\"decision\":\"ESCALATE\",\"enforcement\":\"PENDING_APPROVAL\","
+                        "\"reason_code\":\"APPROVAL_REQUIRED\",\"execution_id\":\"exec_00\","
+                        "\"policy_version\":\"v1\",\"approval_id\":"
+                        "\"appr_0123456789abcdef0123456789abcdef\",\"approval\":"
+                        "{\"status\":\"pending\"},\"receipt\":{\"r\":1}");
+    /* a consuming PERMIT carries them too */
+    body.decision = "PERMIT";
+    body.reason = (tg_text_t){"NO_POLICY_VIOLATION", 19};
+    tg_buf_reset(&b);
+    assert_int_equal(tg_decision_body_open(&b, &body), TG_OK);
+    assert_string_equal(b.data, "{\"decision\":\"PERMIT\",\"enforcement\":\"EXECUTED\","
+                                "\"reason_code\":\"NO_POLICY_VIOLATION\",\"execution_id\":"
+                                "\"exec_00\",\"policy_version\":\"v1\",\"approval_id\":"
+                                "\"appr_0123456789abcdef0123456789abcdef\",\"approval\":"
+                                "{\"status\":\"pending\"},\"receipt\":{\"r\":1}");
+    /* observe mode: ESCALATE is a would_decision, no approval members */
+    body.decision = "ESCALATE";
+    body.reason = (tg_text_t){"APPROVAL_REQUIRED", 17};
+    body.observe = true;
+    tg_buf_reset(&b);
+    assert_int_equal(tg_decision_body_open(&b, &body), TG_OK);
+    assert_string_equal(b.data, "{\"decision\":\"PERMIT\",\"enforcement\":\"NOT_ENFORCED\","
+                                "\"reason_code\":\"OBSERVE_MODE\",\"execution_mode\":\"observe\","
+                                "\"would_decision\":\"ESCALATE\",\"would_reason_code\":"
+                                "\"APPROVAL_REQUIRED\",\"execution_id\":\"exec_00\","
+                                "\"policy_version\":\"v1\",\"receipt\":{\"r\":1}");
+    /* an approval without its id is refused, the buffer untouched */
+    body.observe = false;
+    body.approval_id = (tg_text_t){NULL, 0};
+    tg_buf_reset(&b);
+    assert_int_equal(tg_decision_body_open(&b, &body), TG_ERR_INVALID_ARG);
+    assert_int_equal(b.len, 0);
+
     /* errors restore the buffer */
     tg_buf_reset(&b);
     assert_int_equal(tg_buf_puts(&b, "keep"), TG_OK);
