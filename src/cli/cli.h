@@ -20,7 +20,7 @@ enum {
     TG_EXIT_USAGE = 2,   /* bad input or usage: nothing usable was produced */
     TG_EXIT_DENY = 3,    /* check: DENY */
     TG_EXIT_SILENCE = 4, /* check: SILENCE */
-    /* 5 is check's ESCALATE (SPEC §11.2). */
+    TG_EXIT_ESCALATE = 5, /* check: ESCALATE (SPEC §11.2) */
     TG_EXIT_EXPIRED = 6 /* verify: authentic but expired, not to be confused with a forgery */
 };
 
