@@ -60,7 +60,7 @@ void tg_metrics_redeem(tg_metrics_t *m, tg_redeem_result_t r) {
 }
 
 static const char *const outcome_names[TG_METRICS_OUTCOMES] = {"PERMIT", "DENY", "SILENCE",
-                                                                "ESCALATE"};
+                                                               "ESCALATE"};
 
 /* Marks a surface slot whose name is being written. */
 static const char slot_claiming[1] = "";
@@ -507,7 +507,7 @@ static tg_err_t render_modes(tg_buf_t *out, tg_metrics_t *m) {
  * surface and both decisions (INVALID: the candidate refused the request itself). */
 static tg_err_t render_shadow(tg_buf_t *out, tg_metrics_t *m) {
     static const char *const names[TG_METRICS_SHADOW_INVALID + 1] = {"PERMIT", "DENY", "SILENCE",
-                                                                      "ESCALATE", "INVALID"};
+                                                                     "ESCALATE", "INVALID"};
     tg_err_t rc = tg_buf_printf(
         out,
         "# HELP trigguard_shadow_decisions_total Requests the --shadow-policy bundle decided "
@@ -535,7 +535,8 @@ static tg_err_t render_shadow(tg_buf_t *out, tg_metrics_t *m) {
         }
         if (rc == TG_OK) {
             rc = tg_buf_printf(
-                out, "\",live=\"%s\",shadow=\"%s\"} %llu\n", names[(unsigned)lv % 5u], names[(unsigned)sv % 5u],
+                out, "\",live=\"%s\",shadow=\"%s\"} %llu\n", names[(unsigned)lv % 5u],
+                names[(unsigned)sv % 5u],
                 (unsigned long long)atomic_load_explicit(&w->count, memory_order_relaxed));
         }
     }

@@ -194,8 +194,8 @@ static bool decision_is(const char *decision, size_t n, const char *want) {
  * else what is wrong. An enforce-mode ESCALATE names the approval it opened; approvals come
  * only with approvalId on a PERMIT; observe mode opens and consumes nothing, so carries
  * neither. */
-static const char *approval_combination(const char *decision, size_t n, bool observe,
-                                        bool has_id, bool has_approvals) {
+static const char *approval_combination(const char *decision, size_t n, bool observe, bool has_id,
+                                        bool has_approvals) {
     if (observe && (has_id || has_approvals)) {
         return "approvalId and approvals are not allowed with executionMode observe";
     }
@@ -346,10 +346,9 @@ static tg_err_t gather(tg_receipt_str_t vals[N_MEMBERS], char ts[TG_TIME_ISO_LEN
         return tg_diag_set(diag, TG_ERR_INVALID_ARG,
                            "receipt field decision SILENCE needs executionMode observe");
     }
-    const char *why = approval_combination(vals[M_DECISION].ptr, vals[M_DECISION].len,
-                                           vals[M_EXECUTION_MODE].ptr != NULL,
-                                           vals[M_APPROVAL_ID].ptr != NULL,
-                                           vals[M_APPROVALS].ptr != NULL);
+    const char *why = approval_combination(
+        vals[M_DECISION].ptr, vals[M_DECISION].len, vals[M_EXECUTION_MODE].ptr != NULL,
+        vals[M_APPROVAL_ID].ptr != NULL, vals[M_APPROVALS].ptr != NULL);
     if (why != NULL) {
         return tg_diag_set(diag, TG_ERR_INVALID_ARG, "receipt fields: %s", why);
     }
@@ -647,10 +646,9 @@ static tg_err_t check_shape(shape_t *sh, const json_t *obj, bool signed_form, tg
         return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
                            "member decision is SILENCE without executionMode observe");
     }
-    const char *why = approval_combination(sh->val[M_DECISION], sh->len[M_DECISION],
-                                           sh->val[M_EXECUTION_MODE] != NULL,
-                                           sh->val[M_APPROVAL_ID] != NULL,
-                                           sh->val[M_APPROVALS] != NULL);
+    const char *why = approval_combination(
+        sh->val[M_DECISION], sh->len[M_DECISION], sh->val[M_EXECUTION_MODE] != NULL,
+        sh->val[M_APPROVAL_ID] != NULL, sh->val[M_APPROVALS] != NULL);
     if (why != NULL) {
         return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "%s", why);
     }
@@ -865,10 +863,9 @@ static tg_err_t check_wrapper(const json_t *wrapper, const shape_t *sh, tg_diag_
     }
     /* SPEC §11.2: a response that names an approval names its receipt's */
     const json_t *aid = json_object_get(wrapper, "approval_id");
-    if (aid != NULL && (sh->val[M_APPROVAL_ID] == NULL ||
-                        json_string_length(aid) != sh->len[M_APPROVAL_ID] ||
-                        memcmp(json_string_value(aid), sh->val[M_APPROVAL_ID],
-                               sh->len[M_APPROVAL_ID]) != 0)) {
+    if (aid != NULL &&
+        (sh->val[M_APPROVAL_ID] == NULL || json_string_length(aid) != sh->len[M_APPROVAL_ID] ||
+         memcmp(json_string_value(aid), sh->val[M_APPROVAL_ID], sh->len[M_APPROVAL_ID]) != 0)) {
         return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
                            "the response's approval_id is not its receipt's approvalId: the "
                            "receipt is not this response's");

@@ -1027,7 +1027,7 @@ static void test_verify_documents(void **state) {
  * keeps v1 receipts byte for byte (test_principal's golden check). */
 #define APPR_ID "appr_0123456789abcdef0123456789abcdef"
 #define APPROVALS                                                                                  \
-    "[{\"at\":\"2026-11-30T05:41:00.000Z\",\"decision\":\"approve\",\"subject\":\"alice\"},"      \
+    "[{\"at\":\"2026-11-30T05:41:00.000Z\",\"decision\":\"approve\",\"subject\":\"alice\"},"       \
     "{\"at\":\"2026-11-30T05:42:00.000Z\",\"decision\":\"approve\",\"subject\":\"bob\"}]"
 
 static void test_approvals(void **state) {
@@ -1055,8 +1055,8 @@ static void test_approvals(void **state) {
     f.approval_id = TG_RSTR(APPR_ID);
     f.approvals = TG_RSTR(APPROVALS);
     char *pe = sign_to_text(&f);
-    assert_non_null(strstr(pe, "\"approvalId\":\"" APPR_ID "\",\"approvals\":" APPROVALS
-                               ",\"authorityId\""));
+    assert_non_null(
+        strstr(pe, "\"approvalId\":\"" APPR_ID "\",\"approvals\":" APPROVALS ",\"authorityId\""));
     rc = tg_receipt_verify_text(&ring, pe, strlen(pe), TS_MS, &vd, &d);
     assert_int_equal(rc, TG_OK);
     assert_true(tg_receipt_authorizes(rc, &vd));
@@ -1176,9 +1176,10 @@ static void test_approvals(void **state) {
     expect_shape(o, "member approvals must be an array");
     json_decref(o);
     o = parse_json(pe);
-    json_object_set_new(o, "approvals", parse_json("[{\"at\":\"2026-11-30T05:41:00.000Z\","
-                                                   "\"decision\":\"approve\",\"subject\":\"a\","
-                                                   "\"x\":1}]"));
+    json_object_set_new(o, "approvals",
+                        parse_json("[{\"at\":\"2026-11-30T05:41:00.000Z\","
+                                   "\"decision\":\"approve\",\"subject\":\"a\","
+                                   "\"x\":1}]"));
     expect_shape(o, "exactly at, decision and subject");
     json_decref(o);
     o = parse_json(pe);
@@ -1197,13 +1198,14 @@ static void test_approvals(void **state) {
     assert_false(tg_receipt_authorizes(rc, &vd));
 
     /* a response's approval_id must be its receipt's approvalId */
-    assert_int_equal(verify_wrapped("{\"decision\":\"ESCALATE\",\"enforcement\":"
-                                    "\"PENDING_APPROVAL\",\"reason_code\":\"APPROVAL_REQUIRED\","
-                                    "\"execution_id\":\"" EXEC "\",\"request_hash\":\"" REQ
-                                    "\",\"policy_version\":\"2026-11-30.1\",\"approval_id\":\"" APPR_ID
-                                    "\",\"approval\":{\"status\":\"pending\"},\"receipt\":%s}",
-                                    esc, &vd, &d),
-                     TG_OK);
+    assert_int_equal(
+        verify_wrapped("{\"decision\":\"ESCALATE\",\"enforcement\":"
+                       "\"PENDING_APPROVAL\",\"reason_code\":\"APPROVAL_REQUIRED\","
+                       "\"execution_id\":\"" EXEC "\",\"request_hash\":\"" REQ
+                       "\",\"policy_version\":\"2026-11-30.1\",\"approval_id\":\"" APPR_ID
+                       "\",\"approval\":{\"status\":\"pending\"},\"receipt\":%s}",
+                       esc, &vd, &d),
+        TG_OK);
     assert_true(vd.escalate);
     assert_int_equal(verify_wrapped("{\"decision\":\"ESCALATE\",\"enforcement\":"
                                     "\"PENDING_APPROVAL\",\"reason_code\":\"APPROVAL_REQUIRED\","
@@ -1215,9 +1217,9 @@ static void test_approvals(void **state) {
     assert_non_null(strstr(d.msg, "approval_id is not its receipt's approvalId"));
     size_t glen;
     char *g = golden("vectors/receipt/golden.json", &glen);
-    assert_int_equal(verify_wrapped(GOOD_HEAD ",\"approval_id\":\"" APPR_ID "\",\"receipt\":%s}",
-                                    g, &vd, &d),
-                     TG_ERR_RECEIPT_SHAPE);
+    assert_int_equal(
+        verify_wrapped(GOOD_HEAD ",\"approval_id\":\"" APPR_ID "\",\"receipt\":%s}", g, &vd, &d),
+        TG_ERR_RECEIPT_SHAPE);
     free(g);
     free(obs);
     free(esc);
