@@ -59,7 +59,7 @@ if run 0 "permit" check --policy "$policy" "$tmp/permit.json"; then
     json_is '.request_hash == "f002da74746f7ad6586ea3aca600e28e570755f6803107e9272fea9df51cca20"' \
         "request hash (normalized canonical request, known answer)"
     json_is '.execution_id | test("^exec_[0-9a-f]{32}$")' "execution id"
-    json_is '.policy_version == "2026-12-04.1" and (has("receipt") | not)' "no receipt without --key"
+    json_is '.policy_version == "2026-12-04.2" and (has("receipt") | not)' "no receipt without --key"
     json_is '.trace.states == ["RECEIVED","VALIDATED","CLASSIFIED","SIGNALS_EVALUATED","RULES_EVALUATED"]' \
         "trace states"
     json_is '.trace.rule == "billing-agent-within-limit" and .trace.decided_by == "rule"' \
@@ -146,7 +146,7 @@ fi
 if run 0 "policy check" policy check "$policy"; then
     checks=$((checks + 1))
     [ "$(wc -l <"$tmp/out")" -eq 1 ] || fail "policy check: not one line: $(cat "$tmp/out")"
-    grep -Eq '^policy ok: version 2026-12-04\.1, authority trigguard-local, hash [0-9a-f]{64}, 11 surfaces, [0-9]+ rules, [0-9]+ signals, [0-9]+ tools$' \
+    grep -Eq '^policy ok: version 2026-12-04\.2, authority trigguard-local, hash [0-9a-f]{64}, 12 surfaces, [0-9]+ rules, [0-9]+ signals, [0-9]+ tools$' \
         "$tmp/out" || fail "policy check summary: $(cat "$tmp/out")"
 fi
 # the hash it prints is SHA-256 of the canonical bundle (trigguard canon --sha256 agrees)

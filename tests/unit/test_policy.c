@@ -814,7 +814,7 @@ static void test_hash_and_accessors(void **state) {
     tg_hex(hex, h, 32);
     assert_string_equal(hex, tg_policy_hash_hex(p));
     tg_buf_free(&b);
-    assert_string_equal(tg_policy_version(p), "2026-12-04.1");
+    assert_string_equal(tg_policy_version(p), "2026-12-04.2");
     assert_string_equal(tg_policy_authority(p), "trigguard-local");
     assert_int_equal(tg_policy_surface_count(p), 11);
     assert_true(tg_policy_signal_count(p) >= 3);
@@ -1211,7 +1211,7 @@ static void test_decision_json(void **state) {
     assert_int_equal(tg_decision_to_json(&b, &d, p, &f, NULL), TG_OK);
     assert_string_equal(b.data, "{\"decision\":\"PERMIT\",\"enforcement\":\"EXECUTED\","
                                 "\"reason_code\":\"NO_POLICY_VIOLATION\","
-                                "\"policy_version\":\"2026-12-04.1\"}");
+                                "\"policy_version\":\"2026-12-04.2\"}");
     tg_buf_reset(&b);
     const char receipt[] = "{\"r\":1}";
     tg_decision_json_opts_t opts = {"exec_00", "ab", receipt, sizeof receipt - 1, 1};
@@ -1221,7 +1221,7 @@ static void test_decision_json(void **state) {
         expect, sizeof expect,
         "{\"decision\":\"PERMIT\",\"enforcement\":\"EXECUTED\",\"reason_code\":"
         "\"NO_POLICY_VIOLATION\",\"execution_id\":\"exec_00\",\"request_hash\":\"ab\","
-        "\"policy_version\":\"2026-12-04.1\",\"receipt\":{\"r\":1},\"trace\":{\"states\":"
+        "\"policy_version\":\"2026-12-04.2\",\"receipt\":{\"r\":1},\"trace\":{\"states\":"
         "[\"RECEIVED\",\"VALIDATED\",\"CLASSIFIED\",\"SIGNALS_EVALUATED\",\"RULES_EVALUATED\"],"
         "\"decided_in\":\"RULES_EVALUATED\",\"decided_by\":\"rule\",\"rule\":"
         "\"billing-agent-within-limit\",\"surface\":\"payments.charge\",\"tier\":1,"
@@ -1238,7 +1238,7 @@ static void test_decision_json(void **state) {
     assert_int_equal(tg_decision_to_json(&b, &s, p, NULL, &topts), TG_OK);
     snprintf(expect, sizeof expect,
              "{\"decision\":\"SILENCE\",\"enforcement\":\"BLOCKED\",\"reason_code\":"
-             "\"INVALID_FRAME\",\"policy_version\":\"2026-12-04.1\",\"detail\":\"the request "
+             "\"INVALID_FRAME\",\"policy_version\":\"2026-12-04.2\",\"detail\":\"the request "
              "cannot be decided\",\"trace\":{\"states\":"
              "[\"RECEIVED\"],\"decided_in\":\"RECEIVED\",\"decided_by\":\"frame\",\"tier\":0,"
              "\"rules_evaluated\":0,\"policy_hash\":\"%s\"}}",
@@ -1253,7 +1253,7 @@ static void test_decision_json(void **state) {
     assert_int_equal(tg_decision_to_json(&b, &esc, p, &f, NULL), TG_OK);
     assert_string_equal(b.data, "{\"decision\":\"ESCALATE\",\"enforcement\":\"PENDING_APPROVAL\","
                                 "\"reason_code\":\"APPROVAL_REQUIRED\","
-                                "\"policy_version\":\"2026-12-04.1\"}");
+                                "\"policy_version\":\"2026-12-04.2\"}");
     const char appr_id[] = "appr_0123456789abcdef0123456789abcdef";
     const char appr[] = "{\"status\":\"pending\"}";
     tg_decision_body_t body = {.decision = "ESCALATE",
