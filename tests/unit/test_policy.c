@@ -816,7 +816,7 @@ static void test_hash_and_accessors(void **state) {
     tg_buf_free(&b);
     assert_string_equal(tg_policy_version(p), "2026-12-04.2");
     assert_string_equal(tg_policy_authority(p), "trigguard-local");
-    assert_int_equal(tg_policy_surface_count(p), 11);
+    assert_int_equal(tg_policy_surface_count(p), 12);
     assert_true(tg_policy_signal_count(p) >= 3);
 
     static const struct {
@@ -825,7 +825,7 @@ static void test_hash_and_accessors(void **state) {
     } registry[] = {{"deploy.release", 1},  {"infra.apply", 1},      {"database.migrate", 1},
                     {"secrets.access", 1},  {"artifact.publish", 1}, {"data.export", 2},
                     {"payments.charge", 1}, {"payments.refund", 1},  {"identity.role_grant", 1},
-                    {"model.publish", 1},   {"example", 3}};
+                    {"model.publish", 1},   {"prod.deploy", 2},      {"example", 3}};
     for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++) {
         uint32_t idx = 9999;
         assert_int_equal(
@@ -841,8 +841,8 @@ static void test_hash_and_accessors(void **state) {
     assert_int_equal(tg_policy_surface_find(NULL, p, "example", 7), TG_ERR_INVALID_ARG);
     assert_int_equal(tg_policy_surface_find(&idx, NULL, "example", 7), TG_ERR_INVALID_ARG);
     assert_int_equal(tg_policy_surface_find(&idx, p, NULL, 3), TG_ERR_INVALID_ARG);
-    assert_null(tg_policy_surface_name(p, 11).ptr);
-    assert_int_equal(tg_policy_surface_tier(p, 11), 0);
+    assert_null(tg_policy_surface_name(p, 12).ptr);
+    assert_int_equal(tg_policy_surface_tier(p, 12), 0);
     tg_policy_destroy(p);
     json_decref(ex);
 
