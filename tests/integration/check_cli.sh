@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check_cli.sh — `trigguard check` exit codes 0/3/4/2, decision JSON, signed receipts, and
+# check_cli.sh — `trigguard check` exit codes 0/3/4/5/2, decision JSON, signed receipts, and
 # `trigguard policy check`.
 set -euo pipefail
 
@@ -43,6 +43,8 @@ req permit '{"surface":"payments.charge","action":"transfer_funds","actor":"agen
 req deny '{"surface":"payments.charge","actor":"agent.billing",
  "context":{"amount":20000,"currency":"USD"},"signals":{"riskScore":0.2}}'
 req silence '{"surface":"payments.charge","actor":"agent.billing","context":{"currency":"USD"}}'
+req escalate '{"surface":"prod.deploy","action":"deploy","actor":"ci.deployer",
+ "context":{"service":"api","environment":"production"}}'
 req tool '{"tool":"stripe.charge","args":{"amount":100,"currency":"EUR"},"intent_id":"i-1",
  "actor":"agent.billing"}'
 req unknown '{"surface":"payments.chargeback","context":{"amount":1}}'
@@ -65,6 +67,14 @@ if run 0 "permit" check --policy "$policy" "$tmp/permit.json"; then
     json_is '.trace.rule == "billing-agent-within-limit" and .trace.decided_by == "rule"' \
         "trace rule"
     cp "$tmp/out" "$tmp/permit.out"
+fi
+# ESCALATE (SPEC §11.2): exit 5, PENDING_APPROVAL, the escalate rule named; --explain shows it
+if run 5 "escalate" check --policy "$policy" --explain "$tmp/escalate.json"; then
+    json_is '.decision == "ESCALATE" and .enforcement == "PENDING_APPROVAL"' "escalate decision"
+    json_is '.reason_code == "TWO_PERSON_RULE" and .trace.rule == "production-needs-two-approvals"' \
+        "escalate reason and rule"
+    json_is '[.explain.rules[] | select(.effect == "escalate" and .matched)] | length == 1' \
+        "explain shows the escalate rule that held"
 fi
 # the same request twice: identical execution id (idempotency key) and hash
 if run 0 "permit again" check --policy "$policy" "$tmp/permit.json"; then
@@ -135,6 +145,9 @@ if "$TG_BIN" keygen --out "$tmp/key.pem" --key-id check-key-1 >/dev/null 2>"$tmp
     fi
     if run 4 "silence with key" check --policy "$policy" --key "$tmp/key.pem" "$tmp/silence.json"; then
         json_is 'has("receipt") | not' "SILENCE never carries a receipt"
+    fi
+    if run 5 "escalate with key" check --policy "$policy" --key "$tmp/key.pem" "$tmp/escalate.json"; then
+        json_is 'has("receipt") | not' "check opens no approval, so an ESCALATE has no receipt"
     fi
     chmod 0644 "$tmp/key.pem"
     bad "group-readable key" 'key' check --policy "$policy" --key "$tmp/key.pem" "$tmp/permit.json"
