@@ -438,8 +438,9 @@ tg_err_t tg_request_hash(uint8_t out[32], const tg_frame_t *f, const tg_request_
  *   {"decision":D,"enforcement":"EXECUTED"|"BLOCKED"|"PENDING_APPROVAL","reason_code":R,
  *    "execution_id":E?,"request_hash":H?,"policy_version":V,"approval_id":A?,"approval":{...}?,
  *    "detail":T?,"receipt":{...}?   ... then "trace"? and "}"
- * enforcement is EXECUTED for PERMIT, PENDING_APPROVAL for ESCALATE, BLOCKED otherwise. Strings are written as canonical
- * JSON strings (decision, execution_id and request_hash are fixed-alphabet values). */
+ * enforcement is EXECUTED for PERMIT, PENDING_APPROVAL for ESCALATE, BLOCKED otherwise. Strings are
+ * written as canonical JSON strings (decision, execution_id and request_hash are fixed-alphabet
+ * values). */
 typedef struct tg_decision_body {
     const char *decision; /* "PERMIT", "DENY", "SILENCE" or "ESCALATE" */
     tg_text_t reason;

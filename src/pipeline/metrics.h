@@ -126,7 +126,8 @@ typedef struct tg_metrics {
     /* trigguard_decisions_by_mode_total{mode,decision}: [0 enforce, 1 observe][outcome] */
     atomic_uint_fast64_t modes[2][TG_METRICS_OUTCOMES];
     tg_metrics_would_t would[TG_METRICS_WOULD_SLOTS];
-    atomic_uint_fast64_t would_overflow[TG_METRICS_OUTCOMES]; /* table full or names too long: surface "other" */
+    atomic_uint_fast64_t
+        would_overflow[TG_METRICS_OUTCOMES]; /* table full or names too long: surface "other" */
     /* --shadow-policy: the shadow bundle's decisions, and its disagreements with the live
      * one keyed by surface + the two decisions' digits (tg_metrics_shadow) */
     atomic_uint_fast64_t shadow_decisions;
@@ -160,8 +161,8 @@ void tg_metrics_mode(tg_metrics_t *m, bool observe, int outcome);
 void tg_metrics_would(tg_metrics_t *m, const char *surface, size_t len, int outcome,
                       const char *reason);
 
-/* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE, 3 ESCALATE) by its reason code and by its tenant.
- * Thread-safe. */
+/* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE, 3 ESCALATE) by its reason code and by its
+ * tenant. Thread-safe. */
 void tg_metrics_decision_detail(tg_metrics_t *m, const char *tenant, size_t tenant_len, int outcome,
                                 const char *reason);
 
@@ -169,8 +170,9 @@ void tg_metrics_decision_detail(tg_metrics_t *m, const char *tenant, size_t tena
  * start time) of the calling process. */
 tg_err_t tg_metrics_render_process(tg_buf_t *out, const tg_metrics_t *m) TG_MUST_USE;
 
-/* Counts one shadow decision; when live != shadow (0 PERMIT, 1 DENY, 2 SILENCE, 3 ESCALATE, 4 INVALID:
- * the shadow bundle refused the request), one disagreement for the surface. Thread-safe. */
+/* Counts one shadow decision; when live != shadow (0 PERMIT, 1 DENY, 2 SILENCE, 3 ESCALATE, 4
+ * INVALID: the shadow bundle refused the request), one disagreement for the surface. Thread-safe.
+ */
 void tg_metrics_shadow(tg_metrics_t *m, const char *surface, size_t len, int live, int shadow);
 
 /* Counts one shadow decision equal to the live one but for its reason code. Thread-safe. */
