@@ -126,8 +126,8 @@ typedef struct tg_metrics {
     /* trigguard_decisions_by_mode_total{mode,decision}: [0 enforce, 1 observe][outcome] */
     atomic_uint_fast64_t modes[2][TG_METRICS_OUTCOMES];
     tg_metrics_would_t would[TG_METRICS_WOULD_SLOTS];
-    atomic_uint_fast64_t
-        would_overflow[TG_METRICS_OUTCOMES]; /* table full or names too long: surface "other" */
+    /* table full or names too long: surface "other" */
+    atomic_uint_fast64_t would_overflow[TG_METRICS_OUTCOMES];
     /* --shadow-policy: the shadow bundle's decisions, and its disagreements with the live
      * one keyed by surface + the two decisions' digits (tg_metrics_shadow) */
     atomic_uint_fast64_t shadow_decisions;
