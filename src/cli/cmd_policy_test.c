@@ -37,7 +37,8 @@ static void test_usage(FILE *out) {
             "   \"principal\"?: {\"subject\", \"issuer\"?, \"claims\"?: {NAME: scalar}},\n"
             "   \"at\"?: RFC 3339 time (without it time.* values are absent),\n"
             "   \"limits_state\"?: {LIMIT_ID: running total} (limits not named start at 0),\n"
-            "   \"expect\": {\"decision\": PERMIT|DENY|SILENCE, \"reason_code\"?, \"rule\"?}}\n"
+            "   \"expect\": {\"decision\": PERMIT|DENY|SILENCE|ESCALATE, \"reason_code\"?, "
+            "\"rule\"?}}\n"
             "Unknown members are errors. Each failure is printed with the full explain; the\n"
             "last line is \"N passed, N failed\". --coverage adds rule coverage (rules that\n"
             "decided at least one case, per surface, the others listed) and condition coverage\n"
@@ -463,11 +464,11 @@ static bool run_case(run_t *r, const json_t *cj, const case_in_t *c) {
     const char *want_reason = opt_string(ex, "reason_code", &ok);
     const char *want_rule = opt_string(ex, "rule", &ok);
     if (!ok || want == NULL ||
-        (strcmp(want, "PERMIT") != 0 && strcmp(want, "DENY") != 0 &&
-         strcmp(want, "SILENCE") != 0)) {
+        (strcmp(want, "PERMIT") != 0 && strcmp(want, "DENY") != 0 && strcmp(want, "SILENCE") != 0 &&
+         strcmp(want, "ESCALATE") != 0)) {
         case_error(c, name, "%s",
-                   "expect.decision must be \"PERMIT\", \"DENY\" or \"SILENCE\" (reason_code "
-                   "and rule: strings)");
+                   "expect.decision must be \"PERMIT\", \"DENY\", \"SILENCE\" or \"ESCALATE\" "
+                   "(reason_code and rule: strings)");
         return false;
     }
     const char *tenant = opt_string(cj, "tenant", &ok);

@@ -216,7 +216,9 @@ static void announce_end(eval_req_t *r) {
 }
 
 /* The metrics' order of outcomes: PERMIT, DENY, SILENCE. */
-static int verdict_index(tg_verdict_t v) { return v == TG_PERMIT ? 0 : v == TG_DENY ? 1 : 2; }
+static int verdict_index(tg_verdict_t v) {
+    return v == TG_PERMIT ? 0 : v == TG_DENY ? 1 : v == TG_ESCALATE ? 3 : 2; /* metrics.h */
+}
 
 /* SPEC §3.2: /execute is a gate, so anything but PERMIT is a 403 there; elsewhere a
  * decision is a 200 whatever it is. */

@@ -47,11 +47,15 @@ typedef enum {
 #define TG_METRICS_LATENCY_BUCKETS 16
 #define TG_METRICS_SURFACES 256
 #define TG_METRICS_SURFACE_NAME_MAX 128
+/* Decision outcomes counted: 0 PERMIT, 1 DENY, 2 SILENCE, 3 ESCALATE (SPEC §11.2). */
+#define TG_METRICS_OUTCOMES 4
+/* The shadow's own fifth value: the candidate bundle refused the request itself. */
+#define TG_METRICS_SHADOW_INVALID 4
 
 typedef struct {
     _Atomic(const char *) name; /* NULL = free slot; points into `names` */
     char names[TG_METRICS_SURFACE_NAME_MAX + 1];
-    atomic_uint_fast64_t decisions[3]; /* PERMIT, DENY, SILENCE */
+    atomic_uint_fast64_t decisions[TG_METRICS_OUTCOMES]; /* PERMIT, DENY, SILENCE, ESCALATE */
 } tg_metrics_surface_t;
 
 /* Observe mode's would-decisions (SPEC §11.1), one slot per (surface, decision, reason):
@@ -125,7 +129,7 @@ typedef struct tg_metrics {
     atomic_uint_fast64_t latency[TG_ROUTE__COUNT][TG_METRICS_LATENCY_BUCKETS + 1];
     atomic_uint_fast64_t latency_sum_us[TG_ROUTE__COUNT];
     tg_metrics_surface_t surfaces[TG_METRICS_SURFACES];
-    atomic_uint_fast64_t surfaces_overflow[3];
+    atomic_uint_fast64_t surfaces_overflow[TG_METRICS_OUTCOMES];
     atomic_uint_fast64_t idem_replays;
     atomic_uint_fast64_t ledger_wait_timeouts; /* deferred requests answered 503 unsettled */
     /* executionIds found already indexed for another ledger record, live or while the index
@@ -134,9 +138,10 @@ typedef struct tg_metrics {
     atomic_uint_fast64_t redemptions[TG_REDEEM__COUNT];
     atomic_uint_fast64_t approval_events[TG_APPROVAL_EVENT__COUNT];
     /* trigguard_decisions_by_mode_total{mode,decision}: [0 enforce, 1 observe][outcome] */
-    atomic_uint_fast64_t modes[2][3];
+    atomic_uint_fast64_t modes[2][TG_METRICS_OUTCOMES];
     tg_metrics_would_t would[TG_METRICS_WOULD_SLOTS];
-    atomic_uint_fast64_t would_overflow[3]; /* table full or names too long: surface "other" */
+    /* table full or names too long: surface "other" */
+    atomic_uint_fast64_t would_overflow[TG_METRICS_OUTCOMES];
     /* --shadow-policy: the shadow bundle's decisions, and its disagreements with the live
      * one keyed by surface + the two decisions' digits (tg_metrics_shadow) */
     atomic_uint_fast64_t shadow_decisions;
@@ -159,10 +164,10 @@ const char *tg_route_name(tg_route_t r);
 /* Counts one finished request. Thread-safe. */
 void tg_metrics_request(tg_metrics_t *m, tg_route_t route, int status, int64_t latency_us);
 
-/* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE) for a surface. Thread-safe. */
+/* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE, 3 ESCALATE) for a surface. Thread-safe. */
 void tg_metrics_decision(tg_metrics_t *m, const char *surface, size_t len, int outcome);
 
-/* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE) by mode (observe or enforce). */
+/* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE, 3 ESCALATE) by mode (observe or enforce). */
 void tg_metrics_mode(tg_metrics_t *m, bool observe, int outcome);
 
 /* Counts one observe-mode would-decision for surface and reason (reason NUL-terminated).
@@ -170,8 +175,8 @@ void tg_metrics_mode(tg_metrics_t *m, bool observe, int outcome);
 void tg_metrics_would(tg_metrics_t *m, const char *surface, size_t len, int outcome,
                       const char *reason);
 
-/* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE) by its reason code and by its tenant.
- * Thread-safe. */
+/* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE, 3 ESCALATE) by its reason code and by its
+ * tenant. Thread-safe. */
 void tg_metrics_decision_detail(tg_metrics_t *m, const char *tenant, size_t tenant_len, int outcome,
                                 const char *reason);
 
@@ -179,8 +184,9 @@ void tg_metrics_decision_detail(tg_metrics_t *m, const char *tenant, size_t tena
  * start time) of the calling process. */
 tg_err_t tg_metrics_render_process(tg_buf_t *out, const tg_metrics_t *m) TG_MUST_USE;
 
-/* Counts one shadow decision; when live != shadow (0 PERMIT, 1 DENY, 2 SILENCE, 3 INVALID:
- * the shadow bundle refused the request), one disagreement for the surface. Thread-safe. */
+/* Counts one shadow decision; when live != shadow (0 PERMIT, 1 DENY, 2 SILENCE, 3 ESCALATE, 4
+ * INVALID: the shadow bundle refused the request), one disagreement for the surface. Thread-safe.
+ */
 void tg_metrics_shadow(tg_metrics_t *m, const char *surface, size_t len, int live, int shadow);
 
 /* Counts one shadow decision equal to the live one but for its reason code. Thread-safe. */
