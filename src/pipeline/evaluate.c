@@ -1289,7 +1289,10 @@ static step_t escalate(eval_req_t *r, steps_t *s) {
         r->appr = next;
         r->appr_step = true;
         r->appr_event = TG_APPROVAL_EVENT_CONSUMED;
-        s->d.verdict = TG_PERMIT; /* the reason stays the escalate rule's: why it was asked */
+        /* a PERMIT's reason, as every PERMIT's: its receipt's approvalId and approvals say
+         * which approvals allowed it */
+        s->d.verdict = TG_PERMIT;
+        s->d.reason = tg_reason_code(TG_REASON_NO_POLICY_VIOLATION);
         return STEP_NEXT;
     }
     if (st == TG_APPROVAL_CONSUMED) {
