@@ -76,7 +76,10 @@
 #define TG_APPROVAL_NAME_MAX 128                   /* surface and rule ids */
 #define TG_APPROVAL_COMMENT_MAX 1024               /* a review's comment (the record's only) */
 #define TG_APPROVAL_TTL_MAX_S (31LL * 86400)       /* ttl_s and consume_within_s bound */
-#define TG_APPROVAL_DOC_MAX 8192 /* the document's bound, within TG_LEDGER_META_MAX's meta */
+/* The document's bound, within TG_LEDGER_META_MAX's meta (whose other members took at most
+ * 1024 bytes before approvals). 8192 was short: sixteen "@group" entries of 127 '"' each
+ * escape to 4 KiB alone (test_approval builds the biggest document: about 9.2 KiB). */
+#define TG_APPROVAL_DOC_MAX 12288
 
 typedef enum tg_approval_status {
     TG_APPROVAL_PENDING = 0,
@@ -148,8 +151,9 @@ tg_err_t tg_approval_init(tg_approval_t *a, const char *id, const char *tenant,
                           const char *surface, const char *rule, const char *reason,
                           const tg_approval_spec_t *spec, int64_t now_ms) TG_MUST_USE;
 
-/* The status at now_ms: the stored one, except pending past expires_ms and approved past
- * resolved_ms + consume_within_ms, which are TG_APPROVAL_EXPIRED. */
+/* The status at now_ms: the stored one, except pending at or past expires_ms and approved at
+ * or past resolved_ms + consume_within_ms, which are TG_APPROVAL_EXPIRED (the instant itself
+ * is the first one refused, as a token's exp is). */
 tg_approval_status_t tg_approval_status_at(const tg_approval_t *a, int64_t now_ms);
 
 /* Whether the principal (subject, and the groups it belongs to, each without '@') is one of
@@ -160,7 +164,10 @@ tg_err_t tg_approval_match(const tg_approval_t *a, const char *subject,
 
 /* A review: *next = cur with the review appended, version + 1; the status becomes approved
  * when this is the required-th distinct approval, denied on a deny (resolved_ms = now_ms).
- * Checked in this order: TG_ERR_INVALID_ARG (entry out of range, subject over its bound);
+ * The review's time is now_ms, or the previous step's time when the clock reads earlier (a
+ * history never goes backwards; the audit replays the same rule).
+ * Checked in this order: TG_ERR_INVALID_ARG (entry out of range, subject over its bound or
+ * not a subject's shape, a subject entry naming another subject, cur not a valid state);
  * TG_ERR_REQUEST_HASH_MISMATCH (request_hash is not the approval's); TG_ERR_ALREADY_REVIEWED
  * (the subject has reviewed it before); TG_ERR_APPROVAL_CLOSED (tg_approval_status_at is not
  * pending). next may alias cur only on TG_OK's path: it is written only on success. */
@@ -169,7 +176,8 @@ tg_err_t tg_approval_review(tg_approval_t *next, const tg_approval_t *cur, const
                             int64_t now_ms) TG_MUST_USE;
 
 /* The resume's consumption: *next = cur consumed at now_ms by the PERMIT exec_id ("exec_" +
- * 32 hex), version + 1. TG_ERR_APPROVAL_CONSUMED (already consumed);
+ * 32 hex), version + 1 (consumed_ms clamped to resolved_ms as a review's time is).
+ * In this order: TG_ERR_INVALID_ARG (exec_id's shape); TG_ERR_APPROVAL_CONSUMED (already consumed);
  * TG_ERR_APPROVAL_CLOSED (tg_approval_status_at is anything but approved); TG_ERR_INVALID_ARG. */
 tg_err_t tg_approval_consume(tg_approval_t *next, const tg_approval_t *cur, const char *exec_id,
                              int64_t now_ms) TG_MUST_USE;

@@ -90,7 +90,8 @@ typedef struct tg_config {
     int64_t retention_s;
     int64_t store_max_entries;
     int64_t store_max_bytes;
-    int64_t limit_entries; /* file backend: stateful-limit totals held (db.h) */
+    int64_t limit_entries;    /* file backend: stateful-limit totals held (db.h) */
+    int64_t approval_entries; /* file backend: approvals held in memory (db.h) */
     /* guard */
     int64_t rate_per_tenant; /* requests per minute, 0 = unlimited */
     int64_t rate_global;

@@ -141,8 +141,9 @@ typedef struct tg_db_record {
     int status;                  /* the HTTP status the decision answered */
     int64_t at_ms;               /* when it was decided (the stamp retention counts from) */
     /* The approval this record is a step of (approval.h), as its state after the step (the
-     * same state meta "a" holds); NULL when none. Version 1 (an ESCALATE receipt) creates
-     * it; version n > 1 needs the hold of version n - 1 (tg_db_approval_hold). */
+     * same state meta "a" holds); NULL when none. Its tenant is the record's
+     * (TG_ERR_INVALID_ARG otherwise). Version 1 (an ESCALATE receipt) creates it; version
+     * n > 1 needs the hold of version n - 1 (tg_db_approval_hold). */
     const struct tg_approval *approval;
 } tg_db_record_t;
 

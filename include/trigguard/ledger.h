@@ -196,7 +196,7 @@ typedef struct tg_ledger_pos {
 
 /* A record as seen by replay and verify callbacks. Pointers are valid only during the call. */
 typedef struct tg_ledger_record {
-    uint8_t type; /* TG_LEDGER_TYPE_RECEIPT, _SILENCE or _REDEMPTION */
+    uint8_t type; /* TG_LEDGER_TYPE_RECEIPT, _SILENCE, _REDEMPTION or _APPROVAL */
     uint64_t seq;
     const uint8_t *meta;
     size_t meta_len;
@@ -261,8 +261,8 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
 /* Queues one record; copies type, meta and payload, so the caller keeps ownership and may
  * free them on return. On TG_OK, done(ud, ...) will be called exactly once later (on the
  * completion thread, possibly before this function returns). On error done is never called.
- * Errors (immediate, never blocking): TG_ERR_INVALID_ARG (NULL l/done, type not 1..3,
- * NULL pointer with nonzero length), TG_ERR_LIMIT (meta_len > 1024 or len > 65536),
+ * Errors (immediate, never blocking): TG_ERR_INVALID_ARG (NULL l/done, type not 1..4,
+ * NULL pointer with nonzero length), TG_ERR_LIMIT (meta_len > 16384 or len > 65536),
  * TG_ERR_LEDGER_UNHEALTHY (unhealthy or closing), TG_ERR_OVERLOADED (queue full),
  * TG_ERR_NOMEM. Thread-safe. */
 tg_err_t tg_ledger_append(tg_ledger_t *l, uint8_t type, const void *meta, size_t meta_len,

@@ -28,7 +28,7 @@
 #include "trigguard/err.h"
 
 /* The newest schema version this binary knows (the number of its migrations). */
-#define TG_PG_SCHEMA_VERSION 3
+#define TG_PG_SCHEMA_VERSION 4
 
 /* The advisory lock key every migrating process takes (pg_advisory_lock(bigint)). A fixed
  * constant: "tgschema" in ASCII, so it will not collide with another application's key by

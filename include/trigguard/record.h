@@ -190,7 +190,12 @@ typedef struct tg_record_view {
  * produce (the members above present, with their types, "l" included when present; *v is
  * then zeroed). A redemption
  * must also carry its claim as the meta's nonce (TG_RECORD_REDEEM_NONCE_PREFIX +
- * executionId). */
+ * executionId). Meta "a" must be an approval document (tg_approval_parse of its canonical
+ * text: a state the transitions can make); a receipt with "a" must name the same approval
+ * as its approvalId, and an approvalId must be an id's shape; an approval record (type 4)
+ * must carry "a", with the payload's approvalId, tenantId and status equal to the state's.
+ * Whether a step was a valid transition is not checked here: that is the audit's
+ * (approval.h), which reports it precisely. */
 tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len, const void *payload,
                         size_t payload_len) TG_MUST_USE;
 
@@ -199,8 +204,11 @@ void tg_record_view_free(tg_record_view_t *v);
 
 /* The decision response a record answered with (SPEC §3.2, without a ?explain trace, which
  * is never kept): appended to out, complete with its closing brace. payload is the record's
- * payload text (embedded as the receipt for a signed record). Errors: as
- * tg_decision_body_open; TG_ERR_INVALID_ARG for a redemption (it answered no decision). */
+ * payload text (embedded as the receipt for a signed record). A record with meta "a" (an
+ * ESCALATE, or the PERMIT that consumed the approval) answers with approval_id and the
+ * approval's tg_approval_api_json at the record's own at_ms, as the live path wrote it.
+ * Errors: as tg_decision_body_open; TG_ERR_INVALID_ARG for a redemption or an approval
+ * record (they answered no decision). */
 tg_err_t tg_record_response(tg_buf_t *out, const tg_record_view_t *v, const void *payload,
                             size_t payload_len) TG_MUST_USE;
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "trigguard/approval.h"
 #include "trigguard/canon.h"
 #include "trigguard/clock.h"
 #include "trigguard/keys.h"
@@ -20,7 +21,7 @@ static void ledger_usage(FILE *out) {
             "       trigguard ledger verify --database-url URL [--keys keys.json]... [--key "
             "KEY.pem]...\n"
             "       trigguard ledger dump PATH\n"
-            "       trigguard ledger append DIR [--silence|--redemption] [--meta TEXT]\n"
+            "       trigguard ledger append DIR [--silence|--redemption|--approval] [--meta TEXT]\n"
             "                              [--durability MODE] [--segment-bytes N] FILE...\n"
             "\n"
             "verify: PATH is a ledger directory (segments ledger-NNNNNN.tgl, checked as one\n"
@@ -30,12 +31,17 @@ static void ledger_usage(FILE *out) {
             "are verified too; expiry is not a fault (receipts expire, the ledger is history).\n"
             "Without keys, receipts are only checked to be JSON objects with decision\n"
             "PERMIT or DENY. SILENCE records must be JSON objects whose decision, if present,\n"
-            "is SILENCE. Every redemption record must name a PERMIT receipt of its tenant\n"
+            "is SILENCE (receipts may also be ESCALATE). Every redemption record must name a\n"
+            "PERMIT receipt of its tenant\n"
             "earlier in the ledger, and no receipt may be redeemed twice (with --database-url:\n"
             "never twice, as instances' chains have no common order). --head HASH also\n"
             "requires the last record's hash to be HASH (a head hash recorded elsewhere\n"
             "detects removal of whole records at the end).\n"
             "--allow-torn accepts a torn final record (a daemon restart would drop it).\n"
+            "Approvals (SPEC 11.2) are audited from the records alone: every step (escalation,\n"
+            "review, expiry, consumption by a PERMIT) must be the transition its record states;\n"
+            "each problem is one line 'approval PROBLEM: seq N approval ID: what' (stderr with\n"
+            "--json), then a count; any problem exits 1.\n"
             "Prints a summary, or the first fault: file, sequence number, byte offset, what.\n"
             "--database-url URL (default: TRIGGUARD_DATABASE_URL when no PATH is given) checks\n"
             "the records in PostgreSQL instead (docs/POSTGRES.md): every instance's chain\n"
@@ -49,7 +55,8 @@ static void ledger_usage(FILE *out) {
             "the first fault.\n"
             "\n"
             "append: appends each FILE (at most 64 KiB; a signed receipt, or a SILENCE record\n"
-            "with --silence, a redemption with --redemption) as one record to the ledger in\n"
+            "with --silence, a redemption with --redemption, an approval record with\n"
+            "--approval) as one record to the ledger in\n"
             "DIR, which must not be in use by a running daemon; --segment-bytes sets the rotation "
             "size (default 64 MiB).\n"
             "For building fixtures and test ledgers.\n"
@@ -69,7 +76,138 @@ typedef struct check_ctx {
     bool ordered;
     bool dump; /* print each record as a JSON line */
     tg_buf_t line;
+    /* The approvals audit (approval.h): fed each record in ledger order (a directory); for
+     * PostgreSQL the records that touch an approval are held and fed afterwards in the
+     * order of their steps (held, below), since an approval's steps may be on several
+     * instances' chains, which are read one after the other. */
+    tg_approval_audit_t *audit;
+    FILE *problems_to; /* where each problem line goes (stderr with --json) */
+    struct held_rec *held;
+    size_t n_held, cap_held;
 } check_ctx_t;
+
+/* A record held for the audit (PostgreSQL): its step's time and version order the steps. */
+typedef struct held_rec {
+    int64_t at_ms;
+    uint32_t version; /* meta "a".v, 0 when absent */
+    uint64_t seq, ord;
+    uint8_t type;
+    char *meta, *payload;
+    size_t meta_len, payload_len;
+} held_rec_t;
+
+static void audit_problem(void *ud, uint64_t seq, const char *approval_id, const char *what) {
+    check_ctx_t *c = ud;
+    fprintf(c->problems_to, "approval PROBLEM: seq %llu approval %s: %s\n", (unsigned long long)seq,
+            approval_id[0] ? approval_id : "(unknown)", what);
+}
+
+/* Whether needle (n bytes) occurs in hay (len bytes). */
+static bool contains(const uint8_t *hay, size_t len, const char *needle, size_t n) {
+    for (size_t i = 0; n <= len && i <= len - n; i++) {
+        if (hay[i] == (uint8_t)needle[0] && memcmp(hay + i, needle, n) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Whether a record touches an approval at all (the audit passes over the others). */
+static bool touches_approval(const tg_ledger_record_t *rec) {
+    return rec->type == TG_LEDGER_TYPE_APPROVAL ||
+           (rec->meta_len >= 5 && memcmp(rec->meta, "{\"a\":", 5) == 0) ||
+           contains(rec->payload, rec->payload_len, "\"approvalId\"", 12) ||
+           contains(rec->payload, rec->payload_len, "\"approvals\"", 11);
+}
+
+static tg_err_t hold_record(check_ctx_t *c, const tg_ledger_record_t *rec) {
+    if (c->n_held == c->cap_held) {
+        size_t ncap = c->cap_held ? c->cap_held * 2 : 64;
+        held_rec_t *n = realloc(c->held, ncap * sizeof *n);
+        if (n == NULL) {
+            return TG_ERR_NOMEM;
+        }
+        c->held = n;
+        c->cap_held = ncap;
+    }
+    held_rec_t *h = &c->held[c->n_held];
+    memset(h, 0, sizeof *h);
+    json_t *m = NULL;
+    if (tg_json_parse(&m, (const char *)rec->meta, rec->meta_len, NULL, NULL) == TG_OK) {
+        const json_t *at = json_object_get(m, "at");
+        const json_t *v = json_object_get(json_object_get(m, "a"), "v");
+        h->at_ms = json_is_number(at) ? (int64_t)json_number_value(at) : 0;
+        h->version = json_is_number(v) ? (uint32_t)json_number_value(v) : 0;
+    }
+    json_decref(m);
+    h->seq = rec->seq;
+    h->ord = c->n_held;
+    h->type = rec->type;
+    h->meta = malloc(rec->meta_len + 1);
+    h->payload = malloc(rec->payload_len + 1);
+    if (h->meta == NULL || h->payload == NULL) {
+        free(h->meta);
+        free(h->payload);
+        return TG_ERR_NOMEM;
+    }
+    memcpy(h->meta, rec->meta, rec->meta_len);
+    memcpy(h->payload, rec->payload, rec->payload_len);
+    h->meta_len = rec->meta_len;
+    h->payload_len = rec->payload_len;
+    c->n_held++;
+    return TG_OK;
+}
+
+static int held_cmp(const void *x, const void *y) {
+    const held_rec_t *a = x, *b = y;
+    if (a->at_ms != b->at_ms) {
+        return a->at_ms < b->at_ms ? -1 : 1;
+    }
+    if (a->version != b->version) {
+        return a->version < b->version ? -1 : 1;
+    }
+    return a->ord < b->ord ? -1 : a->ord > b->ord;
+}
+
+/* Feeds the held records to the audit in step order, releasing them. */
+static tg_err_t audit_held(check_ctx_t *c) {
+    tg_err_t rc = TG_OK;
+    if (c->n_held > 1) {
+        qsort(c->held, c->n_held, sizeof *c->held, held_cmp);
+    }
+    for (size_t i = 0; i < c->n_held; i++) {
+        held_rec_t *h = &c->held[i];
+        if (rc == TG_OK) {
+            rc = tg_approval_audit_record(c->audit, h->seq, h->type, h->meta, h->meta_len,
+                                          h->payload, h->payload_len);
+        }
+        free(h->meta);
+        free(h->payload);
+    }
+    free(c->held);
+    c->held = NULL;
+    c->n_held = c->cap_held = 0;
+    return rc;
+}
+
+/* The audit's summary line; true when it found no problem. */
+static bool print_audit(const check_ctx_t *c, FILE *out) {
+    tg_approval_audit_stats_t st;
+    tg_approval_audit_stats(c->audit, &st);
+    if (st.approvals || st.reviews || st.consumed || st.expired || st.problems) {
+        fprintf(out,
+                "  approvals:  %llu escalated, %llu reviews, %llu consumed, %llu expired, "
+                "%llu problems\n",
+                (unsigned long long)st.approvals, (unsigned long long)st.reviews,
+                (unsigned long long)st.consumed, (unsigned long long)st.expired,
+                (unsigned long long)st.problems);
+    }
+    if (st.problems) {
+        fprintf(out, "approvals FAULT: %llu problems (the lines above)\n",
+                (unsigned long long)st.problems);
+    }
+    return st.problems == 0;
+}
 
 /* The JSON object of a payload, or an error with diag set. */
 static tg_err_t payload_object(json_t **out, const tg_ledger_record_t *rec, tg_diag_t *diag) {
@@ -184,6 +322,13 @@ static tg_err_t check_content(check_ctx_t *c, const tg_ledger_record_t *rec, tg_
         } else {
             rc = note_receipt(c, obj, diag);
         }
+    } else if (rec->type == TG_LEDGER_TYPE_APPROVAL) {
+        /* Its content is the approval audit's to check (approval.h), step by step. */
+        const char *t = json_string_value(json_object_get(obj, "type"));
+        if (t == NULL || strcmp(t, "approval") != 0) {
+            rc = tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                             "approval record whose type is not \"approval\"");
+        }
     } else if (json_object_get(obj, "decision") != NULL &&
                (dec == NULL || strcmp(dec, "SILENCE") != 0)) {
         rc =
@@ -206,6 +351,7 @@ static tg_err_t dump_record(check_ctx_t *c, const tg_ledger_record_t *rec) {
                       (unsigned long long)rec->seq,
                       rec->type == TG_LEDGER_TYPE_RECEIPT      ? "receipt"
                       : rec->type == TG_LEDGER_TYPE_REDEMPTION ? "redemption"
+                      : rec->type == TG_LEDGER_TYPE_APPROVAL   ? "approval"
                                                                : "silence",
                       rec->pos.segment, (unsigned long long)rec->pos.offset, rec->pos.length, h, p);
     if (rc == TG_OK) {
@@ -243,7 +389,16 @@ static tg_err_t check_record(void *ud, const tg_ledger_record_t *rec, tg_diag_t 
         tg_err_t rc = dump_record(c, rec);
         return rc ? tg_diag_set(diag, rc, "cannot print the record: %s", tg_strerror(rc)) : TG_OK;
     }
-    return check_content(c, rec, diag);
+    tg_err_t rc = check_content(c, rec, diag);
+    if (rc == TG_OK && c->audit != NULL && touches_approval(rec)) {
+        rc = c->ordered ? tg_approval_audit_record(c->audit, rec->seq, rec->type, rec->meta,
+                                                   rec->meta_len, rec->payload, rec->payload_len)
+                        : hold_record(c, rec);
+        if (rc) {
+            return tg_diag_set(diag, rc, "approval audit: %s", tg_strerror(rc));
+        }
+    }
+    return rc;
 }
 
 static void print_fault(const tg_ledger_verify_report_t *rep) {
@@ -318,7 +473,9 @@ static int ledger_verify(int argc, char **argv, bool dump) {
     tg_buf_init(&c.line, 0);
     c.receipts = json_object();
     c.ordered = true;
-    if (c.receipts == NULL) {
+    c.problems_to = stdout;
+    if (c.receipts == NULL ||
+        (!dump && tg_approval_audit_new(&c.audit, 0, audit_problem, &c) != TG_OK)) {
         fprintf(stderr, "trigguard ledger %s: out of memory\n", cmd);
         goto done;
     }
@@ -367,6 +524,14 @@ static int ledger_verify(int argc, char **argv, bool dump) {
         }
         c.ordered = false;
         status = tg_ledger_verify_db(url, check_record, &c, c.ring != NULL ? &c.signatures : NULL);
+        if (status != TG_EXIT_USAGE) {
+            if (audit_held(&c) != TG_OK) {
+                fprintf(stderr, "trigguard ledger verify: out of memory in the approval audit\n");
+                status = TG_EXIT_USAGE;
+            } else if (!print_audit(&c, stdout) && status == TG_EXIT_OK) {
+                status = TG_EXIT_FAIL;
+            }
+        }
         goto done;
     }
     if (path == NULL) {
@@ -380,6 +545,7 @@ static int ledger_verify(int argc, char **argv, bool dump) {
         goto done;
     }
     c.dump = dump;
+    c.problems_to = json ? stderr : stdout;
     tg_ledger_verify_opts_t vo = {check_record, &c};
     tg_ledger_verify_report_t rep;
     tg_diag_t diag = {{0}};
@@ -410,6 +576,11 @@ static int ledger_verify(int argc, char **argv, bool dump) {
                     (unsigned long long)rep.fault_offset, rep.fault_what);
         }
     } else if (json) {
+        tg_approval_audit_stats_t ast;
+        tg_approval_audit_stats(c.audit, &ast);
+        if (rc == TG_OK && ast.problems) {
+            rc = TG_ERR_LEDGER_CORRUPT; /* exit 1; the problems went to stderr */
+        }
         print_json_summary(&rep, path, &c, rc == TG_OK, head_hex);
     } else {
         if (rc) {
@@ -452,10 +623,19 @@ static int ledger_verify(int argc, char **argv, bool dump) {
                 printf("  torn tail:  %llu bytes (accepted with --allow-torn)\n",
                        (unsigned long long)rep.torn_bytes);
             }
+            if (!print_audit(&c, stdout)) {
+                rc = TG_ERR_LEDGER_CORRUPT; /* exit 1, as any failed check */
+            }
         }
     }
     status = rc == TG_OK ? TG_EXIT_OK : TG_EXIT_FAIL;
 done:
+    for (size_t i = 0; i < c.n_held; i++) {
+        free(c.held[i].meta);
+        free(c.held[i].payload);
+    }
+    free(c.held);
+    tg_approval_audit_free(c.audit);
     json_decref(c.receipts);
     tg_buf_free(&c.line);
     tg_keyring_wipe(&ring);
@@ -484,6 +664,8 @@ static int ledger_append(int argc, char **argv) {
             type = TG_LEDGER_TYPE_SILENCE;
         } else if (strcmp(a, "--redemption") == 0) {
             type = TG_LEDGER_TYPE_REDEMPTION;
+        } else if (strcmp(a, "--approval") == 0) {
+            type = TG_LEDGER_TYPE_APPROVAL;
         } else if (strcmp(a, "--meta") == 0 && i + 1 < argc) {
             meta = argv[++i];
         } else if (strcmp(a, "--segment-bytes") == 0 && i + 1 < argc) {

@@ -114,6 +114,10 @@ static const opt_t options[] = {
      TG_CONFIG_STORE_ENTRIES_MAX, NULL, 0,
      "cap on the stateful-limit running totals held in memory, one per (limit, key, window) "
      "(file backend); full = 503 for a PERMIT that would add one"},
+    {"approval-entries", "TRIGGUARD_APPROVAL_ENTRIES", OPT_INT, F(approval_entries), "100000", 16,
+     TG_CONFIG_STORE_ENTRIES_MAX, NULL, 0,
+     "cap on the ESCALATE approvals held in memory (file backend; about 5.5 KiB each); full = "
+     "503 for a decision that would escalate"},
     {"store-max-bytes", "TRIGGUARD_STORE_MAX_BYTES", OPT_INT, F(store_max_bytes), "1073741824",
      1048576, I64MAX, NULL, 0,
      "cap on the bytes those entries hold, per table (what malloc takes for each: about 160 "

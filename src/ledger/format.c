@@ -175,7 +175,7 @@ tg_err_t tg_lg_hdr_parse(tg_lg_hdr_t *h, const uint8_t *p, char *what, size_t wh
     }
     h->type = p[5];
     if (h->type != TG_LEDGER_TYPE_RECEIPT && h->type != TG_LEDGER_TYPE_SILENCE &&
-        h->type != TG_LEDGER_TYPE_REDEMPTION) {
+        h->type != TG_LEDGER_TYPE_REDEMPTION && h->type != TG_LEDGER_TYPE_APPROVAL) {
         snprintf(what, what_len, "unknown record type %u", (unsigned)h->type);
         return TG_ERR_LEDGER_CORRUPT;
     }
@@ -625,9 +625,9 @@ static tg_err_t verify_rec(void *ud, const tg_ledger_record_t *rec, tg_diag_t *d
         rep->receipts++;
     } else if (rec->type == TG_LEDGER_TYPE_REDEMPTION) {
         rep->redemptions++;
-    } else {
+    } else if (rec->type == TG_LEDGER_TYPE_SILENCE) {
         rep->silences++;
-    }
+    } /* approval records (type 4) are counted by the approval audit (cmd_ledger.c) */
     rep->last_seq = rec->seq;
     memcpy(rep->head_hash, rec->hash, HSZ);
     rep->bytes += rec->pos.length;

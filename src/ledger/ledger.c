@@ -1707,7 +1707,7 @@ done:
 static tg_err_t entry_check(tg_ledger_t *l, uint8_t type, const void *meta, size_t meta_len,
                             const void *payload, size_t len) {
     if ((type != TG_LEDGER_TYPE_RECEIPT && type != TG_LEDGER_TYPE_SILENCE &&
-         type != TG_LEDGER_TYPE_REDEMPTION) ||
+         type != TG_LEDGER_TYPE_REDEMPTION && type != TG_LEDGER_TYPE_APPROVAL) ||
         (meta == NULL && meta_len > 0) || (payload == NULL && len > 0)) {
         return TG_ERR_INVALID_ARG;
     }

@@ -2,8 +2,10 @@
 #include "trigguard/record.h"
 
 #include <sodium.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "trigguard/approval.h"
 #include "trigguard/canon.h"
 #include "trigguard/clock.h"
 #include "trigguard/policy.h"
@@ -73,7 +75,20 @@ tg_err_t tg_record_meta_write(tg_buf_t *out, const tg_record_meta_t *m) {
     char rh[65];
     memcpy(rh, m->request_hash.ptr, 64);
     rh[64] = '\0';
-    tg_err_t rc = tg_buf_puts(out, "{\"at\":");
+    tg_err_t rc = tg_buf_putc(out, '{');
+    /* "a" sorts first: the approval's document, embedded as the object it is. */
+    if (rc == TG_OK && m->approval != NULL) {
+        rc = tg_buf_puts(out, "\"a\":");
+        if (rc == TG_OK) {
+            rc = tg_approval_write(out, m->approval);
+        }
+        if (rc == TG_OK) {
+            rc = tg_buf_putc(out, ',');
+        }
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(out, "\"at\":");
+    }
     if (rc == TG_OK) {
         rc = tg_buf_put_i64(out, m->at_ms);
     }
@@ -185,6 +200,67 @@ tg_err_t tg_record_redemption_write(tg_buf_t *out, const tg_record_redemption_t 
     return rc;
 }
 
+static bool hex64(tg_text_t t) {
+    if (t.ptr == NULL || t.len != 64) {
+        return false;
+    }
+    for (size_t i = 0; i < 64; i++) {
+        char c = t.ptr[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Whether t names an approval status (approval.h). */
+static bool status_text(tg_text_t t) {
+    tg_approval_status_t st;
+    return t.ptr != NULL && tg_approval_status_parse(&st, t.ptr, t.len);
+}
+
+tg_err_t tg_record_approval_event_write(tg_buf_t *out, const tg_record_approval_event_t *e) {
+    if (out == NULL || e == NULL || !tg_approval_id_valid(e->approval_id.ptr, e->approval_id.len) ||
+        e->tenant.ptr == NULL || e->tenant.len == 0 || !hex64(e->request_hash) ||
+        !status_text(e->status)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    /* The review-only members belong to a review, and only to one. */
+    if (e->review
+            ? e->subject.ptr == NULL || e->subject.len == 0 ||
+                  e->subject.len > TG_GUARD_SUBJECT_MAX || e->entry >= TG_APPROVAL_MAX_APPROVERS ||
+                  (e->comment.ptr != NULL && e->comment.len > TG_APPROVAL_COMMENT_MAX)
+            : e->subject.ptr != NULL || e->comment.ptr != NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    char ts[TG_TIME_ISO_LEN + 1];
+    tg_err_t rc = tg_time_format_ms(ts, e->at_ms);
+    if (rc != TG_OK) {
+        return rc;
+    }
+    json_t *o = json_object();
+    if (o == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    /* One per review or expiry, a rare path: a tree, written canonically. */
+    int bad = json_object_set_new(o, "type", json_string("approval"));
+    bad |= set_sv(o, "approvalId", e->approval_id);
+    bad |= json_object_set_new(o, "at", json_string(ts));
+    bad |= json_object_set_new(o, "event", json_string(e->review ? "review" : "expire"));
+    if (e->review) {
+        bad |= set_sv(o, "comment", e->comment);
+        bad |= json_object_set_new(o, "decision", json_string(e->approve ? "approve" : "deny"));
+        bad |= json_object_set_new(o, "entry", json_integer((json_int_t)e->entry));
+        bad |= set_sv(o, "subject", e->subject);
+    }
+    bad |= set_sv(o, "requestHash", e->request_hash);
+    bad |= set_sv(o, "status", e->status);
+    bad |= set_sv(o, "tenantId", e->tenant);
+    rc = bad ? TG_ERR_NOMEM : tg_canon_write(out, o, NULL);
+    json_decref(o);
+    return rc;
+}
+
 /* The string member k of o as a view (ptr NULL when absent or not a string). */
 static tg_text_t jsv(const json_t *o, const char *k) {
     const json_t *v = json_object_get(o, k);
@@ -200,6 +276,7 @@ void tg_record_view_free(tg_record_view_t *v) {
     }
     json_decref(v->meta_doc);
     json_decref(v->payload_doc);
+    free(v->approval);
     memset(v, 0, sizeof *v);
 }
 
@@ -228,6 +305,81 @@ static tg_err_t view_redemption(tg_record_view_t *v) {
         return TG_ERR_LEDGER_CORRUPT;
     }
     v->redemption = true;
+    m->at_ms = (int64_t)json_number_value(at);
+    m->status = (int)json_number_value(st);
+    return TG_OK;
+}
+
+/* Reads meta "a" into a heap v->approval; false when present and not an approval document.
+ * The member is re-written canonically and handed to the strict parser, so what a view
+ * holds is always a state the transitions can make. */
+static bool view_approval_state(tg_record_view_t *v) {
+    const json_t *a = json_object_get(v->meta_doc, "a");
+    if (a == NULL) {
+        return true;
+    }
+    if (!json_is_object(a)) {
+        return false;
+    }
+    tg_buf_t b;
+    tg_buf_init(&b, TG_APPROVAL_DOC_MAX);
+    bool ok = tg_canon_write(&b, a, NULL) == TG_OK &&
+              (v->approval = malloc(sizeof *v->approval)) != NULL &&
+              tg_approval_parse(v->approval, b.data, b.len) == TG_OK;
+    tg_buf_free(&b);
+    v->has_approval = ok;
+    v->meta.approval = ok ? v->approval : NULL;
+    return ok;
+}
+
+/* The rest of tg_record_view for an approval payload (type 4): its members, and the meta's
+ * state after the step, which must be the same approval (id, tenant, status). Whether the
+ * step itself was a valid transition is the audit's question (approval.h), not a reader's. */
+static tg_err_t view_approval_event(tg_record_view_t *v) {
+    tg_record_meta_t *m = &v->meta;
+    tg_record_approval_event_t *e = &v->event;
+    const json_t *p = v->payload_doc;
+    const json_t *st = json_object_get(v->meta_doc, "s");
+    const json_t *at = json_object_get(v->meta_doc, "at");
+    const json_t *entry = json_object_get(p, "entry");
+    tg_text_t event = jsv(p, "event"), ts = jsv(p, "at"), decision = jsv(p, "decision");
+    e->approval_id = jsv(p, "approvalId");
+    e->tenant = jsv(p, "tenantId");
+    e->request_hash = jsv(p, "requestHash");
+    e->status = jsv(p, "status");
+    e->subject = jsv(p, "subject");
+    e->comment = jsv(p, "comment");
+    e->review = event.ptr != NULL && strcmp(event.ptr, "review") == 0;
+    bool ok = view_approval_state(v) && v->approval != NULL && m->tenant.ptr != NULL &&
+              m->request_hash.ptr != NULL && json_is_number(st) && json_is_number(at) &&
+              event.ptr != NULL && (e->review || strcmp(event.ptr, "expire") == 0) &&
+              ts.ptr != NULL && tg_time_parse_ms(&e->at_ms, ts.ptr, ts.len) == TG_OK &&
+              tg_approval_id_valid(e->approval_id.ptr, e->approval_id.len) &&
+              strcmp(e->approval_id.ptr, v->approval->id) == 0 && e->tenant.ptr != NULL &&
+              e->tenant.len == m->tenant.len &&
+              memcmp(e->tenant.ptr, m->tenant.ptr, m->tenant.len) == 0 &&
+              strcmp(e->tenant.ptr, v->approval->tenant) == 0 && hex64(e->request_hash) &&
+              e->status.ptr != NULL &&
+              strcmp(e->status.ptr, tg_approval_status_name(v->approval->status)) == 0 &&
+              tg_unhex(v->request_hash, 32, m->request_hash.ptr, m->request_hash.len) == TG_OK;
+    if (ok && e->review) {
+        double en = json_number_value(entry);
+        ok = e->subject.ptr != NULL && decision.ptr != NULL && json_is_number(entry) && en >= 0 &&
+             en < TG_APPROVAL_MAX_APPROVERS && en == (double)(uint32_t)en &&
+             (strcmp(decision.ptr, "approve") == 0 || strcmp(decision.ptr, "deny") == 0) &&
+             (e->comment.ptr == NULL || e->comment.len <= TG_APPROVAL_COMMENT_MAX);
+        e->entry = ok ? (uint32_t)en : 0;
+        e->approve = ok && strcmp(decision.ptr, "approve") == 0;
+    } else if (ok) {
+        ok = e->subject.ptr == NULL && e->comment.ptr == NULL && decision.ptr == NULL &&
+             entry == NULL;
+    }
+    if (!ok) {
+        tg_record_view_free(v);
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    v->approval_record = true;
+    memcpy(v->claim_hash, v->request_hash, sizeof v->claim_hash);
     m->at_ms = (int64_t)json_number_value(at);
     m->status = (int)json_number_value(st);
     return TG_OK;
@@ -287,6 +439,9 @@ tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len, 
     if (type.ptr != NULL && strcmp(type.ptr, "redemption") == 0) {
         return view_redemption(v);
     }
+    if (type.ptr != NULL && strcmp(type.ptr, "approval") == 0) {
+        return view_approval_event(v);
+    }
     tg_text_t decision = jsv(v->payload_doc, "decision");
     v->reason = jsv(v->payload_doc, "reasonCode");
     v->execution_id = jsv(v->payload_doc, "executionId");
@@ -299,7 +454,17 @@ tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len, 
         tg_record_view_free(v);
         return TG_ERR_LEDGER_CORRUPT;
     }
-    if (!view_limits(v)) {
+    if (!view_limits(v) || !view_approval_state(v)) {
+        tg_record_view_free(v);
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    v->approval_id = jsv(v->payload_doc, "approvalId");
+    /* A receipt names the approval its meta carries, and only a receipt of that approval
+     * carries its state. */
+    if ((v->approval_id.ptr != NULL &&
+         !tg_approval_id_valid(v->approval_id.ptr, v->approval_id.len)) ||
+        (v->approval != NULL &&
+         (v->approval_id.ptr == NULL || strcmp(v->approval_id.ptr, v->approval->id) != 0))) {
         tg_record_view_free(v);
         return TG_ERR_LEDGER_CORRUPT;
     }
@@ -337,7 +502,20 @@ tg_err_t tg_record_response(tg_buf_t *out, const tg_record_view_t *v, const void
         .receipt = v->receipt ? (tg_text_t){payload, payload_len} : (tg_text_t){NULL, 0},
         .observe = v->observe,
     };
-    tg_err_t rc = tg_decision_body_open(out, &b);
+    /* An ESCALATE, or the PERMIT that consumed an approval, answered with the approval as it
+     * stood after the record's step, seen at the record's own time (the live path's now). */
+    tg_buf_t api;
+    tg_buf_init(&api, (size_t)TG_APPROVAL_DOC_MAX * 2);
+    tg_err_t rc = TG_OK;
+    if (v->approval != NULL) {
+        rc = tg_approval_api_json(&api, v->approval, v->meta.at_ms);
+        b.approval_id = v->approval_id;
+        b.approval = (tg_text_t){api.data, api.len};
+    }
+    if (rc == TG_OK) {
+        rc = tg_decision_body_open(out, &b);
+    }
+    tg_buf_free(&api);
     return rc == TG_OK ? tg_buf_putc(out, '}') : rc;
 }
 

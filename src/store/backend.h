@@ -45,6 +45,20 @@ typedef struct tg_db_ops {
     tg_err_t (*limit_release)(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount);
     tg_err_t (*limit_restore)(tg_db_t *db, const tg_db_limit_ref_t *ref, double amount,
                               int64_t now_ms);
+    tg_err_t (*approval_get)(tg_db_t *db, const char *tenant, size_t tenant_len, const char *id,
+                             size_t id_len, struct tg_approval *out);
+    tg_err_t (*approval_list)(tg_db_t *db, const char *tenant, size_t tenant_len, bool all,
+                              int status, int64_t now_ms, struct tg_approval *out, size_t max,
+                              size_t *n);
+    tg_err_t (*approval_hold)(tg_db_t *db, const char *tenant, size_t tenant_len, const char *id,
+                              size_t id_len, int64_t now_ms, struct tg_approval *cur);
+    tg_err_t (*approval_release)(tg_db_t *db, const char *tenant, size_t tenant_len, const char *id,
+                                 size_t id_len);
+    tg_err_t (*approval_commit)(tg_db_t *db, const struct tg_approval *a, int64_t now_ms);
+    bool (*approval_room)(tg_db_t *db);
+    tg_err_t (*approval_restore)(tg_db_t *db, const struct tg_approval *a, int64_t now_ms);
+    tg_err_t (*approval_due)(tg_db_t *db, int64_t now_ms, tg_db_approval_ref_t *out, size_t max,
+                             size_t *n);
     void (*tick)(tg_db_t *db, int64_t now_ms, uint32_t stall_ms);
     bool (*health)(tg_db_t *db, char *why, size_t why_len);
     void (*stats)(tg_db_t *db, tg_db_stats_t *out);

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "backend.h"
+#include "trigguard/approval.h"
+#include "trigguard/guard.h"
 
 tg_err_t tg_db_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *diag) {
     if (out == NULL || opts == NULL) {
@@ -83,12 +85,26 @@ void tg_db_announce_end(tg_db_t *db) {
     }
 }
 
+static bool approval_ok(const tg_approval_t *a);
+
+/* A record's approval (db.h): a valid state of the record's own tenant, in every backend. */
+static bool record_approval_ok(const tg_db_record_t *rec) {
+    const tg_approval_t *a = rec->approval;
+    return a == NULL || (approval_ok(a) && rec->tenant != NULL &&
+                         strnlen(a->tenant, sizeof a->tenant) == rec->tenant_len &&
+                         memcmp(a->tenant, rec->tenant, rec->tenant_len) == 0);
+}
+
 tg_err_t tg_db_append(tg_db_t *db, const tg_db_record_t *rec, tg_db_done_fn done, void *ud) {
-    return db == NULL || rec == NULL ? TG_ERR_INVALID_ARG : db->ops->append(db, rec, done, ud);
+    return db == NULL || rec == NULL || !record_approval_ok(rec)
+               ? TG_ERR_INVALID_ARG
+               : db->ops->append(db, rec, done, ud);
 }
 
 tg_err_t tg_db_append_now(tg_db_t *db, const tg_db_record_t *rec, tg_ledger_pos_t *pos) {
-    return db == NULL || rec == NULL ? TG_ERR_INVALID_ARG : db->ops->append_now(db, rec, pos);
+    return db == NULL || rec == NULL || !record_approval_ok(rec)
+               ? TG_ERR_INVALID_ARG
+               : db->ops->append_now(db, rec, pos);
 }
 
 tg_err_t tg_db_complete_key(tg_db_t *db, const char *tenant, size_t tenant_len, const char *key,
@@ -186,6 +202,89 @@ tg_err_t tg_db_limit_restore(tg_db_t *db, const tg_db_limit_ref_t *ref, double a
         return TG_ERR_INVALID_ARG;
     }
     return db->ops->limit_restore(db, ref, amount, now_ms);
+}
+
+/* ---- approvals ----
+ * The arguments every backend relies on are checked here once: a tenant of
+ * 1..TG_GUARD_TENANT_NAME_MAX bytes and an id shaped as tg_approval_new_id makes them. */
+static bool approval_key_ok(const char *tenant, size_t tenant_len, const char *id, size_t id_len) {
+    return tenant != NULL && tenant_len > 0 && tenant_len <= TG_GUARD_TENANT_NAME_MAX &&
+           id != NULL && tg_approval_id_valid(id, id_len);
+}
+
+/* A state to store: its key as above (NUL-terminated within its arrays) and a version. */
+static bool approval_ok(const tg_approval_t *a) {
+    if (a == NULL || a->version == 0 || a->status >= TG_APPROVAL__COUNT) {
+        return false;
+    }
+    size_t tl = strnlen(a->tenant, sizeof a->tenant);
+    size_t il = strnlen(a->id, sizeof a->id);
+    return tl < sizeof a->tenant && il < sizeof a->id && approval_key_ok(a->tenant, tl, a->id, il);
+}
+
+tg_err_t tg_db_approval_get(tg_db_t *db, const char *tenant, size_t tenant_len, const char *id,
+                            size_t id_len, tg_approval_t *out) {
+    if (db == NULL || out == NULL || !approval_key_ok(tenant, tenant_len, id, id_len)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->approval_get(db, tenant, tenant_len, id, id_len, out);
+}
+
+tg_err_t tg_db_approval_list(tg_db_t *db, const char *tenant, size_t tenant_len, bool all,
+                             int status, int64_t now_ms, tg_approval_t *out, size_t max,
+                             size_t *n) {
+    if (n != NULL) {
+        *n = 0;
+    }
+    if (db == NULL || n == NULL || (out == NULL && max > 0) || tenant == NULL || tenant_len == 0 ||
+        tenant_len > TG_GUARD_TENANT_NAME_MAX ||
+        (!all && (status < 0 || status >= (int)TG_APPROVAL__COUNT))) {
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->approval_list(db, tenant, tenant_len, all, status, now_ms, out, max, n);
+}
+
+tg_err_t tg_db_approval_hold(tg_db_t *db, const char *tenant, size_t tenant_len, const char *id,
+                             size_t id_len, int64_t now_ms, tg_approval_t *cur) {
+    if (db == NULL || cur == NULL || !approval_key_ok(tenant, tenant_len, id, id_len)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->approval_hold(db, tenant, tenant_len, id, id_len, now_ms, cur);
+}
+
+tg_err_t tg_db_approval_release(tg_db_t *db, const char *tenant, size_t tenant_len, const char *id,
+                                size_t id_len) {
+    if (db == NULL || !approval_key_ok(tenant, tenant_len, id, id_len)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->approval_release(db, tenant, tenant_len, id, id_len);
+}
+
+tg_err_t tg_db_approval_commit(tg_db_t *db, const tg_approval_t *a, int64_t now_ms) {
+    if (db == NULL || !approval_ok(a)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->approval_commit(db, a, now_ms);
+}
+
+bool tg_db_approval_room(tg_db_t *db) { return db != NULL && db->ops->approval_room(db); }
+
+tg_err_t tg_db_approval_restore(tg_db_t *db, const tg_approval_t *a, int64_t now_ms) {
+    if (db == NULL || !approval_ok(a)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->approval_restore(db, a, now_ms);
+}
+
+tg_err_t tg_db_approval_due(tg_db_t *db, int64_t now_ms, tg_db_approval_ref_t *out, size_t max,
+                            size_t *n) {
+    if (n != NULL) {
+        *n = 0;
+    }
+    if (db == NULL || n == NULL || (out == NULL && max > 0)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->approval_due(db, now_ms, out, max, n);
 }
 
 void tg_db_tick(tg_db_t *db, int64_t now_ms, uint32_t stall_ms) {

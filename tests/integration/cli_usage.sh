@@ -360,8 +360,8 @@ done
 err_ok 2 "ledger append --segment-bytes -1" "$sb" ledger append L6 --segment-bytes -1 r.json
 err_ok 2 "ledger append --durability bogus" "trigguard ledger append: --durability fsync|batch|none" \
     ledger append L2 --durability bogus r.json
-meta_max=$(printf '%01024d' 0)
-err_ok 2 "ledger append --meta too long" "trigguard ledger append: --meta is longer than 1024 bytes" \
+meta_max=$(printf '%016384d' 0) # TG_LEDGER_META_MAX
+err_ok 2 "ledger append --meta too long" "trigguard ledger append: --meta is longer than 16384 bytes" \
     ledger append L2 --meta "${meta_max}1" r.json
 absent "refused ledger appends" L2
 out_ok 0 "ledger append --meta at the limit" "seq 1 segment 1 offset 0" \

@@ -36,14 +36,14 @@ run status0 db status --database-url "$TG_PG_URL"
 check "status on an empty database exits 0 (rc=$rc)" test "$rc" -eq 0
 check "status on an empty database says version 0" has status0.out 'schema version 0 '
 
-# from empty: version 3, every table of docs/POSTGRES.md
+# from empty: version 4, every table of docs/POSTGRES.md
 run m1 db migrate --database-url "$TG_PG_URL"
 check "migrate from empty exits 0 (rc=$rc: $(cat "$tmp/m1.err"))" test "$rc" -eq 0
-check "migrate from empty says 0 -> 3" has m1.out 'schema version 0 -> 3: migrated'
+check "migrate from empty says 0 -> 4" has m1.out 'schema version 0 -> 4: migrated'
 tables=$(sql "select string_agg(tablename, ',' order by tablename) from pg_tables where schemaname = 'public'")
-check "the tables of schema v3 ($tables)" \
-    test "$tables" = "tg_chains,tg_idem_claims,tg_limit_totals,tg_nonces,tg_receipts,tg_records,trigguard_schema"
-check "three version rows" test "$(sql 'select count(*), max(version) from trigguard_schema')" = "3|3"
+check "the tables of schema v4 ($tables)" \
+    test "$tables" = "tg_approvals,tg_chains,tg_idem_claims,tg_limit_totals,tg_nonces,tg_receipts,tg_records,trigguard_schema"
+check "four version rows" test "$(sql 'select count(*), max(version) from trigguard_schema')" = "4|4"
 
 # from the previous version, with data in it: v1 rows survive, v2 adds the chain heads
 # (backfilled from the records) and the nonce claim columns (old nonces stay consumed)
@@ -59,7 +59,7 @@ one="\\x$(printf '%064d' 1)"
     -c "insert into tg_nonces (tenant, nonce, expires_at) values ('t', 'n-old', now() + interval '1 hour')" >/dev/null
 run up2 db migrate --database-url "$url_v1"
 check "then migrate exits 0 (rc=$rc: $(cat "$tmp/up2.err"))" test "$rc" -eq 0
-check "and says 1 -> 3" has up2.out 'schema version 1 -> 3: migrated'
+check "and says 1 -> 4" has up2.out 'schema version 1 -> 4: migrated'
 heads=$("$TG_PG_PSQL" "$url_v1" -X -At -c "select instance_id, head_seq, head_hash = '$zero' from tg_chains")
 check "the chain head is backfilled from the records ($heads)" test "$heads" = "i1|2|t"
 old=$("$TG_PG_PSQL" "$url_v1" -X -At -c "select nonce, lease_until is null from tg_nonces")
@@ -73,10 +73,10 @@ check "an unknown target version exits 2 (rc=$rc)" test "$rc" -eq 2
 TRIGGUARD_DATABASE_URL=$TG_PG_URL run m2 db migrate
 check "migrate again (URL from the environment) exits 0 (rc=$rc)" test "$rc" -eq 0
 check "migrate again says nothing to do" has m2.out 'up to date, nothing to do'
-check "still three version rows" test "$(sql 'select count(*) from trigguard_schema')" = 3
+check "still four version rows" test "$(sql 'select count(*) from trigguard_schema')" = 4
 
 run status1 db status --database-url="$TG_PG_URL"
-check "status says version 3, up to date" has status1.out 'schema version 3 .*up to date'
+check "status says version 4, up to date" has status1.out 'schema version 4 .*up to date'
 
 # The constraints that make uniqueness exact.
 sql "insert into tg_nonces (tenant, nonce, expires_at) values ('a', 'n1', now())" >/dev/null
@@ -86,6 +86,10 @@ check "the same nonce in another tenant is fine" \
     sql_quiet "insert into tg_nonces (tenant, nonce, expires_at) values ('b', 'n1', now())"
 out=$(sql "insert into tg_idem_claims (tenant, idem_key, request_hash, state, claim_id, owner, expires_at) values ('a', 'k', '\\x$(printf '%064d' 0)', 'in_flight', 1, 'i1', now())")
 check "an in-flight claim needs its lease" grep -q 'tg_idem_claims_state' <<<"$out"
+out=$(sql "insert into tg_approvals (tenant, id, version, status, created_at, expires_at, consume_within_ms, doc) values ('a', 'appr_XYZ', 1, 'pending', 0, 1, 1, '{}')")
+check "an approval id has its shape" grep -q 'tg_approvals_id_check' <<<"$out"
+out=$(sql "insert into tg_approvals (tenant, id, version, status, created_at, expires_at, consume_within_ms, doc) values ('a', 'appr_$(printf '%032d' 0)', 1, 'open', 0, 1, 1, '{}')")
+check "an approval status is one of five" grep -q 'tg_approvals_status_check' <<<"$out"
 
 # two at once on a fresh database: both succeed, one schema, one version row
 "$TG_PG_PSQL" "$TG_PG_ADMIN_URL" -X -q -c "create database trigguard2 owner trigguard" >/dev/null
@@ -103,16 +107,16 @@ check "two concurrent migrations both exit 0 ($rc1, $rc2: $(cat "$tmp/c1.err" "$
 check "exactly one of them migrated" \
     test "$(cat "$tmp/c1.out" "$tmp/c2.out" | grep -c 'migrated')" -eq 1
 v2=$("$TG_PG_PSQL" "$url2" -X -At -c 'select count(*), max(version) from trigguard_schema' 2>&1)
-check "one version row each after both ($v2)" test "$v2" = "3|3"
+check "one version row each after both ($v2)" test "$v2" = "4|4"
 
 # a newer schema is refused, and left alone
-sql "insert into trigguard_schema (version) values (4)" >/dev/null
+sql "insert into trigguard_schema (version) values (5)" >/dev/null
 run newer db migrate --database-url "$TG_PG_URL"
 check "migrate refuses a newer schema with exit 2 (rc=$rc)" test "$rc" -eq 2
-check "and says why" has newer.err 'schema version 4; this binary knows up to 3'
-check "the newer schema is untouched" test "$(sql 'select count(*) from trigguard_schema')" = 4
+check "and says why" has newer.err 'schema version 5; this binary knows up to 4'
+check "the newer schema is untouched" test "$(sql 'select count(*) from trigguard_schema')" = 5
 run newer_status db status --database-url "$TG_PG_URL"
-check "status reports the newer version" has newer_status.out 'schema version 4 .*newer than this binary'
+check "status reports the newer version" has newer_status.out 'schema version 5 .*newer than this binary'
 
 # bad URLs: a sentence and an exit status, never a crash
 run bad1 db migrate --database-url 'postgresql://%zz'

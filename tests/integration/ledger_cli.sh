@@ -133,7 +133,7 @@ hdr_case() { # hdr_case LABEL FIELD VALUE EXPECTED_REASON [keep-check]
 }
 hdr_case "unknown type" type 9 "unknown record type 9"
 hdr_case "reserved flags" flags 1 "reserved flags are not zero"
-hdr_case "meta too long" meta_len 1025 "meta length 1025 exceeds 1024"
+hdr_case "meta too long" meta_len 16385 "meta length 16385 exceeds 16384"
 hdr_case "payload too long" payload_len 65537 "payload length 65537 exceeds 65536"
 hdr_case "sequence 0" seq 0 "sequence number 0"
 hdr_case "future version" version 3 "unsupported record format version 3"

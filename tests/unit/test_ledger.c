@@ -498,7 +498,7 @@ static void test_args(void **state) {
     static uint8_t meta[TG_LEDGER_META_MAX + 1];
     tg_ledger_pos_t pos;
     assert_int_equal(tg_ledger_append_sync(l, 0, NULL, 0, "x", 1, &pos), TG_ERR_INVALID_ARG);
-    assert_int_equal(tg_ledger_append_sync(l, 4, NULL, 0, "x", 1, &pos), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_ledger_append_sync(l, 5, NULL, 0, "x", 1, &pos), TG_ERR_INVALID_ARG);
     assert_int_equal(tg_ledger_append_sync(l, 1, NULL, 3, "x", 1, &pos), TG_ERR_INVALID_ARG);
     assert_int_equal(tg_ledger_append_sync(l, 1, NULL, 0, NULL, 1, &pos), TG_ERR_INVALID_ARG);
     assert_int_equal(tg_ledger_append_sync(NULL, 1, NULL, 0, "x", 1, &pos), TG_ERR_INVALID_ARG);

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "trigguard/approval.h"
 #include "trigguard/canon.h"
 #include "trigguard/ledger.h"
 #include "trigguard/policy.h"
@@ -401,13 +402,283 @@ static void test_redemption(void **state) {
     tg_buf_free(&out);
 }
 
+/* ---- approvals (SPEC §11.2): meta "a", the type-4 payload, the ESCALATE response ---- */
+
+#define AID "appr_0123456789abcdef0123456789abcdef"
+#define AT0 INT64_C(1796017500000)
+
+/* One approver (alice), one approval needed; escalated by EID for request RH. */
+static tg_approval_t approval_example(void) {
+    tg_approval_spec_t s = {.required = 1,
+                            .n_approvers = 1,
+                            .approvers = {"alice"},
+                            .ttl_s = 3600,
+                            .consume_within_s = 900};
+    uint8_t rh[32];
+    assert_int_equal(tg_unhex(rh, 32, RH, 64), TG_OK);
+    tg_approval_t a;
+    assert_int_equal(
+        tg_approval_init(&a, AID, "acme", rh, EID, "payments", "big", "NEEDS_OK", &s, AT0), TG_OK);
+    return a;
+}
+
+/* Meta "a" is the approval's document, first, embedded as an object; a view parses it back
+ * into the same state. */
+static void test_meta_approval(void **state) {
+    (void)state;
+    tg_approval_t a = approval_example();
+    tg_buf_t meta, d;
+    tg_buf_init(&meta, TG_LEDGER_META_MAX);
+    tg_buf_init(&d, 0);
+    tg_record_meta_t m = meta_example();
+    m.approval = &a;
+    assert_int_equal(tg_record_meta_write(&meta, &m), TG_OK);
+    assert_int_equal(tg_approval_write(&d, &a), TG_OK);
+    assert_memory_equal(meta.data, "{\"a\":", 5);
+    assert_memory_equal(meta.data + 5, d.data, d.len);
+    assert_memory_equal(meta.data + 5 + d.len, ",\"at\":1796017500123,", 20);
+    const char *receipt = "{\"approvalId\":\"" AID "\",\"decision\":\"ESCALATE\",\"executionId\":"
+                          "\"" EID "\",\"policyVersion\":\"v1\",\"reasonCode\":\"NEEDS_OK\"}";
+    tg_record_view_t v;
+    assert_int_equal(tg_record_view(&v, meta.data, meta.len, receipt, strlen(receipt)), TG_OK);
+    assert_true(v.has_approval);
+    assert_non_null(v.approval);
+    assert_ptr_equal(v.meta.approval, v.approval);
+    assert_memory_equal(v.approval, &a, sizeof a);
+    assert_string_equal(v.decision, "ESCALATE");
+    assert_true(v.receipt);
+    assert_false(v.approval_record);
+    assert_int_equal(v.approval_id.len, 37);
+    assert_memory_equal(v.approval_id.ptr, AID, 37);
+    tg_record_view_free(&v);
+    assert_null(v.approval);
+    /* A state that is not one (version 2 with no step) is refused by the writer. */
+    a.version = 2;
+    tg_buf_reset(&meta);
+    assert_int_equal(tg_record_meta_write(&meta, &m), TG_ERR_INVALID_ARG);
+    tg_buf_free(&meta);
+    tg_buf_free(&d);
+}
+
+/* Builds meta (with a) and a receipt payload; returns the view's result. */
+static tg_err_t view_with(tg_record_view_t *v, tg_buf_t *meta, const tg_approval_t *a,
+                          const char *payload) {
+    tg_record_meta_t m = meta_example();
+    m.approval = a;
+    tg_buf_reset(meta);
+    assert_int_equal(tg_record_meta_write(meta, &m), TG_OK);
+    return tg_record_view(v, meta->data, meta->len, payload, strlen(payload));
+}
+
+static void test_meta_approval_refused(void **state) {
+    (void)state;
+    tg_approval_t a = approval_example();
+    tg_buf_t meta;
+    tg_buf_init(&meta, TG_LEDGER_META_MAX);
+    tg_record_view_t v;
+    const char *no_id = "{\"decision\":\"ESCALATE\",\"executionId\":\"" EID
+                        "\",\"policyVersion\":\"v1\",\"reasonCode\":\"NEEDS_OK\"}";
+    const char *other = "{\"approvalId\":\"appr_ffffffffffffffffffffffffffffffff\",\"decision\":"
+                        "\"ESCALATE\",\"executionId\":\"" EID
+                        "\",\"policyVersion\":\"v1\",\"reasonCode\":\"NEEDS_OK\"}";
+    const char *bad_id =
+        "{\"approvalId\":\"appr_x\",\"decision\":\"ESCALATE\",\"executionId\":\"" EID
+        "\",\"policyVersion\":\"v1\",\"reasonCode\":\"NEEDS_OK\"}";
+    assert_int_equal(view_with(&v, &meta, &a, no_id), TG_ERR_LEDGER_CORRUPT);
+    assert_null(v.approval);
+    assert_int_equal(view_with(&v, &meta, &a, other), TG_ERR_LEDGER_CORRUPT);
+    assert_int_equal(view_with(&v, &meta, NULL, bad_id), TG_ERR_LEDGER_CORRUPT);
+    /* An "a" that is not exactly a state: one member changed by hand. */
+    assert_int_equal(view_with(&v, &meta, &a, other), TG_ERR_LEDGER_CORRUPT);
+    tg_record_meta_t m = meta_example();
+    m.approval = &a;
+    tg_buf_reset(&meta);
+    assert_int_equal(tg_record_meta_write(&meta, &m), TG_OK);
+    char *p = strstr(meta.data, "\"v\":1}");
+    assert_non_null(p);
+    p[4] = '2';
+    const char *ok = "{\"approvalId\":\"" AID "\",\"decision\":\"ESCALATE\",\"executionId\":\"" EID
+                     "\",\"policyVersion\":\"v1\",\"reasonCode\":\"NEEDS_OK\"}";
+    assert_int_equal(tg_record_view(&v, meta.data, meta.len, ok, strlen(ok)),
+                     TG_ERR_LEDGER_CORRUPT);
+    p[4] = '1';
+    assert_int_equal(tg_record_view(&v, meta.data, meta.len, ok, strlen(ok)), TG_OK);
+    tg_record_view_free(&v);
+    const char *arr = "{\"a\":[],\"at\":1,\"rh\":\"" RH "\",\"s\":200,\"t\":\"acme\"}";
+    assert_int_equal(tg_record_view(&v, arr, strlen(arr), ok, strlen(ok)), TG_ERR_LEDGER_CORRUPT);
+    tg_buf_free(&meta);
+}
+
+/* The ESCALATE response is rebuilt as the live path writes it: approval_id, and the
+ * approval's API object as it stood at the record's time. */
+static void test_response_escalate(void **state) {
+    (void)state;
+    tg_approval_t a = approval_example();
+    tg_buf_t meta, resp, live, api;
+    tg_buf_init(&meta, TG_LEDGER_META_MAX);
+    tg_buf_init(&resp, 0);
+    tg_buf_init(&live, 0);
+    tg_buf_init(&api, 0);
+    const char *receipt = "{\"approvalId\":\"" AID "\",\"decision\":\"ESCALATE\",\"executionId\":"
+                          "\"" EID "\",\"policyVersion\":\"v1\",\"reasonCode\":\"NEEDS_OK\"}";
+    tg_record_view_t v;
+    assert_int_equal(view_with(&v, &meta, &a, receipt), TG_OK);
+    assert_int_equal(tg_record_response(&resp, &v, receipt, strlen(receipt)), TG_OK);
+    assert_int_equal(tg_approval_api_json(&api, &a, v.meta.at_ms), TG_OK);
+    tg_decision_body_t b = {.decision = "ESCALATE",
+                            .reason = T("NEEDS_OK"),
+                            .execution_id = T(EID),
+                            .request_hash = T(RH),
+                            .policy_version = T("v1"),
+                            .receipt = {receipt, strlen(receipt)},
+                            .approval_id = T(AID),
+                            .approval = {api.data, api.len}};
+    assert_int_equal(tg_decision_body_open(&live, &b), TG_OK);
+    assert_int_equal(tg_buf_putc(&live, '}'), TG_OK);
+    assert_string_equal(resp.data, live.data);
+    tg_record_view_free(&v);
+    tg_buf_free(&meta);
+    tg_buf_free(&resp);
+    tg_buf_free(&live);
+    tg_buf_free(&api);
+}
+
+static tg_record_approval_event_t event_example(void) {
+    return (tg_record_approval_event_t){.approval_id = T(AID),
+                                        .tenant = T("acme"),
+                                        .review = true,
+                                        .subject = T("alice"),
+                                        .entry = 0,
+                                        .approve = true,
+                                        .comment = T("ok \"go\""),
+                                        .request_hash = T(RH),
+                                        .status = T("approved"),
+                                        .at_ms = AT0 + 5};
+}
+
+/* The type-4 payload: golden bytes, a view of a review and of an expiry, no response. */
+static void test_approval_event(void **state) {
+    (void)state;
+    tg_buf_t payload, meta, out;
+    tg_buf_init(&payload, TG_LEDGER_PAYLOAD_MAX);
+    tg_buf_init(&meta, TG_LEDGER_META_MAX);
+    tg_buf_init(&out, 0);
+    tg_record_approval_event_t e = event_example();
+    assert_int_equal(tg_record_approval_event_write(&payload, &e), TG_OK);
+    assert_string_equal(payload.data,
+                        "{\"approvalId\":\"" AID "\",\"at\":\"2026-11-30T05:45:00.005Z\","
+                        "\"comment\":\"ok \\\"go\\\"\",\"decision\":\"approve\",\"entry\":0,"
+                        "\"event\":\"review\",\"requestHash\":\"" RH "\",\"status\":\"approved\","
+                        "\"subject\":\"alice\",\"tenantId\":\"acme\",\"type\":\"approval\"}");
+    tg_approval_t a = approval_example(), b;
+    assert_int_equal(tg_approval_review(&b, &a, "alice", 0, true, a.request_hash, AT0 + 5), TG_OK);
+    tg_record_meta_t m = {.at_ms = AT0 + 5,
+                          .request_hash = T(RH),
+                          .status = 200,
+                          .tenant = T("acme"),
+                          .approval = &b};
+    assert_int_equal(tg_record_meta_write(&meta, &m), TG_OK);
+    tg_record_view_t v;
+    assert_int_equal(tg_record_view(&v, meta.data, meta.len, payload.data, payload.len), TG_OK);
+    assert_true(v.approval_record);
+    assert_null(v.decision);
+    assert_false(v.receipt);
+    assert_true(v.event.review);
+    assert_true(v.event.approve);
+    assert_int_equal(v.event.entry, 0);
+    assert_int_equal(v.event.at_ms, AT0 + 5);
+    assert_memory_equal(v.event.subject.ptr, "alice", 5);
+    assert_memory_equal(v.event.comment.ptr, "ok \"go\"", 7);
+    assert_int_equal(v.approval->status, TG_APPROVAL_APPROVED);
+    assert_int_equal(tg_record_response(&out, &v, payload.data, payload.len), TG_ERR_INVALID_ARG);
+    tg_record_view_free(&v);
+    /* The status must be the state's: "pending" against an approved state is corruption. */
+    e.status = T("pending");
+    tg_buf_reset(&payload);
+    assert_int_equal(tg_record_approval_event_write(&payload, &e), TG_OK);
+    assert_int_equal(tg_record_view(&v, meta.data, meta.len, payload.data, payload.len),
+                     TG_ERR_LEDGER_CORRUPT);
+    /* Without meta "a" a type-4 record is corrupt. */
+    m.approval = NULL;
+    tg_buf_reset(&meta);
+    assert_int_equal(tg_record_meta_write(&meta, &m), TG_OK);
+    e.status = T("approved");
+    tg_buf_reset(&payload);
+    assert_int_equal(tg_record_approval_event_write(&payload, &e), TG_OK);
+    assert_int_equal(tg_record_view(&v, meta.data, meta.len, payload.data, payload.len),
+                     TG_ERR_LEDGER_CORRUPT);
+
+    /* An expiry: no subject, decision, entry or comment. */
+    assert_int_equal(tg_approval_expire(&b, &a, AT0 + 3600000), TG_OK);
+    tg_record_approval_event_t x = {.approval_id = T(AID),
+                                    .tenant = T("acme"),
+                                    .request_hash = T(RH),
+                                    .status = T("expired"),
+                                    .at_ms = AT0 + 3600000};
+    tg_buf_reset(&payload);
+    assert_int_equal(tg_record_approval_event_write(&payload, &x), TG_OK);
+    assert_string_equal(payload.data,
+                        "{\"approvalId\":\"" AID "\",\"at\":\"2026-11-30T06:45:00.000Z\","
+                        "\"event\":\"expire\",\"requestHash\":\"" RH
+                        "\",\"status\":\"expired\",\"tenantId\":\"acme\",\"type\":"
+                        "\"approval\"}");
+    m.approval = &b;
+    m.status = 0;
+    tg_buf_reset(&meta);
+    assert_int_equal(tg_record_meta_write(&meta, &m), TG_OK);
+    assert_int_equal(tg_record_view(&v, meta.data, meta.len, payload.data, payload.len), TG_OK);
+    assert_true(v.approval_record);
+    assert_false(v.event.review);
+    assert_null(v.event.subject.ptr);
+    tg_record_view_free(&v);
+
+    /* The writer's refusals. */
+    tg_buf_reset(&payload);
+    x.subject = T("alice");
+    assert_int_equal(tg_record_approval_event_write(&payload, &x), TG_ERR_INVALID_ARG);
+    x.subject = NONE;
+    x.status = T("gone");
+    assert_int_equal(tg_record_approval_event_write(&payload, &x), TG_ERR_INVALID_ARG);
+    x.status = T("expired");
+    x.approval_id = T("appr_1");
+    assert_int_equal(tg_record_approval_event_write(&payload, &x), TG_ERR_INVALID_ARG);
+    x.approval_id = T(AID);
+    x.request_hash = T("00");
+    assert_int_equal(tg_record_approval_event_write(&payload, &x), TG_ERR_INVALID_ARG);
+    e = event_example();
+    e.subject = NONE;
+    assert_int_equal(tg_record_approval_event_write(&payload, &e), TG_ERR_INVALID_ARG);
+    e = event_example();
+    e.entry = TG_APPROVAL_MAX_APPROVERS;
+    assert_int_equal(tg_record_approval_event_write(&payload, &e), TG_ERR_INVALID_ARG);
+    static char longc[TG_APPROVAL_COMMENT_MAX + 1];
+    memset(longc, 'c', sizeof longc);
+    e = event_example();
+    e.comment = (tg_text_t){longc, sizeof longc};
+    assert_int_equal(tg_record_approval_event_write(&payload, &e), TG_ERR_INVALID_ARG);
+    e.comment.len--;
+    assert_int_equal(tg_record_approval_event_write(&payload, &e), TG_OK);
+    assert_int_equal(tg_record_approval_event_write(&payload, NULL), TG_ERR_INVALID_ARG);
+    tg_buf_free(&meta);
+    tg_buf_free(&payload);
+    tg_buf_free(&out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_meta_bytes),         cmocka_unit_test(test_meta_claim_hash),
-        cmocka_unit_test(test_meta_errors),        cmocka_unit_test(test_silence_bytes),
-        cmocka_unit_test(test_round_trip_silence), cmocka_unit_test(test_round_trip_receipt),
-        cmocka_unit_test(test_view_refuses),       cmocka_unit_test(test_canonical_round_trip),
+        cmocka_unit_test(test_meta_bytes),
+        cmocka_unit_test(test_meta_claim_hash),
+        cmocka_unit_test(test_meta_errors),
+        cmocka_unit_test(test_silence_bytes),
+        cmocka_unit_test(test_round_trip_silence),
+        cmocka_unit_test(test_round_trip_receipt),
+        cmocka_unit_test(test_view_refuses),
+        cmocka_unit_test(test_canonical_round_trip),
         cmocka_unit_test(test_redemption),
+        cmocka_unit_test(test_meta_approval),
+        cmocka_unit_test(test_meta_approval_refused),
+        cmocka_unit_test(test_response_escalate),
+        cmocka_unit_test(test_approval_event),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

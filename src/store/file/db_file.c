@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../backend.h"
+#include "approval_table.h"
 #include "limit_table.h"
 
 typedef struct file_db {
@@ -11,6 +12,7 @@ typedef struct file_db {
     tg_store_t *keys;
     tg_receipts_t *receipts;
     tg_limit_table_t *limits;
+    tg_approval_table_t *approvals;
     tg_ledger_t *ledger; /* NULL until start */
     tg_ledger_opts_t ledger_opts;
 } file_db_t;
@@ -34,6 +36,7 @@ static void fs_close(tg_db_t *db) {
     tg_store_destroy(fs->keys);
     tg_receipts_destroy(fs->receipts);
     tg_limit_table_destroy(fs->limits);
+    tg_approval_table_destroy(fs->approvals);
     free(fs);
 }
 
@@ -133,11 +136,53 @@ static tg_err_t fs_limit_restore(tg_db_t *db, const tg_db_limit_ref_t *ref, doub
     return tg_limit_table_restore(fs_of(db)->limits, ref, amount, now_ms);
 }
 
+static tg_err_t fs_approval_get(tg_db_t *db, const char *tenant, size_t tenant_len, const char *id,
+                                size_t id_len, tg_approval_t *out) {
+    return tg_approval_table_get(fs_of(db)->approvals, tenant, tenant_len, id, id_len, out);
+}
+
+static tg_err_t fs_approval_list(tg_db_t *db, const char *tenant, size_t tenant_len, bool all,
+                                 int status, int64_t now_ms, tg_approval_t *out, size_t max,
+                                 size_t *n) {
+    return tg_approval_table_list(fs_of(db)->approvals, tenant, tenant_len, all, status, now_ms,
+                                  out, max, n);
+}
+
+/* The hold is a flag in memory: one process owns the ledger, so there is no lease. */
+static tg_err_t fs_approval_hold(tg_db_t *db, const char *tenant, size_t tenant_len, const char *id,
+                                 size_t id_len, int64_t now_ms, tg_approval_t *cur) {
+    (void)now_ms;
+    return tg_approval_table_hold(fs_of(db)->approvals, tenant, tenant_len, id, id_len, cur);
+}
+
+static tg_err_t fs_approval_release(tg_db_t *db, const char *tenant, size_t tenant_len,
+                                    const char *id, size_t id_len) {
+    return tg_approval_table_release(fs_of(db)->approvals, tenant, tenant_len, id, id_len);
+}
+
+static tg_err_t fs_approval_commit(tg_db_t *db, const tg_approval_t *a, int64_t now_ms) {
+    (void)now_ms;
+    return tg_approval_table_commit(fs_of(db)->approvals, a);
+}
+
+static bool fs_approval_room(tg_db_t *db) { return tg_approval_table_room(fs_of(db)->approvals); }
+
+static tg_err_t fs_approval_restore(tg_db_t *db, const tg_approval_t *a, int64_t now_ms) {
+    (void)now_ms;
+    return tg_approval_table_restore(fs_of(db)->approvals, a);
+}
+
+static tg_err_t fs_approval_due(tg_db_t *db, int64_t now_ms, tg_db_approval_ref_t *out, size_t max,
+                                size_t *n) {
+    return tg_approval_table_due(fs_of(db)->approvals, now_ms, out, max, n);
+}
+
 static void fs_tick(tg_db_t *db, int64_t now_ms, uint32_t stall_ms) {
     file_db_t *fs = fs_of(db);
     (void)tg_store_sweep(fs->keys, now_ms);
     (void)tg_receipts_sweep(fs->receipts, now_ms);
     tg_limit_table_sweep(fs->limits, now_ms);
+    tg_approval_table_sweep(fs->approvals, now_ms);
     if (fs->ledger != NULL) {
         /* An idle ledger notices a deleted or moved directory too (and keeps the evidence)
          * within a tick, not only at the next decision: /readyz tells the truth. */
@@ -157,6 +202,7 @@ static void fs_stats(tg_db_t *db, tg_db_stats_t *out) {
     tg_receipts_stats(fs_of(db)->receipts, &out->receipts);
     tg_ledger_stats(fs_of(db)->ledger, &out->records);
     tg_limit_table_stats(fs_of(db)->limits, &out->limits);
+    tg_approval_table_stats(fs_of(db)->approvals, &out->approvals);
 }
 
 static const tg_db_ops_t file_ops = {
@@ -181,6 +227,14 @@ static const tg_db_ops_t file_ops = {
     .limit_reserve = fs_limit_reserve,
     .limit_release = fs_limit_release,
     .limit_restore = fs_limit_restore,
+    .approval_get = fs_approval_get,
+    .approval_list = fs_approval_list,
+    .approval_hold = fs_approval_hold,
+    .approval_release = fs_approval_release,
+    .approval_commit = fs_approval_commit,
+    .approval_room = fs_approval_room,
+    .approval_restore = fs_approval_restore,
+    .approval_due = fs_approval_due,
     .tick = fs_tick,
     .health = fs_health,
     .stats = fs_stats,
@@ -199,6 +253,12 @@ tg_err_t tg_db_file_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *dia
         rc = tg_receipts_create(&fs->receipts, &opts->receipts, diag);
     }
     if (rc == TG_OK && tg_limit_table_create(&fs->limits, opts->limit_entries) != TG_OK) {
+        rc = tg_diag_set(diag, TG_ERR_NOMEM, "db: out of memory");
+    }
+    /* Terminal approvals are kept as long as the keys are (opts.keys retention_ms, 0 = its
+     * default of 24 h, which the table applies). */
+    if (rc == TG_OK && tg_approval_table_create(&fs->approvals, opts->approval_entries,
+                                                opts->keys.retention_ms) != TG_OK) {
         rc = tg_diag_set(diag, TG_ERR_NOMEM, "db: out of memory");
     }
     if (rc != TG_OK) {

@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "../backend.h"
+#include "trigguard/approval.h"
 #include "trigguard/clock.h"
 #include "trigguard/log.h"
 #include "trigguard/pg_schema.h"
@@ -53,6 +54,7 @@
 #define PG_BATCH_MAX 256     /* records per transaction */
 #define PG_QUEUE_MAX 16384   /* records waiting for the writer; beyond: TG_ERR_OVERLOADED */
 #define PG_FENCE_MAX 1000000 /* claims held by this instance at once */
+#define PG_APPR_ROWS_MAX ((size_t)100000) /* rows one approval list or due statement returns */
 #define PG_FENCE_BUCKETS 4096
 #define PG_RETRY_MS 250        /* the writer's probe / reconnect period while unhealthy */
 #define PG_SWEEP_MS 1000       /* the retention job's period */
@@ -62,7 +64,8 @@
 /* a chain's start value: 32 zero bytes, as bytea text */
 #define PG_ZERO_HASH_HEX "0000000000000000000000000000000000000000000000000000000000000000"
 
-enum { FENCE_KEY = 'k', FENCE_NONCE = 'n' };
+/* FENCE_APPROVAL: an approval's hold (db.h), whose token fences the next version. */
+enum { FENCE_KEY = 'k', FENCE_NONCE = 'n', FENCE_APPROVAL = 'a' };
 
 /* A claim this instance holds: its token, and for a key the request hash it was taken for. */
 typedef struct fence {
@@ -86,6 +89,11 @@ typedef struct pending {
     size_t tenant_len, key_len, nonce_len, exec_id_len;
     const uint8_t *meta, *payload;
     size_t meta_len, payload_len;
+    /* the approval version it writes (a_id NULL when none): its document, and for a version
+     * after the first the hold's token (0 when this instance holds none: the fence fails) */
+    const char *a_id, *a_doc;
+    size_t a_id_len, a_doc_len;
+    int64_t a_ver, a_token;
     /* filled by the writer, per attempt */
     uint64_t chain_seq;
     uint8_t prev[32], hash[32];
@@ -411,22 +419,29 @@ static const stmt_t st_group = {
     "tg_group",
     "WITH i AS (SELECT * FROM unnest($2::bigint[], $3::text[], $4::smallint[], $5::bytea[],"
     "  $6::bytea[], $7::bytea[], $8::bytea[], $9::text[], $10::bigint[], $11::text[],"
-    "  $12::bigint[], $13::text[], $14::smallint[])"
+    "  $12::bigint[], $13::text[], $14::smallint[], $15::text[], $16::bigint[], $17::bigint[],"
+    "  $18::text[])"
     "  AS i (chain_seq, tenant, type, meta, payload, prev_hash, record_hash, idem_key,"
-    "   key_claim, nonce, nonce_claim, exec_id, http_status)),"
+    "   key_claim, nonce, nonce_claim, exec_id, http_status, a_id, a_ver, a_token, a_doc)),"
     " k AS (SELECT c.tenant, c.idem_key FROM tg_idem_claims c JOIN i ON c.tenant = i.tenant"
     "  AND c.idem_key = i.idem_key AND c.claim_id = i.key_claim"
     "  WHERE c.state = 'in_flight' FOR NO KEY UPDATE OF c),"
     " n AS (SELECT t.tenant, t.nonce FROM tg_nonces t JOIN i ON t.tenant = i.tenant"
     "  AND t.nonce = i.nonce AND t.claim_id = i.nonce_claim"
     "  WHERE t.lease_until IS NOT NULL FOR NO KEY UPDATE OF t),"
+    " ap AS (SELECT t.tenant, t.id FROM tg_approvals t JOIN i ON t.tenant = i.tenant"
+    "  AND t.id = i.a_id AND t.version = i.a_ver - 1 AND t.hold_token = i.a_token"
+    "  WHERE i.a_ver > 1 FOR NO KEY UPDATE OF t),"
     " h AS (SELECT head_seq FROM tg_chains WHERE instance_id = $1::text FOR NO KEY UPDATE),"
     " good AS (SELECT i.chain_seq FROM i"
     "  WHERE (i.idem_key IS NULL OR EXISTS (SELECT 1 FROM k"
     "   WHERE k.tenant = i.tenant AND k.idem_key = i.idem_key))"
     "  AND (i.nonce IS NULL OR EXISTS (SELECT 1 FROM n"
-    "   WHERE n.tenant = i.tenant AND n.nonce = i.nonce))),"
-    " go AS (SELECT coalesce((SELECT head_seq FROM h) = $15::bigint, false)"
+    "   WHERE n.tenant = i.tenant AND n.nonce = i.nonce))"
+    "  AND (i.a_id IS NULL OR (i.a_ver = 1 AND NOT EXISTS (SELECT 1 FROM tg_approvals t"
+    "   WHERE t.tenant = i.tenant AND t.id = i.a_id)) OR EXISTS (SELECT 1 FROM ap"
+    "   WHERE ap.tenant = i.tenant AND ap.id = i.a_id))),"
+    " go AS (SELECT coalesce((SELECT head_seq FROM h) = $19::bigint, false)"
     "  AND (SELECT count(*) FROM good) = (SELECT count(*) FROM i) AS v),"
     " r AS (INSERT INTO tg_records (instance_id, chain_seq, tenant, type, meta, payload,"
     "  prev_hash, record_hash)"
@@ -443,13 +458,25 @@ static const stmt_t st_group = {
     " x AS (INSERT INTO tg_receipts (tenant, execution_id, record_seq)"
     "  SELECT i.tenant, i.exec_id, r.seq FROM r JOIN i USING (chain_seq)"
     "  WHERE i.exec_id IS NOT NULL ON CONFLICT DO NOTHING),"
-    " hu AS (UPDATE tg_chains SET head_seq = $16::bigint, head_hash = $17::bytea,"
+    " ai AS (INSERT INTO tg_approvals (tenant, id, version, status, created_at, expires_at,"
+    "  resolved_at, consume_within_ms, doc)"
+    "  SELECT i.tenant, i.a_id, i.a_ver, i.a_doc::jsonb->>'status',"
+    "  (i.a_doc::jsonb->>'createdAt')::bigint, (i.a_doc::jsonb->>'expiresAt')::bigint,"
+    "  coalesce((i.a_doc::jsonb->>'resolvedAt')::bigint, 0),"
+    "  (i.a_doc::jsonb->>'consumeWithinMs')::bigint, i.a_doc"
+    "  FROM r JOIN i USING (chain_seq) WHERE i.a_ver = 1 ON CONFLICT DO NOTHING),"
+    " au AS (UPDATE tg_approvals t SET version = i.a_ver, status = i.a_doc::jsonb->>'status',"
+    "  resolved_at = coalesce((i.a_doc::jsonb->>'resolvedAt')::bigint, 0), doc = i.a_doc,"
+    "  hold_token = NULL, hold_until = NULL"
+    "  FROM r JOIN i USING (chain_seq) WHERE i.a_ver > 1 AND t.tenant = i.tenant"
+    "  AND t.id = i.a_id AND t.version = i.a_ver - 1 AND t.hold_token = i.a_token),"
+    " hu AS (UPDATE tg_chains SET head_seq = $20::bigint, head_hash = $21::bytea,"
     "  updated_at = now() FROM go WHERE instance_id = $1::text AND go.v)"
     " SELECT r.chain_seq, r.seq FROM r"
     " UNION ALL"
     " SELECT i.chain_seq, NULL::bigint FROM i, go"
     "  WHERE NOT go.v AND i.chain_seq NOT IN (SELECT chain_seq FROM good)",
-    17};
+    21};
 
 /* The writer's chain: created at the first connect, read back at every reconnect (a group
  * whose answer was lost may have moved it). */
@@ -485,17 +512,59 @@ static const stmt_t st_limit_release = {
     " WHERE limit_id = $1::text AND key = $2::bytea AND window_start = $3::bigint",
     4};
 
-static const stmt_t *const pool_stmts[] = {&st_claim_key,
-                                           &st_claim_keys,
-                                           &st_claim_nonce,
-                                           &st_release_key,
-                                           &st_release_nonce,
-                                           &st_find_receipt,
-                                           &st_read,
-                                           &st_limit_total,
-                                           &st_limit_reserve,
-                                           &st_limit_release,
-                                           NULL};
+/* Approvals (db.h; the functions below st_group's users, "approvals"). */
+static const stmt_t st_appr_get = {
+    "tg_appr_get", "SELECT doc FROM tg_approvals WHERE tenant = $1::text AND id = $2::text", 2};
+
+/* One statement: the lease when the row is free (never held, or its lease passed), else a
+ * row that says it is held; no row at all: no such approval. */
+static const stmt_t st_appr_hold = {
+    "tg_appr_hold",
+    "WITH u AS (UPDATE tg_approvals SET hold_token = nextval('tg_claim_id_seq'),"
+    "  hold_until = now() + $3::bigint * interval '1 millisecond'"
+    "  WHERE tenant = $1::text AND id = $2::text"
+    "  AND (hold_until IS NULL OR hold_until <= now()) RETURNING hold_token, doc)"
+    " SELECT 0::smallint, hold_token, doc FROM u"
+    " UNION ALL"
+    " SELECT 1::smallint, NULL::bigint, NULL::text FROM tg_approvals"
+    "  WHERE tenant = $1::text AND id = $2::text AND NOT EXISTS (SELECT 1 FROM u)",
+    3};
+
+static const stmt_t st_appr_release = {
+    "tg_appr_release",
+    "UPDATE tg_approvals SET hold_token = NULL, hold_until = NULL"
+    " WHERE tenant = $1::text AND id = $2::text AND hold_token = $3::bigint",
+    3};
+
+/* The tenant's newest first. The status filter is a superset of tg_approval_status_at's
+ * answer at $3 (it differs at the very millisecond of an expiry at most), which the caller
+ * then applies exactly. */
+static const stmt_t st_appr_list = {
+    "tg_appr_list",
+    "SELECT doc FROM tg_approvals WHERE tenant = $1::text AND ($4::text IS NULL"
+    "  OR (status = $4::text AND status IN ('denied', 'consumed'))"
+    "  OR ($4::text = 'pending' AND status = 'pending' AND expires_at >= $3::bigint)"
+    "  OR ($4::text = 'approved' AND status = 'approved'"
+    "   AND resolved_at + consume_within_ms >= $3::bigint)"
+    "  OR ($4::text = 'expired' AND (status = 'expired'"
+    "   OR (status = 'pending' AND expires_at <= $3::bigint)"
+    "   OR (status = 'approved' AND resolved_at + consume_within_ms <= $3::bigint))))"
+    " ORDER BY created_at DESC, id DESC LIMIT $2::bigint",
+    4};
+
+static const stmt_t st_appr_due = {
+    "tg_appr_due",
+    "SELECT tenant, id FROM tg_approvals"
+    " WHERE ((status = 'pending' AND expires_at <= $1::bigint)"
+    "  OR (status = 'approved' AND resolved_at + consume_within_ms <= $1::bigint))"
+    " AND (hold_until IS NULL OR hold_until <= now()) LIMIT $2::bigint",
+    2};
+
+static const stmt_t *const pool_stmts[] = {
+    &st_claim_key,     &st_claim_keys,    &st_claim_nonce,   &st_release_key,
+    &st_release_nonce, &st_find_receipt,  &st_read,          &st_appr_get,
+    &st_appr_hold,     &st_appr_release,  &st_appr_list,     &st_appr_due,
+    &st_limit_total,   &st_limit_reserve, &st_limit_release, NULL};
 static const stmt_t *const writer_stmts[] = {&st_group, NULL};
 
 /* ---- connections ------------------------------------------------------------------------- */
@@ -667,9 +736,9 @@ static void pool_flush(pg_db_t *db) {
 /* One parameter list: values, lengths, formats (text NUL-terminated when len is
  * TG_PG_TEXT, else binary bytes; NULL ptr = SQL NULL). */
 typedef struct {
-    const char *v[20];
-    int len[20];
-    int fmt[20];
+    const char *v[24];
+    int len[24];
+    int fmt[24];
     int n;
 } params_t;
 
@@ -1299,16 +1368,41 @@ static void pg_announce_end(tg_db_t *db) { (void)db; }
 static tg_err_t pg_append(tg_db_t *dbp, const tg_db_record_t *rec, tg_db_done_fn done, void *ud) {
     pg_db_t *db = pg_of(dbp);
     if ((rec->type != TG_LEDGER_TYPE_RECEIPT && rec->type != TG_LEDGER_TYPE_SILENCE &&
-         rec->type != TG_LEDGER_TYPE_REDEMPTION) ||
-        done == NULL || (rec->meta == NULL && rec->meta_len) ||
-        (rec->payload == NULL && rec->payload_len) || rec->tenant == NULL ||
-        !name_ok(rec->tenant, rec->tenant_len, TG_STORE_TENANT_MAX)) {
+         rec->type != TG_LEDGER_TYPE_REDEMPTION && rec->type != TG_LEDGER_TYPE_APPROVAL) ||
+        (rec->type == TG_LEDGER_TYPE_APPROVAL && rec->approval == NULL) || done == NULL ||
+        (rec->meta == NULL && rec->meta_len) || (rec->payload == NULL && rec->payload_len) ||
+        rec->tenant == NULL || !name_ok(rec->tenant, rec->tenant_len, TG_STORE_TENANT_MAX)) {
         return TG_ERR_INVALID_ARG;
     }
     if (rec->meta_len > TG_LEDGER_META_MAX || rec->payload_len > TG_LEDGER_PAYLOAD_MAX) {
         return TG_ERR_LIMIT;
     }
+    /* The approval version it writes: its document, and past version 1 the hold's token
+     * (none held here: 0, which no row has, so the writer's fence refuses the record). */
+    const tg_approval_t *ap = rec->approval;
+    tg_buf_t adoc;
+    tg_buf_init(&adoc, TG_APPROVAL_DOC_MAX);
+    size_t a_id_len = 0;
+    fence_t af = {.claim_id = 0};
+    if (ap != NULL) {
+        a_id_len = strnlen(ap->id, sizeof ap->id);
+        if (ap->version == 0 || strnlen(ap->tenant, sizeof ap->tenant) != rec->tenant_len ||
+            memcmp(ap->tenant, rec->tenant, rec->tenant_len) != 0 ||
+            !tg_approval_id_valid(ap->id, a_id_len)) {
+            return TG_ERR_INVALID_ARG; /* an approval is its record's tenant's */
+        }
+        tg_err_t wrc = tg_approval_write(&adoc, ap);
+        if (wrc != TG_OK) {
+            tg_buf_free(&adoc);
+            return wrc == TG_ERR_NOMEM ? wrc : TG_ERR_INVALID_ARG;
+        }
+        if (ap->version > 1 &&
+            !fence_get(db, FENCE_APPROVAL, rec->tenant, rec->tenant_len, ap->id, a_id_len, &af)) {
+            af.claim_id = 0;
+        }
+    }
     if (!atomic_load(&db->healthy)) {
+        tg_buf_free(&adoc);
         atomic_fetch_add(&db->st_rejected, 1);
         return TG_ERR_STORE_UNAVAILABLE;
     }
@@ -1317,14 +1411,16 @@ static tg_err_t pg_append(tg_db_t *dbp, const tg_db_record_t *rec, tg_db_done_fn
          !fence_get(db, FENCE_KEY, rec->tenant, rec->tenant_len, rec->key, rec->key_len, &kf)) ||
         (rec->nonce != NULL && !fence_get(db, FENCE_NONCE, rec->tenant, rec->tenant_len, rec->nonce,
                                           rec->nonce_len, &nf))) {
+        tg_buf_free(&adoc);
         return TG_ERR_INVALID_ARG; /* a record must hold the claims it completes */
     }
     bool receipt = rec->type == TG_LEDGER_TYPE_RECEIPT && rec->exec_id != NULL;
     size_t extra = rec->tenant_len + (rec->key ? rec->key_len : 0) +
                    (rec->nonce ? rec->nonce_len : 0) + (receipt ? rec->exec_id_len : 0) +
-                   rec->meta_len + rec->payload_len;
+                   rec->meta_len + rec->payload_len + a_id_len + adoc.len;
     pending_t *pr = calloc(1, sizeof *pr + extra);
     if (pr == NULL) {
+        tg_buf_free(&adoc);
         return TG_ERR_NOMEM;
     }
     uint8_t *w = pr->data;
@@ -1356,6 +1452,15 @@ static tg_err_t pg_append(tg_db_t *dbp, const tg_db_record_t *rec, tg_db_done_fn
     pr->meta_len = rec->meta_len;
     PG_COPY(pr->payload, rec->payload, rec->payload_len);
     pr->payload_len = rec->payload_len;
+    if (ap != NULL) {
+        PG_COPY(pr->a_id, ap->id, a_id_len);
+        pr->a_id_len = a_id_len;
+        PG_COPY(pr->a_doc, adoc.data, adoc.len);
+        pr->a_doc_len = adoc.len;
+        pr->a_ver = ap->version;
+        pr->a_token = af.claim_id;
+    }
+    tg_buf_free(&adoc);
 #undef PG_COPY
     pr->type = rec->type;
     pr->status = rec->status;
@@ -1410,12 +1515,16 @@ enum {
     A_NONCE_CLAIM,
     A_EXEC,
     A_STATUS,
+    A_AID,
+    A_AVER,
+    A_ATOKEN,
+    A_ADOC,
     A__COUNT
 };
 
-static const uint32_t arr_oid[A__COUNT] = {OID_INT8,  OID_TEXT,  OID_INT2, OID_BYTEA, OID_BYTEA,
-                                           OID_BYTEA, OID_BYTEA, OID_TEXT, OID_INT8,  OID_TEXT,
-                                           OID_INT8,  OID_TEXT,  OID_INT2};
+static const uint32_t arr_oid[A__COUNT] = {
+    OID_INT8, OID_TEXT, OID_INT2, OID_BYTEA, OID_BYTEA, OID_BYTEA, OID_BYTEA, OID_TEXT, OID_INT8,
+    OID_TEXT, OID_INT8, OID_TEXT, OID_INT2,  OID_TEXT,  OID_INT8,  OID_INT8,  OID_TEXT};
 
 typedef enum { TRY_COMMITTED, TRY_FENCED, TRY_MOVED, TRY_FAILED } try_t;
 
@@ -1460,6 +1569,10 @@ static try_t try_commit(pg_db_t *db, pending_t **v, size_t n, arr_t *arr, char *
         arr_int(&arr[A_NONCE_CLAIM], pr->nonce_claim, 8, pr->nonce == NULL);
         arr_put(&arr[A_EXEC], pr->exec_id, pr->exec_id_len);
         arr_int(&arr[A_STATUS], pr->status, 2, false);
+        arr_put(&arr[A_AID], pr->a_id, pr->a_id_len);
+        arr_int(&arr[A_AVER], pr->a_ver, 8, pr->a_id == NULL);
+        arr_int(&arr[A_ATOKEN], pr->a_token, 8, pr->a_id == NULL);
+        arr_put(&arr[A_ADOC], pr->a_doc, pr->a_doc_len);
     }
     params_t p = {.n = 0};
     par(&p, db->instance, strlen(db->instance));
@@ -1753,8 +1866,21 @@ static void upkeep_sweep(pg_db_t *db) {
         " WHERE window_end <= extract(epoch FROM now())"
         " LIMIT " PG_SWEEP_ROWS " FOR UPDATE SKIP LOCKED))",
     };
-    for (size_t i = 0; i < sizeof sweeps / sizeof sweeps[0]; i++) {
-        if (!pg_run(db->uconn, sweeps[i], deadline_in(10000), NULL, why, sizeof why)) {
+    /* approvals that ended (denied, expired, consumed: the stored status; one the clock
+     * expired is stepped by the timer first) more than the keys' retention ago, never one
+     * held; retention_txt is our own number, so it may be part of the text */
+    char appr[640];
+    (void)snprintf(appr, sizeof appr,
+                   "DELETE FROM tg_approvals WHERE ctid = ANY (ARRAY (SELECT ctid FROM tg_approvals"
+                   " WHERE status IN ('denied', 'expired', 'consumed')"
+                   " AND greatest(resolved_at, coalesce((doc::jsonb->>'consumedAt')::bigint, 0))"
+                   " + %s < (extract(epoch FROM now()) * 1000)::bigint"
+                   " AND (hold_until IS NULL OR hold_until <= now())"
+                   " LIMIT " PG_SWEEP_ROWS " FOR UPDATE SKIP LOCKED))",
+                   db->retention_txt);
+    for (size_t i = 0; i <= sizeof sweeps / sizeof sweeps[0]; i++) {
+        const char *sql = i < sizeof sweeps / sizeof sweeps[0] ? sweeps[i] : appr;
+        if (!pg_run(db->uconn, sql, deadline_in(10000), NULL, why, sizeof why)) {
             TG_LOG(TG_LOG_WARN, "retention_failed", "the retention job failed: %s", why);
             PQfinish(db->uconn);
             db->uconn = NULL;
@@ -2103,6 +2229,189 @@ static tg_err_t pg_limit_restore(tg_db_t *db, const tg_db_limit_ref_t *ref, doub
     return TG_OK; /* pg never replays */
 }
 
+/* ---- approvals ----------------------------------------------------------------------------
+ * A row per approval (schema v4, docs/POSTGRES.md): its newest document, written only by
+ * the group commit of the record carrying the version (st_group: inserted at version 1,
+ * updated at n where the row is at n - 1 and its hold_token is the writer's). The hold is
+ * a lease on the row (claim_timeout_ms) and a fence here holding its token, as for claims;
+ * the database's clock decides leases. */
+
+/* A doc column of row into *out. TG_ERR_LEDGER_CORRUPT when it is not a document. */
+static tg_err_t appr_doc(const PGresult *r, int row, int col, tg_approval_t *out) {
+    if (PQgetisnull(r, row, col)) {
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    return tg_approval_parse(out, PQgetvalue(r, row, col), (size_t)PQgetlength(r, row, col));
+}
+
+static tg_err_t pg_approval_get(tg_db_t *dbp, const char *tenant, size_t tenant_len, const char *id,
+                                size_t id_len, tg_approval_t *out) {
+    pg_db_t *db = pg_of(dbp);
+    params_t p = {.n = 0};
+    par(&p, tenant, tenant_len);
+    par(&p, id, id_len);
+    PGresult *r = NULL;
+    tg_err_t rc = pool_call(db, &st_appr_get, &p, &r);
+    if (rc == TG_OK) {
+        rc = PQntuples(r) == 1 ? appr_doc(r, 0, 0, out) : TG_ERR_NOT_FOUND;
+    }
+    PQclear(r);
+    return rc;
+}
+
+static tg_err_t pg_approval_list(tg_db_t *dbp, const char *tenant, size_t tenant_len, bool all,
+                                 int status, int64_t now_ms, tg_approval_t *out, size_t max,
+                                 size_t *n) {
+    pg_db_t *db = pg_of(dbp);
+    *n = 0;
+    if (max == 0) {
+        return TG_OK;
+    }
+    char now_txt[24], max_txt[24];
+    (void)snprintf(now_txt, sizeof now_txt, "%lld", (long long)now_ms);
+    /* a LIMIT the statement takes (bigint); the caller's array bounds the rest */
+    (void)snprintf(max_txt, sizeof max_txt, "%zu", max < PG_APPR_ROWS_MAX ? max : PG_APPR_ROWS_MAX);
+    params_t p = {.n = 0};
+    par(&p, tenant, tenant_len);
+    par(&p, max_txt, TG_PG_TEXT);
+    par(&p, now_txt, TG_PG_TEXT);
+    par(&p, all ? NULL : tg_approval_status_name((tg_approval_status_t)status), TG_PG_TEXT);
+    PGresult *r = NULL;
+    tg_err_t rc = pool_call(db, &st_appr_list, &p, &r);
+    for (int k = 0; rc == TG_OK && k < PQntuples(r) && *n < max; k++) {
+        rc = appr_doc(r, k, 0, &out[*n]);
+        if (rc == TG_OK && (all || (int)tg_approval_status_at(&out[*n], now_ms) == status)) {
+            (*n)++;
+        }
+    }
+    PQclear(r);
+    if (rc != TG_OK) {
+        *n = 0;
+    }
+    return rc;
+}
+
+static tg_err_t pg_approval_hold(tg_db_t *dbp, const char *tenant, size_t tenant_len,
+                                 const char *id, size_t id_len, int64_t now_ms,
+                                 tg_approval_t *cur) {
+    pg_db_t *db = pg_of(dbp);
+    (void)now_ms; /* the database's clock decides leases, for every instance */
+    uint8_t held[32];
+    tg_err_t rc = fence_hold(db, FENCE_APPROVAL, tenant, tenant_len, id, id_len, NULL, held);
+    if (rc == TG_ERR_EXISTS) {
+        return TG_ERR_IN_FLIGHT; /* held by a writer here */
+    }
+    if (rc != TG_OK) {
+        return rc;
+    }
+    params_t p = {.n = 0};
+    par(&p, tenant, tenant_len);
+    par(&p, id, id_len);
+    par(&p, db->lease_ms, TG_PG_TEXT);
+    PGresult *r = NULL;
+    rc = pool_call(db, &st_appr_hold, &p, &r);
+    int64_t token = 0;
+    if (rc == TG_OK) {
+        if (PQntuples(r) != 1) {
+            rc = TG_ERR_NOT_FOUND;
+        } else if (get_i16(r, 0, 0) != 0) {
+            rc = TG_ERR_IN_FLIGHT; /* another instance's writer holds the lease */
+        } else {
+            token = get_i64(r, 0, 1);
+            rc = appr_doc(r, 0, 2, cur);
+        }
+    }
+    PQclear(r);
+    if (rc == TG_OK) {
+        fence_grant(db, FENCE_APPROVAL, tenant, tenant_len, id, id_len, token);
+        return TG_OK;
+    }
+    int64_t unused = 0;
+    (void)fence_take(db, FENCE_APPROVAL, tenant, tenant_len, id, id_len, &unused);
+    if (token != 0) {
+        /* the lease was taken but its document is unreadable: give it back at once */
+        char tok[24];
+        (void)snprintf(tok, sizeof tok, "%lld", (long long)token);
+        p.n = 2; /* tenant, id, then the token instead of the lease */
+        par(&p, tok, TG_PG_TEXT);
+        if (pool_call(db, &st_appr_release, &p, &r) == TG_OK) {
+            PQclear(r);
+        }
+    }
+    return rc;
+}
+
+static tg_err_t pg_approval_release(tg_db_t *dbp, const char *tenant, size_t tenant_len,
+                                    const char *id, size_t id_len) {
+    pg_db_t *db = pg_of(dbp);
+    int64_t token = 0;
+    if (!fence_take(db, FENCE_APPROVAL, tenant, tenant_len, id, id_len, &token) || token == 0) {
+        return TG_OK; /* none held here */
+    }
+    char tok[24];
+    (void)snprintf(tok, sizeof tok, "%lld", (long long)token);
+    params_t p = {.n = 0};
+    par(&p, tenant, tenant_len);
+    par(&p, id, id_len);
+    par(&p, tok, TG_PG_TEXT);
+    PGresult *r = NULL;
+    /* If this fails the row keeps its lease, and is free once the lease has passed. */
+    tg_err_t rc = pool_call(db, &st_appr_release, &p, &r);
+    PQclear(r);
+    return rc;
+}
+
+/* The record's transaction wrote the row and cleared its lease: only the fence here is
+ * left to drop. */
+static tg_err_t pg_approval_commit(tg_db_t *dbp, const tg_approval_t *a, int64_t now_ms) {
+    (void)now_ms;
+    int64_t unused = 0;
+    (void)fence_take(pg_of(dbp), FENCE_APPROVAL, a->tenant, strlen(a->tenant), a->id, strlen(a->id),
+                     &unused);
+    return TG_OK;
+}
+
+static bool pg_approval_room(tg_db_t *db) {
+    (void)db;
+    return true; /* rows, not memory */
+}
+
+static tg_err_t pg_approval_restore(tg_db_t *db, const tg_approval_t *a, int64_t now_ms) {
+    (void)db, (void)a, (void)now_ms;
+    return TG_OK; /* pg never replays */
+}
+
+static tg_err_t pg_approval_due(tg_db_t *dbp, int64_t now_ms, tg_db_approval_ref_t *out, size_t max,
+                                size_t *n) {
+    pg_db_t *db = pg_of(dbp);
+    *n = 0;
+    if (max == 0) {
+        return TG_OK;
+    }
+    char now_txt[24], max_txt[24];
+    (void)snprintf(now_txt, sizeof now_txt, "%lld", (long long)now_ms);
+    /* a LIMIT the statement takes (bigint); the caller's array bounds the rest */
+    (void)snprintf(max_txt, sizeof max_txt, "%zu", max < PG_APPR_ROWS_MAX ? max : PG_APPR_ROWS_MAX);
+    params_t p = {.n = 0};
+    par(&p, now_txt, TG_PG_TEXT);
+    par(&p, max_txt, TG_PG_TEXT);
+    PGresult *r = NULL;
+    tg_err_t rc = pool_call(db, &st_appr_due, &p, &r);
+    for (int k = 0; rc == TG_OK && k < PQntuples(r) && *n < max; k++) {
+        int tl = PQgetlength(r, k, 0), il = PQgetlength(r, k, 1);
+        if (tl <= 0 || (size_t)tl >= sizeof out->tenant || il <= 0 ||
+            (size_t)il >= sizeof out->id) {
+            continue; /* not a row this binary wrote */
+        }
+        tg_db_approval_ref_t *o = &out[(*n)++];
+        memset(o, 0, sizeof *o);
+        memcpy(o->tenant, PQgetvalue(r, k, 0), (size_t)tl);
+        memcpy(o->id, PQgetvalue(r, k, 1), (size_t)il);
+    }
+    PQclear(r);
+    return rc;
+}
+
 static void pg_tick(tg_db_t *db, int64_t now_ms, uint32_t stall_ms) {
     /* The writer bounds its own commits and the upkeep runs the retention job: nothing to
      * do on the caller's thread. */
@@ -2223,6 +2532,14 @@ static const tg_db_ops_t pg_ops = {
     .limit_reserve = pg_limit_reserve,
     .limit_release = pg_limit_release,
     .limit_restore = pg_limit_restore,
+    .approval_get = pg_approval_get,
+    .approval_list = pg_approval_list,
+    .approval_hold = pg_approval_hold,
+    .approval_release = pg_approval_release,
+    .approval_commit = pg_approval_commit,
+    .approval_room = pg_approval_room,
+    .approval_restore = pg_approval_restore,
+    .approval_due = pg_approval_due,
     .tick = pg_tick,
     .health = pg_health,
     .stats = pg_stats,

@@ -149,10 +149,39 @@ static const char *const tg_pg_v3[] = {
     NULL,
 };
 
+/* ESCALATE approvals (SPEC §11.2, db.h "approvals"): one row per approval, its newest
+ * durable state. doc is tg_approval_write's document (what get parses back); the other
+ * columns are copies of its fields for the statements that filter on them. A row is
+ * written only inside the group commit of the record that carries its version: version 1
+ * inserted, version n updated where version = n - 1 and hold_token is the writer's, so a
+ * writer whose lease (hold_until) was taken over cannot commit. Times are Unix ms, as in
+ * the document. */
+static const char *const tg_pg_v4[] = {
+    "CREATE TABLE tg_approvals ("
+    " tenant text NOT NULL,"
+    " id text NOT NULL CHECK (id ~ '^appr_[0-9a-f]{32}$'),"
+    " version integer NOT NULL CHECK (version >= 1),"
+    " status text NOT NULL CHECK (status IN"
+    "  ('pending', 'approved', 'denied', 'expired', 'consumed')),"
+    " created_at bigint NOT NULL,"
+    " expires_at bigint NOT NULL,"
+    " resolved_at bigint NOT NULL DEFAULT 0,"
+    " consume_within_ms bigint NOT NULL CHECK (consume_within_ms > 0),"
+    " doc text NOT NULL,"
+    " hold_token bigint,"
+    " hold_until timestamptz,"
+    " PRIMARY KEY (tenant, id))",
+    /* list: a tenant's newest first; due and retention: by stored status and time */
+    "CREATE INDEX tg_approvals_list ON tg_approvals (tenant, created_at DESC)",
+    "CREATE INDEX tg_approvals_due ON tg_approvals (status, expires_at)",
+    NULL,
+};
+
 static const tg_pg_migration_t tg_pg_migrations[] = {
     {1, tg_pg_v1},
     {2, tg_pg_v2},
     {3, tg_pg_v3},
+    {4, tg_pg_v4},
 };
 
 _Static_assert(sizeof tg_pg_migrations / sizeof tg_pg_migrations[0] == TG_PG_SCHEMA_VERSION,
