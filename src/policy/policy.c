@@ -2374,7 +2374,9 @@ static tg_err_t compile_surface_rules(cc_t *c, tg_surface_t *s, const json_t *bo
         return fail(c, "%zu rules (limit %d)", n, TG_POLICY_MAX_RULES);
     }
     tg_rule_t *rules = arena_alloc(c->p, (n ? n : 1) * sizeof *rules);
-    const tg_approval_spec_t **approvals = arena_alloc(c->p, (n ? n : 1) * sizeof *approvals);
+    /* an array of pointers, one per rule (NULL but for escalate rules) */
+    const tg_approval_spec_t **approvals =
+        arena_alloc(c->p, (n ? n : 1) * sizeof *approvals); /* NOLINT(bugprone-sizeof-expression) */
     if (rules == NULL || approvals == NULL) {
         return nomem(c);
     }
