@@ -737,7 +737,7 @@ static step_t read_keys(eval_req_t *r, steps_t *s) {
     size_t n_wide = tg_pipeline_limits_widest(s->pol, s->frame.surface, wide_limits);
     if (r->has_idem || r->has_nonce || n_wide > 0) {
         tg_buf_t probe;
-        tg_buf_init(&probe, TG_LEDGER_META_MAX);
+        tg_buf_init(&probe, TG_RECORD_META_BASE_MAX);
         tg_record_meta_t widest =
             meta_of(r, TG_META_PROBE_HASH, TG_META_PROBE_HASH, INT64_MAX, 999, wide_limits, n_wide);
         tg_err_t mrc = tg_record_meta_write(&probe, &widest);
@@ -749,12 +749,12 @@ static step_t read_keys(eval_req_t *r, steps_t *s) {
         }
         if (mrc != TG_OK) {
             tg_reply_limit(ex, TG_ANSWER_INVALID_REQUEST, "max_record_meta",
-                           (size_t)TG_LEDGER_META_MAX,
+                           (size_t)TG_RECORD_META_BASE_MAX,
                            "idempotency key and nonce need more than %d bytes once "
                            "JSON-escaped into the ledger record with this surface's limit "
                            "reservations (a shorter key or nonce, fewer control characters, "
                            "quotes or backslashes)",
-                           TG_LEDGER_META_MAX);
+                           TG_RECORD_META_BASE_MAX);
             return STEP_ANSWERED;
         }
     }
