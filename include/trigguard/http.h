@@ -120,6 +120,10 @@ struct tg_exchange {
  * on the event thread that runs the handler, before the exchange is deferred. */
 const char *tg_exchange_header(tg_exchange_t *ex, const char *name);
 
+/* A query argument by name (unescaped), NULL when absent: the first value. Same thread rule
+ * as tg_exchange_header. */
+const char *tg_exchange_query(tg_exchange_t *ex, const char *name);
+
 /* Marks the exchange as finished later. Call at most once, from the handler, before
  * starting the asynchronous work whose completion calls tg_exchange_complete. */
 void tg_exchange_defer(tg_exchange_t *ex);

@@ -192,7 +192,7 @@ typedef struct tg_cond {
 
 typedef struct tg_rule {
     tg_sv_t id;
-    const char *reason; /* deny: its reason code; permit: NO_POLICY_VIOLATION */
+    const char *reason; /* deny, escalate: its reason code; permit: NO_POLICY_VIOLATION */
     const tg_cond_t *conds;
     uint32_t n_conds;
     uint8_t effect; /* tg_effect_t */

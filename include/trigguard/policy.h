@@ -397,6 +397,9 @@ typedef struct tg_request_meta {
     tg_sv_t execution_mode;    /* executionMode | execution_mode, normalized to "enforce" or
                                   "observe" ("report"; SPEC §11.1); static text; ptr NULL =
                                   absent (enforce) */
+    tg_sv_t approval_id;       /* approval_id | approvalId: the approval a resumed request
+                                  names (SPEC §11.2), a transport field like the
+                                  idempotency key (not hashed); ptr NULL = absent */
     const json_t *context;     /* "context" or "args" object; NULL = absent */
     const json_t *signals;     /* "signals" object; NULL = absent */
 } tg_request_meta_t;
@@ -405,7 +408,8 @@ typedef struct tg_request_meta {
  * into a kernel frame bound to policy p. Accepted members: surface | tool, action,
  * actor | actorId, context | args, signals, idempotency_key | intent_id, nonce,
  * subjectDigest, prevReceiptHash, executionMode | execution_mode ("enforce", "observe" or
- * "report"; anything else is TG_ERR_REQUEST_INVALID); all strings except context/args and
+ * "report"; anything else is TG_ERR_REQUEST_INVALID), approval_id | approvalId (its shape is
+ * the pipeline's to check); all strings except context/args and
  * signals (objects).
  * A tool is mapped through the policy's tools table to its surface (and action, when the
  * mapping names one; else the action is the tool name unless "action" is given).
@@ -435,10 +439,12 @@ tg_err_t tg_request_hash(uint8_t out[32], const tg_frame_t *f, const tg_request_
 
 /* The decision object of SPEC §3.2 as the daemon answers it and rebuilds it from the ledger
  * for a replay (record.h): one writer, so that a replay is the original byte for byte.
- *   {"decision":D,"enforcement":"EXECUTED"|"BLOCKED","reason_code":R,"execution_id":E?,
- *    "request_hash":H?,"policy_version":V,"receipt":{...}?   ... then "trace"? and "}"
- * enforcement is EXECUTED for PERMIT, BLOCKED otherwise. Strings are written as canonical
- * JSON strings (decision, execution_id and request_hash are fixed-alphabet values). */
+ *   {"decision":D,"enforcement":"EXECUTED"|"BLOCKED"|"PENDING_APPROVAL","reason_code":R,
+ *    "execution_id":E?,"request_hash":H?,"policy_version":V,"approval_id":A?,"approval":{...}?,
+ *    "detail":T?,"receipt":{...}?   ... then "trace"? and "}"
+ * enforcement is EXECUTED for PERMIT, PENDING_APPROVAL for ESCALATE, BLOCKED otherwise. Strings are
+ * written as canonical JSON strings (decision, execution_id and request_hash are fixed-alphabet
+ * values). */
 typedef struct tg_decision_body {
     const char *decision; /* "PERMIT", "DENY", "SILENCE" or "ESCALATE" */
     tg_text_t reason;
@@ -458,7 +464,8 @@ typedef struct tg_decision_body {
      * "approval" follow "policy_version" (before detail and receipt): the id, and the
      * approval's API object (approval.h tg_approval_api_json) embedded as is. A PERMIT that
      * consumed an approval carries both too. ptr NULL = omitted. In observe mode an
-     * ESCALATE is a would_decision like any other, with neither member. */
+     * ESCALATE is a would_decision like any other, with neither member. An approval
+     * without an approval_id is TG_ERR_INVALID_ARG. */
     tg_text_t approval_id;
     tg_text_t approval;
 } tg_decision_body_t;

@@ -50,6 +50,12 @@
  * carries approvalId and approvals (1..TG_APPROVAL_MAX_REQUIRED entries, each exactly
  * {at, decision "approve", subject}, in review order); approvals appears only with
  * approvalId on a PERMIT. Receipts without them are v1/v1.1 receipts byte for byte.
+ * Checked on both paths: approvalId is an approval id's shape (approval.h); approvals is an
+ * array of 1..16 entries with a receipt time, a subject's shape (guard.h
+ * tg_guard_subject_valid), distinct subjects and times never decreasing, given to the
+ * builder in its canonical form; neither member goes with executionMode observe (observe
+ * mode opens and consumes no approval). A response's "approval_id", when present, must be
+ * its receipt's approvalId.
  *
  * "text" is valid UTF-8 of at most TG_RECEIPT_TEXT_MAX bytes.
  * receiptHash  = SHA-256(canonical JSON of the members marked "hashed" that are present).

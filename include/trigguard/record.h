@@ -94,6 +94,12 @@ typedef struct tg_record_limit {
     double amount; /* finite, >= 0 */
 } tg_record_limit_t;
 
+/* What a meta may take besides "a": the bound of every meta before approvals. The pipeline
+ * keeps a request's key, nonce and limit reservations within it (a 400 otherwise), so a
+ * record without an approval is as small as it always was, and an approval's document
+ * (at most TG_APPROVAL_DOC_MAX) fits beside it within TG_LEDGER_META_MAX. */
+#define TG_RECORD_META_BASE_MAX 1024
+
 /* The meta's members. Views: ptr NULL = absent (k, n only). */
 typedef struct tg_record_meta {
     int64_t at_ms;

@@ -16,12 +16,12 @@
 
 enum {
     TG_EXIT_OK = 0,
-    TG_EXIT_FAIL = 1,    /* a definite "no": INVALID receipt, failed check */
-    TG_EXIT_USAGE = 2,   /* bad input or usage: nothing usable was produced */
-    TG_EXIT_DENY = 3,    /* check: DENY */
-    TG_EXIT_SILENCE = 4, /* check: SILENCE */
-    /* 5 is check's ESCALATE (SPEC §11.2). */
-    TG_EXIT_EXPIRED = 6 /* verify: authentic but expired, not to be confused with a forgery */
+    TG_EXIT_FAIL = 1,     /* a definite "no": INVALID receipt, failed check */
+    TG_EXIT_USAGE = 2,    /* bad input or usage: nothing usable was produced */
+    TG_EXIT_DENY = 3,     /* check: DENY */
+    TG_EXIT_SILENCE = 4,  /* check: SILENCE */
+    TG_EXIT_ESCALATE = 5, /* check: ESCALATE (SPEC §11.2) */
+    TG_EXIT_EXPIRED = 6   /* verify: authentic but expired, not to be confused with a forgery */
 };
 
 typedef int (*tg_cmd_fn)(int argc, char **argv);

@@ -51,8 +51,11 @@ static void check_usage(FILE *out) {
             "The bundle is linted as serve's is (trigguard policy lint): one with lint errors is\n"
             "refused unless --no-strict (as serve --policy-strict=false).\n"
             "\n"
-            "exit status: 0 PERMIT, 3 DENY, 4 SILENCE, 2 bad input (unreadable or invalid\n"
-            "policy, request or key; unknown surface)\n");
+            "An ESCALATE (an escalate rule holds, SPEC section 11.2) is shown with its\n"
+            "reason and rule but no receipt: check opens no approval for it to name.\n"
+            "\n"
+            "exit status: 0 PERMIT, 3 DENY, 4 SILENCE, 5 ESCALATE, 2 bad input (unreadable or\n"
+            "invalid policy, request or key; unknown surface)\n");
 }
 
 #define CHECK_MAX_CLAIMS 64 /* --claim options (a verified token holds as many at most) */
@@ -377,7 +380,9 @@ int tg_cmd_check(int argc, char **argv) {
     tg_kernel_decide(&d, tg_policy_tables(p), &frame);
 
     tg_decision_json_opts_t opts = {exec_id, req_hash, NULL, 0, 1};
-    if (a.key != NULL && d.verdict != TG_SILENCE) {
+    /* SILENCE is never signed in enforce mode; an ESCALATE receipt names the approval it
+     * opened (receipt.h), and check opens none. */
+    if (a.key != NULL && (d.verdict == TG_PERMIT || d.verdict == TG_DENY)) {
         rc = sign_receipt(&receipt, &key, &a, p, &frame, &meta, &d, exec_id, req_hash, &diag);
         if (rc) {
             fprintf(stderr, "trigguard check: cannot sign the receipt: %s\n",
@@ -401,9 +406,10 @@ int tg_cmd_check(int argc, char **argv) {
         goto done;
     }
     printf("%s\n", out.data); /* a failed write is main's to report (finish) */
-    status = d.verdict == TG_PERMIT ? TG_EXIT_OK
-             : d.verdict == TG_DENY ? TG_EXIT_DENY
-                                    : TG_EXIT_SILENCE;
+    status = d.verdict == TG_PERMIT     ? TG_EXIT_OK
+             : d.verdict == TG_DENY     ? TG_EXIT_DENY
+             : d.verdict == TG_ESCALATE ? TG_EXIT_ESCALATE
+                                        : TG_EXIT_SILENCE;
 done:
     for (size_t i = 0; i < a.n_claims; i++) {
         json_decref(claim_vals[i]);

@@ -314,6 +314,7 @@ static tg_err_t check_content(check_ctx_t *c, const tg_ledger_record_t *rec, tg_
     }
     const char *dec = json_string_value(json_object_get(obj, "decision"));
     if (rec->type == TG_LEDGER_TYPE_RECEIPT) {
+        /* ESCALATE (SPEC §11.2) is a signed receipt like PERMIT and DENY */
         if (dec == NULL || (strcmp(dec, "PERMIT") != 0 && strcmp(dec, "DENY") != 0 &&
                             strcmp(dec, "ESCALATE") != 0)) {
             rc = tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,

@@ -37,7 +37,8 @@ static void test_usage(FILE *out) {
             "   \"principal\"?: {\"subject\", \"issuer\"?, \"claims\"?: {NAME: scalar}},\n"
             "   \"at\"?: RFC 3339 time (without it time.* values are absent),\n"
             "   \"limits_state\"?: {LIMIT_ID: running total} (limits not named start at 0),\n"
-            "   \"expect\": {\"decision\": PERMIT|DENY|SILENCE, \"reason_code\"?, \"rule\"?}}\n"
+            "   \"expect\": {\"decision\": PERMIT|DENY|SILENCE|ESCALATE, \"reason_code\"?, "
+            "\"rule\"?}}\n"
             "Unknown members are errors. Each failure is printed with the full explain; the\n"
             "last line is \"N passed, N failed\". --coverage adds rule coverage (rules that\n"
             "decided at least one case, per surface, the others listed) and condition coverage\n"
@@ -75,6 +76,17 @@ typedef struct case_in {
 } case_in_t;
 
 static void case_error(const case_in_t *c, const char *name, const char *fmt, ...) TG_PRINTF(3, 4);
+
+/* An expect.decision a case may name: one of the kernel's verdicts (SPEC §11.2's too). */
+static bool decision_known(const char *want) {
+    static const char *const names[] = {"PERMIT", "DENY", "SILENCE", "ESCALATE"};
+    for (size_t i = 0; want != NULL && i < sizeof names / sizeof names[0]; i++) {
+        if (strcmp(want, names[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
 
 /* "trigguard policy test: FILE:LINE NAME: why" (or FILE:case N for an array). */
 static void case_error(const case_in_t *c, const char *name, const char *fmt, ...) {
@@ -462,12 +474,10 @@ static bool run_case(run_t *r, const json_t *cj, const case_in_t *c) {
     const char *want = opt_string(ex, "decision", &ok);
     const char *want_reason = opt_string(ex, "reason_code", &ok);
     const char *want_rule = opt_string(ex, "rule", &ok);
-    if (!ok || want == NULL ||
-        (strcmp(want, "PERMIT") != 0 && strcmp(want, "DENY") != 0 &&
-         strcmp(want, "SILENCE") != 0)) {
+    if (!ok || !decision_known(want)) {
         case_error(c, name, "%s",
-                   "expect.decision must be \"PERMIT\", \"DENY\" or \"SILENCE\" (reason_code "
-                   "and rule: strings)");
+                   "expect.decision must be \"PERMIT\", \"DENY\", \"SILENCE\" or \"ESCALATE\" "
+                   "(reason_code and rule: strings)");
         return false;
     }
     const char *tenant = opt_string(cj, "tenant", &ok);

@@ -137,6 +137,9 @@ int tg_cmd_verify(int argc, char **argv) {
          * nothing; a v1 receipt's line stays what v1 scripts read (its decision says it) */
         if (vd.observe) {
             printf("; authorizes: false (observe_mode)");
+        } else if (vd.escalate) {
+            /* SPEC §11.2: evidence of an escalation, never an authorization */
+            printf("; authorizes: false (pending_approval)");
         }
         printf("\n");
         status = TG_EXIT_OK;

@@ -47,6 +47,7 @@ typedef struct pending {
     bool observe; /* "observe": true (SPEC §11.1: may ask for observe mode) */
     const json_t *actors;
     const json_t *surfaces;
+    const json_t *groups; /* an approver's groups (SPEC §11.2 "@group" approvers) */
 } pending_t;
 
 static const char *const role_names[] = {"caller", "approver", "executor", "admin"};
@@ -228,45 +229,55 @@ static bool pending_new_tenant(const tg_tenants_t *t, const pending_t *p, size_t
     return true;
 }
 
-/* The lists of one pending entry in one allocation (NULL when both are unbound). */
+/* The lists of one pending entry in one allocation (NULL when all are absent): actors,
+ * then surfaces, then groups. */
 static tg_err_t build_lists(principal_t *dst, const pending_t *p) {
-    size_t na = p->actors != NULL ? json_array_size(p->actors) : 0;
-    size_t ns = p->surfaces != NULL ? json_array_size(p->surfaces) : 0;
+    const json_t *lists[3] = {p->actors, p->surfaces, p->groups};
+    size_t count[3];
+    size_t total = 0;
+    size_t bytes = 0;
+    for (int l = 0; l < 3; l++) {
+        count[l] = lists[l] != NULL ? json_array_size(lists[l]) : 0;
+        total += count[l];
+        for (size_t i = 0; i < count[l]; i++) {
+            bytes += json_string_length(json_array_get(lists[l], i)) + 1;
+        }
+    }
     dst->lists = NULL;
     dst->pub.actors = NULL;
     dst->pub.actors_count = 0;
     dst->pub.surfaces = NULL;
     dst->pub.surfaces_count = 0;
-    if (na + ns == 0) {
+    dst->pub.groups = NULL;
+    dst->pub.groups_count = 0;
+    if (total == 0) {
         return TG_OK;
     }
-    size_t bytes = (na + ns) * sizeof(tg_guard_str_t);
-    for (size_t i = 0; i < na; i++) {
-        bytes += json_string_length(json_array_get(p->actors, i)) + 1;
-    }
-    for (size_t i = 0; i < ns; i++) {
-        bytes += json_string_length(json_array_get(p->surfaces, i)) + 1;
-    }
-    char *blob = malloc(bytes);
+    char *blob = malloc(total * sizeof(tg_guard_str_t) + bytes);
     if (blob == NULL) {
         return TG_ERR_NOMEM;
     }
     tg_guard_str_t *strs = (tg_guard_str_t *)(void *)blob;
-    char *text = blob + (na + ns) * sizeof(tg_guard_str_t);
-    for (size_t i = 0; i < na + ns; i++) {
-        const json_t *v =
-            i < na ? json_array_get(p->actors, i) : json_array_get(p->surfaces, i - na);
-        size_t len = json_string_length(v);
-        memcpy(text, json_string_value(v), len);
-        text[len] = '\0';
-        strs[i] = (tg_guard_str_t){text, len};
-        text += len + 1;
+    char *text = blob + total * sizeof(tg_guard_str_t);
+    tg_guard_str_t *at = strs;
+    for (int l = 0; l < 3; l++) {
+        for (size_t i = 0; i < count[l]; i++) {
+            const json_t *v = json_array_get(lists[l], i);
+            size_t len = json_string_length(v);
+            memcpy(text, json_string_value(v), len);
+            text[len] = '\0';
+            at[i] = (tg_guard_str_t){text, len};
+            text += len + 1;
+        }
+        at += count[l];
     }
     dst->lists = blob;
-    dst->pub.actors = na > 0 ? strs : NULL;
-    dst->pub.actors_count = na;
-    dst->pub.surfaces = ns > 0 ? strs + na : NULL;
-    dst->pub.surfaces_count = ns;
+    dst->pub.actors = count[0] > 0 ? strs : NULL;
+    dst->pub.actors_count = count[0];
+    dst->pub.surfaces = count[1] > 0 ? strs + count[0] : NULL;
+    dst->pub.surfaces_count = count[1];
+    dst->pub.groups = count[2] > 0 ? strs + count[0] + count[1] : NULL;
+    dst->pub.groups_count = count[2];
     return TG_OK;
 }
 
@@ -437,10 +448,13 @@ bool tg_guard_binding_valid(const char *s, size_t len) {
     return true;
 }
 
-/* One list member ("actors" or "surfaces") of entry i: 1..TG_GUARD_MAX_BINDINGS distinct
- * strings of 1..TG_GUARD_NAME_MAX bytes without control characters (actors: not "@..."). */
+/* One list member ("actors", "surfaces" or "groups") of entry i: 1..TG_GUARD_MAX_BINDINGS
+ * distinct strings of 1..TG_GUARD_NAME_MAX bytes without control characters (actors: not
+ * "@..."; groups: a subject's shape without a leading '@', so that "@" + the name is an
+ * approvers entry of an escalate rule). */
 static tg_err_t check_list(const json_t *v, const char *member, bool is_actor, const char *origin,
                            size_t i, tg_diag_t *diag) {
+    bool is_group = strcmp(member, "groups") == 0;
     if (!json_is_array(v) || json_array_size(v) == 0 ||
         json_array_size(v) > TG_GUARD_MAX_BINDINGS) {
         return tg_diag_set(diag, TG_ERR_CONFIG,
@@ -457,6 +471,12 @@ static tg_err_t check_list(const json_t *v, const char *member, bool is_actor, c
                                "%s: [%zu].%s[%zu]: expected 1..%d bytes without control "
                                "characters",
                                origin, i, member, k, TG_GUARD_NAME_MAX);
+        }
+        if (is_group && (!tg_guard_subject_valid(s, len) || s[0] == '@')) {
+            return tg_diag_set(diag, TG_ERR_CONFIG,
+                               "%s: [%zu].%s[%zu]: expected 1..%d chars of [A-Za-z0-9._:@/+-], "
+                               "not starting with \"@\" (a rule names the group as \"@<name>\")",
+                               origin, i, member, k, TG_GUARD_SUBJECT_MAX);
         }
         if (is_actor && s[0] == '@') {
             return tg_diag_set(diag, TG_ERR_CONFIG,
@@ -478,7 +498,8 @@ static tg_err_t check_list(const json_t *v, const char *member, bool is_actor, c
 /* Entry i of a tokens file into *p (views into item). */
 static tg_err_t parse_entry(pending_t *p, const json_t *item, const char *origin, size_t i,
                             tg_diag_t *diag) {
-    json_t *jn = NULL, *jh = NULL, *js = NULL, *ja = NULL, *jsf = NULL, *jr = NULL, *jo = NULL;
+    json_t *jn = NULL, *jh = NULL, *js = NULL, *ja = NULL, *jsf = NULL, *jr = NULL, *jo = NULL,
+           *jg = NULL;
     const char *k = NULL;
     json_t *v = NULL;
     if (!json_is_object(item)) {
@@ -492,11 +513,12 @@ static tg_err_t parse_entry(pending_t *p, const json_t *item, const char *origin
                         : strcmp(k, "surfaces") == 0     ? &jsf
                         : strcmp(k, "role") == 0         ? &jr
                         : strcmp(k, "observe") == 0      ? &jo
+                        : strcmp(k, "groups") == 0       ? &jg
                                                          : NULL;
         if (slot == NULL) {
             return tg_diag_set(diag, TG_ERR_CONFIG,
                                "%s: [%zu]: unknown member \"%.64s\" (an entry has tenant, "
-                               "token_sha256, subject, actors, surfaces, role, observe)",
+                               "token_sha256, subject, actors, surfaces, role, observe, groups)",
                                origin, i, k);
         }
         *slot = v;
@@ -548,8 +570,12 @@ static tg_err_t parse_entry(pending_t *p, const json_t *item, const char *origin
     if (rc == TG_OK && jsf != NULL) {
         rc = check_list(jsf, "surfaces", false, origin, i, diag);
     }
+    if (rc == TG_OK && jg != NULL) {
+        rc = check_list(jg, "groups", false, origin, i, diag);
+    }
     p->actors = ja;
     p->surfaces = jsf;
+    p->groups = jg;
     return rc;
 }
 

@@ -255,6 +255,13 @@ const char *tg_exchange_header(tg_exchange_t *ex, const char *name) {
     return ctx != NULL && ctx->conn != NULL ? header(ctx->conn, name) : NULL;
 }
 
+const char *tg_exchange_query(tg_exchange_t *ex, const char *name) {
+    req_ctx_t *ctx = ex != NULL ? ex->http_ctx : NULL;
+    return ctx != NULL && ctx->conn != NULL
+               ? MHD_lookup_connection_value(ctx->conn, MHD_GET_ARGUMENT_KIND, name)
+               : NULL;
+}
+
 /* Headers this server reads as one value. Sent twice, a proxy in front that takes the last
  * one and this server, which would take the first, disagree about who is calling or which
  * request this is, so a second copy is refused instead. */

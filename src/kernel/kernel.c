@@ -499,13 +499,27 @@ static int evaluate_limits(tg_decision_t *d, const tg_kernel_tables_t *t, const 
     return 0;
 }
 
+/* Whether rule r can still change the outcome once the rules before it matched as
+ * escalate/permit say: deny beats escalate beats permit, the first of each kind names the
+ * decision, so a later permit after any match, or a later escalate after an escalate, is
+ * skipped. Shared by the decision and explain so that they cannot disagree. */
+static int rule_examined(const tg_rule_t *r, const tg_rule_t *escalate, const tg_rule_t *permit) {
+    if (r->effect == TG_EFFECT_PERMIT) {
+        return escalate == NULL && permit == NULL;
+    }
+    if (r->effect == TG_EFFECT_ESCALATE) {
+        return escalate == NULL;
+    }
+    return 1;
+}
+
 /* SIGNALS_EVALUATED -> RULES_EVALUATED: always terminal. */
 static void evaluate_rules(tg_decision_t *d, const tg_surface_t *s, const tg_frame_t *f) {
-    const tg_rule_t *permit = NULL;
+    const tg_rule_t *permit = NULL, *escalate = NULL;
     for (uint32_t i = 0; i < s->n_rules; i++) {
         const tg_rule_t *r = &s->rules[i];
-        if (r->effect == TG_EFFECT_PERMIT && permit != NULL) {
-            continue; /* only the first matching permit can matter */
+        if (!rule_examined(r, escalate, permit)) {
+            continue; /* only the first matching permit or escalate can matter */
         }
         d->rules_evaluated++;
         if (eval_rule(r, f)) {
@@ -514,8 +528,23 @@ static void evaluate_rules(tg_decision_t *d, const tg_surface_t *s, const tg_fra
                 finish(d, TG_DENY, r->reason, TG_CAUSE_RULE, sv_of(NULL, 0));
                 return;
             }
-            permit = r;
+            if (r->effect == TG_EFFECT_ESCALATE) {
+                escalate = r;
+            } else if (r->effect == TG_EFFECT_PERMIT) {
+                permit = r;
+            } else {
+                /* an effect the kernel does not know: a corrupt table, never a PERMIT */
+                d->rule_id = sv_of(NULL, 0);
+                finish(d, TG_SILENCE, R(INVALID_FRAME), TG_CAUSE_FRAME, r->id);
+                return;
+            }
         }
+    }
+    if (escalate != NULL) {
+        d->rule_id = escalate->id;
+        finish(d, TG_ESCALATE, escalate->reason != NULL ? escalate->reason : R(APPROVAL_REQUIRED),
+               TG_CAUSE_RULE, sv_of(NULL, 0));
+        return;
     }
     if (permit != NULL) {
         d->rule_id = permit->id;
@@ -690,14 +719,19 @@ void tg_kernel_explain(tg_decision_t *d, const tg_kernel_tables_t *t, const tg_f
     }
     const tg_surface_t *s = &t->surfaces[f->surface];
     explain_t x = {f, fn, ud, NULL, 0};
-    int deny = 0, permit = 0;
+    int deny = 0;
+    const tg_rule_t *permit = NULL, *escalate = NULL;
     for (uint32_t i = 0; i < s->n_rules; i++) {
         const tg_rule_t *r = &s->rules[i];
-        int examined = !deny && !(r->effect == TG_EFFECT_PERMIT && permit);
+        int examined = !deny && rule_examined(r, escalate, permit);
         int held = eval_rule(r, f);
         if (examined && held) {
             deny |= r->effect == TG_EFFECT_DENY;
-            permit |= r->effect == TG_EFFECT_PERMIT;
+            if (r->effect == TG_EFFECT_ESCALATE) {
+                escalate = r;
+            } else if (r->effect == TG_EFFECT_PERMIT) {
+                permit = r;
+            }
         }
         tg_explain_step_t st = {0};
         st.kind = TG_EXPLAIN_RULE;
@@ -713,7 +747,8 @@ void tg_kernel_explain(tg_decision_t *d, const tg_kernel_tables_t *t, const tg_f
         }
     }
     /* The limits are examined after a PERMIT of the rules step, until one fails. */
-    int examine = !deny && (permit || s->default_effect == TG_EFFECT_PERMIT);
+    int examine =
+        !deny && escalate == NULL && (permit != NULL || s->default_effect == TG_EFFECT_PERMIT);
     for (uint32_t i = 0; i < s->n_limits; i++) {
         const tg_limit_t *l = &t->limits[s->limits[i]];
         const tg_value_t *total = slot_find(f->limits, f->n_limits, s->limits[i]);
@@ -736,6 +771,8 @@ const char *tg_verdict_name(tg_verdict_t v) {
         return "PERMIT";
     case TG_DENY:
         return "DENY";
+    case TG_ESCALATE:
+        return "ESCALATE";
     default:
         return "SILENCE";
     }

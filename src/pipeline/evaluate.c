@@ -5,8 +5,10 @@
 #include <string.h>
 
 #include <jansson.h>
+#include <sodium.h>
 
 #include "internal.h"
+#include "trigguard/approval.h"
 #include "trigguard/clock.h"
 #include "trigguard/kernel.h"
 #include "trigguard/log.h"
@@ -42,6 +44,15 @@ typedef struct eval_req {
     bool nonce_used;
     bool bulkhead_held;
     bool observe;   /* observe mode (SPEC §11.1): decided, signed, recorded, not enforced */
+    /* ESCALATE (SPEC §11.2). appr (heap, NULL when none) is the approval the response shows:
+     * the one this decision opens (appr_step, version 1), the one it consumes (appr_held
+     * and appr_step: the hold is this request's, the record writes the new version), or
+     * the pending one a resume names again (neither). */
+    tg_approval_t *appr;
+    bool appr_step;
+    bool appr_held;
+    bool has_appr_id;
+    tg_approval_event_t appr_event; /* what appr_step counts as, once durable */
     bool announced; /* tg_ledger_announce made, its end not yet */
     bool enlisted;  /* in the pipeline's list of requests waiting for the ledger */
     /* Waiting for the ledger (the deferred path): who answers the client first, the ledger
@@ -72,6 +83,7 @@ typedef struct eval_req {
     /* For the access log: the decision's actor (a bounded prefix) and deciding rule. */
     char actor[TG_POLICY_MAX_NAME + 1];
     char rule[TG_POLICY_MAX_NAME + 1];
+    char appr_id[TG_APPROVAL_ID_LEN + 1]; /* the request's approval_id (has_appr_id) */
     /* Stateful limits: the totals bound and what was reserved (limits.c); n and n_reserved
      * are set by eval_req_new, the rest by tg_pipeline_limits_bind. */
     tg_limit_hold_t limits;
@@ -153,13 +165,18 @@ static eval_req_t *eval_req_new(void) {
         memset(r, 0, offsetof(eval_req_t, tenant_name));
         r->tenant_name[0] = r->subject[0] = r->issuer[0] = r->idem[0] = r->nonce[0] =
             r->exec_id[0] = r->surface[0] = r->reason_copy[0] = r->rid[0] = r->actor[0] =
-                r->rule[0] = '\0';
+                r->rule[0] = r->appr_id[0] = '\0';
         r->limits.n = r->limits.n_reserved = 0;
     }
     return r;
 }
 
-static void eval_req_free(eval_req_t *r) { free(r); }
+static void eval_req_free(eval_req_t *r) {
+    if (r != NULL) {
+        free(r->appr);
+    }
+    free(r);
+}
 
 /* A replay's executionId, for the access log: read back from the stored response (our own
  * writer's canonical text, policy.h tg_decision_body_open). */
@@ -199,7 +216,9 @@ static void announce_end(eval_req_t *r) {
 }
 
 /* The metrics' order of outcomes: PERMIT, DENY, SILENCE. */
-static int verdict_index(tg_verdict_t v) { return v == TG_PERMIT ? 0 : v == TG_DENY ? 1 : 2; }
+static int verdict_index(tg_verdict_t v) {
+    return v == TG_PERMIT ? 0 : v == TG_DENY ? 1 : v == TG_ESCALATE ? 3 : 2; /* metrics.h */
+}
 
 /* SPEC §3.2: /execute is a gate, so anything but PERMIT is a 403 there; elsewhere a
  * decision is a 200 whatever it is. */
@@ -270,6 +289,12 @@ static void release_reservations(eval_req_t *r) {
         r->nonce_used = false;
     }
     tg_pipeline_limits_release(r->p, &r->limits);
+    if (r->appr_held) {
+        /* the consuming PERMIT was never written: the approval stays approved */
+        TG_IGNORE(tg_db_approval_release(r->p->db, r->tenant_name, r->tenant_len, r->appr->id,
+                                         strlen(r->appr->id)));
+        r->appr_held = false;
+    }
 }
 
 static void fail(eval_req_t *r, tg_err_t e, const char *msg) {
@@ -293,6 +318,7 @@ static tg_record_meta_t meta_of(const eval_req_t *r, const char *req_hash, const
         .request_hash = {req_hash, 64},
         .status = status,
         .tenant = {r->tenant_name, r->tenant_len},
+        .approval = r->appr_step ? r->appr : NULL,
     };
 }
 
@@ -329,6 +355,18 @@ static void settle_store(eval_req_t *r, tg_err_t status, const tg_ledger_pos_t *
     }
     r->nonce_used = false; /* durable now: never release */
     tg_pipeline_limits_settled(&r->limits);
+    if (r->appr_step) {
+        /* the approval's new version is durable with the record: the db's view follows */
+        tg_err_t arc = tg_db_approval_commit(p->db, r->appr, now);
+        r->appr_held = false;
+        if (arc != TG_OK) {
+            TG_LOG(TG_LOG_ERROR, "approval_commit",
+                   "request %s: approval %s version %u is durable but not in the table (%s); "
+                   "it is restored at the next start",
+                   r->rid, r->appr->id, (unsigned)r->appr->version, tg_strerror(arc));
+        }
+        tg_metrics_approval(&p->metrics, r->appr_event);
+    }
     /* Index signed receipts for GET /v1/receipts (SILENCE has none). The index had
      * room before signing (run); if a concurrent request took it since, the receipt
      * is durable and goes out, and only that route will not find it: say so. */
@@ -699,7 +737,7 @@ static step_t read_keys(eval_req_t *r, steps_t *s) {
     size_t n_wide = tg_pipeline_limits_widest(s->pol, s->frame.surface, wide_limits);
     if (r->has_idem || r->has_nonce || n_wide > 0) {
         tg_buf_t probe;
-        tg_buf_init(&probe, TG_LEDGER_META_MAX);
+        tg_buf_init(&probe, TG_RECORD_META_BASE_MAX);
         tg_record_meta_t widest =
             meta_of(r, TG_META_PROBE_HASH, TG_META_PROBE_HASH, INT64_MAX, 999, wide_limits, n_wide);
         tg_err_t mrc = tg_record_meta_write(&probe, &widest);
@@ -711,15 +749,66 @@ static step_t read_keys(eval_req_t *r, steps_t *s) {
         }
         if (mrc != TG_OK) {
             tg_reply_limit(ex, TG_ANSWER_INVALID_REQUEST, "max_record_meta",
-                           (size_t)TG_LEDGER_META_MAX,
+                           (size_t)TG_RECORD_META_BASE_MAX,
                            "idempotency key and nonce need more than %d bytes once "
                            "JSON-escaped into the ledger record with this surface's limit "
                            "reservations (a shorter key or nonce, fewer control characters, "
                            "quotes or backslashes)",
-                           TG_LEDGER_META_MAX);
+                           TG_RECORD_META_BASE_MAX);
             return STEP_ANSWERED;
         }
     }
+    return STEP_NEXT;
+}
+
+/* Step 4, a resume (SPEC §11.2): a request that names an approval (approval_id, a transport
+ * field) must name one of its tenant's, bound to this very request; else 422, before
+ * anything is claimed. What the approval then allows is decided after the kernel (escalate). */
+static step_t check_approval_id(eval_req_t *r, steps_t *s) {
+    const tg_sv_t *id = &s->meta.approval_id;
+    if (id->ptr == NULL || r->mode == TG_MODE_DECIDE) {
+        return STEP_NEXT;
+    }
+    if (r->observe) {
+        tg_reply_fail(r->ex, TG_ANSWER_INVALID_REQUEST,
+                      "approval_id resumes an escalated request; an observe request never "
+                      "escalates and cannot consume an approval");
+        return STEP_ANSWERED;
+    }
+    if (!tg_approval_id_valid(id->ptr, id->len)) {
+        tg_reply_fail(r->ex, TG_ANSWER_INVALID_REQUEST,
+                      "approval_id must be \"appr_\" and 32 lowercase hex digits");
+        return STEP_ANSWERED;
+    }
+    memcpy(r->appr_id, id->ptr, id->len);
+    r->appr_id[id->len] = '\0';
+    tg_approval_t *a = malloc(sizeof *a);
+    if (a == NULL) {
+        tg_reply_error(r->ex, TG_ERR_INTERNAL, NULL);
+        return STEP_ANSWERED;
+    }
+    tg_err_t rc = tg_db_approval_get(r->p->db, r->tenant_name, r->tenant_len, r->appr_id,
+                                     id->len, a);
+    bool same = rc == TG_OK && sodium_memcmp(a->request_hash, s->req_hash, 32) == 0;
+    free(a);
+    if (rc == TG_OK && !same) {
+        tg_reply_error(r->ex, TG_ERR_REQUEST_HASH_MISMATCH,
+                       "the approval was opened for another request: resume with exactly the "
+                       "escalated request (approval_id and the idempotency key excepted)");
+        return STEP_ANSWERED;
+    }
+    if (rc == TG_ERR_NOT_FOUND) {
+        /* another tenant's approval is a missing one: its existence is not told */
+        tg_reply_error(r->ex, TG_ERR_REQUEST_HASH_MISMATCH,
+                       "no approval with this id was opened for this request by this tenant");
+        return STEP_ANSWERED;
+    }
+    if (rc != TG_OK) {
+        tg_reply_error(r->ex, rc == tg_db_unavailable(r->p->db) ? rc : TG_ERR_INTERNAL,
+                       "the approval cannot be read now; retry shortly");
+        return STEP_ANSWERED;
+    }
+    r->has_appr_id = true;
     return STEP_NEXT;
 }
 
@@ -839,6 +928,21 @@ static tg_err_t sign_receipt(eval_req_t *r, tg_buf_t *out, const tg_key_t *signe
         f->actor.ptr ? (tg_receipt_str_t){f->actor.ptr, f->actor.len} : (tg_receipt_str_t){"", 0};
     fl.decision = TG_RSTR(tg_verdict_name(r->verdict));
     fl.reason_code = TG_RSTR(r->reason);
+    /* SPEC §11.2: an ESCALATE names its approval; a PERMIT that consumed one names it and
+     * the approvals it had (a DENY of a denied or expired approval names neither) */
+    tg_buf_t approvals;
+    tg_buf_init(&approvals, 4096);
+    if (r->appr != NULL && (r->verdict == TG_ESCALATE || r->verdict == TG_PERMIT)) {
+        fl.approval_id = (tg_receipt_str_t){r->appr->id, strlen(r->appr->id)};
+    }
+    if (r->appr != NULL && r->verdict == TG_PERMIT) {
+        tg_err_t arc = tg_approval_receipt_approvals(&approvals, r->appr);
+        if (arc != TG_OK) {
+            tg_buf_free(&approvals);
+            return arc;
+        }
+        fl.approvals = (tg_receipt_str_t){(const char *)approvals.data, approvals.len};
+    }
     fl.request_hash = (tg_receipt_str_t){req_hash, 64};
     if (meta->subject_digest.ptr) {
         fl.subject_digest = (tg_receipt_str_t){meta->subject_digest.ptr, meta->subject_digest.len};
@@ -860,7 +964,9 @@ static tg_err_t sign_receipt(eval_req_t *r, tg_buf_t *out, const tg_key_t *signe
         fl.principal_subject = (tg_receipt_str_t){pr->subject.ptr, pr->subject.len};
         fl.principal_issuer = (tg_receipt_str_t){pr->issuer.ptr, pr->issuer.len};
     }
-    return tg_receipt_sign_fields(out, info, signer, &fl, NULL);
+    tg_err_t rc = tg_receipt_sign_fields(out, info, signer, &fl, NULL);
+    tg_buf_free(&approvals);
+    return rc;
 }
 
 /* Request members copied into the signed receipt must obey its field rules (receipt.h:
@@ -1118,6 +1224,94 @@ static step_t hash_request(eval_req_t *r, steps_t *s) {
     return STEP_NEXT;
 }
 
+/* Step 7 after an ESCALATE in enforce mode (SPEC §11.2). Without approval_id: a new
+ * approval (version 1, written with this record). With it, the approval decides in the
+ * kernel's place: approved -> a PERMIT that consumes it (under its hold, written with this
+ * record); consumed -> 409; denied or expired -> DENY APPROVAL_DENIED / APPROVAL_EXPIRED;
+ * pending -> ESCALATE again, naming it. */
+static step_t escalate(eval_req_t *r, steps_t *s) {
+    tg_pipeline_t *p = r->p;
+    int64_t now = s->frame.now_ms;
+    tg_approval_t *a = malloc(sizeof *a);
+    if (a == NULL) {
+        fail(r, TG_ERR_INTERNAL, NULL);
+        return STEP_ANSWERED;
+    }
+    r->appr = a;
+    if (!r->has_appr_id) {
+        const tg_approval_spec_t *spec =
+            tg_policy_rule_approval(s->pol, s->frame.surface, s->d.rule_id);
+        char rule[TG_APPROVAL_NAME_MAX + 1];
+        char id[TG_APPROVAL_ID_LEN + 1];
+        if (spec == NULL || s->d.rule_id.len > TG_APPROVAL_NAME_MAX) {
+            /* the compiler gives every escalate rule its settings: a bug, fail closed */
+            fail(r, TG_ERR_INTERNAL, NULL);
+            return STEP_ANSWERED;
+        }
+        if (!tg_db_approval_room(p->db)) {
+            fail(r, TG_ERR_OVERLOADED, "the approvals table is full; retry later");
+            return STEP_ANSWERED;
+        }
+        memcpy(rule, s->d.rule_id.ptr, s->d.rule_id.len);
+        rule[s->d.rule_id.len] = '\0';
+        tg_err_t rc = tg_approval_new_id(id);
+        rc = rc ? rc
+                : tg_approval_init(a, id, r->tenant_name, s->req_hash, r->exec_id, r->surface,
+                                   rule, s->d.reason, spec, now);
+        if (rc != TG_OK) {
+            fail(r, TG_ERR_INTERNAL, NULL);
+            return STEP_ANSWERED;
+        }
+        r->appr_step = true;
+        r->appr_event = TG_APPROVAL_EVENT_ESCALATED;
+        return STEP_NEXT;
+    }
+    tg_err_t rc = tg_pipeline_approval_hold(p, r->tenant_name, r->tenant_len, r->appr_id, a);
+    if (rc != TG_OK) {
+        fail(r,
+             rc == TG_ERR_NOT_FOUND   ? TG_ERR_REQUEST_HASH_MISMATCH
+             : rc == TG_ERR_IN_FLIGHT ? TG_ERR_OVERLOADED
+                                      : rc,
+             rc == TG_ERR_NOT_FOUND ? "no approval with this id was opened for this request"
+                                    : "the approval cannot be used now; retry shortly");
+        return STEP_ANSWERED;
+    }
+    r->appr_held = true;
+    tg_approval_status_t st = tg_approval_status_at(a, now);
+    if (st == TG_APPROVAL_APPROVED) {
+        tg_approval_t *next = malloc(sizeof *next);
+        if (next == NULL || tg_approval_consume(next, a, r->exec_id, now) != TG_OK) {
+            free(next);
+            fail(r, TG_ERR_INTERNAL, NULL);
+            return STEP_ANSWERED;
+        }
+        free(a);
+        r->appr = next;
+        r->appr_step = true;
+        r->appr_event = TG_APPROVAL_EVENT_CONSUMED;
+        /* a PERMIT's reason, as every PERMIT's: its receipt's approvalId and approvals say
+         * which approvals allowed it */
+        s->d.verdict = TG_PERMIT;
+        s->d.reason = tg_reason_code(TG_REASON_NO_POLICY_VIOLATION);
+        return STEP_NEXT;
+    }
+    if (st == TG_APPROVAL_CONSUMED) {
+        fail(r, TG_ERR_APPROVAL_CONSUMED,
+             "this approval has already been used by a PERMIT; escalate again for another");
+        return STEP_ANSWERED;
+    }
+    TG_IGNORE(tg_db_approval_release(p->db, r->tenant_name, r->tenant_len, a->id, strlen(a->id)));
+    r->appr_held = false;
+    if (st == TG_APPROVAL_DENIED || st == TG_APPROVAL_EXPIRED) {
+        s->d.verdict = TG_DENY;
+        s->d.reason = tg_reason_code(st == TG_APPROVAL_DENIED ? TG_REASON_APPROVAL_DENIED
+                                                             : TG_REASON_APPROVAL_EXPIRED);
+        free(r->appr);
+        r->appr = NULL; /* a DENY names no approval */
+    }
+    return STEP_NEXT; /* pending: ESCALATE again, naming it */
+}
+
 /* Step 7: the kernel, then what the decision fixes: its reason, its execution id. */
 static step_t decide(eval_req_t *r, steps_t *s) {
     tg_pipeline_t *p = r->p;
@@ -1129,6 +1323,18 @@ static step_t decide(eval_req_t *r, steps_t *s) {
         return STEP_ANSWERED;
     }
     shadow_capture(r, s); /* after a re-decision: the decision that is answered */
+    /* From the idempotency key, else random: never from the nonce (receipt.h says why). */
+    if (tg_receipt_execution_id(r->exec_id, r->tenant_name, r->tenant_len, r->surface,
+                                r->surface_len, s->req_hex, 64, r->has_idem ? r->idem : NULL,
+                                r->idem_len) != TG_OK) {
+        /* read_keys refused empty keys and neither JSON nor a header value can hold 0x00:
+         * a bug if it happens, and no receipt goes out with an id that may be another's */
+        fail(r, TG_ERR_INTERNAL, NULL);
+        return STEP_ANSWERED;
+    }
+    if (s->d.verdict == TG_ESCALATE && !r->observe && escalate(r, s) != STEP_NEXT) {
+        return STEP_ANSWERED;
+    }
     log_capture(r, s);
     count_limit_denial(r, s);
     /* A signed receipt must be readable by GET /v1/receipts: with the index full, refuse
@@ -1150,15 +1356,6 @@ static step_t decide(eval_req_t *r, steps_t *s) {
     if (r->observe) {
         tg_metrics_would(&p->metrics, r->surface, r->surface_len, verdict_index(s->d.verdict),
                          r->reason);
-    }
-    /* From the idempotency key, else random: never from the nonce (receipt.h says why). */
-    if (tg_receipt_execution_id(r->exec_id, r->tenant_name, r->tenant_len, r->surface,
-                                r->surface_len, s->req_hex, 64, r->has_idem ? r->idem : NULL,
-                                r->idem_len) != TG_OK) {
-        /* read_keys refused empty keys and neither JSON nor a header value can hold 0x00:
-         * a bug if it happens, and no receipt goes out with an id that may be another's */
-        fail(r, TG_ERR_INTERNAL, NULL);
-        return STEP_ANSWERED;
     }
     s->detail_len = tg_decision_detail(s->detail, sizeof s->detail, &s->d);
     return STEP_NEXT;
@@ -1237,7 +1434,20 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
                            : (tg_text_t){NULL, 0},
             .observe = r->observe,
         };
-        rc = tg_decision_body_open(&ex->out, &body);
+        /* SPEC §11.2: the approval an ESCALATE opened or a PERMIT consumed, as written with
+         * this record (a replay rebuilds it from meta "a"); a pending one a resume names
+         * again is named only (GET /v1/approvals/{id} has its state) */
+        tg_buf_t appr_json;
+        tg_buf_init(&appr_json, TG_APPROVAL_DOC_MAX * 2);
+        if (r->appr != NULL) {
+            body.approval_id = (tg_text_t){r->appr->id, strlen(r->appr->id)};
+        }
+        if (r->appr != NULL && r->appr_step) {
+            rc = tg_approval_api_json(&appr_json, r->appr, now);
+            body.approval = (tg_text_t){(const char *)appr_json.data, appr_json.len};
+        }
+        rc = rc ? rc : tg_decision_body_open(&ex->out, &body);
+        tg_buf_free(&appr_json);
     }
     if (rc == TG_OK && ex->explain) {
         rc = tg_decision_trace_append(&ex->out, d, s->pol, &s->frame);
@@ -1291,7 +1501,8 @@ static step_t append_durably(eval_req_t *r, steps_t *s) {
                                 .exec_id_len = strlen(r->exec_id),
                                 .request_hash = s->req_hash,
                                 .status = r->status,
-                                .at_ms = s->at_ms};
+                                .at_ms = s->at_ms,
+                                .approval = r->appr_step ? r->appr : NULL};
     if (p->cfg.durability == TG_CONFIG_DURABILITY_NONE) {
         tg_ledger_pos_t pos;
         tg_err_t rc = tg_db_append_now(p->db, &rec, &pos);
@@ -1417,6 +1628,7 @@ void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mo
     }
     st = st ? st : read_keys(r, &s);         /* 3 */
     st = st ? st : hash_request(r, &s);      /* 4 */
+    st = st ? st : check_approval_id(r, &s); /* 4, a resume (SPEC §11.2) */
     st = st ? st : check_idempotency(r, &s); /* 5 */
     st = st ? st : consume_nonce(r, &s);     /* 6 */
     st = st ? st : decide(r, &s);            /* 7 */

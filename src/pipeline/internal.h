@@ -88,6 +88,8 @@ struct tg_pipeline {
     uint64_t replay_unfit_store;    /* idempotency keys and nonces */
     uint64_t replay_unfit_receipts; /* receipt index entries */
     uint64_t replay_unfit_limits;   /* limit totals (--limit-entries) */
+    uint64_t replay_unfit_approvals; /* approvals (--approval-entries) */
+    int64_t approvals_tick_ms; /* the expiry timer's last run (control thread only) */
 
     /* Reloads (reload.c): one at a time (reload_mu); last_reload is what /version shows
      * (under admin_mu, which is never held for long); the counts are /metrics'. */
@@ -247,6 +249,12 @@ typedef enum {
     TG_ANSWER_RECEIPT_NOT_AUTHENTIC,    /* 409 receipt_not_authentic: no longer verifies */
     TG_ANSWER_RECEIPT_EXPIRED,          /* 410 receipt_expired */
     TG_ANSWER_REQUEST_HASH_MISMATCH,    /* 422 request_hash_mismatch */
+    /* approvals (approvals.c, evaluate.c's resume; SPEC §11.2) */
+    TG_ANSWER_APPROVAL_NOT_FOUND, /* 404 approval_not_found */
+    TG_ANSWER_NOT_APPROVER,       /* 403 not_an_approver: the rule does not list the subject */
+    TG_ANSWER_ALREADY_REVIEWED,   /* 409 already_reviewed */
+    TG_ANSWER_APPROVAL_CLOSED,    /* 409 approval_closed: resolved, expired or consumed */
+    TG_ANSWER_APPROVAL_CONSUMED,  /* 409 approval_consumed: its PERMIT was already issued */
     TG_ANSWER__COUNT
 } tg_answer_t;
 
@@ -328,6 +336,36 @@ void tg_route_protocol_verify(tg_pipeline_t *p, tg_exchange_t *ex, const char *r
 void tg_route_verify_signature(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_receipts(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+/* A record made durable before a route answers (durable.c). settle(p, state, status) runs
+ * exactly once with the db's final word about rec: on this thread before the return when
+ * the word came within --ledger-stall-timeout (or the append was refused), else later on the
+ * db's completion thread, after this returned the unavailability error (the route answers
+ * 503). state (state_len bytes) is copied first, so it may live on the caller's stack; the
+ * copy is what settle gets. what names the record in the log ("a redemption"). Returns
+ * TG_OK (durable), the append's error, TG_ERR_NOMEM, or tg_db_unavailable's error. */
+typedef void (*tg_durable_settle_fn)(tg_pipeline_t *p, void *state, tg_err_t status);
+tg_err_t tg_pipeline_append_wait(tg_pipeline_t *p, const tg_db_record_t *rec,
+                                 tg_durable_settle_fn settle, const void *state, size_t state_len,
+                                 const char *what) TG_MUST_USE;
+
+/* The approvals API (approvals.c, SPEC §11.2): GET /v1/approvals, GET /v1/approvals/{id},
+ * POST /v1/approvals/{id}/approve and /deny; rest is what follows "/v1/approvals/". */
+void tg_route_approvals_list(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+void tg_route_approval_get(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+void tg_route_approval_approve(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+void tg_route_approval_deny(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+
+/* The expiry timer (approvals.c): approvals past their ttl_s or consume window get their
+ * expiry record, so they expire on time without traffic. From the control thread's tick;
+ * runs at most every TG_APPROVAL_TICK_MS and writes at most a few records per run. */
+void tg_pipeline_approvals_tick(tg_pipeline_t *p, int64_t now_ms);
+
+/* Takes the hold on an approval (db.h), retrying for up to about 2 s while another step of
+ * it is being written (a review, a resume, the timer): reviews of one approval queue up
+ * rather than fail. As tg_db_approval_hold otherwise. */
+tg_err_t tg_pipeline_approval_hold(tg_pipeline_t *p, const char *tenant, size_t tenant_len,
+                                   const char *id, struct tg_approval *cur) TG_MUST_USE;
+
 /* POST /v1/receipts/{executionId}/redeem (redeem.c); rest is "{executionId}/redeem". */
 void tg_route_redeem(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 

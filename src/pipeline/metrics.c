@@ -38,6 +38,9 @@ static const char *const route_names[TG_ROUTE__COUNT] = {"/v1/evaluate",
                                                          "/v1/receipts/redeem",
                                                          "/protocol/verify-signature",
                                                          "/v1/gate",
+                                                         "/v1/approvals",
+                                                         "/v1/approvals/{id}",
+                                                         "/v1/approvals/{id}/review",
                                                          "other"};
 
 static const char *const redeem_names[TG_REDEEM__COUNT] = {
@@ -53,13 +56,26 @@ static const char *const redeem_names[TG_REDEEM__COUNT] = {
     [TG_REDEEM_ERROR] = "error",
 };
 
+static const char *const approval_event_names[TG_APPROVAL_EVENT__COUNT] = {
+    [TG_APPROVAL_EVENT_ESCALATED] = "escalated", [TG_APPROVAL_EVENT_APPROVE] = "approve",
+    [TG_APPROVAL_EVENT_DENY] = "deny",           [TG_APPROVAL_EVENT_EXPIRED] = "expired",
+    [TG_APPROVAL_EVENT_CONSUMED] = "consumed",
+};
+
+void tg_metrics_approval(tg_metrics_t *m, tg_approval_event_t e) {
+    if ((unsigned)e < TG_APPROVAL_EVENT__COUNT) {
+        atomic_fetch_add_explicit(&m->approval_events[e], 1, memory_order_relaxed);
+    }
+}
+
 void tg_metrics_redeem(tg_metrics_t *m, tg_redeem_result_t r) {
     if ((unsigned)r < TG_REDEEM__COUNT) {
         atomic_fetch_add_explicit(&m->redemptions[r], 1, memory_order_relaxed);
     }
 }
 
-static const char *const outcome_names[3] = {"PERMIT", "DENY", "SILENCE"};
+static const char *const outcome_names[TG_METRICS_OUTCOMES] = {"PERMIT", "DENY", "SILENCE",
+                                                               "ESCALATE"};
 
 /* Marks a surface slot whose name is being written. */
 static const char slot_claiming[1] = "";
@@ -175,7 +191,7 @@ static size_t name_slot(const char *s, size_t n) {
 }
 
 void tg_metrics_decision(tg_metrics_t *m, const char *surface, size_t len, int outcome) {
-    if (outcome < 0 || outcome > 2) {
+    if (outcome < 0 || outcome >= TG_METRICS_OUTCOMES) {
         return;
     }
     if (surface == NULL || len == 0 || len > TG_METRICS_SURFACE_NAME_MAX) {
@@ -211,7 +227,7 @@ void tg_metrics_decision(tg_metrics_t *m, const char *surface, size_t len, int o
 }
 
 void tg_metrics_mode(tg_metrics_t *m, bool observe, int outcome) {
-    if (outcome >= 0 && outcome <= 2) {
+    if (outcome >= 0 && outcome < TG_METRICS_OUTCOMES) {
         atomic_fetch_add_explicit(&m->modes[observe ? 1 : 0][outcome], 1, memory_order_relaxed);
     }
 }
@@ -251,7 +267,7 @@ static bool keyed_add(tg_metrics_would_t *tab, size_t n, const char *key, size_t
 
 void tg_metrics_would(tg_metrics_t *m, const char *surface, size_t len, int outcome,
                       const char *reason) {
-    if (outcome < 0 || outcome > 2) {
+    if (outcome < 0 || outcome >= TG_METRICS_OUTCOMES) {
         return;
     }
     size_t rl = reason != NULL ? strlen(reason) : 0;
@@ -271,7 +287,8 @@ void tg_metrics_would(tg_metrics_t *m, const char *surface, size_t len, int outc
 
 void tg_metrics_shadow(tg_metrics_t *m, const char *surface, size_t len, int live, int shadow) {
     atomic_fetch_add_explicit(&m->shadow_decisions, 1, memory_order_relaxed);
-    if (live == shadow || live < 0 || live > 3 || shadow < 0 || shadow > 3) {
+    if (live == shadow || live < 0 || live > TG_METRICS_SHADOW_INVALID || shadow < 0 ||
+        shadow > TG_METRICS_SHADOW_INVALID) {
         return; /* agreement on the decision (a reason-only difference: below) */
     }
     if (surface == NULL || len == 0 || len > TG_METRICS_SURFACE_NAME_MAX) {
@@ -291,7 +308,7 @@ static tg_err_t put_label_n(tg_buf_t *out, const char *p, size_t n);
 
 void tg_metrics_decision_detail(tg_metrics_t *m, const char *tenant, size_t tenant_len, int outcome,
                                 const char *reason) {
-    if (outcome < 0 || outcome > 2) {
+    if (outcome < 0 || outcome >= TG_METRICS_OUTCOMES) {
         return;
     }
     char key[TG_METRICS_TENANT_MAX + 66];
@@ -334,7 +351,7 @@ static tg_err_t render_keyed(tg_buf_t *out, const char *metric, const char *labe
         }
         if (rc == TG_OK) {
             rc = tg_buf_printf(
-                out, "\",decision=\"%s\"} %llu\n", outcome_names[o & 3],
+                out, "\",decision=\"%s\"} %llu\n", outcome_names[(unsigned)o % TG_METRICS_OUTCOMES],
                 (unsigned long long)atomic_load_explicit(&w->count, memory_order_relaxed));
         }
     }
@@ -449,7 +466,7 @@ static tg_err_t render_modes(tg_buf_t *out, tg_metrics_t *m) {
                                    "# TYPE trigguard_decisions_by_mode_total counter\n");
     static const char *const mode_names[2] = {"enforce", "observe"};
     for (int md = 0; md < 2 && rc == TG_OK; md++) {
-        for (int o = 0; o < 3 && rc == TG_OK; o++) {
+        for (int o = 0; o < TG_METRICS_OUTCOMES && rc == TG_OK; o++) {
             rc = tg_buf_printf(
                 out,
                 "trigguard_decisions_by_mode_total{mode=\"%s\",decision=\"%s\"} "
@@ -489,7 +506,7 @@ static tg_err_t render_modes(tg_buf_t *out, tg_metrics_t *m) {
                 (unsigned long long)atomic_load_explicit(&w->count, memory_order_relaxed));
         }
     }
-    for (int o = 0; o < 3 && rc == TG_OK; o++) {
+    for (int o = 0; o < TG_METRICS_OUTCOMES && rc == TG_OK; o++) {
         uint64_t v = (uint64_t)atomic_load_explicit(&m->would_overflow[o], memory_order_relaxed);
         if (v) {
             rc = tg_buf_printf(out,
@@ -504,7 +521,8 @@ static tg_err_t render_modes(tg_buf_t *out, tg_metrics_t *m) {
 /* --shadow-policy (issue 22): trigguard_shadow_decisions_total, and the disagreements by
  * surface and both decisions (INVALID: the candidate refused the request itself). */
 static tg_err_t render_shadow(tg_buf_t *out, tg_metrics_t *m) {
-    static const char *const names[4] = {"PERMIT", "DENY", "SILENCE", "INVALID"};
+    static const char *const names[TG_METRICS_SHADOW_INVALID + 1] = {"PERMIT", "DENY", "SILENCE",
+                                                                     "ESCALATE", "INVALID"};
     tg_err_t rc = tg_buf_printf(
         out,
         "# HELP trigguard_shadow_decisions_total Requests the --shadow-policy bundle decided "
@@ -532,7 +550,8 @@ static tg_err_t render_shadow(tg_buf_t *out, tg_metrics_t *m) {
         }
         if (rc == TG_OK) {
             rc = tg_buf_printf(
-                out, "\",live=\"%s\",shadow=\"%s\"} %llu\n", names[lv & 3], names[sv & 3],
+                out, "\",live=\"%s\",shadow=\"%s\"} %llu\n", names[(unsigned)lv % 5u],
+                names[(unsigned)sv % 5u],
                 (unsigned long long)atomic_load_explicit(&w->count, memory_order_relaxed));
         }
     }
@@ -624,7 +643,7 @@ tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) {
         if (name == NULL || name != s->names) {
             continue;
         }
-        for (int o = 0; o < 3 && rc == TG_OK; o++) {
+        for (int o = 0; o < TG_METRICS_OUTCOMES && rc == TG_OK; o++) {
             uint64_t v = ld(&s->decisions[o]);
             if (v == 0) {
                 continue;
@@ -647,7 +666,7 @@ tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) {
             }
         }
     }
-    for (int o = 0; o < 3 && rc == TG_OK; o++) {
+    for (int o = 0; o < TG_METRICS_OUTCOMES && rc == TG_OK; o++) {
         uint64_t v = ld(&m->surfaces_overflow[o]);
         if (v) {
             rc = tg_buf_printf(out,
@@ -696,6 +715,15 @@ tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) {
     for (int r = 0; r < TG_REDEEM__COUNT && rc == TG_OK; r++) {
         rc = tg_buf_printf(out, "trigguard_redemptions_total{result=\"%s\"} %llu\n",
                            redeem_names[r], (unsigned long long)ld(&m->redemptions[r]));
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(out, "# HELP trigguard_approval_events_total Approval steps (SPEC "
+                              "11.2): escalations, reviews, expiries, consumptions.\n"
+                              "# TYPE trigguard_approval_events_total counter\n");
+    }
+    for (int e = 0; e < TG_APPROVAL_EVENT__COUNT && rc == TG_OK; e++) {
+        rc = tg_buf_printf(out, "trigguard_approval_events_total{event=\"%s\"} %llu\n",
+                           approval_event_names[e], (unsigned long long)ld(&m->approval_events[e]));
     }
     return rc;
 }

@@ -36,6 +36,9 @@ typedef enum {
     TG_ROUTE_REDEEM,           /* POST /v1/receipts/{executionId}/redeem */
     TG_ROUTE_VERIFY_SIGNATURE, /* POST /protocol/verify-signature */
     TG_ROUTE_GATE,             /* GET|POST /v1/gate (nginx auth_request, Envoy ext_authz) */
+    TG_ROUTE_APPROVALS,        /* GET /v1/approvals */
+    TG_ROUTE_APPROVAL,         /* GET /v1/approvals/{id} */
+    TG_ROUTE_APPROVAL_REVIEW,  /* POST /v1/approvals/{id}/approve|deny */
     TG_ROUTE_OTHER,
     TG_ROUTE__COUNT
 } tg_route_t;
@@ -44,11 +47,15 @@ typedef enum {
 #define TG_METRICS_LATENCY_BUCKETS 16
 #define TG_METRICS_SURFACES 256
 #define TG_METRICS_SURFACE_NAME_MAX 128
+/* Decision outcomes counted: 0 PERMIT, 1 DENY, 2 SILENCE, 3 ESCALATE (SPEC §11.2). */
+#define TG_METRICS_OUTCOMES 4
+/* The shadow's own fifth value: the candidate bundle refused the request itself. */
+#define TG_METRICS_SHADOW_INVALID 4
 
 typedef struct {
     _Atomic(const char *) name; /* NULL = free slot; points into `names` */
     char names[TG_METRICS_SURFACE_NAME_MAX + 1];
-    atomic_uint_fast64_t decisions[3]; /* PERMIT, DENY, SILENCE */
+    atomic_uint_fast64_t decisions[TG_METRICS_OUTCOMES]; /* PERMIT, DENY, SILENCE, ESCALATE */
 } tg_metrics_surface_t;
 
 /* Observe mode's would-decisions (SPEC §11.1), one slot per (surface, decision, reason):
@@ -72,6 +79,16 @@ typedef struct {
 #define TG_METRICS_REASON_SLOTS 256
 #define TG_METRICS_TENANT_SLOTS 1024
 #define TG_METRICS_TENANT_MAX 128 /* bytes of a tenant label */
+
+/* An approval's steps (SPEC §11.2): trigguard_approval_events_total{event}. */
+typedef enum tg_approval_event {
+    TG_APPROVAL_EVENT_ESCALATED = 0, /* an ESCALATE opened an approval */
+    TG_APPROVAL_EVENT_APPROVE,       /* a review approved */
+    TG_APPROVAL_EVENT_DENY,          /* a review denied */
+    TG_APPROVAL_EVENT_EXPIRED,       /* the timer expired one */
+    TG_APPROVAL_EVENT_CONSUMED,      /* a resumed request's PERMIT used one */
+    TG_APPROVAL_EVENT__COUNT
+} tg_approval_event_t;
 
 /* What a redemption ended in (redeem.c): trigguard_redemptions_total{result}. */
 typedef enum {
@@ -112,17 +129,19 @@ typedef struct tg_metrics {
     atomic_uint_fast64_t latency[TG_ROUTE__COUNT][TG_METRICS_LATENCY_BUCKETS + 1];
     atomic_uint_fast64_t latency_sum_us[TG_ROUTE__COUNT];
     tg_metrics_surface_t surfaces[TG_METRICS_SURFACES];
-    atomic_uint_fast64_t surfaces_overflow[3];
+    atomic_uint_fast64_t surfaces_overflow[TG_METRICS_OUTCOMES];
     atomic_uint_fast64_t idem_replays;
     atomic_uint_fast64_t ledger_wait_timeouts; /* deferred requests answered 503 unsettled */
     /* executionIds found already indexed for another ledger record, live or while the index
      * was rebuilt at start (evaluate.c, index_receipt): should stay 0 */
     atomic_uint_fast64_t receipt_index_collisions;
     atomic_uint_fast64_t redemptions[TG_REDEEM__COUNT];
+    atomic_uint_fast64_t approval_events[TG_APPROVAL_EVENT__COUNT];
     /* trigguard_decisions_by_mode_total{mode,decision}: [0 enforce, 1 observe][outcome] */
-    atomic_uint_fast64_t modes[2][3];
+    atomic_uint_fast64_t modes[2][TG_METRICS_OUTCOMES];
     tg_metrics_would_t would[TG_METRICS_WOULD_SLOTS];
-    atomic_uint_fast64_t would_overflow[3]; /* table full or names too long: surface "other" */
+    /* table full or names too long: surface "other" */
+    atomic_uint_fast64_t would_overflow[TG_METRICS_OUTCOMES];
     /* --shadow-policy: the shadow bundle's decisions, and its disagreements with the live
      * one keyed by surface + the two decisions' digits (tg_metrics_shadow) */
     atomic_uint_fast64_t shadow_decisions;
@@ -145,10 +164,10 @@ const char *tg_route_name(tg_route_t r);
 /* Counts one finished request. Thread-safe. */
 void tg_metrics_request(tg_metrics_t *m, tg_route_t route, int status, int64_t latency_us);
 
-/* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE) for a surface. Thread-safe. */
+/* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE, 3 ESCALATE) for a surface. Thread-safe. */
 void tg_metrics_decision(tg_metrics_t *m, const char *surface, size_t len, int outcome);
 
-/* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE) by mode (observe or enforce). */
+/* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE, 3 ESCALATE) by mode (observe or enforce). */
 void tg_metrics_mode(tg_metrics_t *m, bool observe, int outcome);
 
 /* Counts one observe-mode would-decision for surface and reason (reason NUL-terminated).
@@ -156,8 +175,8 @@ void tg_metrics_mode(tg_metrics_t *m, bool observe, int outcome);
 void tg_metrics_would(tg_metrics_t *m, const char *surface, size_t len, int outcome,
                       const char *reason);
 
-/* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE) by its reason code and by its tenant.
- * Thread-safe. */
+/* Counts one decision (0 PERMIT, 1 DENY, 2 SILENCE, 3 ESCALATE) by its reason code and by its
+ * tenant. Thread-safe. */
 void tg_metrics_decision_detail(tg_metrics_t *m, const char *tenant, size_t tenant_len, int outcome,
                                 const char *reason);
 
@@ -165,8 +184,9 @@ void tg_metrics_decision_detail(tg_metrics_t *m, const char *tenant, size_t tena
  * start time) of the calling process. */
 tg_err_t tg_metrics_render_process(tg_buf_t *out, const tg_metrics_t *m) TG_MUST_USE;
 
-/* Counts one shadow decision; when live != shadow (0 PERMIT, 1 DENY, 2 SILENCE, 3 INVALID:
- * the shadow bundle refused the request), one disagreement for the surface. Thread-safe. */
+/* Counts one shadow decision; when live != shadow (0 PERMIT, 1 DENY, 2 SILENCE, 3 ESCALATE, 4
+ * INVALID: the shadow bundle refused the request), one disagreement for the surface. Thread-safe.
+ */
 void tg_metrics_shadow(tg_metrics_t *m, const char *surface, size_t len, int live, int shadow);
 
 /* Counts one shadow decision equal to the live one but for its reason code. Thread-safe. */
@@ -178,6 +198,7 @@ void tg_metrics_ledger_wait_timeout(tg_metrics_t *m);
 
 /* Counts one redemption's result. Thread-safe. */
 void tg_metrics_redeem(tg_metrics_t *m, tg_redeem_result_t r);
+void tg_metrics_approval(tg_metrics_t *m, tg_approval_event_t e);
 
 /* Counts one DENY by a stateful limit (limits.c). Thread-safe. */
 void tg_metrics_limit_denial(tg_metrics_t *m, const char *surface, size_t surface_len,

@@ -244,6 +244,7 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
                                     .max_bytes = (size_t)c->store_max_bytes,
                                     .retention_ms = c->retention_s * 1000};
     so.limit_entries = (uint64_t)c->limit_entries;
+    so.approval_entries = (uint64_t)c->approval_entries;
     tg_ledger_opts_t lo = TG_LEDGER_OPTS_INIT;
     lo.dir = c->ledger;
     lo.durability = c->durability == TG_CONFIG_DURABILITY_BATCH  ? TG_DURABILITY_BATCH
@@ -517,6 +518,7 @@ void tg_pipeline_tick(tg_pipeline_t *p) {
         tg_db_tick(p->db, tg_clock_now_ms(), (uint32_t)p->cfg.ledger_stall_timeout_ms);
         (void)tg_pipeline_abandon_waits(p, p->cfg.ledger_stall_timeout_ms * INT64_C(1000000),
                                         false);
+        tg_pipeline_approvals_tick(p, tg_clock_now_ms()); /* expiry on time, SPEC §11.2 */
     }
 }
 

@@ -186,7 +186,7 @@ void tg_route_capabilities(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest
     tg_err_t rc = tg_buf_printf(
         o,
         "{\"protocol\":\"%s\",\"protocol_version\":\"%s\",\"engine\":\"%s\","
-        "\"decisions\":[\"PERMIT\",\"DENY\",\"SILENCE\"],"
+        "\"decisions\":[\"PERMIT\",\"DENY\",\"SILENCE\",\"ESCALATE\"],"
         "\"algorithms\":{\"signature\":\"Ed25519\",\"hash\":\"SHA-256\","
         "\"canonicalization\":\"RFC8785\"},"
         "\"endpoints\":[\"POST /v1/evaluate\",\"POST /execute\",\"POST /decide\",\"GET "
@@ -194,6 +194,8 @@ void tg_route_capabilities(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest
         "\"POST /v1/verify\",\"POST /verify-receipt\",\"POST /protocol/verify-receipt\","
         "\"POST /protocol/verify-signature\","
         "\"GET /v1/receipts/{executionId}\",\"POST /v1/receipts/{executionId}/redeem\","
+        "\"GET /v1/approvals\",\"GET /v1/approvals/{id}\",\"POST /v1/approvals/{id}/approve\","
+        "\"POST /v1/approvals/{id}/deny\","
         "\"GET /.well-known/trigguard/keys.json\","
         "\"GET /protocol/capabilities\",\"GET /healthz\",\"GET /readyz\",\"GET /version\","
         "\"GET /metrics\"],\"surfaces\":[",

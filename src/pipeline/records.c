@@ -128,6 +128,18 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
             rc = TG_ERR_LEDGER_CORRUPT; /* not what this server writes */
         }
     }
+    /* An approval's newest state (record.h meta "a"; the highest version wins): open
+     * approvals survive a restart. One that does not fit is counted like a key: starting
+     * without it would forget a review or a consumption, so the start is refused. */
+    if (rc == TG_OK && v.has_approval) {
+        rc = tg_db_approval_restore(p->db, v.approval, now);
+        if (rc == TG_ERR_LIMIT) {
+            p->replay_unfit_approvals++;
+            rc = TG_OK;
+        } else if (rc == TG_ERR_INVALID_ARG) {
+            rc = TG_ERR_LEDGER_CORRUPT;
+        }
+    }
     if (rc == TG_OK && rec->type == TG_LEDGER_TYPE_RECEIPT) {
         /* the id is ours: "exec_" + 32 hex (the index needs it NUL-terminated) */
         char id[TG_RECEIPT_EXEC_ID_LEN + 1];
@@ -198,6 +210,18 @@ tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag) {
                            "start refused: raise --limit-entries",
                            (unsigned long long)p->replay_unfit_limits,
                            (unsigned long long)st.limits.max_entries);
+    }
+    if (rc == TG_OK && rc2 == TG_OK && p->replay_unfit_approvals > 0) {
+        TG_LOG(TG_LOG_ERROR, "approval_table_too_small",
+               "approvals: %llu of the ledger do not fit --approval-entries %llu; starting "
+               "would forget their reviews and consumptions",
+               (unsigned long long)p->replay_unfit_approvals,
+               (unsigned long long)st.approvals.max_entries);
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "approvals: %llu do not fit --approval-entries %llu; start refused: "
+                           "raise --approval-entries",
+                           (unsigned long long)p->replay_unfit_approvals,
+                           (unsigned long long)st.approvals.max_entries);
     }
     return rc != TG_OK ? rc : rc2;
 }

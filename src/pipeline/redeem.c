@@ -7,12 +7,9 @@
  * record, replayed at start; pg: the nonce row updated in the record's transaction, fenced),
  * and it is released only when the record was never written. docs/DESIGN.md, "Redemption",
  * has the reasoning; docs/API.md the order of the checks, which is the order below. */
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <jansson.h>
 #include <sodium.h>
@@ -23,144 +20,34 @@
 #include "trigguard/receipt.h"
 #include "trigguard/record.h"
 
-/* One redemption's wait for its record: the route's thread and the db's done callback share
- * it; whoever drops the last reference frees it. When the route stopped waiting (the stall
- * bound: it answered 503), the callback settles the claim itself. */
-typedef struct redeem_wait {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    _Atomic int refs;
-    bool done;      /* the db answered (under mu) */
-    bool abandoned; /* the route answered 503 without the db's word (under mu) */
-    tg_err_t status;
-    tg_db_t *db;
+/* What a redemption's record claims, for the settle below. */
+typedef struct redeem_claim {
     char tenant[TG_GUARD_TENANT_NAME_MAX + 1];
     size_t tenant_len;
     char nonce[TG_RECORD_REDEEM_NONCE_LEN + 1];
     size_t nonce_len;
-} redeem_wait_t;
+} redeem_claim_t;
 
-static void wait_put(redeem_wait_t *w) {
-    if (atomic_fetch_sub(&w->refs, 1) == 1) {
-        pthread_cond_destroy(&w->cv);
-        pthread_mutex_destroy(&w->mu);
-        free(w);
+/* tg_pipeline_append_wait's settle: a claim whose record was never written is released, so
+ * the receipt stays redeemable (every instance and any restart agree that no redemption
+ * happened); a durable one keeps it for good. */
+static void settle_claim(tg_pipeline_t *p, void *state, tg_err_t status) {
+    const redeem_claim_t *c = state;
+    if (status != TG_OK) {
+        TG_IGNORE(tg_db_release_nonce(p->db, c->tenant, c->tenant_len, c->nonce, c->nonce_len));
     }
-}
-
-/* A claim whose record was never written is released, so the receipt stays redeemable:
- * every instance and any restart agree that no redemption happened. Never after TG_OK. */
-static void release_claim(redeem_wait_t *w) {
-    TG_IGNORE(tg_db_release_nonce(w->db, w->tenant, w->tenant_len, w->nonce, w->nonce_len));
-}
-
-/* db.h done: on the backend's completion thread; short, never blocking. */
-static void on_redeemed(void *ud, tg_err_t status, const tg_ledger_pos_t *pos) {
-    (void)pos;
-    redeem_wait_t *w = ud;
-    pthread_mutex_lock(&w->mu);
-    w->done = true;
-    w->status = status;
-    bool abandoned = w->abandoned;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    if (abandoned && status != TG_OK) {
-        release_claim(w);
-    }
-    wait_put(w);
-}
-
-static tg_err_t wait_durable(tg_pipeline_t *p, redeem_wait_t *w) {
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    int64_t ns = dl.tv_nsec + (p->cfg.ledger_stall_timeout_ms % 1000) * 1000000;
-    dl.tv_sec += (time_t)(p->cfg.ledger_stall_timeout_ms / 1000 + ns / 1000000000);
-    dl.tv_nsec = (long)(ns % 1000000000);
-    pthread_mutex_lock(&w->mu);
-    int e = 0;
-    while (!w->done && e == 0) {
-        e = pthread_cond_timedwait(&w->cv, &w->mu, &dl);
-    }
-    tg_err_t status = w->done ? w->status : tg_db_unavailable(p->db);
-    if (!w->done) {
-        /* Not durable in time: 503, and the db's word settles the claim when it comes (a
-         * record that did become durable keeps the receipt redeemed: a retry gets 409). */
-        w->abandoned = true;
-        TG_LOG(TG_LOG_ERROR, "redeem_wait_timeout",
-               "a redemption's record was not durable within --ledger-stall-timeout %lld ms; "
-               "answered 503",
-               (long long)p->cfg.ledger_stall_timeout_ms);
-        tg_metrics_ledger_wait_timeout(&p->metrics);
-    }
-    pthread_mutex_unlock(&w->mu);
-    return status;
-}
-
-static redeem_wait_t *wait_new(tg_pipeline_t *p, const char *tenant, size_t tl, const char *nonce,
-                               size_t nl) {
-    redeem_wait_t *w = calloc(1, sizeof *w);
-    if (w == NULL) {
-        return NULL;
-    }
-    pthread_condattr_t ca;
-    bool ok = pthread_condattr_init(&ca) == 0;
-    ok = ok && pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0;
-    ok = ok && pthread_cond_init(&w->cv, &ca) == 0;
-    pthread_condattr_destroy(&ca);
-    if (!ok || pthread_mutex_init(&w->mu, NULL) != 0) {
-        if (ok) {
-            pthread_cond_destroy(&w->cv);
-        }
-        free(w);
-        return NULL;
-    }
-    atomic_store(&w->refs, 1);
-    w->db = p->db;
-    memcpy(w->tenant, tenant, tl);
-    w->tenant_len = tl;
-    memcpy(w->nonce, nonce, nl);
-    w->nonce_len = nl;
-    return w;
 }
 
 /* Step 7: the redemption record, durable before the 200. TG_OK, or the error the request
  * ends in (the claim released unless the record may still become durable). */
 static tg_err_t make_durable(tg_pipeline_t *p, const tg_db_record_t *rec) {
-    redeem_wait_t *w = wait_new(p, rec->tenant, rec->tenant_len, rec->nonce, rec->nonce_len);
-    if (w == NULL) {
-        TG_IGNORE(
-            tg_db_release_nonce(p->db, rec->tenant, rec->tenant_len, rec->nonce, rec->nonce_len));
-        return TG_ERR_NOMEM;
-    }
-    tg_err_t rc;
-    if (p->cfg.durability == TG_CONFIG_DURABILITY_NONE) {
-        tg_ledger_pos_t pos;
-        rc = tg_db_append_now(p->db, rec, &pos);
-        if (rc != TG_OK) {
-            release_claim(w);
-        }
-        wait_put(w);
-        return rc;
-    }
-    atomic_store(&w->refs, 2); /* the route's and the callback's */
-    rc = tg_db_append(p->db, rec, on_redeemed, w);
-    if (rc != TG_OK) {
-        atomic_store(&w->refs, 1); /* done is never called on error */
-        release_claim(w);
-        wait_put(w);
-        return rc;
-    }
-    rc = wait_durable(p, w);
-    if (rc != TG_OK) {
-        pthread_mutex_lock(&w->mu);
-        bool answered = w->done; /* else the callback settles it */
-        pthread_mutex_unlock(&w->mu);
-        if (answered) {
-            release_claim(w);
-        }
-    }
-    wait_put(w);
-    return rc;
+    redeem_claim_t c;
+    memset(&c, 0, sizeof c);
+    memcpy(c.tenant, rec->tenant, rec->tenant_len);
+    c.tenant_len = rec->tenant_len;
+    memcpy(c.nonce, rec->nonce, rec->nonce_len);
+    c.nonce_len = rec->nonce_len;
+    return tg_pipeline_append_wait(p, rec, settle_claim, &c, sizeof c, "a redemption's");
 }
 
 /* The body: exactly {"request_hash": "<64 lowercase hex>"}; 400 otherwise. */

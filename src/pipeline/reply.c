@@ -47,6 +47,11 @@ static const answer_map_t answers[TG_ANSWER__COUNT] = {
     [TG_ANSWER_RECEIPT_NOT_AUTHENTIC] = {409, "receipt_not_authentic", false},
     [TG_ANSWER_RECEIPT_EXPIRED] = {410, "receipt_expired", false},
     [TG_ANSWER_REQUEST_HASH_MISMATCH] = {422, "request_hash_mismatch", false},
+    [TG_ANSWER_APPROVAL_NOT_FOUND] = {404, "approval_not_found", false},
+    [TG_ANSWER_NOT_APPROVER] = {403, "not_an_approver", false},
+    [TG_ANSWER_ALREADY_REVIEWED] = {409, "already_reviewed", false},
+    [TG_ANSWER_APPROVAL_CLOSED] = {409, "approval_closed", false},
+    [TG_ANSWER_APPROVAL_CONSUMED] = {409, "approval_consumed", false},
 };
 
 typedef struct {
@@ -84,6 +89,11 @@ static const err_map_t err_map[] = {
     {TG_ERR_STORE_UNAVAILABLE, TG_ANSWER_STORE_UNAVAILABLE},
     {TG_ERR_TENANT_NOT_ALLOWED, TG_ANSWER_TENANT_NOT_ALLOWED},
     {TG_ERR_IDP_UNAVAILABLE, TG_ANSWER_IDP_UNAVAILABLE},
+    {TG_ERR_NOT_APPROVER, TG_ANSWER_NOT_APPROVER},
+    {TG_ERR_ALREADY_REVIEWED, TG_ANSWER_ALREADY_REVIEWED},
+    {TG_ERR_APPROVAL_CLOSED, TG_ANSWER_APPROVAL_CLOSED},
+    {TG_ERR_APPROVAL_CONSUMED, TG_ANSWER_APPROVAL_CONSUMED},
+    {TG_ERR_REQUEST_HASH_MISMATCH, TG_ANSWER_REQUEST_HASH_MISMATCH},
 };
 
 int tg_answer_status(tg_answer_t a) {

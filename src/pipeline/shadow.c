@@ -76,7 +76,9 @@ static bool log_allowed(tg_pipeline_t *p, int64_t now_ms) {
            SHADOW_LOG_PER_S;
 }
 
-static int outcome(tg_verdict_t v) { return v == TG_PERMIT ? 0 : v == TG_DENY ? 1 : 2; }
+static int outcome(tg_verdict_t v) {
+    return v == TG_PERMIT ? 0 : v == TG_DENY ? 1 : v == TG_ESCALATE ? 3 : 2;
+}
 
 void tg_pipeline_shadow_decide(tg_pipeline_t *p, const tg_shadow_input_t *in) {
     if (p->shadow == NULL || in->request == NULL) {
@@ -88,7 +90,7 @@ void tg_pipeline_shadow_decide(tg_pipeline_t *p, const tg_shadow_input_t *in) {
     tg_frame_t f;
     tg_diag_t diag = {{0}};
     tg_decision_t d;
-    int shadow = 3; /* INVALID: the candidate refuses the request itself */
+    int shadow = TG_METRICS_SHADOW_INVALID; /* the candidate refuses the request itself */
     const char *why = NULL;
     if (tg_frame_from_request(&f, NULL, pol, in->request, &diag) == TG_OK) {
         tg_pipeline_bind_facts(&f, pol, in->tenant, in->tenant_len, in->principal);
@@ -107,7 +109,8 @@ void tg_pipeline_shadow_decide(tg_pipeline_t *p, const tg_shadow_input_t *in) {
         tg_metrics_shadow_reason(&p->metrics);
     }
     if ((live != shadow || !same_reason) && log_allowed(p, in->now_ms)) {
-        static const char *const names[4] = {"PERMIT", "DENY", "SILENCE", "INVALID"};
+        static const char *const names[TG_METRICS_SHADOW_INVALID + 1] = {
+            "PERMIT", "DENY", "SILENCE", "ESCALATE", "INVALID"};
         TG_LOG(TG_LOG_INFO, "shadow_disagreement",
                "request %s surface %.*s: live %s %s (policy %s), shadow %s %s (policy %s)",
                in->request_id, (int)in->surface_len, in->surface, names[live], in->live.reason,

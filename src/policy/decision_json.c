@@ -117,6 +117,10 @@ tg_err_t tg_decision_body_open(tg_buf_t *out, const tg_decision_body_t *b) {
     }
     size_t start = out->len;
     bool permit = strcmp(b->decision, "PERMIT") == 0;
+    bool escalate = strcmp(b->decision, "ESCALATE") == 0;
+    if (b->approval.ptr != NULL && b->approval_id.ptr == NULL) {
+        return TG_ERR_INVALID_ARG; /* an approval is always shown with its id */
+    }
     tg_err_t rc;
     if (b->observe) {
         /* Nothing is enforced: the caller proceeds, and reads what would have happened. */
@@ -136,7 +140,9 @@ tg_err_t tg_decision_body_open(tg_buf_t *out, const tg_decision_body_t *b) {
         }
         if (!rc) {
             rc = tg_buf_puts(out, permit ? "\",\"enforcement\":\"EXECUTED\",\"reason_code\":"
-                                         : "\",\"enforcement\":\"BLOCKED\",\"reason_code\":");
+                                  : escalate
+                                      ? "\",\"enforcement\":\"PENDING_APPROVAL\",\"reason_code\":"
+                                      : "\",\"enforcement\":\"BLOCKED\",\"reason_code\":");
         }
     }
     if (!rc) {
@@ -150,6 +156,17 @@ tg_err_t tg_decision_body_open(tg_buf_t *out, const tg_decision_body_t *b) {
     }
     if (!rc) {
         rc = put_str(out, "policy_version", b->policy_version.ptr, b->policy_version.len);
+    }
+    /* SPEC §11.2: the approval an ESCALATE opened (or a PERMIT consumed); an observe-mode
+     * body has none, whatever it would have decided. */
+    if (!rc && b->approval_id.ptr != NULL && !b->observe) {
+        rc = put_str(out, "approval_id", b->approval_id.ptr, b->approval_id.len);
+    }
+    if (!rc && b->approval.ptr != NULL && !b->observe) {
+        rc = put_name(out, "approval", 1);
+        if (!rc) {
+            rc = tg_buf_append(out, b->approval.ptr, b->approval.len);
+        }
     }
     if (!rc && b->detail.ptr != NULL && !b->observe) {
         rc = put_str(out, "detail", b->detail.ptr, b->detail.len);

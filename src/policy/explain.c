@@ -248,10 +248,11 @@ static void begin_rule(writer_t *w, const tg_explain_step_t *st) {
         rc = tg_canon_string(b, r->id.ptr, r->id.len);
     }
     if (!rc) {
-        rc = tg_buf_puts(b, r->effect == TG_EFFECT_PERMIT ? ",\"effect\":\"permit\""
-                                                          : ",\"effect\":\"deny\"");
+        rc = tg_buf_puts(b, r->effect == TG_EFFECT_PERMIT     ? ",\"effect\":\"permit\""
+                            : r->effect == TG_EFFECT_ESCALATE ? ",\"effect\":\"escalate\""
+                                                              : ",\"effect\":\"deny\"");
     }
-    if (!rc && r->effect == TG_EFFECT_DENY && r->reason != NULL) {
+    if (!rc && r->effect != TG_EFFECT_PERMIT && r->reason != NULL) {
         rc = tg_buf_puts(b, ",\"reason\":");
         if (!rc) {
             rc = tg_canon_string(b, r->reason, strlen(r->reason));

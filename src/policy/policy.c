@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include "policy_internal.h"
+#include "trigguard/approval.h"
 #include "trigguard/canon.h"
+#include "trigguard/guard.h"
 #include "trigguard/io.h"
 #include "trigguard/policy.h"
 #include "trigguard/tzif.h"
@@ -585,7 +587,9 @@ static tg_err_t compile_surface_names(cc_t *c, const json_t *surfaces) {
     }
     tg_err_t rc = TG_OK;
     c->surfaces = arena_alloc(p, nm * sizeof *c->surfaces);
-    if (c->surfaces == NULL || !htab_init(p, &p->surface_index, (uint32_t)nm)) {
+    p->approvals = arena_alloc(p, (nm ? nm : 1) * sizeof *p->approvals);
+    if (c->surfaces == NULL || p->approvals == NULL ||
+        !htab_init(p, &p->surface_index, (uint32_t)nm)) {
         rc = nomem(c);
         goto done;
     }
@@ -1852,16 +1856,141 @@ static tg_err_t compile_value_from(cc_t *c, tg_cond_t *cd, const tg_surface_t *s
     return TG_OK;
 }
 
-static tg_err_t compile_rule(cc_t *c, tg_rule_t *r, const tg_surface_t *s, size_t index,
-                             const json_t *v, const tg_rule_t *prev, size_t n_prev) {
-    static const char *const allowed[] = {"id",          "effect",        "reason", "when",
-                                          "description", "unconditional", NULL};
+/* An integer member `key` of obj in lo..hi into *out; absent: *out untouched. */
+static tg_err_t get_int_in(cc_t *c, const json_t *obj, const char *key, int64_t lo, int64_t hi,
+                           int64_t *out) {
+    const json_t *v = json_object_get(obj, key);
+    if (v == NULL) {
+        return TG_OK;
+    }
+    size_t saved = path_push_key(c, key);
+    /* The strict parser reads every number as a double: an integer is one without a
+     * fraction (checked after the range, so the cast is defined). */
+    if (!is_number(v)) {
+        return fail(c, "must be an integer, not %s", json_type_name(v));
+    }
+    double n = num_of(v);
+    if (!(n >= (double)lo && n <= (double)hi)) {
+        return fail(c, "%.17g is out of range (%lld..%lld)", n, (long long)lo, (long long)hi);
+    }
+    if (n != (double)(int64_t)n) {
+        return fail(c, "%.17g is not an integer", n);
+    }
+    *out = (int64_t)n;
+    path_pop(c, saved);
+    return TG_OK;
+}
+
+/* One "approvers" entry: a subject's shape (tg_guard_subject_valid), or '@' and a group
+ * name of that shape; the whole entry fits TG_APPROVAL_ENTRY_MAX. Sets *group. */
+static int approver_entry_valid(const char *s, size_t n, int *group) {
+    *group = n > 0 && s[0] == '@';
+    if (n == 0 || n > TG_APPROVAL_ENTRY_MAX) {
+        return 0;
+    }
+    return *group ? n > 1 && tg_guard_subject_valid(s + 1, n - 1) : tg_guard_subject_valid(s, n);
+}
+
+/* An escalate rule's "approval" object (policy.h tg_policy_rule_approval) into an arena spec,
+ * defaults filled in; v NULL (absent) is refused: an escalate rule must say who approves. */
+static tg_err_t compile_approval(cc_t *c, const json_t *v, const tg_approval_spec_t **out) {
+    static const char *const allowed[] = {"required", "approvers", "ttl_s", "consume_within_s",
+                                          NULL};
+    char pk[80];
+    if (v == NULL) {
+        return fail(c, "an escalate rule needs \"approval\": {\"approvers\": [...]}");
+    }
+    size_t saved = path_push_key(c, "approval");
+    if (!json_is_object(v)) {
+        return fail(c, "must be an object, not %s", json_type_name(v));
+    }
+    tg_err_t rc = check_members(c, v, allowed, "required, approvers, ttl_s, consume_within_s");
+    if (rc) {
+        return rc;
+    }
+    tg_approval_spec_t *sp = arena_alloc(c->p, sizeof *sp);
+    if (sp == NULL) {
+        return nomem(c);
+    }
+    int64_t required = 1;
+    sp->ttl_s = 3600;
+    sp->consume_within_s = 900;
+    rc = get_int_in(c, v, "required", 1, TG_APPROVAL_MAX_REQUIRED, &required);
+    if (!rc) {
+        rc = get_int_in(c, v, "ttl_s", 1, TG_APPROVAL_TTL_MAX_S, &sp->ttl_s);
+    }
+    if (!rc) {
+        rc = get_int_in(c, v, "consume_within_s", 1, TG_APPROVAL_TTL_MAX_S, &sp->consume_within_s);
+    }
+    if (rc) {
+        return rc;
+    }
+    sp->required = (uint32_t)required;
+    const json_t *av = json_object_get(v, "approvers");
+    size_t s2 = path_push_key(c, "approvers");
+    if (av == NULL) {
+        return fail(c, "required member missing (an array of \"@group\" or subject entries)");
+    }
+    if (!json_is_array(av)) {
+        return fail(c, "must be an array of \"@group\" or subject entries, not %s",
+                    json_type_name(av));
+    }
+    size_t n = json_array_size(av);
+    if (n == 0 || n > TG_APPROVAL_MAX_APPROVERS) {
+        return fail(c, "%zu entries (1..%d)", n, TG_APPROVAL_MAX_APPROVERS);
+    }
+    int any_group = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(av, i);
+        size_t s3 = path_push_index(c, i);
+        int group = 0;
+        if (!json_is_string(e)) {
+            return fail(c, "must be a string, not %s", json_type_name(e));
+        }
+        const char *es = json_string_value(e);
+        size_t el = json_string_length(e);
+        if (!approver_entry_valid(es, el, &group)) {
+            return fail(c,
+                        "\"%s\" is neither a subject nor \"@group\" (1..%d of "
+                        "[A-Za-z0-9._:@/+-] in all)",
+                        printable(pk, es, el), TG_APPROVAL_ENTRY_MAX);
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (strlen(sp->approvers[j]) == el && memcmp(sp->approvers[j], es, el) == 0) {
+                return fail(c, "duplicate entry \"%s\"", printable(pk, es, el));
+            }
+        }
+        tg_sv_t sv;
+        if (!arena_sv(c, &sv, es, el)) {
+            return nomem(c);
+        }
+        sp->approvers[i] = sv.ptr;
+        any_group |= group;
+        path_pop(c, s3);
+    }
+    sp->n_approvers = (uint32_t)n;
+    path_pop(c, s2);
+    if (!any_group && sp->required > sp->n_approvers) {
+        path_push_key(c, "required");
+        return fail(c, "%u approvals required of %u listed subjects: it can never be approved",
+                    sp->required, sp->n_approvers);
+    }
+    *out = sp;
+    path_pop(c, saved);
+    return TG_OK;
+}
+
+static tg_err_t compile_rule(cc_t *c, tg_rule_t *r, const tg_approval_spec_t **approval,
+                             const tg_surface_t *s, size_t index, const json_t *v,
+                             const tg_rule_t *prev, size_t n_prev) {
+    static const char *const allowed[] = {"id",          "effect",        "reason",   "when",
+                                          "description", "unconditional", "approval", NULL};
     char pk[80];
     if (!json_is_object(v)) {
         return fail(c, "rule must be an object, not %s", json_type_name(v));
     }
-    tg_err_t rc =
-        check_members(c, v, allowed, "id, effect, reason, when, description, unconditional");
+    tg_err_t rc = check_members(c, v, allowed,
+                                "id, effect, reason, when, description, unconditional, approval");
     if (rc) {
         return rc;
     }
@@ -1901,14 +2030,16 @@ static tg_err_t compile_rule(cc_t *c, tg_rule_t *r, const tg_surface_t *s, size_
     const json_t *ev = json_object_get(v, "effect");
     saved = path_push_key(c, "effect");
     if (ev == NULL) {
-        return fail(c, "required member missing (\"permit\" or \"deny\")");
+        return fail(c, "required member missing (\"permit\", \"deny\" or \"escalate\")");
     }
     if (json_is_string(ev) && strcmp(json_string_value(ev), "permit") == 0) {
         r->effect = TG_EFFECT_PERMIT;
     } else if (json_is_string(ev) && strcmp(json_string_value(ev), "deny") == 0) {
         r->effect = TG_EFFECT_DENY;
+    } else if (json_is_string(ev) && strcmp(json_string_value(ev), "escalate") == 0) {
+        r->effect = TG_EFFECT_ESCALATE;
     } else {
-        return fail(c, "must be \"permit\" or \"deny\"");
+        return fail(c, "must be \"permit\", \"deny\" or \"escalate\"");
     }
     path_pop(c, saved);
     r->reason = NULL;
@@ -1916,11 +2047,23 @@ static tg_err_t compile_rule(cc_t *c, tg_rule_t *r, const tg_surface_t *s, size_
     if (rc) {
         return rc;
     }
+    const json_t *apv = json_object_get(v, "approval");
+    *approval = NULL;
+    if (r->effect == TG_EFFECT_ESCALATE) {
+        rc = compile_approval(c, apv, approval);
+        if (rc) {
+            return rc;
+        }
+    } else if (apv != NULL) {
+        path_push_key(c, "approval");
+        return fail(c, "only an escalate rule has an approval");
+    }
     if (r->effect == TG_EFFECT_PERMIT) {
         /* a PERMIT always says NO_POLICY_VIOLATION (SPEC §3.2) */
         r->reason = tg_reason_code(TG_REASON_NO_POLICY_VIOLATION);
     } else if (r->reason == NULL) {
-        r->reason = tg_reason_code(TG_REASON_POLICY_DENY);
+        r->reason = tg_reason_code(r->effect == TG_EFFECT_ESCALATE ? TG_REASON_APPROVAL_REQUIRED
+                                                                   : TG_REASON_POLICY_DENY);
     }
     const json_t *wv = json_object_get(v, "when");
     if (wv == NULL) {
@@ -2231,12 +2374,17 @@ static tg_err_t compile_surface_rules(cc_t *c, tg_surface_t *s, const json_t *bo
         return fail(c, "%zu rules (limit %d)", n, TG_POLICY_MAX_RULES);
     }
     tg_rule_t *rules = arena_alloc(c->p, (n ? n : 1) * sizeof *rules);
-    if (rules == NULL) {
+    /* an array of pointers, one per rule (NULL but for escalate rules) */
+    const tg_approval_spec_t **approvals =
+        arena_alloc(c->p, (n ? n : 1) * sizeof *approvals); /* NOLINT(bugprone-sizeof-expression) */
+    if (rules == NULL || approvals == NULL) {
         return nomem(c);
     }
+    c->p->approvals[s - c->surfaces] = approvals;
     for (size_t i = 0; i < n; i++) {
         size_t s2 = path_push_index(c, i);
-        tg_err_t rc = compile_rule(c, &rules[i], s, i, json_array_get(rv, i), rules, i);
+        tg_err_t rc =
+            compile_rule(c, &rules[i], &approvals[i], s, i, json_array_get(rv, i), rules, i);
         if (rc) {
             return rc;
         }
@@ -2656,6 +2804,23 @@ int tg_policy_surface_tier(const tg_policy_t *p, uint32_t index) {
 
 bool tg_policy_surface_observe(const tg_policy_t *p, uint32_t index) {
     return index < p->tables.n_surfaces && p->tables.surfaces[index].observe != 0;
+}
+
+const tg_approval_spec_t *tg_policy_rule_approval(const tg_policy_t *p, uint32_t surface,
+                                                  tg_sv_t rule_id) {
+    if (p == NULL || surface >= p->tables.n_surfaces || p->approvals == NULL ||
+        p->approvals[surface] == NULL || rule_id.ptr == NULL) {
+        return NULL;
+    }
+    const tg_surface_t *s = &p->tables.surfaces[surface];
+    for (uint32_t i = 0; i < s->n_rules; i++) {
+        const tg_rule_t *r = &s->rules[i];
+        if (r->effect == TG_EFFECT_ESCALATE && r->id.len == rule_id.len &&
+            memcmp(r->id.ptr, rule_id.ptr, rule_id.len) == 0) {
+            return p->approvals[surface][i];
+        }
+    }
+    return NULL;
 }
 
 int tg_policy_find_field_(const tg_policy_t *p, const char *s, size_t n, uint32_t *id) {

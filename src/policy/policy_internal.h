@@ -74,6 +74,9 @@ struct tg_policy {
     tg_arena_chunk_t *arena;
     tg_gate_route_t *routes; /* the bundle's "routes" (routes.c; malloc'd, not the arena) */
     uint32_t n_routes;
+    /* Escalate rules' "approval" (tg_policy_rule_approval): by surface index, an array of
+     * that surface's n_rules entries, NULL for a rule that is not an escalate rule (arena). */
+    const struct tg_approval_spec *const **approvals;
 };
 
 /* Name lookups for frame.c (tg_policy only; the kernel never looks names up). Return 1 and

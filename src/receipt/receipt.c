@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "trigguard/approval.h"
 #include "trigguard/canon.h"
 #include "trigguard/clock.h"
+#include "trigguard/guard.h"
 #include "trigguard/kernel.h"
 #include "trigguard/version.h"
 
@@ -17,13 +19,15 @@ typedef enum {
     K_HEX64,     /* 64 lowercase hex */
     K_EXEC_ID,   /* "exec_" + 32 lowercase hex */
     K_TIME,      /* YYYY-MM-DDTHH:MM:SS.mmmZ */
-    K_DECISION,  /* PERMIT | DENY */
+    K_DECISION,  /* PERMIT | DENY | ESCALATE | SILENCE (observe) */
     K_REASON,    /* tg_reason_code_valid */
     K_PROTOCOL,  /* TG_PROTOCOL_VERSION */
     K_KEY_ID,    /* tg_key_id_valid */
     K_SIG,       /* 88 chars of canonical padded base64 decoding to 64 bytes */
     K_PRINCIPAL, /* {"issuer"?: text, "subject": text}, both non-empty, bounded (v1.1) */
-    K_MODE       /* "observe" (SPEC §11.1; absent = enforce) */
+    K_MODE,      /* "observe" (SPEC §11.1; absent = enforce) */
+    K_APPR_ID,   /* "appr_" + 32 lowercase hex (SPEC §11.2) */
+    K_APPROVALS  /* [{"at","decision":"approve","subject"}], canonical, embedded (§11.2) */
 } kind_t;
 
 enum { F_REQUIRED = 0, F_OPTIONAL = 1, F_SIGNATURE = 2 };
@@ -46,6 +50,8 @@ typedef struct {
 static const member_t MEMBERS[] = {
     MEMBER("action", K_TEXT, F_REQUIRED, FOFF(action)),
     MEMBER("actorId", K_TEXT, F_REQUIRED, FOFF(actor_id)),
+    MEMBER("approvalId", K_APPR_ID, F_OPTIONAL, FOFF(approval_id)),
+    MEMBER("approvals", K_APPROVALS, F_OPTIONAL, FOFF(approvals)),
     MEMBER("authorityId", K_TEXT_NE, F_REQUIRED, FOFF(authority_id)),
     MEMBER("authorityKeyId", K_KEY_ID, F_SIGNATURE, 0),
     MEMBER("authoritySignature", K_SIG, F_SIGNATURE, 0),
@@ -72,19 +78,21 @@ static const member_t MEMBERS[] = {
 #define N_MEMBERS (sizeof MEMBERS / sizeof MEMBERS[0])
 
 enum {
-    M_AUTHORITY_KEY_ID = 3,
-    M_AUTHORITY_SIGNATURE = 4,
-    M_DECISION = 5,
-    M_ENGINE_VERSION = 6,
-    M_EXECUTION_ID = 8,
-    M_EXECUTION_MODE = 9,
-    M_EXPIRES_AT = 10,
-    M_POLICY_VERSION = 12,
-    M_PRINCIPAL = 14,
-    M_REASON_CODE = 17,
-    M_RECEIPT_HASH = 18,
-    M_REQUEST_HASH = 19,
-    M_TIMESTAMP = 23
+    M_APPROVAL_ID = 2,
+    M_APPROVALS = 3,
+    M_AUTHORITY_KEY_ID = 5,
+    M_AUTHORITY_SIGNATURE = 6,
+    M_DECISION = 7,
+    M_ENGINE_VERSION = 8,
+    M_EXECUTION_ID = 10,
+    M_EXECUTION_MODE = 11,
+    M_EXPIRES_AT = 12,
+    M_POLICY_VERSION = 14,
+    M_PRINCIPAL = 16,
+    M_REASON_CODE = 19,
+    M_RECEIPT_HASH = 20,
+    M_REQUEST_HASH = 21,
+    M_TIMESTAMP = 25
 };
 
 static bool is_lower_hex(const char *p, size_t n) {
@@ -138,9 +146,18 @@ static const char *check_value(const member_t *m, const char *p, size_t n, int64
         return tg_reason_code_valid(p, n) ? NULL : "is not an UPPER_SNAKE reason code";
     case K_DECISION: /* SILENCE only with executionMode (mode_decision_ok) */
         return (n == 6 && memcmp(p, "PERMIT", 6) == 0) || (n == 4 && memcmp(p, "DENY", 4) == 0) ||
+                       (n == 8 && memcmp(p, "ESCALATE", 8) == 0) ||
                        (n == 7 && memcmp(p, "SILENCE", 7) == 0)
                    ? NULL
-                   : "is not PERMIT, DENY or SILENCE";
+                   : "is not PERMIT, DENY, ESCALATE or SILENCE";
+    case K_APPR_ID:
+        /* approval.h's id shape, checked here so that verifying needs no approval code */
+        return n == TG_APPROVAL_ID_LEN && memcmp(p, TG_APPROVAL_ID_PREFIX, 5) == 0 &&
+                       is_lower_hex(p + 5, n - 5)
+                   ? NULL
+                   : "is not \"appr_\" followed by 32 lowercase hex characters";
+    case K_APPROVALS: /* a tree: approvals_shape */
+        return NULL;
     case K_MODE:
         return n == 7 && memcmp(p, "observe", 7) == 0 ? NULL : "is not \"observe\"";
     case K_PROTOCOL:
@@ -167,6 +184,100 @@ static const char *check_value(const member_t *m, const char *p, size_t n, int64
  * receipt, so one claiming to be that is malformed. */
 static bool mode_decision_ok(const char *decision, size_t n, bool observe) {
     return observe || n != 7 || memcmp(decision, "SILENCE", 7) != 0;
+}
+
+static bool decision_is(const char *decision, size_t n, const char *want) {
+    return decision != NULL && n == strlen(want) && memcmp(decision, want, n) == 0;
+}
+
+/* SPEC §11.2, what the approval members may go with: NULL when the combination is right,
+ * else what is wrong. An enforce-mode ESCALATE names the approval it opened; approvals come
+ * only with approvalId on a PERMIT; observe mode opens and consumes nothing, so carries
+ * neither. */
+static const char *approval_combination(const char *decision, size_t n, bool observe, bool has_id,
+                                        bool has_approvals) {
+    if (observe && (has_id || has_approvals)) {
+        return "approvalId and approvals are not allowed with executionMode observe";
+    }
+    if (!observe && decision_is(decision, n, "ESCALATE") && !has_id) {
+        return "decision ESCALATE needs approvalId";
+    }
+    if (has_approvals && !(has_id && decision_is(decision, n, "PERMIT"))) {
+        return "approvals is allowed only with approvalId on a PERMIT";
+    }
+    return NULL;
+}
+
+/* The "approvals" array (SPEC §11.2): 1..TG_APPROVAL_MAX_REQUIRED entries, each exactly
+ * {"at": receipt time, "decision": "approve", "subject": a subject's shape}, distinct
+ * subjects, in review order (times never decreasing). NULL when it fits, else what is
+ * wrong. */
+static const char *approvals_shape(const json_t *v) {
+    if (!json_is_array(v)) {
+        return "must be an array";
+    }
+    size_t n = json_array_size(v);
+    if (n == 0 || n > TG_APPROVAL_MAX_REQUIRED) {
+        return "must have 1..16 entries";
+    }
+    int64_t prev = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(v, i);
+        if (!json_is_object(e) || json_object_size(e) != 3) {
+            return "entries must be objects of exactly at, decision and subject";
+        }
+        const json_t *at = json_object_get(e, "at"), *dec = json_object_get(e, "decision");
+        const json_t *sub = json_object_get(e, "subject");
+        int64_t t = 0;
+        if (!json_is_string(at) ||
+            tg_time_parse_ms(&t, json_string_value(at), json_string_length(at)) != TG_OK) {
+            return "entries need an at of the form 2026-11-30T05:40:10.123Z";
+        }
+        if (!json_is_string(dec) || strcmp(json_string_value(dec), "approve") != 0 ||
+            json_string_length(dec) != 7) {
+            return "entries need decision \"approve\"";
+        }
+        if (!json_is_string(sub) ||
+            !tg_guard_subject_valid(json_string_value(sub), json_string_length(sub))) {
+            return "entries need a subject of 1..128 of [A-Za-z0-9._:@/+-]";
+        }
+        if (i > 0 && t < prev) {
+            return "entries must be in review order (at never decreasing)";
+        }
+        for (size_t j = 0; j < i; j++) {
+            const json_t *o = json_object_get(json_array_get(v, j), "subject");
+            if (json_string_length(o) == json_string_length(sub) &&
+                memcmp(json_string_value(o), json_string_value(sub), json_string_length(sub)) ==
+                    0) {
+                return "entries must name distinct subjects";
+            }
+        }
+        prev = t;
+    }
+    return NULL;
+}
+
+/* The builder's approvals text: strict JSON of approvals_shape's form, in its canonical
+ * form already (it is embedded byte for byte and must hash as a verifier will). */
+static tg_err_t check_approvals_text(const tg_receipt_str_t *v, tg_diag_t *diag) {
+    json_t *root = NULL;
+    tg_buf_t canon;
+    tg_json_limits_t lim = TG_JSON_LIMITS_DEFAULT;
+    tg_diag_t inner = {0};
+    tg_buf_init(&canon, 0);
+    tg_err_t rc = tg_json_parse(&root, v->ptr, v->len, &lim, &inner);
+    const char *why = rc ? "is not JSON" : approvals_shape(root);
+    if (why == NULL) {
+        rc = tg_canon_write(&canon, root, &inner);
+        why = rc ? "cannot be canonicalized"
+              : canon.len != v->len || memcmp(canon.data, v->ptr, v->len) != 0
+                  ? "is not in its canonical form"
+                  : NULL;
+    }
+    json_decref(root);
+    tg_buf_free(&canon);
+    return why == NULL ? TG_OK
+                       : tg_diag_set(diag, TG_ERR_INVALID_ARG, "receipt field approvals %s", why);
 }
 
 /* The principal's optional issuer: NULL when it fits, else what is wrong. */
@@ -235,6 +346,15 @@ static tg_err_t gather(tg_receipt_str_t vals[N_MEMBERS], char ts[TG_TIME_ISO_LEN
         return tg_diag_set(diag, TG_ERR_INVALID_ARG,
                            "receipt field decision SILENCE needs executionMode observe");
     }
+    const char *why = approval_combination(
+        vals[M_DECISION].ptr, vals[M_DECISION].len, vals[M_EXECUTION_MODE].ptr != NULL,
+        vals[M_APPROVAL_ID].ptr != NULL, vals[M_APPROVALS].ptr != NULL);
+    if (why != NULL) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "receipt fields: %s", why);
+    }
+    if (vals[M_APPROVALS].ptr != NULL) {
+        return check_approvals_text(&vals[M_APPROVALS], diag);
+    }
     return TG_OK;
 }
 
@@ -271,7 +391,9 @@ static tg_err_t write_unsigned(tg_buf_t *out, size_t pos[N_MEMBERS],
                 rc = tg_buf_puts(out, "{\"subject\":");
             }
         }
-        if (!rc) {
+        if (!rc && MEMBERS[i].kind == K_APPROVALS) {
+            rc = tg_buf_append(out, vals[i].ptr, vals[i].len); /* canonical, checked by gather */
+        } else if (!rc) {
             rc = tg_canon_string(out, vals[i].ptr, vals[i].len);
             if (!rc && MEMBERS[i].kind == K_PRINCIPAL) {
                 rc = tg_buf_putc(out, '}');
@@ -475,6 +597,14 @@ static tg_err_t check_shape(shape_t *sh, const json_t *obj, bool signed_form, tg
                                "member %s is null (absent fields are omitted, never null)",
                                m->name);
         }
+        if (m->kind == K_APPROVALS) {
+            const char *why = approvals_shape(v);
+            if (why != NULL) {
+                return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "member approvals %s", why);
+            }
+            sh->val[i] = ""; /* present; its value is the tree just checked */
+            continue;
+        }
         if (m->kind == K_PRINCIPAL) {
             tg_err_t prc = principal_shape(v, diag);
             if (prc != TG_OK) {
@@ -515,6 +645,12 @@ static tg_err_t check_shape(shape_t *sh, const json_t *obj, bool signed_form, tg
                           sh->val[M_EXECUTION_MODE] != NULL)) {
         return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
                            "member decision is SILENCE without executionMode observe");
+    }
+    const char *why = approval_combination(
+        sh->val[M_DECISION], sh->len[M_DECISION], sh->val[M_EXECUTION_MODE] != NULL,
+        sh->val[M_APPROVAL_ID] != NULL, sh->val[M_APPROVALS] != NULL);
+    if (why != NULL) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "%s", why);
     }
     if (signed_form) {
         (void)decode_sig(sh->sig, sh->val[M_AUTHORITY_SIGNATURE], sh->len[M_AUTHORITY_SIGNATURE]);
@@ -725,6 +861,15 @@ static tg_err_t check_wrapper(const json_t *wrapper, const shape_t *sh, tg_diag_
                                m->name, MEMBERS[r].name);
         }
     }
+    /* SPEC §11.2: a response that names an approval names its receipt's */
+    const json_t *aid = json_object_get(wrapper, "approval_id");
+    if (aid != NULL &&
+        (sh->val[M_APPROVAL_ID] == NULL || json_string_length(aid) != sh->len[M_APPROVAL_ID] ||
+         memcmp(json_string_value(aid), sh->val[M_APPROVAL_ID], sh->len[M_APPROVAL_ID]) != 0)) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                           "the response's approval_id is not its receipt's approvalId: the "
+                           "receipt is not this response's");
+    }
     return TG_OK;
 }
 
@@ -752,7 +897,8 @@ static tg_err_t verify_receipt(const tg_keyring_t *ring, const json_t *receipt,
         (void)snprintf(vd->expires_at, sizeof vd->expires_at, "%.*s", (int)sh.len[M_EXPIRES_AT],
                        exp != NULL ? exp : "");
         vd->observe = sh.val[M_EXECUTION_MODE] != NULL;
-        vd->permit = sh.len[M_DECISION] == 6 && memcmp(sh.val[M_DECISION], "PERMIT", 6) == 0;
+        vd->permit = decision_is(sh.val[M_DECISION], sh.len[M_DECISION], "PERMIT");
+        vd->escalate = decision_is(sh.val[M_DECISION], sh.len[M_DECISION], "ESCALATE");
     }
     TG_TRY(find_signer(&key, &by_anchor, ring, &sh, diag));
     if (vd != NULL) {
@@ -826,7 +972,13 @@ bool tg_receipt_authorizes(tg_err_t rc, const tg_receipt_verdict_t *v) {
 }
 
 const char *tg_receipt_verdict_reason(tg_err_t rc, const tg_receipt_verdict_t *v) {
-    return rc == TG_OK && v != NULL && v->observe ? "observe_mode" : tg_receipt_reason_code(rc);
+    if (rc == TG_OK && v != NULL && v->observe) {
+        return "observe_mode";
+    }
+    if (rc == TG_OK && v != NULL && v->escalate) {
+        return "pending_approval"; /* authentic evidence of an escalation, authorizes nothing */
+    }
+    return tg_receipt_reason_code(rc);
 }
 
 const char *tg_receipt_reason_code(tg_err_t e) {

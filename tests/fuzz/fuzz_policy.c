@@ -13,9 +13,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* One of the three verdicts, states in FSM order, PERMIT only with its reason. */
+/* One of the four verdicts, states in FSM order, PERMIT only with its reason, ESCALATE only
+ * from a rule (SPEC §11.2). */
 static void check_decision(const tg_decision_t *d) {
-    if ((d->verdict != TG_SILENCE && d->verdict != TG_PERMIT && d->verdict != TG_DENY) ||
+    if ((d->verdict != TG_SILENCE && d->verdict != TG_PERMIT && d->verdict != TG_DENY &&
+         d->verdict != TG_ESCALATE) ||
+        (d->verdict == TG_ESCALATE && (d->cause != TG_CAUSE_RULE || d->rule_id.ptr == NULL)) ||
         d->reason == NULL || d->cause >= TG_CAUSE__COUNT || d->n_states < 1 ||
         d->n_states > TG_STATE__COUNT ||
         (d->verdict == TG_PERMIT &&
@@ -67,6 +70,11 @@ static void decide_each_surface(const tg_policy_t *p, const tg_policy_t *p2) {
             tg_kernel_decide(&e, tg_policy_tables(p), &f);
             check_decision(&d);
             if (d.verdict != e.verdict || d.reason != e.reason) {
+                abort();
+            }
+            /* an ESCALATE always names a rule whose approval settings the policy holds */
+            if (d.verdict == TG_ESCALATE &&
+                tg_policy_rule_approval(p, f.surface, d.rule_id) == NULL) {
                 abort();
             }
             /* explain walks the same evaluation: its decision is the kernel's, and the rules

@@ -382,6 +382,85 @@ ac 410 "redeem an expired receipt" POST "/v1/receipts/$SHORT_EXEC/redeem" "${EXE
     --json-body "{\"request_hash\":\"$SHORT_RH\"}"
 tg_stop shortttl
 
+# ---- approvals (ESCALATE, SPEC §11.2) ------------------------------------------------------
+
+# The test policy plus deploy.prod, whose "api" service needs two release managers.
+python3 - "$TG_POLICY" "$TG_TMP/policy-appr.json" <<'PY2'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["surfaces"]["deploy.prod"] = {
+    "tier": 3, "required_context": {"service": "string"}, "default": "permit",
+    "rules": [{"id": "needs-two", "effect": "escalate", "reason": "TWO_PERSON_RULE",
+               "when": [{"field": "context.service", "op": "eq", "value": "api"}],
+               "approval": {"required": 2, "approvers": ["@release-managers"]}}]}
+json.dump(p, open(sys.argv[2], "w"))
+PY2
+cat >"$TG_TMP/tokens-appr.json" <<EOF
+[{"tenant": "acme", "token_sha256": "$(printf %s tok-ci | sha256sum | cut -c1-64)", "subject": "ci"},
+ {"tenant": "acme", "token_sha256": "$(printf %s tok-alice | sha256sum | cut -c1-64)",
+  "subject": "alice", "role": "approver", "groups": ["release-managers"]},
+ {"tenant": "acme", "token_sha256": "$(printf %s tok-bob | sha256sum | cut -c1-64)",
+  "subject": "bob", "role": "approver", "groups": ["release-managers"]},
+ {"tenant": "acme", "token_sha256": "$(printf %s tok-carol | sha256sum | cut -c1-64)",
+  "subject": "carol", "role": "approver", "groups": ["release-managers"]},
+ {"tenant": "acme", "token_sha256": "$(printf %s tok-eve | sha256sum | cut -c1-64)",
+  "subject": "eve", "role": "approver", "groups": ["auditors"]}]
+EOF
+tg_start appr TRIGGUARD_API_KEYS= -- --policy "$TG_TMP/policy-appr.json" --key "$TG_KEY" \
+    --ledger "$TG_TMP/ledger-appr" --tokens "$TG_TMP/tokens-appr.json" --log-format json --threads 2
+CI=(-H "Authorization: Bearer tok-ci")
+ALICE=(-H "Authorization: Bearer tok-alice")
+BOB=(-H "Authorization: Bearer tok-bob")
+CAROL=(-H "Authorization: Bearer tok-carol")
+EVE=(-H "Authorization: Bearer tok-eve")
+ESC='{"surface":"deploy.prod","action":"deploy","actor":"ci","context":{"service":"api"}'
+ac 200 "evaluate: ESCALATE" POST /v1/evaluate "${CI[@]}" --json-body "$ESC,\"idempotency_key\":\"ac-e1\"}"
+tg_jget AID 'j["approval_id"]'
+tg_jget AH 'j["request_hash"]'
+ac 200 "verify an ESCALATE response" POST /v1/verify --json-body "$(cat "$TG_BODY_FILE")"
+tg_expect_py 'j["valid"] is True and j["authorizes"] is False and j["reason"] == "pending_approval"' "pending_approval"
+ac 403 "execute: ESCALATE" POST /execute "${CI[@]}" --json-body "$ESC,\"idempotency_key\":\"ac-e2\"}"
+tg_expect_py 'j["decision"] == "ESCALATE"' "execute's 403 is the ESCALATE decision"
+ac 200 "list pending approvals" GET "/v1/approvals?status=pending" "${ALICE[@]}"
+ac 400 "list with an unknown status" GET "/v1/approvals?status=nope" "${ALICE[@]}"
+ac 401 "list without a token" GET "/v1/approvals?status=pending"
+ac 403 "list with a caller token" GET "/v1/approvals?status=pending" "${CI[@]}"
+ac 200 "get an approval" GET "/v1/approvals/$AID" "${CI[@]}"
+ac 404 "get an unknown approval" GET /v1/approvals/appr_00000000000000000000000000000000 "${CI[@]}"
+tg_expect_py 'j["error"] == "approval_not_found"' "approval_not_found"
+ac 401 "get without a token" GET "/v1/approvals/$AID"
+RV="{\"request_hash\":\"$AH\"}"
+ac 401 "approve without a token" POST "/v1/approvals/$AID/approve" --json-body "$RV"
+ac 403 "approve with a caller token" POST "/v1/approvals/$AID/approve" "${CI[@]}" --json-body "$RV"
+ac 403 "approve by an approver the rule does not list" POST "/v1/approvals/$AID/approve" "${EVE[@]}" --json-body "$RV"
+tg_expect_py 'j["error"] == "not_an_approver"' "not_an_approver"
+ac 404 "approve an unknown approval" POST /v1/approvals/appr_00000000000000000000000000000000/approve "${ALICE[@]}" --json-body "$RV"
+ac 400 "approve with an unknown member" POST "/v1/approvals/$AID/approve" "${ALICE[@]}" --json-body "{\"request_hash\":\"$AH\",\"x\":1}"
+ac 415 "approve with text/plain" POST "/v1/approvals/$AID/approve" "${ALICE[@]}" -H "Content-Type: text/plain" --data-binary "$RV"
+ac 422 "approve another request" POST "/v1/approvals/$AID/approve" "${ALICE[@]}" --json-body "{\"request_hash\":\"$(printf '%064d' 0)\"}"
+ac 405 "GET the approve route" GET "/v1/approvals/$AID/approve" "${ALICE[@]}"
+ac 200 "approve" POST "/v1/approvals/$AID/approve" "${ALICE[@]}" --json-body "{\"request_hash\":\"$AH\",\"comment\":\"ok\"}"
+ac 409 "approve twice" POST "/v1/approvals/$AID/approve" "${ALICE[@]}" --json-body "$RV"
+tg_expect_py 'j["error"] == "already_reviewed"' "already_reviewed"
+ac 200 "the second approval" POST "/v1/approvals/$AID/approve" "${BOB[@]}" --json-body "$RV"
+tg_expect_py 'j["status"] == "approved"' "approved"
+ac 409 "deny an approved approval" POST "/v1/approvals/$AID/deny" "${CAROL[@]}" --json-body "$RV"
+tg_expect_py 'j["error"] == "approval_closed"' "approval_closed"
+ac 422 "resume with the approval of another request" POST /v1/evaluate "${CI[@]}" \
+    --json-body "{\"surface\":\"deploy.prod\",\"action\":\"deploy\",\"actor\":\"ci\",\"context\":{\"service\":\"api\",\"x\":1},\"approval_id\":\"$AID\"}"
+ac 200 "resume: PERMIT" POST /execute "${CI[@]}" --json-body "$ESC,\"idempotency_key\":\"ac-r1\",\"approval_id\":\"$AID\"}"
+tg_expect_py 'j["decision"] == "PERMIT" and j["receipt"]["approvalId"] == j["approval_id"]' "the resumed PERMIT"
+ac 409 "resume again" POST /v1/evaluate "${CI[@]}" --json-body "$ESC,\"idempotency_key\":\"ac-r2\",\"approval_id\":\"$AID\"}"
+tg_expect_py 'j["error"] == "approval_consumed"' "approval_consumed"
+ac 200 "ESCALATE for a deny" POST /v1/evaluate "${CI[@]}" \
+    --json-body '{"surface":"deploy.prod","action":"deploy","actor":"ci","context":{"service":"api","v":2}}'
+tg_jget AID2 'j["approval_id"]'
+tg_jget AH2 'j["request_hash"]'
+ac 200 "deny" POST "/v1/approvals/$AID2/deny" "${CAROL[@]}" --json-body "{\"request_hash\":\"$AH2\"}"
+tg_expect_py 'j["status"] == "denied"' "denied"
+ac 200 "list denied approvals" GET "/v1/approvals?status=denied&limit=1" "${ALICE[@]}"
+tg_stop appr
+
 # ---- no signing key, a tiny idempotency table: 503s -------------------------------------
 
 tg_start nokey -- --policy "$TG_POLICY" --ledger "$TG_TMP/ledger-nokey" --store-max-entries 16 \

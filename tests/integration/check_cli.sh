@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check_cli.sh — `trigguard check` exit codes 0/3/4/2, decision JSON, signed receipts, and
+# check_cli.sh — `trigguard check` exit codes 0/3/4/5/2, decision JSON, signed receipts, and
 # `trigguard policy check`.
 set -euo pipefail
 
@@ -43,6 +43,8 @@ req permit '{"surface":"payments.charge","action":"transfer_funds","actor":"agen
 req deny '{"surface":"payments.charge","actor":"agent.billing",
  "context":{"amount":20000,"currency":"USD"},"signals":{"riskScore":0.2}}'
 req silence '{"surface":"payments.charge","actor":"agent.billing","context":{"currency":"USD"}}'
+req escalate '{"surface":"prod.deploy","action":"deploy","actor":"ci.deployer",
+ "context":{"service":"api","environment":"production"}}'
 req tool '{"tool":"stripe.charge","args":{"amount":100,"currency":"EUR"},"intent_id":"i-1",
  "actor":"agent.billing"}'
 req unknown '{"surface":"payments.chargeback","context":{"amount":1}}'
@@ -59,12 +61,20 @@ if run 0 "permit" check --policy "$policy" "$tmp/permit.json"; then
     json_is '.request_hash == "f002da74746f7ad6586ea3aca600e28e570755f6803107e9272fea9df51cca20"' \
         "request hash (normalized canonical request, known answer)"
     json_is '.execution_id | test("^exec_[0-9a-f]{32}$")' "execution id"
-    json_is '.policy_version == "2026-12-04.1" and (has("receipt") | not)' "no receipt without --key"
+    json_is '.policy_version == "2026-12-04.2" and (has("receipt") | not)' "no receipt without --key"
     json_is '.trace.states == ["RECEIVED","VALIDATED","CLASSIFIED","SIGNALS_EVALUATED","RULES_EVALUATED"]' \
         "trace states"
     json_is '.trace.rule == "billing-agent-within-limit" and .trace.decided_by == "rule"' \
         "trace rule"
     cp "$tmp/out" "$tmp/permit.out"
+fi
+# ESCALATE (SPEC §11.2): exit 5, PENDING_APPROVAL, the escalate rule named; --explain shows it
+if run 5 "escalate" check --policy "$policy" --explain "$tmp/escalate.json"; then
+    json_is '.decision == "ESCALATE" and .enforcement == "PENDING_APPROVAL"' "escalate decision"
+    json_is '.reason_code == "TWO_PERSON_RULE" and .trace.rule == "production-needs-two-approvals"' \
+        "escalate reason and rule"
+    json_is '[.explain.rules[] | select(.effect == "escalate" and .matched)] | length == 1' \
+        "explain shows the escalate rule that held"
 fi
 # the same request twice: identical execution id (idempotency key) and hash
 if run 0 "permit again" check --policy "$policy" "$tmp/permit.json"; then
@@ -136,6 +146,9 @@ if "$TG_BIN" keygen --out "$tmp/key.pem" --key-id check-key-1 >/dev/null 2>"$tmp
     if run 4 "silence with key" check --policy "$policy" --key "$tmp/key.pem" "$tmp/silence.json"; then
         json_is 'has("receipt") | not' "SILENCE never carries a receipt"
     fi
+    if run 5 "escalate with key" check --policy "$policy" --key "$tmp/key.pem" "$tmp/escalate.json"; then
+        json_is 'has("receipt") | not' "check opens no approval, so an ESCALATE has no receipt"
+    fi
     chmod 0644 "$tmp/key.pem"
     bad "group-readable key" 'key' check --policy "$policy" --key "$tmp/key.pem" "$tmp/permit.json"
 else
@@ -146,7 +159,7 @@ fi
 if run 0 "policy check" policy check "$policy"; then
     checks=$((checks + 1))
     [ "$(wc -l <"$tmp/out")" -eq 1 ] || fail "policy check: not one line: $(cat "$tmp/out")"
-    grep -Eq '^policy ok: version 2026-12-04\.1, authority trigguard-local, hash [0-9a-f]{64}, 11 surfaces, [0-9]+ rules, [0-9]+ signals, [0-9]+ tools$' \
+    grep -Eq '^policy ok: version 2026-12-04\.2, authority trigguard-local, hash [0-9a-f]{64}, 12 surfaces, [0-9]+ rules, [0-9]+ signals, [0-9]+ tools$' \
         "$tmp/out" || fail "policy check summary: $(cat "$tmp/out")"
 fi
 # the hash it prints is SHA-256 of the canonical bundle (trigguard canon --sha256 agrees)

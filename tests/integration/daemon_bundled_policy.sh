@@ -13,7 +13,7 @@ tg_keygen
 tg_start main -- --policy "$BUNDLED" --key "$TG_KEY" --ledger "$TG_TMP/ledger-main" --threads 2
 
 tg_req GET /protocol/capabilities
-tg_expect_py "{s['name']: s['tier'] for s in j['surfaces']} == {'deploy.release': 1, 'infra.apply': 1, 'database.migrate': 1, 'secrets.access': 1, 'artifact.publish': 1, 'data.export': 2, 'payments.charge': 1, 'payments.refund': 1, 'identity.role_grant': 1, 'model.publish': 1, 'example': 3}" \
+tg_expect_py "{s['name']: s['tier'] for s in j['surfaces']} == {'deploy.release': 1, 'infra.apply': 1, 'database.migrate': 1, 'secrets.access': 1, 'artifact.publish': 1, 'data.export': 2, 'payments.charge': 1, 'payments.refund': 1, 'identity.role_grant': 1, 'model.publish': 1, 'prod.deploy': 2, 'example': 3}" \
     "the bundled policy serves the SPEC §8 surface registry with its tiers"
 
 SPEND='{"surface":"payments.charge","action":"transfer_funds","actor":"agent.billing","context":{"amount":2500,"currency":"USD"},"signals":{"riskScore":0.12,"rsdSpike":false},"idempotency_key":"tx_9921"}'

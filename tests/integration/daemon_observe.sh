@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # daemon_observe.sh — observe (shadow) mode, SPEC §11.1, against the real daemon: the matrix
 # surface mode {enforce, observe} x request {none, observe, report} x token allowed to
-# observe {yes, no} x kernel outcome {PERMIT, DENY, SILENCE}, on /v1/evaluate and /execute
+# observe {yes, no} x kernel outcome {PERMIT, DENY, SILENCE, ESCALATE}, on /v1/evaluate and
+# /execute
 # (status, effective decision, receipt decision and executionMode, what /v1/verify says,
 # the stored receipt); a refusal (403 observe_not_allowed) consumes nothing; replays rebuild
 # the same bytes, also after a restart; the metrics by mode and would-decisions; an
@@ -23,12 +24,18 @@ cat >"$TOKENS" <<EOT
 ]
 EOT
 chmod 600 "$TOKENS"
-# The test policy, plus payments.observed (payments.charge in observe mode) and an
-# Action-shaped surface (deploy.production: only main may deploy).
+# The test policy with an escalate rule (SPEC §11.2: a low-risk transfer over 5000 needs an
+# approval; the high-risk deny still wins above 10000), plus payments.observed
+# (payments.charge in observe mode) and an Action-shaped surface (deploy.production: only
+# main may deploy).
 POLICY=$TG_TMP/policy.json
 python3 - "$TG_POLICY" "$POLICY" <<'PY'
 import copy, json, sys
 p = json.load(open(sys.argv[1]))
+p["surfaces"]["payments.charge"]["rules"].append(
+    {"id": "large-transfer", "effect": "escalate", "reason": "LARGE_TRANSFER",
+     "when": [{"field": "context.amount", "op": "gt", "value": 5000}],
+     "approval": {"approvers": ["@treasury"]}})
 s = copy.deepcopy(p["surfaces"]["payments.charge"])
 s["mode"] = "observe"
 p["surfaces"]["payments.observed"] = s
@@ -47,7 +54,7 @@ tg_fetch_keys "$TG_TMP/keys.json"
 # ---- the matrix (one python client; it prints one line per failed check) ---------------
 
 python3 - "$TG_URL" "$TG_TMP/keys.json" >"$TG_TMP/matrix.out" 2>&1 <<'PY'
-import base64, http.client, json, sys, urllib.parse
+import base64, http.client, json, re, sys, urllib.parse
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 url, keys_path = sys.argv[1], sys.argv[2]
 u = urllib.parse.urlparse(url)
@@ -73,7 +80,10 @@ REQ = {
              "context": {"amount": 20000, "currency": "USD"}, "signals": {"riskScore": 0.2}},
     "SILENCE": {"action": "transfer_funds", "actor": "agent.billing",
                 "context": {"currency": "USD"}},
+    "ESCALATE": {"action": "transfer_funds", "actor": "agent.billing",
+                 "context": {"amount": 7000, "currency": "USD"}, "signals": {"riskScore": 0.05}},
 }
+APPR = re.compile(r"appr_[0-9a-f]{32}")
 n = 0
 for surface, smode in (("payments.charge", "enforce"), ("payments.observed", "observe")):
     for rmode in (None, "observe", "report"):
@@ -108,6 +118,10 @@ for surface, smode in (("payments.charge", "enforce"), ("payments.observed", "ob
                               and r["executionMode"] == "observe"
                               and r["reasonCode"] == j["would_reason_code"],
                               label + ": signed receipt with the true decision: %s" % r)
+                        # an observed ESCALATE opens no approval (SPEC §11.2)
+                        check("approval_id" not in j and "approval" not in j
+                              and (r is None or "approvalId" not in r),
+                              label + ": no approval in observe mode: %s" % j)
                     else:
                         want = 200 if route == "/v1/evaluate" or kernel == "PERMIT" else 403
                         check(st == want, label + ": status %s, got %s" % (want, st))
@@ -116,6 +130,15 @@ for surface, smode in (("payments.charge", "enforce"), ("payments.observed", "ob
                         r = j.get("receipt")
                         check((r is None) == (kernel == "SILENCE"), label + ": receipt iff not SILENCE")
                         check(r is None or "executionMode" not in r, label + ": no executionMode")
+                        if kernel == "ESCALATE":
+                            check(j["enforcement"] == "PENDING_APPROVAL"
+                                  and APPR.fullmatch(j.get("approval_id", "")) is not None
+                                  and j.get("approval", {}).get("status") == "pending"
+                                  and r["approvalId"] == j["approval_id"],
+                                  label + ": ESCALATE opens an approval: %s" % j)
+                        else:
+                            check("approval_id" not in j and "approvalId" not in (r or {}),
+                                  label + ": no approval: %s" % j)
                     if r is None:
                         continue
                     # the signature over the hex-decoded receiptHash, with keys.json
@@ -132,7 +155,8 @@ for surface, smode in (("payments.charge", "enforce"), ("payments.observed", "ob
                     st, v = post("/v1/verify", j, "none")
                     want_auth = (not observe) and kernel == "PERMIT"
                     check(st == 200 and v["valid"] is True and v["authorizes"] is want_auth
-                          and v["reason"] == ("observe_mode" if observe else "valid"),
+                          and v["reason"] == ("observe_mode" if observe else
+                                              "pending_approval" if kernel == "ESCALATE" else "valid"),
                           label + ": /v1/verify of the response: %s" % v)
                     st, v = post("/protocol/verify-receipt", r, "none")
                     check(st == 200 and v["valid"] is True and v["authorizes"] is want_auth,

@@ -29,7 +29,7 @@ tg_expect_py "j['engine'] == 'trigguard/0.1.0' and j['protocol'] == 'trigguard/v
 
 tg_req GET /protocol/capabilities
 tg_expect_status 200 "GET /protocol/capabilities"
-tg_expect_py "j['protocol'] == 'trigguard/v1' and j['decisions'] == ['PERMIT','DENY','SILENCE'] and j['algorithms']['signature'] == 'Ed25519' and sorted(s['name'] for s in j['surfaces']) == ['deploy.release','example','payments.charge'] and {s['name']: s['tier'] for s in j['surfaces']}['example'] == 3 and all(e in j['endpoints'] for e in ['POST /v1/evaluate','POST /execute','POST /decide','POST /v1/verify','POST /verify-receipt','POST /protocol/verify-receipt','GET /.well-known/trigguard/keys.json','GET /metrics'])" \
+tg_expect_py "j['protocol'] == 'trigguard/v1' and j['decisions'] == ['PERMIT','DENY','SILENCE','ESCALATE'] and j['algorithms']['signature'] == 'Ed25519' and sorted(s['name'] for s in j['surfaces']) == ['deploy.release','example','payments.charge'] and {s['name']: s['tier'] for s in j['surfaces']}['example'] == 3 and all(e in j['endpoints'] for e in ['POST /v1/evaluate','POST /execute','POST /decide','POST /v1/verify','POST /verify-receipt','POST /protocol/verify-receipt','GET /.well-known/trigguard/keys.json','GET /metrics','GET /v1/approvals','POST /v1/approvals/{id}/approve'])" \
     "capabilities: surfaces of the loaded policy, decisions, algorithms, endpoints"
 
 tg_req GET /.well-known/trigguard/keys.json

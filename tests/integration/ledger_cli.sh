@@ -304,6 +304,14 @@ contains "FIFO segment (append)" "not a readable regular file"
 run "verify refuses a FIFO segment without waiting for a writer" 2 timeout 20 "$BIN" ledger verify S
 contains "FIFO segment (verify)" "not a regular file"
 
+# an ESCALATE receipt (SPEC §11.2) is a receipt record like PERMIT and DENY
+sed -e 's/"decision":"PERMIT"/"decision":"ESCALATE","approvalId":"appr_0123456789abcdef0123456789abcdef"/' \
+    -e 's/NO_POLICY_VIOLATION/APPROVAL_REQUIRED/' body1.json >body-esc.json
+"$BIN" receipt sign --key k.pem <body-esc.json >r-esc.json || fail "sign an ESCALATE receipt"
+run "append an ESCALATE receipt" 0 "$BIN" ledger append E r-esc.json r2.json
+run "verify a ledger with an ESCALATE receipt" 0 "$BIN" ledger verify E --keys keys.json
+contains "verify ESCALATE" "signatures: 2 verified"
+
 if [ "$FAILS" -ne 0 ]; then
     echo "$FAILS check(s) failed"
     exit 1

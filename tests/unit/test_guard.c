@@ -329,7 +329,7 @@ static void test_principals_ok(void **state) {
         "\"actors\":[\"ci.release-bot\",\"ci.other\"],\"surfaces\":[\"deploy.release\"],"
         "\"role\":\"admin\",\"observe\":false},"
         "{\"tenant\":\"beta\",\"token_sha256\":\"%s\",\"subject\":\"%s\",\"role\":\"approver\","
-        "\"observe\":true},"
+        "\"observe\":true,\"groups\":[\"release-managers\",\"sre\"]},"
         "{\"token_sha256\":\"%s\",\"role\":\"executor\",\"tenant\":\"acme\","
         "\"actors\":[\"b\\u00e9t\"]}]",
         ha, hb, hc, sub128, hd);
@@ -382,7 +382,15 @@ static void test_principals_ok(void **state) {
     assert_int_equal(p->role, TG_ROLE_APPROVER);
     assert_true(p->observe); /* SPEC §11.1: the token may ask for observe mode */
     assert_string_equal(p->subject.ptr, sub128);
+    /* SPEC §11.2: an approver's groups, which "@group" approvers entries name */
+    assert_int_equal(p->groups_count, 2);
+    assert_string_equal(p->groups[0].ptr, "release-managers");
+    assert_string_equal(p->groups[1].ptr, "sre");
+    assert_null(p->actors);
+    assert_null(p->surfaces);
     p = auth_p(t, "tok-exec");
+    assert_null(p->groups); /* no "groups": none */
+    assert_int_equal(p->groups_count, 0);
     assert_int_equal(p->role, TG_ROLE_EXECUTOR);
     assert_int_equal(p->actors_count, 1);
     assert_string_equal(p->actors[0].ptr, "b\xc3\xa9t"); /* UTF-8, as policy names may be */
@@ -508,6 +516,12 @@ static void test_principals_errors(void **state) {
         {"\"surfaces\":[\"a\",\"a\"]", "[0].surfaces: \"a\" is listed twice"},
         {"\"surfaces\":[null]", "[0].surfaces[0]"},
         {"\"surfaces\":[\"a\\nb\"]", "[0].surfaces[0]"},
+        {"\"groups\":[]", "[0].groups: expected an array"},
+        {"\"groups\":\"sre\"", "[0].groups: expected an array"},
+        {"\"groups\":[\"sre\",\"sre\"]", "[0].groups: \"sre\" is listed twice"},
+        {"\"groups\":[\"@sre\"]", "[0].groups[0]: expected 1..128 chars"},
+        {"\"groups\":[\"s re\"]", "[0].groups[0]: expected 1..128 chars"},
+        {"\"groups\":[7]", "[0].groups[0]"},
         {"\"comment\":\"x\"", "[0]: unknown member \"comment\""},
         {"\"Subject\":\"x\"", "[0]: unknown member \"Subject\""},
         {"\"subject\":\"x\",\"subject\":\"y\"", "tokens.json"}, /* duplicate member */

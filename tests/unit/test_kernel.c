@@ -946,11 +946,185 @@ static void test_limits_and_explain(void **state) {
     tg_kernel_explain(NULL, NULL, NULL, NULL, NULL); /* NULL-safe */
 }
 
+/* ---- ESCALATE (SPEC §11.2): deny > escalate > permit, in every order ------------------ */
+
+typedef struct esc_log {
+    int n;
+    int held[8], evaluated[8];
+    int limits_evaluated;
+} esc_log_t;
+
+static void esc_record(void *ud, const tg_explain_step_t *st) {
+    esc_log_t *x = ud;
+    if (st->kind == TG_EXPLAIN_RULE && x->n < 8) {
+        x->held[x->n] = st->held;
+        x->evaluated[x->n] = st->evaluated;
+        x->n++;
+    } else if (st->kind == TG_EXPLAIN_LIMIT) {
+        x->limits_evaluated += st->evaluated;
+    }
+}
+
+static void test_escalate_precedence(void **state) {
+    (void)state;
+    /* Five rules: a deny, two escalates, two permits; rule k holds when context field k is
+     * true. Every order of the five and every set of holding rules is decided and compared
+     * with the rule as SPEC §11.2 states it. A count limit (max 0) would deny any PERMIT that
+     * reaches it: an ESCALATE must never reach the limits. */
+    static const tg_sv_t fields[] = {{"d", 1}, {"e1", 2}, {"e2", 2}, {"p1", 2}, {"p2", 2}};
+    static tg_cond_t conds[5];
+    static const struct {
+        const char *id, *reason;
+        tg_effect_t effect;
+    } defs[5] = {{"d", "NO_WAY", TG_EFFECT_DENY},
+                 {"e1", "APPROVAL_REQUIRED", TG_EFFECT_ESCALATE},
+                 {"e2", "TWO_PERSON", TG_EFFECT_ESCALATE},
+                 {"p1", "NO_POLICY_VIOLATION", TG_EFFECT_PERMIT},
+                 {"p2", "NO_POLICY_VIOLATION", TG_EFFECT_PERMIT}};
+    for (uint32_t k = 0; k < 5; k++) {
+        conds[k] = (tg_cond_t){.src = TG_SRC_CONTEXT,
+                               .op = TG_OP_EQ,
+                               .id = k,
+                               .value = {.type = TG_VT_BOOL, .boolean = 1},
+                               .field = fields[k]};
+    }
+    static const tg_limit_t limits[] = {
+        {{"none", 4}, "COUNT_LIMIT_EXCEEDED", 0, 0, TG_LIMIT_COUNT}};
+    static const uint32_t surface_limits[] = {0};
+    tg_rule_t rules[5];
+    tg_surface_t s;
+    memset(&s, 0, sizeof s);
+    s.name = (tg_sv_t){"deploy", 6};
+    s.rules = rules;
+    s.n_rules = 5;
+    s.tier = 2;
+    s.default_effect = TG_EFFECT_DENY;
+    s.limits = surface_limits;
+    s.n_limits = 1;
+    tg_kernel_tables_t t;
+    memset(&t, 0, sizeof t);
+    memset(t.policy_hash, 3, sizeof t.policy_hash);
+    t.surfaces = &s;
+    t.n_surfaces = 1;
+    t.fields = fields;
+    t.n_fields = 5;
+    t.limits = limits;
+    t.n_limits = 1;
+    tg_frame_t f;
+    memset(&f, 0, sizeof f);
+    memcpy(f.policy_hash, t.policy_hash, sizeof f.policy_hash);
+    f.n_limits = 1;
+    f.limits[0] = (tg_frame_slot_t){0, {.type = TG_VT_NUMBER, .num = 0}};
+    f.n_context = 5;
+
+    int perm[5] = {0, 1, 2, 3, 4};
+    int orders = 0, escalates = 0;
+    for (;;) {
+        for (int i = 0; i < 5; i++) {
+            rules[i] = (tg_rule_t){{defs[perm[i]].id, (uint32_t)strlen(defs[perm[i]].id)},
+                                   defs[perm[i]].reason,
+                                   &conds[perm[i]],
+                                   1,
+                                   defs[perm[i]].effect};
+        }
+        for (unsigned set = 0; set < 32; set++) {
+            for (uint32_t k = 0; k < 5; k++) {
+                f.context[k] = (tg_frame_slot_t){
+                    k, {.type = TG_VT_BOOL, .boolean = (uint8_t)((set >> k) & 1u)}};
+            }
+            /* The rule as stated: a rule is evaluated unless a deny matched before it, or
+             * it is an escalate after a matching escalate, or a permit after a matching
+             * escalate or permit; the first matching deny, else escalate, else permit. */
+            int deny = -1, esc = -1, permit = -1, evaluated = 0;
+            int want_eval[5];
+            for (int i = 0; i < 5; i++) {
+                tg_effect_t e = defs[perm[i]].effect;
+                int ev = deny < 0 && !(e == TG_EFFECT_ESCALATE && esc >= 0) &&
+                         !(e == TG_EFFECT_PERMIT && (esc >= 0 || permit >= 0));
+                want_eval[i] = ev;
+                evaluated += ev;
+                if (ev && ((set >> perm[i]) & 1u)) {
+                    int *slot = e == TG_EFFECT_DENY       ? &deny
+                                : e == TG_EFFECT_ESCALATE ? &esc
+                                                          : &permit;
+                    *slot = *slot < 0 ? i : *slot;
+                }
+            }
+            tg_decision_t d;
+            tg_kernel_decide(&d, &t, &f);
+            if (deny >= 0) {
+                assert_int_equal(d.verdict, TG_DENY);
+                assert_string_equal(d.reason, "NO_WAY");
+                assert_true(sv_eq_str(d.rule_id, "d"));
+            } else if (esc >= 0) {
+                escalates++;
+                assert_int_equal(d.verdict, TG_ESCALATE);
+                assert_int_equal(d.cause, TG_CAUSE_RULE);
+                assert_true(sv_eq_str(d.rule_id, defs[perm[esc]].id));
+                assert_string_equal(d.reason, defs[perm[esc]].reason);
+                assert_int_equal(d.states[d.n_states - 1], TG_STATE_RULES_EVALUATED);
+            } else if (permit >= 0) {
+                /* a PERMIT goes on to the limits, whose max 0 denies it */
+                assert_int_equal(d.verdict, TG_DENY);
+                assert_int_equal(d.cause, TG_CAUSE_LIMIT);
+            } else {
+                assert_int_equal(d.verdict, TG_DENY);
+                assert_int_equal(d.cause, TG_CAUSE_DEFAULT);
+            }
+            assert_int_equal(d.rules_evaluated, evaluated);
+            esc_log_t x;
+            memset(&x, 0, sizeof x);
+            tg_decision_t e;
+            tg_kernel_explain(&e, &t, &f, esc_record, &x);
+            assert_true(same_decision(&d, &e));
+            assert_int_equal(x.n, 5);
+            for (int i = 0; i < 5; i++) {
+                assert_int_equal(x.held[i], (set >> perm[i]) & 1u);
+                assert_int_equal(x.evaluated[i], want_eval[i]);
+            }
+            assert_int_equal(x.limits_evaluated, deny < 0 && esc < 0 && permit >= 0);
+        }
+        orders++;
+        /* next permutation (lexicographic) */
+        int i = 3;
+        while (i >= 0 && perm[i] > perm[i + 1]) {
+            i--;
+        }
+        if (i < 0) {
+            break;
+        }
+        int j = 4;
+        while (perm[j] < perm[i]) {
+            j--;
+        }
+        int tmp = perm[i];
+        perm[i] = perm[j];
+        perm[j] = tmp;
+        for (int a = i + 1, b = 4; a < b; a++, b--) {
+            tmp = perm[a];
+            perm[a] = perm[b];
+            perm[b] = tmp;
+        }
+    }
+    assert_int_equal(orders, 120);
+    assert_true(escalates > 0);
+
+    /* An effect the kernel does not know never permits: a corrupt table is a SILENCE. */
+    rules[0] = (tg_rule_t){{"x", 1}, "NO_POLICY_VIOLATION", NULL, 0, (tg_effect_t)7};
+    s.n_rules = 1;
+    tg_decision_t d;
+    tg_kernel_decide(&d, &t, &f);
+    assert_int_equal(d.verdict, TG_SILENCE);
+    assert_string_equal(d.reason, "INVALID_FRAME");
+    assert_int_equal(d.cause, TG_CAUSE_FRAME);
+}
+
 static void test_names(void **state) {
     (void)state;
     assert_string_equal(tg_verdict_name(TG_PERMIT), "PERMIT");
     assert_string_equal(tg_verdict_name(TG_DENY), "DENY");
     assert_string_equal(tg_verdict_name(TG_SILENCE), "SILENCE");
+    assert_string_equal(tg_verdict_name(TG_ESCALATE), "ESCALATE");
     assert_string_equal(tg_verdict_name((tg_verdict_t)77), "SILENCE");
     static const char *const states[] = {"RECEIVED", "VALIDATED", "CLASSIFIED", "SIGNALS_EVALUATED",
                                          "RULES_EVALUATED"};
@@ -970,10 +1144,12 @@ static void test_reason_codes(void **state) {
     (void)state;
     /* The texts are the protocol: they travel in every decision, receipt and ledger record. */
     static const char *const texts[TG_REASON__COUNT] = {
-        "NO_POLICY_VIOLATION", "NO_MATCHING_POLICY",   "POLICY_DENY",     "RISK_THRESHOLD_EXCEEDED",
-        "SURFACE_FROZEN",      "ACTOR_NOT_AUTHORIZED", "MISSING_CONTEXT", "UNKNOWN_SIGNAL",
-        "INVALID_SIGNAL",      "MISSING_SIGNAL",       "POLICY_MISMATCH", "INVALID_FRAME",
-        "APPROVAL_REQUIRED",   "APPROVAL_DENIED",      "APPROVAL_EXPIRED", "INTERNAL_ERROR"};
+        "NO_POLICY_VIOLATION",     "NO_MATCHING_POLICY", "POLICY_DENY",
+        "RISK_THRESHOLD_EXCEEDED", "SURFACE_FROZEN",     "ACTOR_NOT_AUTHORIZED",
+        "MISSING_CONTEXT",         "UNKNOWN_SIGNAL",     "INVALID_SIGNAL",
+        "MISSING_SIGNAL",          "POLICY_MISMATCH",    "INVALID_FRAME",
+        "APPROVAL_REQUIRED",       "APPROVAL_DENIED",    "APPROVAL_EXPIRED",
+        "INTERNAL_ERROR"};
     for (int i = 0; i < TG_REASON__COUNT; i++) {
         const char *code = tg_reason_code((tg_reason_t)i);
         assert_string_equal(code, texts[i]);
@@ -1018,6 +1194,7 @@ int main(void) {
         cmocka_unit_test(test_frame_guards),
         cmocka_unit_test(test_principal_facts),
         cmocka_unit_test(test_limits_and_explain),
+        cmocka_unit_test(test_escalate_precedence),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_reason_codes),
     };

@@ -82,8 +82,9 @@ static void test_surface_names_out_of_bounds(void **state) {
     tg_metrics_decision(m, longname, TG_METRICS_SURFACE_NAME_MAX, 1);     /* at the limit: kept */
     tg_metrics_decision(m, "", 0, 2);                                     /* empty: other */
     tg_metrics_decision(m, NULL, 3, 2);                                   /* none: other */
-    tg_metrics_decision(m, "s", 1, 3);                                    /* no such outcome */
+    tg_metrics_decision(m, "s", 1, TG_METRICS_OUTCOMES);                  /* no such outcome */
     tg_metrics_decision(m, "s", 1, -1);
+    tg_metrics_decision(m, "e", 1, 3); /* ESCALATE (SPEC §11.2), the fourth outcome */
     tg_buf_t b;
     char *t = render(m, &b);
     assert_int_equal(sample(t, "trigguard_decisions_total{decision=\"DENY\",surface=\"other\"}"),
@@ -95,6 +96,8 @@ static void test_surface_names_out_of_bounds(void **state) {
              TG_METRICS_SURFACE_NAME_MAX, longname);
     assert_int_equal(sample(t, series), 1);
     assert_null(strstr(t, "surface=\"s\"")); /* the bad outcomes counted nothing */
+    assert_int_equal(sample(t, "trigguard_decisions_total{decision=\"ESCALATE\",surface=\"e\"}"),
+                     1);
     tg_buf_free(&b);
     free(m);
 }

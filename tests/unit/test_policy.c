@@ -12,8 +12,10 @@
 #include <cmocka.h>
 #include <sodium.h>
 
+#include "trigguard/approval.h"
 #include "trigguard/canon.h"
 #include "trigguard/kernel.h"
+#include "trigguard/kernel_tables.h"
 #include "trigguard/policy.h"
 
 #include "support/fail_alloc.h"
@@ -246,15 +248,74 @@ static void test_rule_errors(void **state) {
     } cases[] = {
         {"{}", "surfaces.x.rules: must be an array of rules, not an object"},
         {"[1]", "surfaces.x.rules[0]: rule must be an object, not a number"},
-        {"[{'effect':'deny','if':[]}]", "surfaces.x.rules[0].if: unknown member (expected id, "
-                                        "effect, reason, when, description, unconditional)"},
+        {"[{'effect':'deny','if':[]}]",
+         "surfaces.x.rules[0].if: unknown member (expected id, effect, reason, when, "
+         "description, unconditional, approval)"},
         {"[{'id':5,'effect':'deny'}]", "surfaces.x.rules[0].id: must be a string, not a number"},
         {"[{'id':'','effect':'deny'}]", "surfaces.x.rules[0].id: rule id must not be empty"},
         {"[{'id':'r','effect':'deny'},{'id':'r','effect':'permit'}]",
          "surfaces.x.rules[1].id: duplicate rule id \"r\""},
         {"[{'id':'r'}]",
-         "surfaces.x.rules[0].effect: required member missing (\"permit\" or \"deny\")"},
-        {"[{'effect':'allow'}]", "surfaces.x.rules[0].effect: must be \"permit\" or \"deny\""},
+         "surfaces.x.rules[0].effect: required member missing (\"permit\", \"deny\" or "
+         "\"escalate\")"},
+        {"[{'effect':'allow'}]",
+         "surfaces.x.rules[0].effect: must be \"permit\", \"deny\" or \"escalate\""},
+        /* escalate rules and their approval (SPEC §11.2) */
+        {"[{'effect':'escalate'}]",
+         "surfaces.x.rules[0]: an escalate rule needs \"approval\": {\"approvers\": [...]}"},
+        {"[{'effect':'permit','approval':{'approvers':['a']}}]",
+         "surfaces.x.rules[0].approval: only an escalate rule has an approval"},
+        {"[{'effect':'deny','approval':{'approvers':['a']}}]",
+         "surfaces.x.rules[0].approval: only an escalate rule has an approval"},
+        {"[{'effect':'escalate','approval':[]}]",
+         "surfaces.x.rules[0].approval: must be an object, not an array"},
+        {"[{'effect':'escalate','approval':{'approvers':['a'],'quorum':1}}]",
+         "surfaces.x.rules[0].approval.quorum: unknown member (expected required, approvers, "
+         "ttl_s, consume_within_s)"},
+        {"[{'effect':'escalate','approval':{}}]",
+         "surfaces.x.rules[0].approval.approvers: required member missing (an array of "
+         "\"@group\" or subject entries)"},
+        {"[{'effect':'escalate','approval':{'approvers':'a'}}]",
+         "surfaces.x.rules[0].approval.approvers: must be an array of \"@group\" or subject "
+         "entries, not a string"},
+        {"[{'effect':'escalate','approval':{'approvers':[]}}]",
+         "surfaces.x.rules[0].approval.approvers: 0 entries (1..16)"},
+        {"[{'effect':'escalate','approval':{'approvers':['a','b','c','d','e','f','g','h','i',"
+         "'j','k','l','m','n','o','p','q']}}]",
+         "surfaces.x.rules[0].approval.approvers: 17 entries (1..16)"},
+        {"[{'effect':'escalate','approval':{'approvers':['a',1]}}]",
+         "surfaces.x.rules[0].approval.approvers[1]: must be a string, not a number"},
+        {"[{'effect':'escalate','approval':{'approvers':['a','a']}}]",
+         "surfaces.x.rules[0].approval.approvers[1]: duplicate entry \"a\""},
+        {"[{'effect':'escalate','approval':{'approvers':['@']}}]",
+         "surfaces.x.rules[0].approval.approvers[0]: \"@\" is neither a subject nor "
+         "\"@group\" (1..128 of [A-Za-z0-9._:@/+-] in all)"},
+        {"[{'effect':'escalate','approval':{'approvers':['a b']}}]",
+         "surfaces.x.rules[0].approval.approvers[0]: \"a b\" is neither a subject nor "
+         "\"@group\" (1..128 of [A-Za-z0-9._:@/+-] in all)"},
+        {"[{'effect':'escalate','approval':{'approvers':['']}}]",
+         "surfaces.x.rules[0].approval.approvers[0]: \"\" is neither a subject nor "
+         "\"@group\" (1..128 of [A-Za-z0-9._:@/+-] in all)"},
+        {"[{'effect':'escalate','approval':{'approvers':['a','b'],'required':3}}]",
+         "surfaces.x.rules[0].approval.required: 3 approvals required of 2 listed subjects: it "
+         "can never be approved"},
+        {"[{'effect':'escalate','approval':{'approvers':['a'],'required':0}}]",
+         "surfaces.x.rules[0].approval.required: 0 is out of range (1..16)"},
+        {"[{'effect':'escalate','approval':{'approvers':['@g'],'required':17}}]",
+         "surfaces.x.rules[0].approval.required: 17 is out of range (1..16)"},
+        {"[{'effect':'escalate','approval':{'approvers':['a'],'required':1.5}}]",
+         "surfaces.x.rules[0].approval.required: 1.5 is not an integer"},
+        {"[{'effect':'escalate','approval':{'approvers':['a'],'ttl_s':true}}]",
+         "surfaces.x.rules[0].approval.ttl_s: must be an integer, not a boolean"},
+        {"[{'effect':'escalate','approval':{'approvers':['a'],'ttl_s':0}}]",
+         "surfaces.x.rules[0].approval.ttl_s: 0 is out of range (1..2678400)"},
+        {"[{'effect':'escalate','approval':{'approvers':['a'],'ttl_s':2678401}}]",
+         "surfaces.x.rules[0].approval.ttl_s: 2678401 is out of range (1..2678400)"},
+        {"[{'effect':'escalate','approval':{'approvers':['a'],'consume_within_s':'9'}}]",
+         "surfaces.x.rules[0].approval.consume_within_s: must be an integer, not a string"},
+        {"[{'effect':'escalate','reason':'x','approval':{'approvers':['a']}}]",
+         "surfaces.x.rules[0].reason: reason code \"x\" must be UPPER_SNAKE "
+         "([A-Z][A-Z0-9_]*, at most 64 bytes)"},
         {"[{'effect':'deny','reason':'Too_Big'}]",
          "surfaces.x.rules[0].reason: reason code \"Too_Big\" must be UPPER_SNAKE "
          "([A-Z][A-Z0-9_]*, at most 64 bytes)"},
@@ -753,9 +814,9 @@ static void test_hash_and_accessors(void **state) {
     tg_hex(hex, h, 32);
     assert_string_equal(hex, tg_policy_hash_hex(p));
     tg_buf_free(&b);
-    assert_string_equal(tg_policy_version(p), "2026-12-04.1");
+    assert_string_equal(tg_policy_version(p), "2026-12-04.2");
     assert_string_equal(tg_policy_authority(p), "trigguard-local");
-    assert_int_equal(tg_policy_surface_count(p), 11);
+    assert_int_equal(tg_policy_surface_count(p), 12);
     assert_true(tg_policy_signal_count(p) >= 3);
 
     static const struct {
@@ -764,7 +825,7 @@ static void test_hash_and_accessors(void **state) {
     } registry[] = {{"deploy.release", 1},  {"infra.apply", 1},      {"database.migrate", 1},
                     {"secrets.access", 1},  {"artifact.publish", 1}, {"data.export", 2},
                     {"payments.charge", 1}, {"payments.refund", 1},  {"identity.role_grant", 1},
-                    {"model.publish", 1},   {"example", 3}};
+                    {"model.publish", 1},   {"prod.deploy", 2},      {"example", 3}};
     for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++) {
         uint32_t idx = 9999;
         assert_int_equal(
@@ -780,8 +841,8 @@ static void test_hash_and_accessors(void **state) {
     assert_int_equal(tg_policy_surface_find(NULL, p, "example", 7), TG_ERR_INVALID_ARG);
     assert_int_equal(tg_policy_surface_find(&idx, NULL, "example", 7), TG_ERR_INVALID_ARG);
     assert_int_equal(tg_policy_surface_find(&idx, p, NULL, 3), TG_ERR_INVALID_ARG);
-    assert_null(tg_policy_surface_name(p, 11).ptr);
-    assert_int_equal(tg_policy_surface_tier(p, 11), 0);
+    assert_null(tg_policy_surface_name(p, 12).ptr);
+    assert_int_equal(tg_policy_surface_tier(p, 12), 0);
     tg_policy_destroy(p);
     json_decref(ex);
 
@@ -1150,7 +1211,7 @@ static void test_decision_json(void **state) {
     assert_int_equal(tg_decision_to_json(&b, &d, p, &f, NULL), TG_OK);
     assert_string_equal(b.data, "{\"decision\":\"PERMIT\",\"enforcement\":\"EXECUTED\","
                                 "\"reason_code\":\"NO_POLICY_VIOLATION\","
-                                "\"policy_version\":\"2026-12-04.1\"}");
+                                "\"policy_version\":\"2026-12-04.2\"}");
     tg_buf_reset(&b);
     const char receipt[] = "{\"r\":1}";
     tg_decision_json_opts_t opts = {"exec_00", "ab", receipt, sizeof receipt - 1, 1};
@@ -1160,7 +1221,7 @@ static void test_decision_json(void **state) {
         expect, sizeof expect,
         "{\"decision\":\"PERMIT\",\"enforcement\":\"EXECUTED\",\"reason_code\":"
         "\"NO_POLICY_VIOLATION\",\"execution_id\":\"exec_00\",\"request_hash\":\"ab\","
-        "\"policy_version\":\"2026-12-04.1\",\"receipt\":{\"r\":1},\"trace\":{\"states\":"
+        "\"policy_version\":\"2026-12-04.2\",\"receipt\":{\"r\":1},\"trace\":{\"states\":"
         "[\"RECEIVED\",\"VALIDATED\",\"CLASSIFIED\",\"SIGNALS_EVALUATED\",\"RULES_EVALUATED\"],"
         "\"decided_in\":\"RULES_EVALUATED\",\"decided_by\":\"rule\",\"rule\":"
         "\"billing-agent-within-limit\",\"surface\":\"payments.charge\",\"tier\":1,"
@@ -1177,12 +1238,66 @@ static void test_decision_json(void **state) {
     assert_int_equal(tg_decision_to_json(&b, &s, p, NULL, &topts), TG_OK);
     snprintf(expect, sizeof expect,
              "{\"decision\":\"SILENCE\",\"enforcement\":\"BLOCKED\",\"reason_code\":"
-             "\"INVALID_FRAME\",\"policy_version\":\"2026-12-04.1\",\"detail\":\"the request "
+             "\"INVALID_FRAME\",\"policy_version\":\"2026-12-04.2\",\"detail\":\"the request "
              "cannot be decided\",\"trace\":{\"states\":"
              "[\"RECEIVED\"],\"decided_in\":\"RECEIVED\",\"decided_by\":\"frame\",\"tier\":0,"
              "\"rules_evaluated\":0,\"policy_hash\":\"%s\"}}",
              tg_policy_hash_hex(p));
     assert_string_equal(b.data, expect);
+
+    /* ESCALATE (SPEC §11.2): PENDING_APPROVAL, the approval after policy_version */
+    tg_decision_t esc = d;
+    esc.verdict = TG_ESCALATE;
+    esc.reason = "APPROVAL_REQUIRED";
+    tg_buf_reset(&b);
+    assert_int_equal(tg_decision_to_json(&b, &esc, p, &f, NULL), TG_OK);
+    assert_string_equal(b.data, "{\"decision\":\"ESCALATE\",\"enforcement\":\"PENDING_APPROVAL\","
+                                "\"reason_code\":\"APPROVAL_REQUIRED\","
+                                "\"policy_version\":\"2026-12-04.2\"}");
+    const char appr_id[] = "appr_0123456789abcdef0123456789abcdef";
+    const char appr[] = "{\"status\":\"pending\"}";
+    tg_decision_body_t body = {.decision = "ESCALATE",
+                               .reason = {"APPROVAL_REQUIRED", 17},
+                               .execution_id = {"exec_00", 7},
+                               .policy_version = {"v1", 2},
+                               .approval_id = {appr_id, sizeof appr_id - 1},
+                               .approval = {appr, sizeof appr - 1},
+                               .receipt = {receipt, sizeof receipt - 1}};
+    tg_buf_reset(&b);
+    assert_int_equal(tg_decision_body_open(&b, &body), TG_OK);
+    assert_string_equal(b.data,
+                        "{\"decision\":\"ESCALATE\",\"enforcement\":\"PENDING_APPROVAL\","
+                        "\"reason_code\":\"APPROVAL_REQUIRED\",\"execution_id\":\"exec_00\","
+                        "\"policy_version\":\"v1\",\"approval_id\":"
+                        "\"appr_0123456789abcdef0123456789abcdef\",\"approval\":"
+                        "{\"status\":\"pending\"},\"receipt\":{\"r\":1}");
+    /* a consuming PERMIT carries them too */
+    body.decision = "PERMIT";
+    body.reason = (tg_text_t){"NO_POLICY_VIOLATION", 19};
+    tg_buf_reset(&b);
+    assert_int_equal(tg_decision_body_open(&b, &body), TG_OK);
+    assert_string_equal(b.data, "{\"decision\":\"PERMIT\",\"enforcement\":\"EXECUTED\","
+                                "\"reason_code\":\"NO_POLICY_VIOLATION\",\"execution_id\":"
+                                "\"exec_00\",\"policy_version\":\"v1\",\"approval_id\":"
+                                "\"appr_0123456789abcdef0123456789abcdef\",\"approval\":"
+                                "{\"status\":\"pending\"},\"receipt\":{\"r\":1}");
+    /* observe mode: ESCALATE is a would_decision, no approval members */
+    body.decision = "ESCALATE";
+    body.reason = (tg_text_t){"APPROVAL_REQUIRED", 17};
+    body.observe = true;
+    tg_buf_reset(&b);
+    assert_int_equal(tg_decision_body_open(&b, &body), TG_OK);
+    assert_string_equal(b.data, "{\"decision\":\"PERMIT\",\"enforcement\":\"NOT_ENFORCED\","
+                                "\"reason_code\":\"OBSERVE_MODE\",\"execution_mode\":\"observe\","
+                                "\"would_decision\":\"ESCALATE\",\"would_reason_code\":"
+                                "\"APPROVAL_REQUIRED\",\"execution_id\":\"exec_00\","
+                                "\"policy_version\":\"v1\",\"receipt\":{\"r\":1}");
+    /* an approval without its id is refused, the buffer untouched */
+    body.observe = false;
+    body.approval_id = (tg_text_t){NULL, 0};
+    tg_buf_reset(&b);
+    assert_int_equal(tg_decision_body_open(&b, &body), TG_ERR_INVALID_ARG);
+    assert_int_equal(b.len, 0);
 
     /* errors restore the buffer */
     tg_buf_reset(&b);
@@ -1253,6 +1368,58 @@ static void test_compiled_semantics(void **state) {
     tg_policy_destroy(p);
 }
 
+/* An escalate rule's approval (SPEC §11.2): defaults, explicit values, groups allowing a
+ * required count above the entries, and NULL for everything that is not an escalate rule. */
+static void test_rule_approval(void **state) {
+    (void)state;
+    tg_policy_t *p = compile_ok(
+        "{'version':'1','surfaces':{'a':{'tier':2,'rules':["
+        "{'id':'p','effect':'permit'},"
+        "{'id':'e1','effect':'escalate','approval':{'approvers':['alice']}},"
+        "{'id':'e2','effect':'escalate','reason':'TWO_PERSON','approval':{'required':3,"
+        "'approvers':['@release-managers','bob'],'ttl_s':60,'consume_within_s':2678400}},"
+        "{'id':'d','effect':'deny'}]},'b':{'tier':3,'default':'permit'}}}");
+    tg_sv_t e1 = {"e1", 2}, e2 = {"e2", 2}, pr = {"p", 1}, dr = {"d", 1}, none = {"zz", 2};
+    const tg_approval_spec_t *a = tg_policy_rule_approval(p, 0, e1);
+    assert_non_null(a);
+    assert_int_equal(a->required, 1);
+    assert_int_equal(a->n_approvers, 1);
+    assert_string_equal(a->approvers[0], "alice");
+    assert_int_equal(a->ttl_s, 3600);
+    assert_int_equal(a->consume_within_s, 900);
+    a = tg_policy_rule_approval(p, 0, e2);
+    assert_non_null(a);
+    assert_int_equal(a->required, 3);
+    assert_int_equal(a->n_approvers, 2);
+    assert_string_equal(a->approvers[0], "@release-managers");
+    assert_string_equal(a->approvers[1], "bob");
+    assert_int_equal(a->ttl_s, 60);
+    assert_int_equal(a->consume_within_s, 2678400);
+    assert_null(tg_policy_rule_approval(p, 0, pr));
+    assert_null(tg_policy_rule_approval(p, 0, dr));
+    assert_null(tg_policy_rule_approval(p, 0, none));
+    assert_null(tg_policy_rule_approval(p, 1, e1)); /* a surface without rules */
+    assert_null(tg_policy_rule_approval(p, 2, e1)); /* out of range */
+    assert_null(tg_policy_rule_approval(NULL, 0, e1));
+    const tg_kernel_tables_t *t = tg_policy_tables(p);
+    assert_int_equal(t->surfaces[0].rules[1].effect, TG_EFFECT_ESCALATE);
+    assert_string_equal(t->surfaces[0].rules[1].reason, "APPROVAL_REQUIRED");
+    assert_string_equal(t->surfaces[0].rules[2].reason, "TWO_PERSON");
+    tg_policy_destroy(p);
+
+    /* the bounds themselves are accepted: 16 entries, required 16 */
+    p = compile_ok("{'version':'1','surfaces':{'a':{'tier':2,'rules':[{'id':'e','effect':"
+                   "'escalate','approval':{'required':16,'approvers':['a','b','c','d','e','f',"
+                   "'g','h','i','j','k','l','m','n','o','p'],'ttl_s':1,'consume_within_s':1}}]"
+                   "}}}");
+    tg_sv_t e = {"e", 1};
+    a = tg_policy_rule_approval(p, 0, e);
+    assert_non_null(a);
+    assert_int_equal(a->required, 16);
+    assert_int_equal(a->n_approvers, 16);
+    tg_policy_destroy(p);
+}
+
 int main(void) {
     if (sodium_init() < 0) {
         return 1;
@@ -1265,7 +1432,7 @@ int main(void) {
         cmocka_unit_test(test_load_text_and_file),     cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_frame_conversion),       cmocka_unit_test(test_frame_context_limit),
         cmocka_unit_test(test_request_hash),           cmocka_unit_test(test_decision_json),
-        cmocka_unit_test(test_compiled_semantics),
+        cmocka_unit_test(test_compiled_semantics),     cmocka_unit_test(test_rule_approval),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -648,7 +648,7 @@ static void test_verify_shape(void **state) {
         {"authorityKeyId", "", "key id"},
         {"authorityKeyId", "has space", "key id"},
         {"decision", "SILENCE", "SILENCE without executionMode observe"},
-        {"decision", "permit", "PERMIT, DENY or SILENCE"},
+        {"decision", "permit", "PERMIT, DENY, ESCALATE or SILENCE"},
         {"executionMode", "enforce", "executionMode is not \"observe\""},
         {"timestamp", "2026-11-30T05:40:10Z", "timestamp"},
         {"timestamp", "2026-11-30 05:40:10.123Z", "timestamp"},
@@ -1023,6 +1023,209 @@ static void test_verify_documents(void **state) {
 
 /* `verify --key FILE`: a key named explicitly verifies by its signature whatever id the
  * receipt states; a keys.json entry still has to match by id. */
+/* SPEC §11.2: approvalId and approvals, signed and verified on both paths; their absence
+ * keeps v1 receipts byte for byte (test_principal's golden check). */
+#define APPR_ID "appr_0123456789abcdef0123456789abcdef"
+#define APPROVALS                                                                                  \
+    "[{\"at\":\"2026-11-30T05:41:00.000Z\",\"decision\":\"approve\",\"subject\":\"alice\"},"       \
+    "{\"at\":\"2026-11-30T05:42:00.000Z\",\"decision\":\"approve\",\"subject\":\"bob\"}]"
+
+static void test_approvals(void **state) {
+    (void)state;
+    tg_diag_t d;
+    tg_receipt_verdict_t vd;
+    /* an enforce-mode ESCALATE: valid, pending_approval, never authorizes */
+    tg_receipt_fields_t f = golden_fields();
+    f.decision = TG_RSTR("ESCALATE");
+    f.reason_code = TG_RSTR("APPROVAL_REQUIRED");
+    expect_build_error(f, "decision ESCALATE needs approvalId");
+    f.approval_id = TG_RSTR(APPR_ID);
+    char *esc = sign_to_text(&f);
+    assert_non_null(strstr(esc, "\"actorId\":\"agent.billing\",\"approvalId\":\"" APPR_ID
+                                "\",\"authorityId\""));
+    tg_err_t rc = tg_receipt_verify_text(&ring, esc, strlen(esc), TS_MS, &vd, &d);
+    assert_int_equal(rc, TG_OK);
+    assert_true(vd.escalate);
+    assert_false(vd.permit);
+    assert_false(tg_receipt_authorizes(rc, &vd));
+    assert_string_equal(tg_receipt_verdict_reason(rc, &vd), "pending_approval");
+
+    /* the consuming PERMIT: approvalId and approvals, embedded canonically */
+    f = golden_fields();
+    f.approval_id = TG_RSTR(APPR_ID);
+    f.approvals = TG_RSTR(APPROVALS);
+    char *pe = sign_to_text(&f);
+    assert_non_null(
+        strstr(pe, "\"approvalId\":\"" APPR_ID "\",\"approvals\":" APPROVALS ",\"authorityId\""));
+    rc = tg_receipt_verify_text(&ring, pe, strlen(pe), TS_MS, &vd, &d);
+    assert_int_equal(rc, TG_OK);
+    assert_true(tg_receipt_authorizes(rc, &vd));
+    assert_false(vd.escalate);
+    assert_string_equal(tg_receipt_verdict_reason(rc, &vd), "valid");
+    /* the generic signer gives the same bytes */
+    const char *texts[] = {esc, pe};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *body = parse_json(texts[i]);
+        json_object_del(body, "receiptHash");
+        json_object_del(body, "authoritySignature");
+        json_object_del(body, "authorityKeyId");
+        tg_buf_t generic;
+        tg_buf_init(&generic, 0);
+        assert_int_equal(tg_receipt_sign_json(&generic, NULL, &signer, body, &d), TG_OK);
+        assert_string_equal(generic.data, texts[i]);
+        tg_buf_free(&generic);
+        json_decref(body);
+    }
+    /* the approvals are signed: changing a subject breaks the hash */
+    char *t = strdup(pe);
+    char *at = strstr(t, "alice");
+    at[0] = 'A';
+    assert_int_equal(verify_str(t, TS_MS, &d), TG_ERR_RECEIPT_HASH);
+    free(t);
+
+    /* builder: combinations and the approvals text */
+    tg_receipt_fields_t b = golden_fields();
+    b.approvals = TG_RSTR(APPROVALS);
+    expect_build_error(b, "approvals is allowed only with approvalId on a PERMIT");
+    b.approval_id = TG_RSTR(APPR_ID);
+    b.decision = TG_RSTR("DENY");
+    expect_build_error(b, "approvals is allowed only with approvalId on a PERMIT");
+    b.decision = TG_RSTR("PERMIT");
+    b.execution_mode = TG_RSTR("observe");
+    expect_build_error(b, "not allowed with executionMode observe");
+    b.execution_mode.ptr = NULL;
+    b.approval_id = TG_RSTR("appr_0123");
+    expect_build_error(b, "approvalId is not \"appr_\"");
+    b.approval_id = TG_RSTR("appr_0123456789ABCDEF0123456789abcdef");
+    expect_build_error(b, "approvalId is not \"appr_\"");
+    b.approval_id = TG_RSTR(APPR_ID);
+    static const struct {
+        const char *text, *needle;
+    } bad[] = {
+        {"[]", "1..16 entries"},
+        {"{}", "must be an array"},
+        {"[1]", "exactly at, decision and subject"},
+        {"[{\"at\":\"2026-11-30T05:41:00.000Z\",\"decision\":\"approve\"}]",
+         "exactly at, decision and subject"},
+        {"[{\"at\":\"2026-11-30T05:41:00Z\",\"decision\":\"approve\",\"subject\":\"a\"}]",
+         "at of the form"},
+        {"[{\"at\":\"2026-11-30T05:41:00.000Z\",\"decision\":\"deny\",\"subject\":\"a\"}]",
+         "decision \"approve\""},
+        {"[{\"at\":\"2026-11-30T05:41:00.000Z\",\"decision\":\"approve\",\"subject\":\"a b\"}]",
+         "subject of 1..128"},
+        {"[{\"at\":\"2026-11-30T05:41:00.000Z\",\"decision\":\"approve\",\"subject\":\"\"}]",
+         "subject of 1..128"},
+        {"[{\"at\":\"2026-11-30T05:42:00.000Z\",\"decision\":\"approve\",\"subject\":\"a\"},"
+         "{\"at\":\"2026-11-30T05:41:00.000Z\",\"decision\":\"approve\",\"subject\":\"b\"}]",
+         "review order"},
+        {"[{\"at\":\"2026-11-30T05:41:00.000Z\",\"decision\":\"approve\",\"subject\":\"a\"},"
+         "{\"at\":\"2026-11-30T05:41:00.000Z\",\"decision\":\"approve\",\"subject\":\"a\"}]",
+         "distinct subjects"},
+        {"[{\"subject\":\"a\",\"at\":\"2026-11-30T05:41:00.000Z\",\"decision\":\"approve\"}]",
+         "canonical form"},
+        {"[{\"at\":\"2026-11-30T05:41:00.000Z\", \"decision\":\"approve\",\"subject\":\"a\"}]",
+         "canonical form"},
+        {"[{\"at\":", "is not JSON"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        b.approvals = TG_RSTR(bad[i].text);
+        expect_build_error(b, bad[i].needle);
+    }
+    /* 16 entries are fine, 17 are not */
+    tg_buf_t many;
+    tg_buf_init(&many, 0);
+    for (int i = 0; i < 17; i++) {
+        assert_int_equal(tg_buf_printf(&many,
+                                       "%s{\"at\":\"2026-11-30T05:41:00.000Z\",\"decision\":"
+                                       "\"approve\",\"subject\":\"s%02d\"}",
+                                       i ? "," : "[", i),
+                         TG_OK);
+        if (i == 15) {
+            assert_int_equal(tg_buf_putc(&many, ']'), TG_OK);
+            b.approvals = (tg_receipt_str_t){many.data, many.len};
+            char *sixteen = sign_to_text(&b);
+            assert_int_equal(verify_str(sixteen, TS_MS, &d), TG_OK);
+            free(sixteen);
+            many.len--;
+        }
+    }
+    assert_int_equal(tg_buf_putc(&many, ']'), TG_OK);
+    b.approvals = (tg_receipt_str_t){many.data, many.len};
+    expect_build_error(b, "1..16 entries");
+    tg_buf_free(&many);
+
+    /* verifier: the same rules over a parsed receipt */
+    json_t *o = parse_json(esc);
+    json_object_del(o, "approvalId");
+    expect_shape(o, "decision ESCALATE needs approvalId");
+    json_decref(o);
+    o = parse_json(esc);
+    json_object_set_new(o, "approvalId", json_string("appr_xyz"));
+    expect_shape(o, "member approvalId is not");
+    json_decref(o);
+    o = parse_json(esc);
+    json_object_set_new(o, "approvals", parse_json(APPROVALS));
+    expect_shape(o, "approvals is allowed only with approvalId on a PERMIT");
+    json_decref(o);
+    o = parse_json(esc);
+    json_object_set_new(o, "executionMode", json_string("observe"));
+    expect_shape(o, "not allowed with executionMode observe");
+    json_decref(o);
+    o = parse_json(pe);
+    json_object_set_new(o, "approvals", json_string(APPROVALS));
+    expect_shape(o, "member approvals must be an array");
+    json_decref(o);
+    o = parse_json(pe);
+    json_object_set_new(o, "approvals",
+                        parse_json("[{\"at\":\"2026-11-30T05:41:00.000Z\","
+                                   "\"decision\":\"approve\",\"subject\":\"a\","
+                                   "\"x\":1}]"));
+    expect_shape(o, "exactly at, decision and subject");
+    json_decref(o);
+    o = parse_json(pe);
+    json_object_del(o, "approvalId");
+    expect_shape(o, "approvals is allowed only with approvalId on a PERMIT");
+    json_decref(o);
+    /* an observe-mode ESCALATE needs no approval (it opens none) */
+    f = golden_fields();
+    f.decision = TG_RSTR("ESCALATE");
+    f.reason_code = TG_RSTR("APPROVAL_REQUIRED");
+    f.execution_mode = TG_RSTR("observe");
+    char *obs = sign_to_text(&f);
+    rc = tg_receipt_verify_text(&ring, obs, strlen(obs), TS_MS, &vd, &d);
+    assert_int_equal(rc, TG_OK);
+    assert_string_equal(tg_receipt_verdict_reason(rc, &vd), "observe_mode");
+    assert_false(tg_receipt_authorizes(rc, &vd));
+
+    /* a response's approval_id must be its receipt's approvalId */
+    assert_int_equal(
+        verify_wrapped("{\"decision\":\"ESCALATE\",\"enforcement\":"
+                       "\"PENDING_APPROVAL\",\"reason_code\":\"APPROVAL_REQUIRED\","
+                       "\"execution_id\":\"" EXEC "\",\"request_hash\":\"" REQ
+                       "\",\"policy_version\":\"2026-11-30.1\",\"approval_id\":\"" APPR_ID
+                       "\",\"approval\":{\"status\":\"pending\"},\"receipt\":%s}",
+                       esc, &vd, &d),
+        TG_OK);
+    assert_true(vd.escalate);
+    assert_int_equal(verify_wrapped("{\"decision\":\"ESCALATE\",\"enforcement\":"
+                                    "\"PENDING_APPROVAL\",\"reason_code\":\"APPROVAL_REQUIRED\","
+                                    "\"execution_id\":\"" EXEC "\",\"request_hash\":\"" REQ
+                                    "\",\"policy_version\":\"2026-11-30.1\",\"approval_id\":"
+                                    "\"appr_ffffffffffffffffffffffffffffffff\",\"receipt\":%s}",
+                                    esc, &vd, &d),
+                     TG_ERR_RECEIPT_SHAPE);
+    assert_non_null(strstr(d.msg, "approval_id is not its receipt's approvalId"));
+    size_t glen;
+    char *g = golden("vectors/receipt/golden.json", &glen);
+    assert_int_equal(
+        verify_wrapped(GOOD_HEAD ",\"approval_id\":\"" APPR_ID "\",\"receipt\":%s}", g, &vd, &d),
+        TG_ERR_RECEIPT_SHAPE);
+    free(g);
+    free(obs);
+    free(esc);
+    free(pe);
+}
+
 static void test_verify_trust_anchor(void **state) {
     (void)state;
     size_t glen;
@@ -1442,6 +1645,7 @@ int main(void) {
         cmocka_unit_test(test_time_parse_rfc3339),
         cmocka_unit_test(test_verify_documents),
         cmocka_unit_test(test_verify_trust_anchor),
+        cmocka_unit_test(test_approvals),
     };
     /* clang-format on */
     return cmocka_run_group_tests(tests, setup, teardown);
