@@ -1025,7 +1025,7 @@ static void test_escalate_precedence(void **state) {
                                    defs[perm[i]].reason,
                                    &conds[perm[i]],
                                    1,
-                                   defs[perm[i]].effect};
+                                   (uint8_t)defs[perm[i]].effect};
         }
         for (unsigned set = 0; set < 32; set++) {
             for (uint32_t k = 0; k < 5; k++) {
