@@ -11,12 +11,12 @@
  * transitions are pure functions here, used by the daemon to make a step and by the audit
  * to check, from the ledger alone, that every step was one of them.
  *
- *   step        record                                   transition
- *   escalate    the ESCALATE receipt (type RECEIPT)      tg_approval_init         -> pending, v1
- *   review      an approval record (type APPROVAL,       tg_approval_review       -> pending,
- *               event "review", record.h)                                            approved or denied
- *   consume     the PERMIT receipt with approvalId       tg_approval_consume      -> consumed
- *   expire      an approval record (event "expire")      tg_approval_expire       -> expired
+ *   step      record                                transition           status after
+ *   escalate  the ESCALATE receipt (type RECEIPT)   tg_approval_init     pending (v1)
+ *   review    an approval record (type APPROVAL,    tg_approval_review   pending, approved
+ *             event "review", record.h)                                  or denied
+ *   consume   the PERMIT receipt with approvalId    tg_approval_consume  consumed
+ *   expire    an approval record (event "expire")   tg_approval_expire   expired
  *
  * Statuses. pending until `required` distinct subjects approved (approved) or one denied
  * (denied); pending past expires_ms is expired; approved but unconsumed past resolved_ms +
@@ -96,8 +96,8 @@ typedef struct tg_approval_spec {
     uint32_t required;    /* 1..TG_APPROVAL_MAX_REQUIRED, <= n_approvers unless a group */
     uint32_t n_approvers; /* 1..TG_APPROVAL_MAX_APPROVERS */
     const char *approvers[TG_APPROVAL_MAX_APPROVERS]; /* "@group" or a subject, NUL-terminated */
-    int64_t ttl_s;            /* 1..TG_APPROVAL_TTL_MAX_S */
-    int64_t consume_within_s; /* 1..TG_APPROVAL_TTL_MAX_S */
+    int64_t ttl_s;                                    /* 1..TG_APPROVAL_TTL_MAX_S */
+    int64_t consume_within_s;                         /* 1..TG_APPROVAL_TTL_MAX_S */
 } tg_approval_spec_t;
 
 typedef struct tg_approval_review {
@@ -122,8 +122,8 @@ typedef struct tg_approval {
     uint32_t n_approvers;
     char approvers[TG_APPROVAL_MAX_APPROVERS][TG_APPROVAL_ENTRY_MAX + 1];
     int64_t created_ms, expires_ms, consume_within_ms;
-    int64_t resolved_ms; /* 0 while pending */
-    int64_t consumed_ms; /* 0 until consumed */
+    int64_t resolved_ms;  /* 0 while pending */
+    int64_t consumed_ms;  /* 0 until consumed */
     char consumed_by[38]; /* "" until consumed */
     uint32_t n_reviews;
     tg_approval_review_t reviews[TG_APPROVAL_MAX_REVIEWS];
@@ -159,8 +159,8 @@ tg_approval_status_t tg_approval_status_at(const tg_approval_t *a, int64_t now_m
 /* Whether the principal (subject, and the groups it belongs to, each without '@') is one of
  * the approval's approvers: an entry equal to the subject, or "@g" for a group g it has.
  * TG_OK with *entry = the first such entry's index; TG_ERR_NOT_APPROVER. */
-tg_err_t tg_approval_match(const tg_approval_t *a, const char *subject,
-                           const char *const *groups, size_t n_groups, uint32_t *entry) TG_MUST_USE;
+tg_err_t tg_approval_match(const tg_approval_t *a, const char *subject, const char *const *groups,
+                           size_t n_groups, uint32_t *entry) TG_MUST_USE;
 
 /* A review: *next = cur with the review appended, version + 1; the status becomes approved
  * when this is the required-th distinct approval, denied on a deny (resolved_ms = now_ms).
@@ -186,7 +186,8 @@ tg_err_t tg_approval_consume(tg_approval_t *next, const tg_approval_t *cur, cons
  * is pending or approved, *next = cur expired (resolved_ms = the instant it expired:
  * expires_ms, or resolved_ms + consume_within_ms), version + 1, TG_OK. TG_ERR_NOT_FOUND
  * when there is nothing to expire. */
-tg_err_t tg_approval_expire(tg_approval_t *next, const tg_approval_t *cur, int64_t now_ms) TG_MUST_USE;
+tg_err_t tg_approval_expire(tg_approval_t *next, const tg_approval_t *cur,
+                            int64_t now_ms) TG_MUST_USE;
 
 /* The document above, appended to out. Errors: TG_ERR_INVALID_ARG (a field out of its
  * bounds), tg_buf errors. */

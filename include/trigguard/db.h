@@ -110,13 +110,13 @@ typedef struct tg_db_pg_opts {
 
 typedef struct tg_db_opts {
     tg_db_backend_t backend;
-    tg_store_opts_t keys;     /* idempotency keys and nonces: caps, retention, key length
-                                 (pg: retention and key length only) */
-    tg_store_opts_t receipts; /* the receipt index: caps, retention (file only) */
-    uint64_t limit_entries;   /* file: most (limit, key, window) totals held; 0 = 1,000,000 */
+    tg_store_opts_t keys;      /* idempotency keys and nonces: caps, retention, key length
+                                  (pg: retention and key length only) */
+    tg_store_opts_t receipts;  /* the receipt index: caps, retention (file only) */
+    uint64_t limit_entries;    /* file: most (limit, key, window) totals held; 0 = 1,000,000 */
     uint64_t approval_entries; /* file: most approvals held in memory; 0 = 100,000 */
-    tg_ledger_opts_t ledger;  /* file: the ledger directory and its durability */
-    tg_db_pg_opts_t pg;       /* pg */
+    tg_ledger_opts_t ledger;   /* file: the ledger directory and its durability */
+    tg_db_pg_opts_t pg;        /* pg */
 } tg_db_opts_t;
 
 /* A decision record on its way to durability, and what it claims. Pointers are read
@@ -354,7 +354,8 @@ tg_err_t tg_db_approval_release(tg_db_t *db, const char *tenant, size_t tenant_l
  * the hold (if any) is dropped. Never blocks. TG_ERR_LIMIT (file: the table is full for a
  * new approval: it stays durable in the ledger and is restored at the next start; the
  * caller logs it), TG_ERR_INVALID_ARG. */
-tg_err_t tg_db_approval_commit(tg_db_t *db, const struct tg_approval *a, int64_t now_ms) TG_MUST_USE;
+tg_err_t tg_db_approval_commit(tg_db_t *db, const struct tg_approval *a,
+                               int64_t now_ms) TG_MUST_USE;
 
 /* Whether one more approval fits (file: approval_entries; pg: always). Never blocks. */
 bool tg_db_approval_room(tg_db_t *db);
@@ -389,10 +390,10 @@ void tg_db_tick(tg_db_t *db, int64_t now_ms, uint32_t stall_ms);
 bool tg_db_health(tg_db_t *db, char *why, size_t why_len);
 
 typedef struct tg_db_stats {
-    tg_store_stats_t keys;     /* idempotency keys and nonces */
-    tg_store_stats_t receipts; /* the receipt index */
-    tg_ledger_stats_t records; /* the record log's counters (file: the ledger's; ledger.h) */
-    tg_store_stats_t limits;   /* limit totals (file: entries, capacity, full refusals) */
+    tg_store_stats_t keys;      /* idempotency keys and nonces */
+    tg_store_stats_t receipts;  /* the receipt index */
+    tg_ledger_stats_t records;  /* the record log's counters (file: the ledger's; ledger.h) */
+    tg_store_stats_t limits;    /* limit totals (file: entries, capacity, full refusals) */
     tg_store_stats_t approvals; /* approvals held (file: entries, capacity, full refusals) */
 } tg_db_stats_t;
 

@@ -83,8 +83,8 @@
     X(TG_ERR_NOTE_UNVERIFIED, "signed note has no signature by a known key")                       \
     X(TG_ERR_CHECKPOINT_MALFORMED, "malformed checkpoint")                                         \
     /* stateful limits (db.h) */                                                                   \
-    X(TG_ERR_LIMIT_EXCEEDED, "the amount would take a limit's running total over its max")       \
-    /* approvals (approval.h, SPEC §11.2) */                                                       \
+    X(TG_ERR_LIMIT_EXCEEDED, "the amount would take a limit's running total over its max")         \
+    /* approvals (approval.h, SPEC §11.2) */                                                      \
     X(TG_ERR_NOT_APPROVER, "the subject is not one of the approvers the rule lists")               \
     X(TG_ERR_ALREADY_REVIEWED, "the subject has already reviewed this approval")                   \
     X(TG_ERR_APPROVAL_CLOSED, "the approval is resolved, expired or consumed")                     \

@@ -148,7 +148,12 @@ typedef struct tg_frame {
 /* A zeroed tg_decision_t is a SILENCE: the zero value never authorizes. */
 /* TG_ESCALATE (SPEC §11.2): an escalate rule holds and no deny rule does; the action may
  * run only after people approve it (approval.h). It never authorizes by itself. */
-typedef enum tg_verdict { TG_SILENCE = 0, TG_PERMIT = 1, TG_DENY = 2, TG_ESCALATE = 3 } tg_verdict_t;
+typedef enum tg_verdict {
+    TG_SILENCE = 0,
+    TG_PERMIT = 1,
+    TG_DENY = 2,
+    TG_ESCALATE = 3
+} tg_verdict_t;
 #define TG_VERDICT__COUNT 4
 
 typedef enum tg_state {
@@ -225,7 +230,7 @@ void tg_kernel_decide(tg_decision_t *out, const tg_kernel_tables_t *t, const tg_
     X(POLICY_MISMATCH)         /* SILENCE: frame built against other tables (internal fault) */    \
     X(INVALID_FRAME)           /* SILENCE: malformed frame, corrupt table or NULL input */         \
     X(APPROVAL_REQUIRED)       /* ESCALATE: an escalate rule that names no reason holds */         \
-    X(APPROVAL_DENIED)         /* DENY on resume: an approver denied the approval (SPEC §11.2) */  \
+    X(APPROVAL_DENIED)         /* DENY on resume: an approver denied the approval (SPEC §11.2) */ \
     X(APPROVAL_EXPIRED)        /* DENY on resume: past its ttl_s or consume_within_s */            \
     X(INTERNAL_ERROR)          /* no reason at all: tg_decision_to_json's fallback, never kernel */
 

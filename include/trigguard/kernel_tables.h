@@ -52,8 +52,8 @@
  *                                        name bytewise; never read by the kernel
  *
  *   tg_rule_t           id (view), effect TG_EFFECT_*, reason (deny and escalate: its
- *                       code; permit: NO_POLICY_VIOLATION), conds[n_conds] (all must hold; none = always)
- *   tg_cond_t           src TG_SRC_* and id (field, signal, claim or zone id) say where the
+ *                       code; permit: NO_POLICY_VIOLATION), conds[n_conds] (all must hold; none =
+ * always) tg_cond_t           src TG_SRC_* and id (field, signal, claim or zone id) say where the
  *                       value is; op TG_OP_*; value (scalar operand; exists: a TG_VT_BOOL;
  *                       prefix, suffix, glob: a string), list[n_list] (in / not_in operands);
  *                       field (the condition's field as written). A group (op ALL, ANY, NOT)
@@ -164,7 +164,11 @@ int tg_glob_match(const char *pattern, size_t m, const char *text, size_t n, uin
  * deny rule in bundle order decides; else the first escalate rule; else the first permit
  * rule. An escalate rule's approval settings live in the policy (tg_policy_rule_approval):
  * the kernel only names the rule. */
-typedef enum tg_effect { TG_EFFECT_DENY = 0, TG_EFFECT_PERMIT = 1, TG_EFFECT_ESCALATE = 2 } tg_effect_t;
+typedef enum tg_effect {
+    TG_EFFECT_DENY = 0,
+    TG_EFFECT_PERMIT = 1,
+    TG_EFFECT_ESCALATE = 2
+} tg_effect_t;
 
 typedef enum tg_signal_type { TG_SIG_NUMBER = 0, TG_SIG_BOOLEAN = 1 } tg_signal_type_t;
 

@@ -153,13 +153,13 @@ tg_err_t tg_record_redemption_write(tg_buf_t *out, const tg_record_redemption_t 
 /* The approval payload's members (views; ptr NULL = absent, for the review-only ones). */
 typedef struct tg_record_approval_event {
     tg_text_t approval_id, tenant;
-    bool review;         /* event "review"; false: "expire" */
-    tg_text_t subject;   /* review */
-    uint32_t entry;      /* review */
-    bool approve;        /* review: decision "approve"; false: "deny" */
-    tg_text_t comment;   /* review, optional */
+    bool review;            /* event "review"; false: "expire" */
+    tg_text_t subject;      /* review */
+    uint32_t entry;         /* review */
+    bool approve;           /* review: decision "approve"; false: "deny" */
+    tg_text_t comment;      /* review, optional */
     tg_text_t request_hash; /* 64 lowercase hex */
-    tg_text_t status;    /* the approval's status after the step (approval.h names) */
+    tg_text_t status;       /* the approval's status after the step (approval.h names) */
     int64_t at_ms;
 } tg_record_approval_event_t;
 
@@ -177,16 +177,16 @@ typedef struct tg_record_view {
     const char *decision;     /* the payload's: PERMIT, DENY, SILENCE or ESCALATE; NULL for
                                  a redemption or an approval record (no decision) */
     tg_text_t reason, execution_id, policy_version; /* a redemption: execution_id only */
-    tg_text_t detail; /* SILENCE's detail (ptr NULL when the record has none) */
-    bool receipt;     /* the payload is a signed receipt (not SILENCE, not a redemption) */
-    bool redemption;  /* the payload is a redemption (type "redemption") */
-    bool observe;     /* the receipt carries executionMode (SPEC §11.1): its response is the
-                         observe one, whatever the decision (a SILENCE too is signed then) */
-    bool approval_record;                  /* type 4: event below */
-    tg_record_approval_event_t event;      /* approval_record only */
-    tg_text_t approval_id;                 /* a receipt's approvalId (ptr NULL = none) */
-    bool has_approval;                     /* meta "a" present: approval below */
-    struct tg_approval *approval;          /* meta "a", parsed (heap; freed with the view) */
+    tg_text_t detail;     /* SILENCE's detail (ptr NULL when the record has none) */
+    bool receipt;         /* the payload is a signed receipt (not SILENCE, not a redemption) */
+    bool redemption;      /* the payload is a redemption (type "redemption") */
+    bool observe;         /* the receipt carries executionMode (SPEC §11.1): its response is the
+                             observe one, whatever the decision (a SILENCE too is signed then) */
+    bool approval_record; /* type 4: event below */
+    tg_record_approval_event_t event; /* approval_record only */
+    tg_text_t approval_id;            /* a receipt's approvalId (ptr NULL = none) */
+    bool has_approval;                /* meta "a" present: approval below */
+    struct tg_approval *approval;     /* meta "a", parsed (heap; freed with the view) */
     tg_record_limit_t limits[TG_RECORD_MAX_LIMITS]; /* meta.limits points here */
     json_t *meta_doc, *payload_doc;
 } tg_record_view_t;

@@ -23,7 +23,7 @@
 
 #define LIST_DEFAULT 50
 #define LIST_MAX 100
-#define HOLD_TRIES 200     /* x HOLD_PAUSE_MS: about 2 s behind other writers of one approval */
+#define HOLD_TRIES 200 /* x HOLD_PAUSE_MS: about 2 s behind other writers of one approval */
 #define HOLD_PAUSE_MS 10
 #define TG_APPROVAL_TICK_MS 500
 #define EXPIRE_PER_TICK 16
@@ -70,8 +70,7 @@ static bool admit(tg_pipeline_t *p, tg_exchange_t *ex, need_t need, asker_t *out
         const char *name = tg_tenants_name(t, pr->tenant, &tl);
         if (!role_may(pr->role, need)) {
             char msg[160];
-            (void)snprintf(msg, sizeof msg,
-                           "a token with role \"%s\" may not %s (SPEC 11.2: %s)",
+            (void)snprintf(msg, sizeof msg, "a token with role \"%s\" may not %s (SPEC 11.2: %s)",
                            tg_role_name(pr->role),
                            need == MAY_REVIEW ? "review approvals"
                            : need == MAY_LIST ? "list approvals"
@@ -148,8 +147,7 @@ tg_err_t tg_pipeline_approval_hold(tg_pipeline_t *p, const char *tenant, size_t 
             struct timespec ts = {0, HOLD_PAUSE_MS * 1000000L};
             nanosleep(&ts, NULL);
         }
-        rc = tg_db_approval_hold(p->db, tenant, tenant_len, id, strlen(id), tg_clock_now_ms(),
-                                 cur);
+        rc = tg_db_approval_hold(p->db, tenant, tenant_len, id, strlen(id), tg_clock_now_ms(), cur);
     }
     return rc;
 }
@@ -248,7 +246,8 @@ static void settle_step(tg_pipeline_t *p, void *state, tg_err_t status) {
                    a->id, (unsigned)a->version, tg_strerror(rc));
         }
     } else {
-        TG_IGNORE(tg_db_approval_release(p->db, a->tenant, strlen(a->tenant), a->id, strlen(a->id)));
+        TG_IGNORE(
+            tg_db_approval_release(p->db, a->tenant, strlen(a->tenant), a->id, strlen(a->id)));
     }
 }
 
@@ -327,8 +326,8 @@ static bool review_body(tg_pipeline_t *p, tg_exchange_t *ex, uint8_t hash[32], c
             }
         }
         const char *h = json_string_value(jh);
-        if (bad == NULL && (h == NULL || json_string_length(jh) != 64 ||
-                            tg_unhex(hash, 32, h, 64) != TG_OK)) {
+        if (bad == NULL &&
+            (h == NULL || json_string_length(jh) != 64 || tg_unhex(hash, 32, h, 64) != TG_OK)) {
             bad = "request_hash must be the escalated request's hash: 64 hex digits";
         }
         if (bad == NULL && jc != NULL &&
@@ -469,7 +468,8 @@ void tg_pipeline_approvals_tick(tg_pipeline_t *p, int64_t now_ms) {
             continue;
         }
         if (tg_approval_expire(&st->next, cur, now_ms) != TG_OK) {
-            TG_IGNORE(tg_db_approval_release(p->db, due[i].tenant, tl, due[i].id, strlen(due[i].id)));
+            TG_IGNORE(
+                tg_db_approval_release(p->db, due[i].tenant, tl, due[i].id, strlen(due[i].id)));
             continue;
         }
         char rh[65];

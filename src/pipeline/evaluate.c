@@ -43,7 +43,7 @@ typedef struct eval_req {
     bool idem_reserved;
     bool nonce_used;
     bool bulkhead_held;
-    bool observe;   /* observe mode (SPEC §11.1): decided, signed, recorded, not enforced */
+    bool observe; /* observe mode (SPEC §11.1): decided, signed, recorded, not enforced */
     /* ESCALATE (SPEC §11.2). appr (heap, NULL when none) is the approval the response shows:
      * the one this decision opens (appr_step, version 1), the one it consumes (appr_held
      * and appr_step: the hold is this request's, the record writes the new version), or
@@ -53,8 +53,8 @@ typedef struct eval_req {
     bool appr_held;
     bool has_appr_id;
     tg_approval_event_t appr_event; /* what appr_step counts as, once durable */
-    bool announced; /* tg_ledger_announce made, its end not yet */
-    bool enlisted;  /* in the pipeline's list of requests waiting for the ledger */
+    bool announced;                 /* tg_ledger_announce made, its end not yet */
+    bool enlisted;                  /* in the pipeline's list of requests waiting for the ledger */
     /* Waiting for the ledger (the deferred path): who answers the client first, the ledger
      * (WAIT_DONE) or the stall bound or the shutdown (WAIT_ABANDONED), is decided once by a
      * compare-and-swap from WAIT_LEDGER; see "waiting for the ledger" below. */
@@ -787,8 +787,8 @@ static step_t check_approval_id(eval_req_t *r, steps_t *s) {
         tg_reply_error(r->ex, TG_ERR_INTERNAL, NULL);
         return STEP_ANSWERED;
     }
-    tg_err_t rc = tg_db_approval_get(r->p->db, r->tenant_name, r->tenant_len, r->appr_id,
-                                     id->len, a);
+    tg_err_t rc =
+        tg_db_approval_get(r->p->db, r->tenant_name, r->tenant_len, r->appr_id, id->len, a);
     bool same = rc == TG_OK && sodium_memcmp(a->request_hash, s->req_hash, 32) == 0;
     free(a);
     if (rc == TG_OK && !same) {
@@ -1256,8 +1256,8 @@ static step_t escalate(eval_req_t *r, steps_t *s) {
         rule[s->d.rule_id.len] = '\0';
         tg_err_t rc = tg_approval_new_id(id);
         rc = rc ? rc
-                : tg_approval_init(a, id, r->tenant_name, s->req_hash, r->exec_id, r->surface,
-                                   rule, s->d.reason, spec, now);
+                : tg_approval_init(a, id, r->tenant_name, s->req_hash, r->exec_id, r->surface, rule,
+                                   s->d.reason, spec, now);
         if (rc != TG_OK) {
             fail(r, TG_ERR_INTERNAL, NULL);
             return STEP_ANSWERED;
@@ -1305,7 +1305,7 @@ static step_t escalate(eval_req_t *r, steps_t *s) {
     if (st == TG_APPROVAL_DENIED || st == TG_APPROVAL_EXPIRED) {
         s->d.verdict = TG_DENY;
         s->d.reason = tg_reason_code(st == TG_APPROVAL_DENIED ? TG_REASON_APPROVAL_DENIED
-                                                             : TG_REASON_APPROVAL_EXPIRED);
+                                                              : TG_REASON_APPROVAL_EXPIRED);
         free(r->appr);
         r->appr = NULL; /* a DENY names no approval */
     }
@@ -1438,7 +1438,7 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
          * this record (a replay rebuilds it from meta "a"); a pending one a resume names
          * again is named only (GET /v1/approvals/{id} has its state) */
         tg_buf_t appr_json;
-        tg_buf_init(&appr_json, TG_APPROVAL_DOC_MAX * 2);
+        tg_buf_init(&appr_json, (size_t)TG_APPROVAL_DOC_MAX * 2);
         if (r->appr != NULL) {
             body.approval_id = (tg_text_t){r->appr->id, strlen(r->appr->id)};
         }

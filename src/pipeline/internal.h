@@ -85,11 +85,11 @@ struct tg_pipeline {
 
     /* Live ledger entries the replay could not fit (caps smaller than at the last run):
      * the start is refused when either is not 0 (tg_pipeline_replay_check). */
-    uint64_t replay_unfit_store;    /* idempotency keys and nonces */
-    uint64_t replay_unfit_receipts; /* receipt index entries */
-    uint64_t replay_unfit_limits;   /* limit totals (--limit-entries) */
+    uint64_t replay_unfit_store;     /* idempotency keys and nonces */
+    uint64_t replay_unfit_receipts;  /* receipt index entries */
+    uint64_t replay_unfit_limits;    /* limit totals (--limit-entries) */
     uint64_t replay_unfit_approvals; /* approvals (--approval-entries) */
-    int64_t approvals_tick_ms; /* the expiry timer's last run (control thread only) */
+    int64_t approvals_tick_ms;       /* the expiry timer's last run (control thread only) */
 
     /* Reloads (reload.c): one at a time (reload_mu); last_reload is what /version shows
      * (under admin_mu, which is never held for long); the counts are /metrics'. */

@@ -28,9 +28,9 @@ typedef enum {
 } member_id_t;
 
 static const char *const MEMBER_NAMES[M__COUNT] = {
-    "surface", "tool",          "action",          "actor",           "actorId",
-    "context", "args",          "signals",         "idempotency_key", "intent_id",
-    "nonce",   "subjectDigest", "prevReceiptHash", "executionMode",   "execution_mode",
+    "surface",     "tool",          "action",          "actor",           "actorId",
+    "context",     "args",          "signals",         "idempotency_key", "intent_id",
+    "nonce",       "subjectDigest", "prevReceiptHash", "executionMode",   "execution_mode",
     "approval_id", "approvalId"};
 
 /* Up to 64 bytes of s with control characters as '?', for messages. */
