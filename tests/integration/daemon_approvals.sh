@@ -273,6 +273,11 @@ escalate A5 H5 "$(req deploy.fast api 3.0.2 ',"idempotency_key":"esc-5"')" "cons
 review tok-ap01 "$A5" approve "$H5"
 tg_expect_py "s == 200 and j['status'] == 'approved'" "one approval of one required: approved"
 sleep 3.5 # ttl_s 2 and consume_within_s 1 have passed; no request meanwhile
+# The timer wrote the expiry by itself: counted before any request touched an approval
+# (a read computes the status at its instant, so GET alone would not show the timer).
+curl -s --max-time 5 "$TG_URL/metrics" >"$TG_TMP/metrics-exp.txt"
+tg_check "the timer expired both without traffic: $(grep 'approval_events_total{event="expired"}' "$TG_TMP/metrics-exp.txt")" \
+    grep -q '^trigguard_approval_events_total{event="expired"} [2-9]' "$TG_TMP/metrics-exp.txt"
 get tok-caller "$A4"
 tg_expect_py "s == 200 and j['status'] == 'expired'" "GET after ttl_s without traffic: expired"
 review tok-ap02 "$A4" approve "$H4"
