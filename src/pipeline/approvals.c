@@ -140,16 +140,28 @@ static void reply_db_error(tg_pipeline_t *p, tg_exchange_t *ex, tg_err_t rc) {
 }
 
 tg_err_t tg_pipeline_approval_hold(tg_pipeline_t *p, const char *tenant, size_t tenant_len,
-                                   const char *id, tg_approval_t *cur) {
-    tg_err_t rc = TG_ERR_IN_FLIGHT;
-    for (int i = 0; i < HOLD_TRIES && rc == TG_ERR_IN_FLIGHT; i++) {
-        if (i > 0) {
-            struct timespec ts = {0, HOLD_PAUSE_MS * 1000000L};
-            nanosleep(&ts, NULL);
+                                   const char *id, tg_approval_t *cur, bool *held) {
+    *held = false;
+    for (int i = 0; i < HOLD_TRIES; i++) {
+        int64_t now = tg_clock_now_ms();
+        tg_err_t rc = tg_db_approval_hold(p->db, tenant, tenant_len, id, strlen(id), now, cur);
+        if (rc != TG_ERR_IN_FLIGHT) {
+            *held = rc == TG_OK;
+            return rc;
         }
-        rc = tg_db_approval_hold(p->db, tenant, tenant_len, id, strlen(id), tg_clock_now_ms(), cur);
+        /* Held by another writer. An approval that is no longer pending can only be read:
+         * answer from its stored state at once. Waiting would be wrong there: the holder may
+         * be a resume whose PERMIT is deferred on this very event thread (the consuming
+         * write is the only one that defers), and its answer would wait for this sleep. */
+        rc = tg_db_approval_get(p->db, tenant, tenant_len, id, strlen(id), cur);
+        if (rc != TG_OK || tg_approval_status_at(cur, now) != TG_APPROVAL_PENDING) {
+            return rc;
+        }
+        /* pending: a review or the timer is writing it, on a thread of its own */
+        struct timespec ts = {0, HOLD_PAUSE_MS * 1000000L};
+        nanosleep(&ts, NULL);
     }
-    return rc;
+    return TG_ERR_IN_FLIGHT;
 }
 
 /* ---- GET /v1/approvals --------------------------------------------------------------- */
@@ -369,7 +381,8 @@ static void review(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest, bool a
         tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
         return;
     }
-    tg_err_t rc = tg_pipeline_approval_hold(p, who.tenant, who.tenant_len, id, cur);
+    bool held = false;
+    tg_err_t rc = tg_pipeline_approval_hold(p, who.tenant, who.tenant_len, id, cur, &held);
     if (rc != TG_OK) {
         reply_db_error(p, ex, rc);
         free(cur);
@@ -384,8 +397,14 @@ static void review(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest, bool a
     int64_t now = tg_clock_now_ms();
     rc = tg_approval_match(cur, who.subject, groups, who.n_groups, &entry);
     rc = rc ? rc : tg_approval_review(&st->next, cur, who.subject, entry, approve, hash, now);
+    if (rc == TG_OK && !held) {
+        /* read without the hold (no longer pending when read): never written unheld */
+        rc = TG_ERR_APPROVAL_CLOSED;
+    }
     if (rc != TG_OK) {
-        TG_IGNORE(tg_db_approval_release(p->db, who.tenant, who.tenant_len, id, strlen(id)));
+        if (held) {
+            TG_IGNORE(tg_db_approval_release(p->db, who.tenant, who.tenant_len, id, strlen(id)));
+        }
         static const struct {
             tg_err_t rc;
             const char *msg;

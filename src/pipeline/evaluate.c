@@ -1266,7 +1266,8 @@ static step_t escalate(eval_req_t *r, steps_t *s) {
         r->appr_event = TG_APPROVAL_EVENT_ESCALATED;
         return STEP_NEXT;
     }
-    tg_err_t rc = tg_pipeline_approval_hold(p, r->tenant_name, r->tenant_len, r->appr_id, a);
+    bool held = false;
+    tg_err_t rc = tg_pipeline_approval_hold(p, r->tenant_name, r->tenant_len, r->appr_id, a, &held);
     if (rc != TG_OK) {
         fail(r,
              rc == TG_ERR_NOT_FOUND   ? TG_ERR_REQUEST_HASH_MISMATCH
@@ -1276,8 +1277,14 @@ static step_t escalate(eval_req_t *r, steps_t *s) {
                                     : "the approval cannot be used now; retry shortly");
         return STEP_ANSWERED;
     }
-    r->appr_held = true;
+    r->appr_held = held;
     tg_approval_status_t st = tg_approval_status_at(a, now);
+    if (st == TG_APPROVAL_APPROVED && !held) {
+        /* read without the hold: another resume is consuming it right now */
+        fail(r, TG_ERR_APPROVAL_CONSUMED,
+             "another request is using this approval now; it is single use");
+        return STEP_ANSWERED;
+    }
     if (st == TG_APPROVAL_APPROVED) {
         tg_approval_t *next = malloc(sizeof *next);
         if (next == NULL || tg_approval_consume(next, a, r->exec_id, now) != TG_OK) {
@@ -1300,7 +1307,10 @@ static step_t escalate(eval_req_t *r, steps_t *s) {
              "this approval has already been used by a PERMIT; escalate again for another");
         return STEP_ANSWERED;
     }
-    TG_IGNORE(tg_db_approval_release(p->db, r->tenant_name, r->tenant_len, a->id, strlen(a->id)));
+    if (held) {
+        TG_IGNORE(
+            tg_db_approval_release(p->db, r->tenant_name, r->tenant_len, a->id, strlen(a->id)));
+    }
     r->appr_held = false;
     if (st == TG_APPROVAL_DENIED || st == TG_APPROVAL_EXPIRED) {
         s->d.verdict = TG_DENY;

@@ -360,11 +360,13 @@ void tg_route_approval_deny(tg_pipeline_t *p, tg_exchange_t *ex, const char *res
  * runs at most every TG_APPROVAL_TICK_MS and writes at most a few records per run. */
 void tg_pipeline_approvals_tick(tg_pipeline_t *p, int64_t now_ms);
 
-/* Takes the hold on an approval (db.h), retrying for up to about 2 s while another step of
- * it is being written (a review, a resume, the timer): reviews of one approval queue up
- * rather than fail. As tg_db_approval_hold otherwise. */
+/* Takes the hold on an approval (db.h) and reads its state into *cur (*held true). While
+ * another writer holds it: a pending approval is waited for (up to about 2 s: reviews of one
+ * approval queue up rather than fail); one that is no longer pending is answered from its
+ * stored state at once, TG_OK with *held false (it can only be read: no step may follow).
+ * TG_ERR_IN_FLIGHT after the wait; as tg_db_approval_hold / _get otherwise. */
 tg_err_t tg_pipeline_approval_hold(tg_pipeline_t *p, const char *tenant, size_t tenant_len,
-                                   const char *id, struct tg_approval *cur) TG_MUST_USE;
+                                   const char *id, struct tg_approval *cur, bool *held) TG_MUST_USE;
 
 /* POST /v1/receipts/{executionId}/redeem (redeem.c); rest is "{executionId}/redeem". */
 void tg_route_redeem(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);

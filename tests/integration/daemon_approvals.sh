@@ -273,6 +273,11 @@ escalate A5 H5 "$(req deploy.fast api 3.0.2 ',"idempotency_key":"esc-5"')" "cons
 review tok-ap01 "$A5" approve "$H5"
 tg_expect_py "s == 200 and j['status'] == 'approved'" "one approval of one required: approved"
 sleep 3.5 # ttl_s 2 and consume_within_s 1 have passed; no request meanwhile
+# The timer wrote the expiry by itself: counted before any request touched an approval
+# (a read computes the status at its instant, so GET alone would not show the timer).
+curl -s --max-time 5 "$TG_URL/metrics" >"$TG_TMP/metrics-exp.txt"
+tg_check "the timer expired both without traffic: $(grep 'approval_events_total{event="expired"}' "$TG_TMP/metrics-exp.txt")" \
+    grep -q '^trigguard_approval_events_total{event="expired"} [2-9]' "$TG_TMP/metrics-exp.txt"
 get tok-caller "$A4"
 tg_expect_py "s == 200 and j['status'] == 'expired'" "GET after ttl_s without traffic: expired"
 review tok-ap02 "$A4" approve "$H4"
@@ -305,6 +310,25 @@ tg_eq "$?" 0 "10 concurrent reviews: two 200, approved once, eight 409 approval_
 get tok-caller "$A6"
 tg_expect_py "j['status'] == 'approved' and len(j['approvals']) == 2 and len({a['subject'] for a in j['approvals']}) == 2" \
     "exactly two approvals counted, by two subjects"
+
+# Four resumes of the approved approval at once: one PERMIT, three 409 approval_consumed, and
+# none of them waits for another (a resume that meets the consuming one answers from the
+# stored state; sleeping on the event thread would hold back the winner's own answer).
+python3 - "${TG_PORTS[main]}" "$A6" "$(req deploy.prod api 2.0.7 '')" >"$TG_TMP/conc2.out" 2>&1 <<'PY'
+import json, sys, time, pgload
+port, aid, body = int(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
+jobs = [(port, "POST", "/v1/evaluate", dict(body, approval_id=aid, idempotency_key="cr-%d" % i),
+         "tok-caller") for i in range(4)]
+t0 = time.monotonic()
+res = pgload.fire(jobs, 4)
+took = time.monotonic() - t0
+st = [r[0] for r in res]
+print("statuses", st, "codes", [pgload.error_code(r[2]) for r in res if r[0] != 200], "took %.2f s" % took)
+assert st.count(200) == 1 and st.count(409) == 3, st
+assert [json.loads(r[2])["decision"] for r in res if r[0] == 200] == ["PERMIT"], res
+assert all(pgload.error_code(r[2]) == "approval_consumed" for r in res if r[0] == 409), res
+PY
+tg_eq "$?" 0 "4 concurrent resumes: one PERMIT, three 409 approval_consumed ($(tail -3 "$TG_TMP/conc2.out" | tr '\n' ' '))"
 
 # ---- a policy reload between the escalation and the resume, both ways -----------------------
 
