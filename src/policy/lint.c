@@ -206,7 +206,7 @@ typedef struct conj {
 static int conj_add(conj_t *c, const json_t *leaf) {
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 16;
-        const json_t **nl = realloc(c->leaf, cap * sizeof *nl);
+        const json_t **nl = realloc(c->leaf, cap * sizeof(const json_t *));
         if (nl == NULL) {
             return 0;
         }
@@ -376,7 +376,7 @@ static int satisfiable(const json_t *const *leaf, const int *ops, size_t n) {
 
 /* Reports the rule (path at the rule) when some field's leaves cannot all hold. */
 static void check_contradiction(lint_t *l, const conj_t *c) {
-    const json_t **same = malloc((c->n ? c->n : 1) * sizeof *same);
+    const json_t **same = malloc((c->n ? c->n : 1) * sizeof(const json_t *));
     int *ops = malloc((c->n ? c->n : 1) * sizeof *ops);
     unsigned char *done = calloc(c->n ? c->n : 1, 1);
     if (same == NULL || ops == NULL || done == NULL) {
@@ -469,7 +469,7 @@ static tg_err_t canon_set(json_t *arr, int depth) {
     if (n < 2 && n > 0) {
         return canon_node(json_array_get(arr, 0), depth + 1);
     }
-    json_t **e = malloc((n ? n : 1) * sizeof *e);
+    json_t **e = malloc((n ? n : 1) * sizeof(json_t *));
     uint8_t(*h)[32] = malloc((n ? n : 1) * sizeof *h);
     tg_err_t rc = e == NULL || h == NULL ? TG_ERR_NOMEM : TG_OK;
     int scalars = 1;
@@ -499,7 +499,7 @@ static tg_err_t canon_set(json_t *arr, int depth) {
             }
         }
     } else if (rc == TG_OK) {
-        qsort(e, n, sizeof *e, scalar_cmp);
+        qsort(e, n, sizeof(json_t *), scalar_cmp);
     }
     if (rc == TG_OK) {
         json_array_clear(arr);
