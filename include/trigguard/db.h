@@ -90,7 +90,9 @@
 #include "trigguard/ledger.h"
 #include "trigguard/store.h"
 
-struct tg_approval; /* approval.h */
+struct tg_approval;    /* approval.h */
+struct tg_note_signer; /* note.h */
+struct tg_checkpoint;  /* note.h */
 
 typedef struct tg_db tg_db_t;
 
@@ -108,6 +110,14 @@ typedef struct tg_db_pg_opts {
     uint32_t commit_timeout_ms; /* one group commit, from BEGIN to COMMIT's answer */
 } tg_db_pg_opts_t;
 
+/* The transparency log (SPEC §12): off unless a log key is given. */
+typedef struct tg_db_log_opts {
+    const struct tg_note_signer *signer; /* the log key, named by the origin (--log-origin);
+                                            copied at open, wiped at close; NULL = no log */
+    uint32_t min_interval_ms;            /* --checkpoint-min-interval; 0 = 5 */
+    uint32_t max_interval_ms;            /* --checkpoint-interval; 0 = 100 */
+} tg_db_log_opts_t;
+
 typedef struct tg_db_opts {
     tg_db_backend_t backend;
     tg_store_opts_t keys;      /* idempotency keys and nonces: caps, retention, key length
@@ -117,6 +127,7 @@ typedef struct tg_db_opts {
     uint64_t approval_entries; /* file: most approvals held in memory; 0 = 100,000 */
     tg_ledger_opts_t ledger;   /* file: the ledger directory and its durability */
     tg_db_pg_opts_t pg;        /* pg */
+    tg_db_log_opts_t log;      /* the transparency log (both backends) */
 } tg_db_opts_t;
 
 /* A decision record on its way to durability, and what it claims. Pointers are read
@@ -145,6 +156,11 @@ typedef struct tg_db_record {
      * (TG_ERR_INVALID_ARG otherwise). Version 1 (an ESCALATE receipt) creates it; version
      * n > 1 needs the hold of version n - 1 (tg_db_approval_hold). */
     const struct tg_approval *approval;
+    /* The record's transparency-log entry (SPEC §12): its receiptHash for a receipt, the
+     * SHA-256 of its payload (canonical JSON) for every other type. NULL = the SHA-256 of
+     * the payload, computed by the backend (wrong for a receipt: the pipeline always sets
+     * it for receipts). */
+    const uint8_t *entry;
 } tg_db_record_t;
 
 /* The append's answer: exactly once per accepted append, status TG_OK (durable as the
@@ -378,6 +394,73 @@ typedef struct tg_db_approval_ref {
 tg_err_t tg_db_approval_due(tg_db_t *db, int64_t now_ms, tg_db_approval_ref_t *out, size_t max,
                             size_t *n) TG_MUST_USE;
 
+/* ---- the transparency log (SPEC §12, docs/TLOG.md) ----
+ *
+ * Every record is a leaf of one RFC 6962 Merkle tree, in log order; its entry is
+ * tg_db_record_t.entry (32 bytes). The backend keeps the tree's stored hashes (tlog.h: every
+ * complete subtree's hash, by level and index) and the newest signed checkpoint, and signs a
+ * new checkpoint (C2SP signed note, key opts.log.signer, origin = the key's name) over the
+ * records it has integrated, at most every min_interval_ms and within max_interval_ms of
+ * growth. A checkpoint is *published* (what these functions answer) only once it is
+ * durable, and it covers only durable records:
+ *   file  leaf index = seq - 1. The ledger feeds each record's entry once its fdatasync
+ *         returned (ledger.h, tg_ledger_feed_fn; durability batch: at its periodic sync,
+ *         none: the log makes the writer sync at most every max_interval_ms); the stored
+ *         hashes are derived files in <ledger dir>/tlog/ (rewritten from the replay at start,
+ *         never synced), the newest checkpoint a durable file there (two alternating
+ *         checksummed slots, one fdatasync per checkpoint). At start the tree rebuilt from
+ *         the replay (tg_db_log_restore) must reproduce the stored checkpoint (same origin,
+ *         size ≤ the tree's, same root at that size, valid signature by the log key), or
+ *         tg_db_start fails with TG_ERR_LOG_INCONSISTENT (a truncated, altered or
+ *         reordered ledger, or another log key): a log never signs two inconsistent
+ *         checkpoints. An empty log publishes the size-0 checkpoint at start.
+ *   pg    one log for the deployment: leaf index = the record's log_index, assigned in
+ *         commit order by one integrator at a time (the instance holding the log's advisory
+ *         lock), which writes the leaf indices, the stored hashes and the signed checkpoint
+ *         in one transaction; every instance serves the checkpoint and proofs from the
+ *         rows. The integrator checks the stored checkpoint against the stored hashes when
+ *         it takes over (TG_ERR_LOG_INCONSISTENT: it refuses to sign, logs, and the log
+ *         stops growing; records still commit).
+ * Every function below answers TG_ERR_LOG_DISABLED when opts.log.signer was NULL.
+ * Thread safety: as the rest of the db (after tg_db_start); never blocks on a disk sync. */
+
+/* From the replay callback only (file), in record order: the entry of the record just
+ * replayed (its seq must be the log's size + 1; TG_ERR_INVALID_ARG otherwise). Without a
+ * log, TG_OK and nothing done (so the caller needs no test). */
+tg_err_t tg_db_log_restore(tg_db_t *db, uint64_t seq, const uint8_t entry[32]) TG_MUST_USE;
+
+/* The newest published checkpoint: its signed note text appended to note (may be NULL) and
+ * its parsed body in *cp (may be NULL; cp->ext is NULL). TG_ERR_LOG_DISABLED, the
+ * unavailability error (pg), tg_buf errors. */
+tg_err_t tg_db_log_checkpoint(tg_db_t *db, tg_buf_t *note, struct tg_checkpoint *cp) TG_MUST_USE;
+
+/* n stored hashes of tree level `level`, indices index .. index+n-1, into out[0..n); all
+ * must be complete in the published tree (TG_ERR_NOT_FOUND otherwise). n ≤ 256. For tiles
+ * and proofs. TG_ERR_INVALID_ARG, TG_ERR_IO, the unavailability error. */
+tg_err_t tg_db_log_hashes(tg_db_t *db, unsigned level, uint64_t index, size_t n,
+                          uint8_t (*out)[32]) TG_MUST_USE;
+
+/* n entries (32 bytes each) from leaf `index` on, all in the published tree
+ * (TG_ERR_NOT_FOUND otherwise), into out[0..n). n ≤ 256. For entry tiles. */
+tg_err_t tg_db_log_entries(tg_db_t *db, uint64_t index, size_t n, uint8_t (*out)[32]) TG_MUST_USE;
+
+/* The leaf index of the record at *pos. file: seq - 1 (TG_ERR_LOG_PENDING while it is not
+ * in the published tree); pg: its log_index (TG_ERR_LOG_PENDING while unassigned or not yet
+ * published). TG_ERR_NOT_FOUND (no such record), the unavailability error. */
+tg_err_t tg_db_log_leaf(tg_db_t *db, const tg_ledger_pos_t *pos, uint64_t *leaf) TG_MUST_USE;
+
+/* Called once when a published checkpoint covers the record at the position given to
+ * tg_db_log_wait (status TG_OK, *leaf its index), or when it will not in time (status
+ * TG_ERR_LOG_PENDING after timeout_ms; the unavailability error). Runs on a backend thread;
+ * must be short and must not block (resume a connection and return). */
+typedef void (*tg_db_log_wait_fn)(void *ud, tg_err_t status, uint64_t leaf);
+
+/* Registers fn for the record at *pos (already durable: after its append's done). fn may run
+ * before this returns. TG_ERR_LOG_DISABLED, TG_ERR_LIMIT (too many waiters: answer 503),
+ * TG_ERR_INVALID_ARG; fn is never called on an error. For batch-signed receipts. */
+tg_err_t tg_db_log_wait(tg_db_t *db, const tg_ledger_pos_t *pos, uint32_t timeout_ms,
+                        tg_db_log_wait_fn fn, void *ud) TG_MUST_USE;
+
 /* ---- upkeep and observation ---- */
 
 /* Periodic upkeep, from one thread (serve: every 100 ms): reclaims expired entries in
@@ -395,6 +478,18 @@ typedef struct tg_db_stats {
     tg_ledger_stats_t records;  /* the record log's counters (file: the ledger's; ledger.h) */
     tg_store_stats_t limits;    /* limit totals (file: entries, capacity, full refusals) */
     tg_store_stats_t approvals; /* approvals held (file: entries, capacity, full refusals) */
+    struct {
+        bool enabled;
+        uint64_t size;            /* the published checkpoint's tree size */
+        uint64_t integrated;      /* leaves hashed into the tree (≥ size) */
+        uint64_t checkpoints;     /* checkpoints signed and published since start */
+        uint64_t lag_ms_last;     /* the last checkpoint: ms from its newest record's
+                                     durability (file) or commit (pg) to its publication */
+        uint64_t lag_hist[TG_LEDGER_FSYNC_BUCKETS]; /* that lag in µs, bounds as fsync's */
+        uint64_t failures;        /* checkpoints that could not be made durable */
+        uint64_t waiters;         /* tg_db_log_wait callers waiting now */
+        bool integrator;          /* pg: this instance integrates now (file: true) */
+    } log;
 } tg_db_stats_t;
 
 /* Fills *out (all zero for a NULL db). Thread-safe. */

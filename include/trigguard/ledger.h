@@ -167,6 +167,18 @@ tg_err_t tg_durability_parse(tg_durability_t *out, const char *s) TG_MUST_USE;
 #define TG_LEDGER_FDS_TRANSIENT 2
 #define TG_LEDGER_FDS_PER_READ 1
 
+/* The transparency log's feed (db.h "transparency log", SPEC §12): the log entries of
+ * records [first_seq, first_seq + n), entries[i] for seq first_seq + i, once an fdatasync
+ * covering them has returned. Every record is fed exactly once, in sequence order, never
+ * concurrently with itself, and never before its sync: FSYNC after each batch's sync (before
+ * the batch's done callbacks are handed on), BATCH at its periodic sync, NONE at the periodic
+ * sync that sync_interval_ms asks for (and at rotation and close). Records replayed by open
+ * are not fed (the caller's replay callback sees them). Runs on the writer thread (or the
+ * thread of a rotation sync or close); it must be short and must not call tg_ledger_
+ * functions: copy the entries and return. The entries are valid during the call only. */
+typedef void (*tg_ledger_feed_fn)(void *ud, uint64_t first_seq, const uint8_t (*entries)[32],
+                                  size_t n);
+
 typedef struct tg_ledger_opts {
     const char *dir;            /* ledger directory; created (0700) if missing (not its
                                    parents). Required. */
@@ -181,10 +193,17 @@ typedef struct tg_ledger_opts {
     bool no_create;             /* true: refuse a missing directory or one without a segment
                                    file (TG_ERR_NOT_FOUND) instead of starting a new, empty
                                    ledger there (serve --ledger-create never) */
+    tg_ledger_feed_fn feed;     /* NULL = no transparency log: entries are neither computed
+                                   nor kept */
+    void *feed_ud;
+    uint32_t sync_interval_ms;  /* NONE with a feed: the writer fdatasyncs the records written
+                                   since its last sync at most this often (so the log can cover
+                                   them); 0 = 100. Ignored otherwise. */
 } tg_ledger_opts_t;
 
 /* Zero-initialised opts mean "defaults"; set .dir. */
-#define TG_LEDGER_OPTS_INIT ((tg_ledger_opts_t){NULL, TG_DURABILITY_FSYNC, 0, 0, 0, 0, 0, 0, false})
+#define TG_LEDGER_OPTS_INIT                                                                        \
+    ((tg_ledger_opts_t){NULL, TG_DURABILITY_FSYNC, 0, 0, 0, 0, 0, 0, false, NULL, NULL, 0})
 
 /* Where a record lives. The daemon keeps these in its receipt index for tg_ledger_read_at. */
 typedef struct tg_ledger_pos {
@@ -268,6 +287,24 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
 tg_err_t tg_ledger_append(tg_ledger_t *l, uint8_t type, const void *meta, size_t meta_len,
                           const void *payload, size_t len, tg_ledger_done_fn done,
                           void *ud) TG_MUST_USE;
+
+/* One record to append, with its transparency-log entry (tg_ledger_feed_fn). */
+typedef struct tg_ledger_in {
+    uint8_t type;
+    const void *meta;
+    size_t meta_len;
+    const void *payload;
+    size_t len;
+    const uint8_t *entry; /* 32 bytes, copied; NULL = SHA-256(payload) (when a feed is set) */
+} tg_ledger_in_t;
+
+/* tg_ledger_append and tg_ledger_append_now with the record's log entry: the same contract
+ * and errors. tg_ledger_append(l, type, meta, ml, payload, len, done, ud) is
+ * tg_ledger_append_in with entry NULL. */
+tg_err_t tg_ledger_append_in(tg_ledger_t *l, const tg_ledger_in_t *in, tg_ledger_done_fn done,
+                             void *ud) TG_MUST_USE;
+tg_err_t tg_ledger_append_now_in(tg_ledger_t *l, const tg_ledger_in_t *in,
+                                 tg_ledger_pos_t *pos_out) TG_MUST_USE;
 
 /* tg_ledger_append and wait for its completion: returns the done status (or the immediate
  * error); *pos_out (may be NULL) receives the position on TG_OK. For the CLI and tests; never
