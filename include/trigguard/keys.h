@@ -38,6 +38,7 @@
 
 #include "trigguard/buf.h"
 #include "trigguard/err.h"
+#include "trigguard/note.h"
 
 #define TG_KEY_ID_MAX 64
 #define TG_KEY_PK_LEN 32
@@ -138,10 +139,17 @@ typedef struct tg_keyring_entry {
     bool anchor;
 } tg_keyring_entry_t;
 
-/* Caller-allocated (a few KiB; fine on the stack or inside a config object). */
+/* Transparency-log keys a ring may hold beside its receipt keys (SPEC §12). */
+#define TG_KEYRING_LOG_MAX 8
+
+/* Caller-allocated (about 6 KiB; fine on the stack or inside a config object). */
 typedef struct tg_keyring {
     tg_keyring_entry_t entries[TG_KEYRING_MAX]; /* active entry first, then add order */
     size_t count;
+    /* The log keys that verify the checkpoints of batch-signed receipts (receipt.h), by
+     * name (the log's origin) and C2SP key id: public keys only, never receipt keys. */
+    tg_note_verifier_t logs[TG_KEYRING_LOG_MAX];
+    size_t log_count;
 } tg_keyring_t;
 
 /* Empty ring. */
@@ -157,6 +165,16 @@ tg_err_t tg_keyring_add(tg_keyring_t *ring, const tg_key_t *key,
 /* Adds `key` verify-only (as tg_keyring_add) and marks it a trust anchor (see above).
  * Same errors as tg_keyring_add. */
 tg_err_t tg_keyring_add_anchor(tg_keyring_t *ring, const tg_key_t *key) TG_MUST_USE;
+
+/* Adds a transparency-log verifier key (note.h: name = the log's origin, key id, public
+ * key), copied. Errors: TG_ERR_LIMIT (TG_KEYRING_LOG_MAX held), TG_ERR_EXISTS (a log key of
+ * that name and id, or of that name and public key, is already held), TG_ERR_INVALID_ARG (a
+ * bad name, or an id that is not the name's and key's). */
+tg_err_t tg_keyring_add_log(tg_keyring_t *ring, const tg_note_verifier_t *v) TG_MUST_USE;
+
+/* The log key of this name (n bytes) and key id, or NULL. Thread-safe read. */
+const tg_note_verifier_t *tg_keyring_find_log(const tg_keyring_t *ring, const char *name, size_t n,
+                                              uint32_t key_id);
 
 /* The key with this id (n bytes), or NULL. Constant per ring; thread-safe read. */
 const tg_key_t *tg_keyring_find(const tg_keyring_t *ring, const char *key_id, size_t n);
@@ -178,10 +196,15 @@ tg_err_t tg_keyring_keys_json(tg_buf_t *out, const tg_keyring_t *ring,
 /* Adds every key of a keys.json document (text, len bytes) to the ring, public keys only,
  * with their status. Unknown members are ignored; "protocol" must be "trigguard/v1";
  * "keys" must be a non-empty array; each key needs a valid keyId, algorithm "Ed25519",
- * status "active" or "verify-only" and a PUBLIC KEY publicKeyPem.
+ * status "active" or "verify-only" and a PUBLIC KEY publicKeyPem. "use" (a string when
+ * present) says what the key signs: absent or "receipt", a receipt key as above;
+ * "checkpoint", the transparency log's key (SPEC §12), added with tg_keyring_add_log: it
+ * needs "origin" (a key name), "vkey" (note.h, named origin) and publicKeyPem (the vkey's
+ * public key), its keyId and status are checked as a receipt key's; any other use is
+ * skipped (a key for something this verifier does not know is trusted for nothing).
  * Errors: TG_ERR_JSON_* (not JSON), TG_ERR_KEY_FORMAT (wrong document shape or key; diag
- * names the member), and those of tg_keyring_add. On error the ring may hold the keys
- * added before the bad one: discard it. */
+ * names the member), and those of tg_keyring_add and tg_keyring_add_log. On error the ring
+ * may hold the keys added before the bad one: discard it. */
 tg_err_t tg_keyring_load_keys_json(tg_keyring_t *ring, const char *text, size_t len,
                                    tg_diag_t *diag) TG_MUST_USE;
 

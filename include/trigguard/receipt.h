@@ -3,7 +3,8 @@
  * A receipt is one JSON object whose members are strings, but for `principal` (an object of
  * strings, SPEC 1.1). Its canonical form
  * (RFC 8785) sorts the names by UTF-16 code units; all names are ASCII, so the order is
- * fixed. `*` = optional (absent, never null), `s` = member of the signed form only:
+ * fixed. `*` = optional (absent, never null); `s` = member of the per-receipt signed form
+ * only, `b` = of the batch-signed form only, `sb` = of both (SPEC §12; see "Two kinds" below):
  *
  *   #  name                   format                                   hashed
  *   1  action                 text (may be empty)                       yes
@@ -28,12 +29,37 @@
  *  15  protocolFingerprint    64 lowercase hex                          yes
  *  16  protocolVersion        "trigguard/v1"                            yes
  *  17  reasonCode             text, non-empty                           yes
- *  18  receiptHash        s   64 lowercase hex                          no
+ *  18  receiptHash        sb  64 lowercase hex                          no
  *  19  requestHash            64 lowercase hex                          yes
  *  20  subjectDigest        * text, non-empty (as given)                yes
  *  21  surface                text, non-empty                           yes
  *  22  tenantId               text, non-empty                           yes
  *  23  timestamp              YYYY-MM-DDTHH:MM:SS.mmmZ                  yes
+ *  24  transparency       b   {"checkpoint","inclusionProof",           no
+ *                             "leafIndex","logKeyId","logOrigin",
+ *                             "treeSize"} (below)
+ *
+ * Two kinds (SPEC §12). A per-receipt signed receipt carries authorityKeyId,
+ * authoritySignature and receiptHash (v1, byte for byte). A batch-signed receipt carries
+ * receiptHash and transparency, and neither authority member: it is authentic because its
+ * receiptHash is a leaf of the transparency log under a checkpoint signed by the log's key,
+ * one signature for a whole group commit. receiptHash is the same hash in both kinds (the
+ * non-hashed members are left out alike), so the same fields hash the same. The ledger
+ * stores a batch receipt in its hashed form (tg_receipt_write_hashed: receiptHash, no
+ * transparency); the transparency member is added when it is answered
+ * (tg_receipt_add_transparency), from the checkpoint that covers it then.
+ *
+ * transparency, members in canonical order (all required, nothing else):
+ *   checkpoint      the C2SP signed note (note.h) of the checkpoint the proof is against:
+ *                   text, 1..TG_NOTE_MAX_BYTES bytes
+ *   inclusionProof  [padded base64 of 32 bytes, ...]: RFC 9162 PATH(leafIndex, treeSize),
+ *                   0..TG_TLOG_MAX_PROOF hashes (tlog.h's order)
+ *   leafIndex       integer, 0..2^53-1 (a JSON-safe integer)
+ *   logKeyId        the log key's C2SP key id: 8 lowercase hex
+ *   logOrigin       the log's origin = its key's name (note.h's name rules)
+ *   treeSize        integer, 1..2^53-1: the checkpoint's size
+ * The leaf is tg_tlog_leaf_hash(the 32 raw bytes of receiptHash) (SPEC §12: a receipt's log
+ * entry is its receiptHash).
  *
  * principal names who asked, verified by the daemon (never taken from the request body):
  * the OIDC ID token's `iss` and `sub`, or a tokens-file principal's explicit `subject`
@@ -60,13 +86,22 @@
  * "text" is valid UTF-8 of at most TG_RECEIPT_TEXT_MAX bytes.
  * receiptHash  = SHA-256(canonical JSON of the members marked "hashed" that are present).
  * authoritySignature = base64(Ed25519(the 32 raw bytes of receiptHash)).
- * The signed receipt is emitted in canonical form too (all 24 names sorted as above).
+ * The signed receipt is emitted in canonical form too (all names sorted as above).
  *
  * Verification order (SPEC §5): shape -> known key id (or a trust anchor whose signature
  * holds) -> signature over the stated hash -> recomputed hash equals the stated one ->
- * expiresAt not passed. The first failure wins. TG_ERR_RECEIPT_EXPIRED is only returned for a
- * receipt that passed every other check: it is authentic but no longer authorizes (callers
- * verifying history, e.g. the ledger, may treat it as authentic).
+ * expiresAt not passed. A batch-signed receipt (SPEC §12) takes the same steps with the log
+ * in place of the signature: shape (transparency included) -> the ring's log key named by
+ * logOrigin and logKeyId (TG_ERR_KEY_UNKNOWN) -> the checkpoint note verifies with it
+ * (TG_ERR_NOTE_MALFORMED, TG_ERR_NOTE_SIGNATURE, TG_ERR_NOTE_UNVERIFIED; its text
+ * TG_ERR_CHECKPOINT_MALFORMED) -> the checkpoint's origin is logOrigin and its size
+ * treeSize, and inclusionProof proves the leaf of the stated receiptHash at leafIndex under
+ * the checkpoint's root (TG_ERR_TLOG_PROOF) -> recomputed hash equals the stated one
+ * (TG_ERR_RECEIPT_HASH) -> expiresAt. So TG_ERR_RECEIPT_HASH means in both kinds that the
+ * stated hash is authentic and the fields were changed. The first failure wins.
+ * TG_ERR_RECEIPT_EXPIRED is only returned for a receipt that passed every other check: it is
+ * authentic but no longer authorizes (callers verifying history, e.g. the ledger, may treat
+ * it as authentic).
  *
  * Thread safety: every function is reentrant; a shared read-only key ring and key may be
  * used from any number of threads at once. libsodium must be initialised (sodium_init).
@@ -84,6 +119,8 @@
 #include "trigguard/clock.h"
 #include "trigguard/err.h"
 #include "trigguard/keys.h"
+#include "trigguard/note.h"
+#include "trigguard/tlog.h"
 
 #define TG_RECEIPT_TEXT_MAX 4096
 #define TG_RECEIPT_PRINCIPAL_MAX 1024 /* bytes of principal.issuer and of principal.subject */
@@ -160,8 +197,63 @@ tg_err_t tg_receipt_sign_fields(tg_buf_t *out, tg_receipt_signed_t *info, const 
 tg_err_t tg_receipt_write_unsigned(tg_buf_t *out, const tg_receipt_fields_t *fields,
                                    tg_diag_t *diag) TG_MUST_USE;
 
+/* The batch-signed receipt's hashed form (SPEC §12): the canonical hashed members with
+ * receiptHash in its place, and neither the authority members nor transparency. What the
+ * ledger stores for a batch receipt (its log entry is info->hash), completed by
+ * tg_receipt_add_transparency when it is answered. info (may be NULL) as for
+ * tg_receipt_sign_fields. Same validation and errors as tg_receipt_write_unsigned: no key,
+ * no signature. On error out->len is restored. */
+tg_err_t tg_receipt_write_hashed(tg_buf_t *out, tg_receipt_signed_t *info,
+                                 const tg_receipt_fields_t *fields, tg_diag_t *diag) TG_MUST_USE;
+
+/* The largest safe JSON integer (2^53 - 1): leafIndex and treeSize stay within it, since a
+ * JSON number is a double to every verifier (canon.h). */
+#define TG_RECEIPT_MAX_LOG_INT ((UINT64_C(1) << 53) - 1)
+
+/* A batch receipt's transparency member, borrowed. */
+typedef struct tg_receipt_transparency {
+    const char *checkpoint; /* the signed note text (note.h), checkpoint_len bytes */
+    size_t checkpoint_len;
+    const tg_tlog_hash_t *proof; /* PATH(leaf_index, tree_size); may be NULL when proof_len 0 */
+    size_t proof_len;
+    uint64_t leaf_index;
+    uint64_t tree_size;
+    uint32_t log_key_id;    /* the log key's id (note.h tg_note_key_id) */
+    const char *log_origin; /* the log's origin, the key's name; log_origin_len bytes */
+    size_t log_origin_len;
+} tg_receipt_transparency_t;
+
+/* Appends the member text `,"transparency":{...}` (canonical) to out. Checks what a verifier
+ * would refuse as malformed: a checkpoint of 1..TG_NOTE_MAX_BYTES bytes of valid UTF-8, at
+ * most TG_TLOG_MAX_PROOF hashes, leaf_index < tree_size ≤ TG_RECEIPT_MAX_LOG_INT, a valid
+ * key name as origin. Errors: TG_ERR_INVALID_ARG, tg_buf errors; out->len restored. Pure. */
+tg_err_t tg_receipt_transparency_member(tg_buf_t *out,
+                                        const tg_receipt_transparency_t *t) TG_MUST_USE;
+
+/* Appends the batch-signed receipt: hashed[0..len), a hashed form as
+ * tg_receipt_write_hashed writes it, with the transparency member before its closing brace
+ * (its place in canonical order: the last member). Pure. TG_ERR_INVALID_ARG when hashed is
+ * not such a form (no final '}', no receiptHash, an authority or transparency member) or t
+ * is invalid (tg_receipt_transparency_member); tg_buf errors; out->len restored. */
+tg_err_t tg_receipt_add_transparency(tg_buf_t *out, const char *hashed, size_t len,
+                                     const tg_receipt_transparency_t *t) TG_MUST_USE;
+
+/* True when text[0..len), a receipt this server wrote (a ledger record's payload), is a
+ * batch receipt's hashed form: receiptHash without authoritySignature. A member name can
+ * only appear unescaped as a name, so the test is a search. */
+bool tg_receipt_text_is_hashed(const char *text, size_t len);
+
+/* Checks a hashed form (a batch receipt as the ledger stores it; `ledger verify`): shape
+ * (receiptHash present; authority members and transparency absent) and receiptHash
+ * recomputed. Nothing here is authenticated (the log's checkpoint does that). TG_OK,
+ * TG_ERR_RECEIPT_SHAPE, TG_ERR_RECEIPT_HASH, TG_ERR_NOMEM / canon errors; diag says why.
+ * hash (may be NULL) receives receiptHash's 32 bytes on TG_OK. */
+tg_err_t tg_receipt_check_hashed(const json_t *receipt, uint8_t hash[32],
+                                 tg_diag_t *diag) TG_MUST_USE;
+
 /* Generic path (`trigguard receipt sign`): body is a JSON object with the hashed members
- * only (shape-checked as in verification; the three signature members must be absent).
+ * only (shape-checked as in verification; receiptHash, the authority members and transparency
+ * must be absent).
  * Computes receiptHash over tg_canon_write(body), signs it and appends the canonical
  * signed receipt. body is only read. info may be NULL.
  * Errors: TG_ERR_RECEIPT_SHAPE (diag names the member), TG_ERR_NO_KEY, TG_ERR_CRYPTO,
@@ -185,15 +277,27 @@ typedef struct tg_receipt_verdict {
     bool permit;
     bool observe;
     bool escalate; /* decision ESCALATE: valid evidence, never authorizes (SPEC §11.2) */
+    /* A batch-signed receipt (transparency, SPEC §12), once its shape is good; key is then
+     * NULL and key_id "". log_key: the ring's log key whose checkpoint signature holds (set
+     * from that step on); then also the checkpoint's tree size and root, and the receipt's
+     * leaf index (what `verify --checkpoint` checks against a newer checkpoint). */
+    bool batch;
+    const tg_note_verifier_t *log_key;
+    uint64_t leaf_index;
+    uint64_t tree_size;
+    uint8_t root[32];
 } tg_receipt_verdict_t;
 
-/* Verifies a parsed receipt object against the ring at wall-clock time now_ms, in the
- * order above. The key is the ring's key named by authorityKeyId; when that is absent or
- * its signature does not hold, each trust anchor of the ring (other than that one) is
- * tried by signature. Returns TG_OK, TG_ERR_RECEIPT_SHAPE, TG_ERR_KEY_UNKNOWN (no key of
- * that id and no anchor's signature), TG_ERR_RECEIPT_SIGNATURE (the named key's signature
- * does not hold, nor an anchor's), TG_ERR_RECEIPT_HASH or TG_ERR_RECEIPT_EXPIRED, with the
- * reason in words in diag; TG_ERR_NOMEM / canon errors only on internal failure.
+/* Verifies a parsed receipt object of either kind against the ring at wall-clock time
+ * now_ms, in the order above. The key is the ring's key named by authorityKeyId; when that
+ * is absent or its signature does not hold, each trust anchor of the ring (other than that
+ * one) is tried by signature. A batch receipt's key is the ring's log key (keys.h
+ * tg_keyring_find_log). Returns TG_OK, TG_ERR_RECEIPT_SHAPE, TG_ERR_KEY_UNKNOWN (no key of
+ * that id and no anchor's signature; no such log key), TG_ERR_RECEIPT_SIGNATURE (the named
+ * key's signature does not hold, nor an anchor's), the batch kind's TG_ERR_NOTE_*,
+ * TG_ERR_CHECKPOINT_MALFORMED and TG_ERR_TLOG_PROOF, TG_ERR_RECEIPT_HASH or
+ * TG_ERR_RECEIPT_EXPIRED, with the reason in words in diag; TG_ERR_NOMEM / canon errors
+ * only on internal failure.
  * Expired means now_ms >= expiresAt. receipt is only read; it is not unwrapped. */
 tg_err_t tg_receipt_verify(const tg_keyring_t *ring, const json_t *receipt, int64_t now_ms,
                            tg_diag_t *diag) TG_MUST_USE;
@@ -234,8 +338,11 @@ bool tg_receipt_authorizes(tg_err_t rc, const tg_receipt_verdict_t *v);
  * tg_receipt_reason_code(rc). Static text. */
 const char *tg_receipt_verdict_reason(tg_err_t rc, const tg_receipt_verdict_t *v);
 
-/* Short snake_case reason for HTTP/CLI: "valid", "malformed" (shape and JSON errors),
- * "unknown_key", "bad_signature", "hash_mismatch", "expired", else "error". Static text. */
+/* Short snake_case reason for HTTP/CLI: "valid", "malformed" (shape and JSON errors, a
+ * malformed checkpoint note or text), "unknown_key", "bad_signature" (also a checkpoint whose
+ * log-key signature does not hold or that has none), "bad_proof" (the inclusion proof does
+ * not lead to the checkpoint, or the checkpoint is not the one transparency names),
+ * "hash_mismatch", "expired", else "error". Static text. */
 const char *tg_receipt_reason_code(tg_err_t e);
 
 /* executionId = "exec_" + the first 32 hex of SHA-256(tenant 0x00 surface 0x00 request_hash

@@ -566,6 +566,38 @@ tg_err_t tg_keyring_add_anchor(tg_keyring_t *ring, const tg_key_t *key) {
     return rc;
 }
 
+tg_err_t tg_keyring_add_log(tg_keyring_t *ring, const tg_note_verifier_t *v) {
+    if (v == NULL || v->name_len == 0 || v->name_len > TG_NOTE_NAME_MAX ||
+        strnlen(v->name, sizeof v->name) != v->name_len ||
+        tg_note_name_check(v->name, v->name_len) != TG_OK ||
+        tg_note_key_id(v->name, v->name_len, v->pk) != v->key_id) {
+        return TG_ERR_INVALID_ARG;
+    }
+    for (size_t i = 0; i < ring->log_count; i++) {
+        const tg_note_verifier_t *h = &ring->logs[i];
+        if (h->name_len == v->name_len && memcmp(h->name, v->name, v->name_len) == 0 &&
+            (h->key_id == v->key_id || memcmp(h->pk, v->pk, sizeof h->pk) == 0)) {
+            return TG_ERR_EXISTS;
+        }
+    }
+    if (ring->log_count >= TG_KEYRING_LOG_MAX) {
+        return TG_ERR_LIMIT;
+    }
+    ring->logs[ring->log_count++] = *v;
+    return TG_OK;
+}
+
+const tg_note_verifier_t *tg_keyring_find_log(const tg_keyring_t *ring, const char *name, size_t n,
+                                              uint32_t key_id) {
+    for (size_t i = 0; name != NULL && i < ring->log_count; i++) {
+        const tg_note_verifier_t *h = &ring->logs[i];
+        if (h->key_id == key_id && h->name_len == n && memcmp(h->name, name, n) == 0) {
+            return h;
+        }
+    }
+    return NULL;
+}
+
 const tg_key_t *tg_keyring_find(const tg_keyring_t *ring, const char *key_id, size_t n) {
     if (key_id == NULL || n == 0 || n > TG_KEY_ID_MAX) {
         return NULL;
@@ -647,6 +679,86 @@ static const char *get_string(const json_t *obj, const char *name, size_t *len, 
     return json_string_value(v);
 }
 
+/* Member `name` of obj is the string want (its length n), else diag says so. */
+static tg_err_t expect_string(const json_t *obj, const char *name, const char *want,
+                              const char *where, tg_diag_t *diag) {
+    size_t n = 0;
+    const char *s = get_string(obj, name, &n, where, diag);
+    if (s == NULL) {
+        return TG_ERR_KEY_FORMAT;
+    }
+    if (n != strlen(want) || memcmp(s, want, n) != 0) {
+        return tg_diag_set(diag, TG_ERR_KEY_FORMAT, "keys.json: %s.%s must be \"%s\"", where, name,
+                           want);
+    }
+    return TG_OK;
+}
+
+/* A "use": "checkpoint" entry (SPEC §12): the transparency log's key, added to the ring's
+ * log keys. Its vkey must name the origin and hold the publicKeyPem's key, so the three ways
+ * the entry states the key cannot disagree. */
+static tg_err_t load_log_key(tg_keyring_t *ring, const json_t *k, const char *where,
+                             tg_diag_t *diag) {
+    tg_note_verifier_t v;
+    tg_key_t key;
+    size_t n = 0, on = 0, vn = 0;
+    tg_err_t rc = TG_OK;
+    memset(&key, 0, sizeof key);
+    const char *kid = get_string(k, "keyId", &n, where, diag);
+    if (kid == NULL) {
+        return TG_ERR_KEY_FORMAT;
+    }
+    if (!tg_key_id_valid(kid, n)) {
+        return tg_diag_set(diag, TG_ERR_KEY_FORMAT, "keys.json: %s.keyId is not a valid key id",
+                           where);
+    }
+    TG_TRY(expect_string(k, "algorithm", "Ed25519", where, diag));
+    const char *st = get_string(k, "status", &n, where, diag);
+    if (st == NULL) {
+        return TG_ERR_KEY_FORMAT;
+    }
+    if (!(n == 6 && memcmp(st, "active", 6) == 0) &&
+        !(n == 11 && memcmp(st, "verify-only", 11) == 0)) {
+        return tg_diag_set(diag, TG_ERR_KEY_FORMAT,
+                           "keys.json: %s.status must be \"active\" or \"verify-only\"", where);
+    }
+    const char *origin = get_string(k, "origin", &on, where, diag);
+    const char *vkey = origin != NULL ? get_string(k, "vkey", &vn, where, diag) : NULL;
+    const char *pem = vkey != NULL ? get_string(k, "publicKeyPem", &n, where, diag) : NULL;
+    if (pem == NULL) {
+        return TG_ERR_KEY_FORMAT;
+    }
+    if (tg_note_vkey_parse(&v, vkey, vn) != TG_OK) {
+        return tg_diag_set(diag, TG_ERR_KEY_FORMAT,
+                           "keys.json: %s.vkey is not a verifier key (name+id+key)", where);
+    }
+    if (v.name_len != on || memcmp(v.name, origin, on) != 0) {
+        return tg_diag_set(diag, TG_ERR_KEY_FORMAT, "keys.json: %s.vkey is not named by %s.origin",
+                           where, where);
+    }
+    tg_diag_t sub;
+    sub.msg[0] = '\0';
+    rc = tg_key_parse_pem(&key, pem, n, NULL, &sub);
+    if (rc == TG_OK && (key.has_secret || memcmp(key.pk, v.pk, sizeof v.pk) != 0)) {
+        rc = TG_ERR_KEY_FORMAT;
+        (void)snprintf(sub.msg, sizeof sub.msg, "%s",
+                       key.has_secret ? "a private key does not belong here"
+                                      : "not the public key of vkey");
+    }
+    if (rc) {
+        rc = tg_diag_set(diag, TG_ERR_KEY_FORMAT, "keys.json: %s.publicKeyPem: %s", where, sub.msg);
+        goto done;
+    }
+    rc = tg_keyring_add_log(ring, &v);
+    if (rc) {
+        rc = tg_diag_set(diag, rc, "keys.json: %s (log key %s): %s", where, v.name,
+                         rc == TG_ERR_EXISTS ? "duplicate log key" : "too many log keys");
+    }
+done:
+    tg_key_wipe(&key);
+    return rc;
+}
+
 tg_err_t tg_keyring_load_keys_json(tg_keyring_t *ring, const char *text, size_t len,
                                    tg_diag_t *diag) {
     json_t *root = NULL;
@@ -685,6 +797,21 @@ tg_err_t tg_keyring_load_keys_json(tg_keyring_t *ring, const char *text, size_t 
         if (!json_is_object(k)) {
             rc = tg_diag_set(diag, TG_ERR_KEY_FORMAT, "keys.json: %s must be an object", where);
             goto done;
+        }
+        const json_t *use = json_object_get(k, "use");
+        if (use != NULL && !json_is_string(use)) {
+            rc = tg_diag_set(diag, TG_ERR_KEY_FORMAT, "keys.json: %s.use must be a string", where);
+            goto done;
+        }
+        if (use != NULL && strcmp(json_string_value(use), "checkpoint") == 0) {
+            rc = load_log_key(ring, k, where, diag);
+            if (rc) {
+                goto done;
+            }
+            continue;
+        }
+        if (use != NULL && strcmp(json_string_value(use), "receipt") != 0) {
+            continue; /* trusted for nothing this verifier knows (keys.h) */
         }
         const char *kid = get_string(k, "keyId", &n, where, diag);
         if (kid == NULL) {

@@ -11,25 +11,30 @@
 #include "trigguard/clock.h"
 #include "trigguard/guard.h"
 #include "trigguard/kernel.h"
+#include "trigguard/note.h"
+#include "trigguard/tlog.h"
 #include "trigguard/version.h"
 
 typedef enum {
-    K_TEXT,      /* UTF-8, may be empty */
-    K_TEXT_NE,   /* UTF-8, non-empty */
-    K_HEX64,     /* 64 lowercase hex */
-    K_EXEC_ID,   /* "exec_" + 32 lowercase hex */
-    K_TIME,      /* YYYY-MM-DDTHH:MM:SS.mmmZ */
-    K_DECISION,  /* PERMIT | DENY | ESCALATE | SILENCE (observe) */
-    K_REASON,    /* tg_reason_code_valid */
-    K_PROTOCOL,  /* TG_PROTOCOL_VERSION */
-    K_KEY_ID,    /* tg_key_id_valid */
-    K_SIG,       /* 88 chars of canonical padded base64 decoding to 64 bytes */
-    K_PRINCIPAL, /* {"issuer"?: text, "subject": text}, both non-empty, bounded (v1.1) */
-    K_MODE,      /* "observe" (SPEC §11.1; absent = enforce) */
-    K_APPR_ID,   /* "appr_" + 32 lowercase hex (SPEC §11.2) */
-    K_APPROVALS  /* [{"at","decision":"approve","subject"}], canonical, embedded (§11.2) */
+    K_TEXT,        /* UTF-8, may be empty */
+    K_TEXT_NE,     /* UTF-8, non-empty */
+    K_HEX64,       /* 64 lowercase hex */
+    K_EXEC_ID,     /* "exec_" + 32 lowercase hex */
+    K_TIME,        /* YYYY-MM-DDTHH:MM:SS.mmmZ */
+    K_DECISION,    /* PERMIT | DENY | ESCALATE | SILENCE (observe) */
+    K_REASON,      /* tg_reason_code_valid */
+    K_PROTOCOL,    /* TG_PROTOCOL_VERSION */
+    K_KEY_ID,      /* tg_key_id_valid */
+    K_SIG,         /* 88 chars of canonical padded base64 decoding to 64 bytes */
+    K_PRINCIPAL,   /* {"issuer"?: text, "subject": text}, both non-empty, bounded (v1.1) */
+    K_MODE,        /* "observe" (SPEC §11.1; absent = enforce) */
+    K_APPR_ID,     /* "appr_" + 32 lowercase hex (SPEC §11.2) */
+    K_APPROVALS,   /* [{"at","decision":"approve","subject"}], canonical, embedded (§11.2) */
+    K_TRANSPARENCY /* the batch kind's log proof (SPEC §12): transparency_shape */
 } kind_t;
 
+/* F_SIGNATURE: not hashed; which of them a receipt carries depends on its kind and form
+ * (receipt.h "Two kinds"; check_shape). */
 enum { F_REQUIRED = 0, F_OPTIONAL = 1, F_SIGNATURE = 2 };
 
 typedef struct {
@@ -74,6 +79,7 @@ static const member_t MEMBERS[] = {
     MEMBER("surface", K_TEXT_NE, F_REQUIRED, FOFF(surface)),
     MEMBER("tenantId", K_TEXT_NE, F_REQUIRED, FOFF(tenant_id)),
     MEMBER("timestamp", K_TIME, F_REQUIRED, 0),
+    MEMBER("transparency", K_TRANSPARENCY, F_SIGNATURE, 0),
 };
 #define N_MEMBERS (sizeof MEMBERS / sizeof MEMBERS[0])
 
@@ -92,7 +98,8 @@ enum {
     M_REASON_CODE = 19,
     M_RECEIPT_HASH = 20,
     M_REQUEST_HASH = 21,
-    M_TIMESTAMP = 25
+    M_TIMESTAMP = 25,
+    M_TRANSPARENCY = 26
 };
 
 static bool is_lower_hex(const char *p, size_t n) {
@@ -105,18 +112,23 @@ static bool is_lower_hex(const char *p, size_t n) {
     return true;
 }
 
-/* Decodes a K_SIG value; only the one canonical encoding of 64 bytes is accepted, so a
- * receipt has exactly one valid text for each signature. */
-static bool decode_sig(uint8_t sig[64], const char *p, size_t n) {
+/* Decodes padded base64 of exactly `want` bytes (≤ 64); only the one canonical encoding is
+ * accepted, so a receipt has exactly one valid text for each value. */
+static bool decode_b64(uint8_t *out, size_t want, const char *p, size_t n) {
     char again[TG_RECEIPT_SIG_B64_LEN + 1];
     size_t got = 0;
-    if (n != TG_RECEIPT_SIG_B64_LEN ||
-        sodium_base642bin(sig, 64, p, n, NULL, &got, NULL, sodium_base64_VARIANT_ORIGINAL) != 0 ||
-        got != 64) {
+    if (want > 64 || n != 4 * ((want + 2) / 3) ||
+        sodium_base642bin(out, want, p, n, NULL, &got, NULL, sodium_base64_VARIANT_ORIGINAL) != 0 ||
+        got != want) {
         return false;
     }
-    (void)sodium_bin2base64(again, sizeof again, sig, 64, sodium_base64_VARIANT_ORIGINAL);
+    (void)sodium_bin2base64(again, sizeof again, out, want, sodium_base64_VARIANT_ORIGINAL);
     return memcmp(again, p, n) == 0;
+}
+
+/* A K_SIG value: the padded base64 of a 64-byte signature. */
+static bool decode_sig(uint8_t sig[64], const char *p, size_t n) {
+    return decode_b64(sig, 64, p, n);
 }
 
 /* NULL when the value fits the member's format, else what is wrong (for diag). UTF-8 of
@@ -156,7 +168,8 @@ static const char *check_value(const member_t *m, const char *p, size_t n, int64
                        is_lower_hex(p + 5, n - 5)
                    ? NULL
                    : "is not \"appr_\" followed by 32 lowercase hex characters";
-    case K_APPROVALS: /* a tree: approvals_shape */
+    case K_APPROVALS:    /* a tree: approvals_shape */
+    case K_TRANSPARENCY: /* a tree: transparency_shape */
         return NULL;
     case K_MODE:
         return n == 7 && memcmp(p, "observe", 7) == 0 ? NULL : "is not \"observe\"";
@@ -499,6 +512,123 @@ done:
     return rc;
 }
 
+/* ---- the batch-signed kind (SPEC §12): hashed form and transparency ------------------- */
+
+tg_err_t tg_receipt_write_hashed(tg_buf_t *out, tg_receipt_signed_t *info,
+                                 const tg_receipt_fields_t *fields, tg_diag_t *diag) {
+    tg_receipt_str_t vals[N_MEMBERS] = {{NULL, 0}};
+    size_t pos[N_MEMBERS] = {0};
+    char ts[TG_TIME_ISO_LEN + 1], exp[TG_TIME_ISO_LEN + 1];
+    char ins[96];
+    uint8_t hash[32];
+    char hex[65];
+    size_t start = out->len;
+    tg_err_t rc = TG_OK;
+
+    TG_TRY(gather(vals, ts, exp, fields, diag));
+    TG_TRY(write_unsigned(out, pos, vals, fields->principal_issuer, diag));
+    /* the same hash as the signed kind's: over the hashed members only */
+    crypto_hash_sha256(hash, (const unsigned char *)out->data + start, out->len - start);
+    tg_hex(hex, hash, sizeof hash);
+    int n = snprintf(ins, sizeof ins, ",\"receiptHash\":\"%s\"", hex);
+    if (n < 0 || (size_t)n >= sizeof ins) {
+        rc = TG_ERR_INTERNAL;
+        goto done;
+    }
+    TG_TRY(tg_buf_reserve(out, (size_t)n));
+    insert_at(out, pos[M_RECEIPT_HASH], ins, (size_t)n);
+    if (info != NULL) {
+        memcpy(info->hash, hash, sizeof hash);
+        memcpy(info->hash_hex, hex, sizeof hex);
+        info->offset = start;
+        info->length = out->len - start;
+    }
+done:
+    if (rc && out->data != NULL) {
+        out->len = start;
+        out->data[start] = '\0';
+    }
+    return rc;
+}
+
+/* The first occurrence of needle (nl bytes) in hay[0..n), or NULL. */
+static const char *find_text(const char *hay, size_t n, const char *needle, size_t nl) {
+    for (size_t i = 0; nl <= n && i <= n - nl; i++) {
+        if (hay[i] == needle[0] && memcmp(hay + i, needle, nl) == 0) {
+            return hay + i;
+        }
+    }
+    return NULL;
+}
+
+#define HAS_MEMBER(text, len, name) (find_text(text, len, "\"" name "\":", sizeof name + 2) != NULL)
+
+bool tg_receipt_text_is_hashed(const char *text, size_t len) {
+    return text != NULL && HAS_MEMBER(text, len, "receiptHash") &&
+           !HAS_MEMBER(text, len, "authoritySignature");
+}
+
+/* A transparency integer: JSON-safe (receipt.h). */
+static bool log_int_ok(uint64_t v) { return v <= TG_RECEIPT_MAX_LOG_INT; }
+
+tg_err_t tg_receipt_transparency_member(tg_buf_t *out, const tg_receipt_transparency_t *t) {
+    char b64[64], num[48];
+    size_t start = out->len;
+    tg_err_t rc = TG_OK;
+    if (t == NULL || t->checkpoint == NULL || t->checkpoint_len == 0 ||
+        t->checkpoint_len > TG_NOTE_MAX_BYTES || t->proof_len > TG_TLOG_MAX_PROOF ||
+        (t->proof == NULL && t->proof_len > 0) || t->leaf_index >= t->tree_size ||
+        !log_int_ok(t->tree_size) || t->log_origin == NULL ||
+        tg_note_name_check(t->log_origin, t->log_origin_len) != TG_OK) {
+        return TG_ERR_INVALID_ARG;
+    }
+    TG_TRY(tg_buf_puts(out, ",\"transparency\":{\"checkpoint\":"));
+    rc = tg_canon_string(out, t->checkpoint, t->checkpoint_len);
+    if (rc == TG_ERR_JSON_UTF8 || rc == TG_ERR_JSON_SURROGATE) {
+        rc = TG_ERR_INVALID_ARG;
+    }
+    if (rc) {
+        goto done;
+    }
+    TG_TRY(tg_buf_puts(out, ",\"inclusionProof\":["));
+    for (size_t i = 0; i < t->proof_len; i++) {
+        (void)sodium_bin2base64(b64, sizeof b64, t->proof[i].h, sizeof t->proof[i].h,
+                                sodium_base64_VARIANT_ORIGINAL);
+        TG_TRY(tg_buf_printf(out, i == 0 ? "\"%s\"" : ",\"%s\"", b64));
+    }
+    (void)snprintf(num, sizeof num, "%llu", (unsigned long long)t->leaf_index);
+    TG_TRY(tg_buf_printf(out, "],\"leafIndex\":%s,\"logKeyId\":\"%08lx\",\"logOrigin\":", num,
+                         (unsigned long)t->log_key_id));
+    TG_TRY(tg_canon_string(out, t->log_origin, t->log_origin_len));
+    TG_TRY(tg_buf_printf(out, ",\"treeSize\":%llu}", (unsigned long long)t->tree_size));
+done:
+    if (rc && out->data != NULL) {
+        out->len = start;
+        out->data[start] = '\0';
+    }
+    return rc;
+}
+
+tg_err_t tg_receipt_add_transparency(tg_buf_t *out, const char *hashed, size_t len,
+                                     const tg_receipt_transparency_t *t) {
+    size_t start = out->len;
+    tg_err_t rc = TG_OK;
+    if (hashed == NULL || len < 2 || hashed[0] != '{' || hashed[len - 1] != '}' ||
+        !tg_receipt_text_is_hashed(hashed, len) || HAS_MEMBER(hashed, len, "authorityKeyId") ||
+        HAS_MEMBER(hashed, len, "transparency")) {
+        return TG_ERR_INVALID_ARG;
+    }
+    TG_TRY(tg_buf_append(out, hashed, len - 1));
+    TG_TRY(tg_receipt_transparency_member(out, t));
+    TG_TRY(tg_buf_putc(out, '}'));
+done:
+    if (rc && out->data != NULL) {
+        out->len = start;
+        out->data[start] = '\0';
+    }
+    return rc;
+}
+
 /* ---- shape check over a parsed object ------------------------------------------------ */
 
 typedef struct {
@@ -507,7 +637,24 @@ typedef struct {
     int64_t ts_ms, exp_ms;
     uint8_t sig[64];
     uint8_t hash[32];
+    /* the batch kind (transparency present; transparency_shape fills the rest) */
+    bool batch;
+    const char *checkpoint, *origin; /* views into the parsed object */
+    size_t checkpoint_len, origin_len;
+    uint64_t leaf_index, tree_size;
+    uint32_t log_key_id;
+    size_t proof_len;
+    tg_tlog_hash_t proof[TG_TLOG_MAX_PROOF];
 } shape_t;
+
+/* Which members beside the hashed ones a receipt given to check_shape must have
+ * (receipt.h "Two kinds"). */
+typedef enum {
+    FORM_BODY,   /* the generic signer's input: none of them */
+    FORM_HASHED, /* a batch receipt as the ledger stores it: receiptHash only */
+    FORM_FINAL   /* what a verifier takes: the signed kind's three, or receiptHash and
+                    transparency */
+} form_t;
 
 /* Copies a member name into dst for a diag, replacing anything but printable ASCII. */
 static const char *printable(char *dst, size_t cap, const char *s) {
@@ -571,8 +718,114 @@ static tg_err_t principal_shape(const json_t *v, tg_diag_t *diag) {
     return TG_OK;
 }
 
-/* signed_form: the three signature members are required (verify) or forbidden (sign). */
-static tg_err_t check_shape(shape_t *sh, const json_t *obj, bool signed_form, tg_diag_t *diag) {
+/* A transparency integer (leafIndex, treeSize): a JSON number that is a whole number within
+ * TG_RECEIPT_MAX_LOG_INT (parsed numbers are doubles, canon.h; built trees may hold
+ * integers). */
+static bool log_int(uint64_t *out, const json_t *v) {
+    if (json_is_integer(v)) {
+        json_int_t i = json_integer_value(v);
+        if (i < 0 || (uint64_t)i > TG_RECEIPT_MAX_LOG_INT) {
+            return false;
+        }
+        *out = (uint64_t)i;
+        return true;
+    }
+    if (!json_is_real(v)) {
+        return false;
+    }
+    double d = json_real_value(v);
+    if (!(d >= 0.0 && d <= (double)TG_RECEIPT_MAX_LOG_INT) || (double)(uint64_t)d != d) {
+        return false;
+    }
+    *out = (uint64_t)d;
+    return true;
+}
+
+/* The transparency member (receipt.h): exactly its six members with their formats, read
+ * into sh. Whether the values agree with the checkpoint is the verifier's (TLOG_PROOF). */
+static tg_err_t transparency_shape(shape_t *sh, const json_t *v, tg_diag_t *diag) {
+    static const char *const names[] = {"checkpoint", "inclusionProof", "leafIndex",
+                                        "logKeyId",   "logOrigin",      "treeSize"};
+    if (!json_is_object(v)) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "member transparency must be an object");
+    }
+    size_t found = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        found += json_object_get(v, names[i]) != NULL;
+    }
+    if (found != sizeof names / sizeof names[0] || json_object_size(v) != found) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                           "member transparency must have exactly checkpoint, inclusionProof, "
+                           "leafIndex, logKeyId, logOrigin and treeSize");
+    }
+    const json_t *cp = json_object_get(v, "checkpoint");
+    const json_t *proof = json_object_get(v, "inclusionProof");
+    const json_t *kid = json_object_get(v, "logKeyId");
+    const json_t *origin = json_object_get(v, "logOrigin");
+    if (!json_is_string(cp) || json_string_length(cp) == 0 ||
+        json_string_length(cp) > TG_NOTE_MAX_BYTES) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                           "member transparency.checkpoint must be a signed note of 1..65536 "
+                           "bytes");
+    }
+    if (!json_is_array(proof) || json_array_size(proof) > TG_TLOG_MAX_PROOF) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                           "member transparency.inclusionProof must be an array of at most 63 "
+                           "hashes");
+    }
+    for (size_t i = 0; i < json_array_size(proof); i++) {
+        const json_t *h = json_array_get(proof, i);
+        if (!json_is_string(h) ||
+            !decode_b64(sh->proof[i].h, 32, json_string_value(h), json_string_length(h))) {
+            return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                               "member transparency.inclusionProof[%zu] is not the padded base64 "
+                               "of 32 bytes",
+                               i);
+        }
+    }
+    if (!log_int(&sh->leaf_index, json_object_get(v, "leafIndex")) ||
+        !log_int(&sh->tree_size, json_object_get(v, "treeSize"))) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                           "members transparency.leafIndex and treeSize must be whole numbers "
+                           "from 0 to 2^53-1");
+    }
+    uint8_t id[4];
+    if (!json_is_string(kid) || json_string_length(kid) != 8 ||
+        !is_lower_hex(json_string_value(kid), 8) ||
+        tg_unhex(id, sizeof id, json_string_value(kid), 8) != TG_OK) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                           "member transparency.logKeyId is not 8 lowercase hex characters");
+    }
+    if (!json_is_string(origin) ||
+        tg_note_name_check(json_string_value(origin), json_string_length(origin)) != TG_OK) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
+                           "member transparency.logOrigin is not a log key name");
+    }
+    sh->batch = true;
+    sh->proof_len = json_array_size(proof);
+    sh->log_key_id = (uint32_t)id[0] << 24 | (uint32_t)id[1] << 16 | (uint32_t)id[2] << 8 | id[3];
+    sh->checkpoint = json_string_value(cp);
+    sh->checkpoint_len = json_string_length(cp);
+    sh->origin = json_string_value(origin);
+    sh->origin_len = json_string_length(origin);
+    return TG_OK;
+}
+
+/* Whether the non-hashed member i must be present (1), absent (0) in a receipt of this form
+ * and kind (receipt.h "Two kinds"). */
+static bool sig_member_wanted(size_t i, form_t form, bool batch) {
+    switch (form) {
+    case FORM_BODY:
+        return false;
+    case FORM_HASHED:
+        return i == M_RECEIPT_HASH;
+    case FORM_FINAL:
+        return i == M_RECEIPT_HASH || (batch ? i == M_TRANSPARENCY : i != M_TRANSPARENCY);
+    }
+    return false;
+}
+
+static tg_err_t check_shape(shape_t *sh, const json_t *obj, form_t form, tg_diag_t *diag) {
     const char *name;
     json_t *v;
     char tmp[48];
@@ -588,7 +841,7 @@ static tg_err_t check_shape(shape_t *sh, const json_t *obj, bool signed_form, tg
                                printable(tmp, sizeof tmp, name));
         }
         const member_t *m = &MEMBERS[i];
-        if (!signed_form && m->flags == F_SIGNATURE) {
+        if (form == FORM_BODY && m->flags == F_SIGNATURE) {
             return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE,
                                "member %s must not be present before signing", m->name);
         }
@@ -603,6 +856,14 @@ static tg_err_t check_shape(shape_t *sh, const json_t *obj, bool signed_form, tg
                 return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "member approvals %s", why);
             }
             sh->val[i] = ""; /* present; its value is the tree just checked */
+            continue;
+        }
+        if (m->kind == K_TRANSPARENCY) {
+            tg_err_t trc = transparency_shape(sh, v, diag);
+            if (trc != TG_OK) {
+                return trc;
+            }
+            sh->val[i] = ""; /* present; read into sh */
             continue;
         }
         if (m->kind == K_PRINCIPAL) {
@@ -620,12 +881,21 @@ static tg_err_t check_shape(shape_t *sh, const json_t *obj, bool signed_form, tg
     }
     for (size_t i = 0; i < N_MEMBERS; i++) {
         const member_t *m = &MEMBERS[i];
+        bool wanted = m->flags == F_SIGNATURE && sig_member_wanted(i, form, sh->batch);
         if (sh->val[i] == NULL) {
-            if (m->flags == F_REQUIRED || (signed_form && m->flags == F_SIGNATURE)) {
+            if (m->flags == F_REQUIRED || wanted) {
                 return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "required member %s is missing",
                                    m->name);
             }
             continue;
+        }
+        if (m->flags == F_SIGNATURE && !wanted) {
+            return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "%s",
+                               form == FORM_HASHED
+                                   ? "a stored batch receipt has receiptHash and no other "
+                                     "unhashed member"
+                                   : "a receipt has either authorityKeyId and authoritySignature "
+                                     "(signed) or transparency (batch-signed), not both");
         }
         int64_t t = 0;
         const char *why = check_value(m, sh->val[i], sh->len[i], &t);
@@ -652,11 +922,12 @@ static tg_err_t check_shape(shape_t *sh, const json_t *obj, bool signed_form, tg
     if (why != NULL) {
         return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "%s", why);
     }
-    if (signed_form) {
+    if (sh->val[M_AUTHORITY_SIGNATURE] != NULL) {
         (void)decode_sig(sh->sig, sh->val[M_AUTHORITY_SIGNATURE], sh->len[M_AUTHORITY_SIGNATURE]);
-        if (tg_unhex(sh->hash, 32, sh->val[M_RECEIPT_HASH], sh->len[M_RECEIPT_HASH]) != TG_OK) {
-            return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "member receiptHash is not hex");
-        }
+    }
+    if (sh->val[M_RECEIPT_HASH] != NULL &&
+        tg_unhex(sh->hash, 32, sh->val[M_RECEIPT_HASH], sh->len[M_RECEIPT_HASH]) != TG_OK) {
+        return tg_diag_set(diag, TG_ERR_RECEIPT_SHAPE, "member receiptHash is not hex");
     }
     return TG_OK;
 }
@@ -675,7 +946,7 @@ tg_err_t tg_receipt_sign_json(tg_buf_t *out, tg_receipt_signed_t *info, const tg
     if (key == NULL || !key->has_secret) {
         return tg_diag_set(diag, TG_ERR_NO_KEY, "no signing key: cannot sign a receipt");
     }
-    TG_TRY(check_shape(&sh, body, false, diag));
+    TG_TRY(check_shape(&sh, body, FORM_BODY, diag));
     TG_TRY(tg_canon_sha256(hash, body, diag));
     rc = tg_key_sign(sig, key, hash, sizeof hash);
     if (rc) {
@@ -743,6 +1014,72 @@ static tg_err_t find_signer(const tg_key_t **out, bool *by_anchor, const tg_keyr
                        "authoritySignature is not a valid Ed25519 signature of receiptHash by key "
                        "%s%s",
                        named->key_id, anchors ? " nor by any trust-anchor key (--key)" : "");
+}
+
+/* The batch kind's authentication (receipt.h, SPEC §12): the log key named by logOrigin and
+ * logKeyId signed the checkpoint, the checkpoint is the one transparency names, and the
+ * proof leads from the stated receiptHash's leaf to its root. vd (may be NULL) gets the
+ * log key once its signature holds, and the checkpoint once it parsed. */
+static tg_err_t verify_log(const tg_keyring_t *ring, const shape_t *sh, tg_receipt_verdict_t *vd,
+                           tg_diag_t *diag) {
+    char origin[TG_NOTE_NAME_MAX + 1];
+    (void)snprintf(origin, sizeof origin, "%.*s", (int)sh->origin_len, sh->origin);
+    const tg_note_verifier_t *lk =
+        tg_keyring_find_log(ring, sh->origin, sh->origin_len, sh->log_key_id);
+    if (lk == NULL) {
+        return tg_diag_set(diag, TG_ERR_KEY_UNKNOWN,
+                           "transparency names log key %s+%08lx, which is not a known log key "
+                           "(keys.json \"use\": \"checkpoint\", or --log-key)",
+                           origin, (unsigned long)sh->log_key_id);
+    }
+    size_t text_len = 0;
+    tg_err_t rc = tg_note_verify(sh->checkpoint, sh->checkpoint_len, lk, 1, &text_len, NULL);
+    if (rc == TG_ERR_NOTE_UNVERIFIED) {
+        return tg_diag_set(diag, rc, "transparency.checkpoint carries no signature by log key %s",
+                           origin);
+    }
+    if (rc == TG_ERR_NOTE_SIGNATURE) {
+        return tg_diag_set(
+            diag, rc, "transparency.checkpoint's signature by log key %s does not verify", origin);
+    }
+    if (rc != TG_OK) {
+        return tg_diag_set(diag, rc, "transparency.checkpoint is not a signed note (%s)",
+                           tg_strerror(rc));
+    }
+    if (vd != NULL) {
+        vd->log_key = lk;
+    }
+    tg_checkpoint_t cp;
+    rc = tg_checkpoint_parse(&cp, sh->checkpoint, text_len);
+    if (rc != TG_OK) {
+        return tg_diag_set(diag, rc, "transparency.checkpoint's text is not a checkpoint");
+    }
+    if (cp.origin_len != sh->origin_len || memcmp(cp.origin, sh->origin, sh->origin_len) != 0) {
+        return tg_diag_set(diag, TG_ERR_TLOG_PROOF,
+                           "the checkpoint is of another log than logOrigin %s", origin);
+    }
+    if (vd != NULL) {
+        vd->tree_size = cp.size;
+        memcpy(vd->root, cp.root, sizeof vd->root);
+        vd->leaf_index = sh->leaf_index;
+    }
+    if (cp.size != sh->tree_size) {
+        return tg_diag_set(diag, TG_ERR_TLOG_PROOF,
+                           "treeSize %llu is not the checkpoint's tree size %llu",
+                           (unsigned long long)sh->tree_size, (unsigned long long)cp.size);
+    }
+    tg_tlog_hash_t leaf, root;
+    tg_tlog_leaf_hash(&leaf, sh->hash, sizeof sh->hash);
+    memcpy(root.h, cp.root, sizeof root.h);
+    rc = tg_tlog_verify_inclusion(&leaf, sh->leaf_index, sh->tree_size, sh->proof, sh->proof_len,
+                                  &root);
+    if (rc != TG_OK) {
+        return tg_diag_set(diag, TG_ERR_TLOG_PROOF,
+                           "inclusionProof does not prove receiptHash as leaf %llu of the "
+                           "checkpoint's tree of %llu",
+                           (unsigned long long)sh->leaf_index, (unsigned long long)sh->tree_size);
+    }
+    return TG_OK;
 }
 
 /* Response members beside "receipt" (SPEC §3.2, §11): name, JSON type, required. */
@@ -884,7 +1221,7 @@ static tg_err_t verify_receipt(const tg_keyring_t *ring, const json_t *receipt,
     bool by_anchor = false;
     tg_err_t rc = TG_OK;
 
-    TG_TRY(check_shape(&sh, receipt, true, diag));
+    TG_TRY(check_shape(&sh, receipt, FORM_FINAL, diag));
     if (wrapper != NULL) {
         TG_TRY(check_wrapper(wrapper, &sh, diag));
     }
@@ -899,8 +1236,13 @@ static tg_err_t verify_receipt(const tg_keyring_t *ring, const json_t *receipt,
         vd->observe = sh.val[M_EXECUTION_MODE] != NULL;
         vd->permit = decision_is(sh.val[M_DECISION], sh.len[M_DECISION], "PERMIT");
         vd->escalate = decision_is(sh.val[M_DECISION], sh.len[M_DECISION], "ESCALATE");
+        vd->batch = sh.batch;
     }
-    TG_TRY(find_signer(&key, &by_anchor, ring, &sh, diag));
+    if (sh.batch) {
+        TG_TRY(verify_log(ring, &sh, vd, diag));
+    } else {
+        TG_TRY(find_signer(&key, &by_anchor, ring, &sh, diag));
+    }
     if (vd != NULL) {
         vd->key = key;
         vd->by_anchor = by_anchor;
@@ -913,11 +1255,14 @@ static tg_err_t verify_receipt(const tg_keyring_t *ring, const json_t *receipt,
     (void)json_object_del(copy, "receiptHash");
     (void)json_object_del(copy, "authoritySignature");
     (void)json_object_del(copy, "authorityKeyId");
+    (void)json_object_del(copy, "transparency");
     TG_TRY(tg_canon_sha256(recomputed, copy, diag));
     if (sodium_memcmp(recomputed, sh.hash, sizeof recomputed) != 0) {
         rc = tg_diag_set(diag, TG_ERR_RECEIPT_HASH,
-                         "receiptHash does not match the receipt's contents (signed hash is "
-                         "authentic, the fields were changed)");
+                         sh.batch ? "receiptHash does not match the receipt's contents (the "
+                                    "logged hash is authentic, the fields were changed)"
+                                  : "receiptHash does not match the receipt's contents (signed "
+                                    "hash is authentic, the fields were changed)");
         goto done;
     }
     if (now_ms >= sh.exp_ms) {
@@ -932,6 +1277,32 @@ static tg_err_t verify_receipt(const tg_keyring_t *ring, const json_t *receipt,
 done:
     json_decref(copy);
     sodium_memzero(&sh, sizeof sh);
+    return rc;
+}
+
+tg_err_t tg_receipt_check_hashed(const json_t *receipt, uint8_t hash[32], tg_diag_t *diag) {
+    shape_t sh;
+    uint8_t recomputed[32];
+    json_t *copy = NULL;
+    tg_err_t rc = TG_OK;
+    TG_TRY(check_shape(&sh, receipt, FORM_HASHED, diag));
+    copy = json_deep_copy(receipt);
+    if (copy == NULL) {
+        rc = tg_diag_set(diag, TG_ERR_NOMEM, "out of memory while checking a receipt");
+        goto done;
+    }
+    (void)json_object_del(copy, "receiptHash");
+    TG_TRY(tg_canon_sha256(recomputed, copy, diag));
+    if (sodium_memcmp(recomputed, sh.hash, sizeof recomputed) != 0) {
+        rc = tg_diag_set(diag, TG_ERR_RECEIPT_HASH,
+                         "receiptHash does not match the receipt's contents");
+        goto done;
+    }
+    if (hash != NULL) {
+        memcpy(hash, sh.hash, sizeof sh.hash);
+    }
+done:
+    json_decref(copy);
     return rc;
 }
 
@@ -998,11 +1369,17 @@ const char *tg_receipt_reason_code(tg_err_t e) {
     case TG_ERR_JSON_NAME_LONG:
     case TG_ERR_JSON_MEMBERS:
     case TG_ERR_LIMIT:
+    case TG_ERR_NOTE_MALFORMED:
+    case TG_ERR_CHECKPOINT_MALFORMED:
         return "malformed";
     case TG_ERR_KEY_UNKNOWN:
         return "unknown_key";
     case TG_ERR_RECEIPT_SIGNATURE:
+    case TG_ERR_NOTE_SIGNATURE:
+    case TG_ERR_NOTE_UNVERIFIED:
         return "bad_signature";
+    case TG_ERR_TLOG_PROOF:
+        return "bad_proof";
     case TG_ERR_RECEIPT_HASH:
         return "hash_mismatch";
     case TG_ERR_RECEIPT_EXPIRED:
