@@ -11,8 +11,12 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "trigguard/keys.h"
 #include "trigguard/ledger.h"
+#include "trigguard/note.h"
+#include "trigguard/tlog.h"
 
 enum {
     TG_EXIT_OK = 0,
@@ -45,6 +49,31 @@ char *tg_cli_read_secret_file(const char *path, size_t max, size_t *len_out);
  * it is then the ring's last entry) to ring; on failure prints "trigguard CMD: PATH: why"
  * and returns false. */
 bool tg_cli_add_keys(tg_keyring_t *ring, const char *path, bool is_json, const char *cmd);
+
+/* The transparency log (SPEC §12), shared by verify, ledger verify and log audit
+ * (cmd_log.c). */
+
+/* Adds a log verifier key to the ring's log keys: arg is a vkey (note.h) or a file holding
+ * one; on failure prints "trigguard CMD: --log-key ARG: why" and returns false. */
+bool tg_cli_add_log_key(tg_keyring_t *ring, const char *arg, const char *cmd);
+
+/* Verifies a signed checkpoint note[0..n) with the ring's log keys and parses it into *cp
+ * (ext cleared): a log key named as the checkpoint's origin must have signed it. *key (may
+ * be NULL) gets that key. Errors: TG_ERR_KEY_UNKNOWN (no log key in the ring),
+ * TG_ERR_NOTE_*, TG_ERR_CHECKPOINT_MALFORMED, TG_ERR_LIMIT; diag says which. */
+tg_err_t tg_cli_checkpoint(const tg_keyring_t *ring, const char *note, size_t n,
+                           tg_checkpoint_t *cp, const tg_note_verifier_t **key, tg_diag_t *diag);
+
+/* Decodes a JSON array of padded base64 hashes (at most TG_TLOG_MAX_PROOF, each the one
+ * canonical spelling of 32 bytes) into proof[0..*n). TG_ERR_TLOG_PROOF otherwise. */
+tg_err_t tg_cli_proof_hashes(const json_t *arr, tg_tlog_hash_t proof[TG_TLOG_MAX_PROOF], size_t *n);
+
+/* Parses GET /v1/log/proof/consistency's answer {"oldSize","newSize","consistencyProof"}.
+ * Errors: the JSON parser's, TG_ERR_TLOG_PROOF (another shape); diag says which. */
+tg_err_t tg_cli_consistency(const char *text, size_t len, uint64_t *old_size, uint64_t *new_size,
+                            tg_tlog_hash_t proof[TG_TLOG_MAX_PROOF], size_t *n, tg_diag_t *diag);
+
+int tg_cmd_log(int argc, char **argv);
 
 int tg_cmd_canon(int argc, char **argv);
 int tg_cmd_keygen(int argc, char **argv);

@@ -237,9 +237,13 @@ IN=req.json err_ok 2 "receipt sign unknown member" "receipt is malformed: unknow
 IN=body.json err_ok 2 "receipt sign bad --key-id" "invalid key id" receipt sign --key k.pem --key-id "a b"
 
 # ---- verify ----
-vneed="trigguard verify: need --keys keys.json (or --key KEY.pem) and a receipt file"
+vneed="trigguard verify: need --keys keys.json (or --key KEY.pem, --log-key VKEY) and a receipt file"
 err_ok 2 "verify no keys" "$vneed" verify r.json
 err_ok 2 "verify no receipt" "$vneed" verify --keys keys.json
+err_ok 2 "verify --consistency alone" "trigguard verify: --consistency goes with --checkpoint" \
+    verify --keys keys.json --consistency c.json r.json
+err_ok 2 "verify bad --log-key" "trigguard verify: --log-key a+b+c: not a verifier key" \
+    verify --log-key a+b+c r.json
 err_ok 2 "verify --keys without value" "trigguard verify: unexpected argument '--keys'" verify r.json --keys
 err_ok 2 "verify --now without value" "unexpected argument '--now'" verify --keys keys.json r.json --now
 nownot="is not an RFC 3339 time between 1970 and 9999, like 2026-11-30T05:40:10.123Z or 2026-11-30T07:40:10+02:00"
