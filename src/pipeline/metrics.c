@@ -13,8 +13,8 @@
 
 /* Every status the daemon itself sends has its own label; "other" is left for a status
  * added later and not listed here. */
-static const int status_codes[TG_METRICS_STATUSES] = {200, 400, 401, 403, 404, 405, 409, 410, 413,
-                                                      414, 415, 422, 429, 431, 500, 503, 0};
+static const int status_codes[TG_METRICS_STATUSES] = {200, 202, 400, 401, 403, 404, 405, 409, 410,
+                                                      413, 414, 415, 422, 429, 431, 500, 503, 0};
 #define STATUS_OTHER (TG_METRICS_STATUSES - 1)
 
 /* Upper bounds in microseconds; the last bucket is +Inf. */
@@ -41,6 +41,10 @@ static const char *const route_names[TG_ROUTE__COUNT] = {"/v1/evaluate",
                                                          "/v1/approvals",
                                                          "/v1/approvals/{id}",
                                                          "/v1/approvals/{id}/review",
+                                                         "/v1/log/checkpoint",
+                                                         "/v1/log/tile",
+                                                         "/v1/log/proof",
+                                                         "/v1/receipts/proof",
                                                          "other"};
 
 static const char *const redeem_names[TG_REDEEM__COUNT] = {

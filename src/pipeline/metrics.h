@@ -39,11 +39,15 @@ typedef enum {
     TG_ROUTE_APPROVALS,        /* GET /v1/approvals */
     TG_ROUTE_APPROVAL,         /* GET /v1/approvals/{id} */
     TG_ROUTE_APPROVAL_REVIEW,  /* POST /v1/approvals/{id}/approve|deny */
+    TG_ROUTE_LOG_CHECKPOINT,   /* GET /v1/log/checkpoint (SPEC §12) */
+    TG_ROUTE_LOG_TILE,         /* GET /v1/log/tile/... */
+    TG_ROUTE_LOG_PROOF,        /* GET /v1/log/proof/inclusion|consistency */
+    TG_ROUTE_RECEIPT_PROOF,    /* GET /v1/receipts/{executionId}/proof */
     TG_ROUTE_OTHER,
     TG_ROUTE__COUNT
 } tg_route_t;
 
-#define TG_METRICS_STATUSES 17
+#define TG_METRICS_STATUSES 18
 #define TG_METRICS_LATENCY_BUCKETS 16
 #define TG_METRICS_SURFACES 256
 #define TG_METRICS_SURFACE_NAME_MAX 128
