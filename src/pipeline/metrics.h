@@ -213,8 +213,23 @@ tg_err_t tg_metrics_render_limits(tg_buf_t *out, tg_metrics_t *m) TG_MUST_USE;
 /* Appends the Prometheus text exposition of these counters. */
 tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) TG_MUST_USE;
 
+/* The transparency log's counters (db.h tg_db_stats_t.log, copied by the metrics route). */
+typedef struct {
+    bool enabled;
+    uint64_t size;        /* the published checkpoint's tree size */
+    uint64_t integrated;  /* leaves hashed into the tree */
+    uint64_t checkpoints; /* signed and published since start */
+    uint64_t lag_ms_last;
+    uint64_t lag_hist[TG_LEDGER_FSYNC_BUCKETS]; /* µs, tg_ledger_fsync_bounds_us */
+    uint64_t lag_sum_us;
+    uint64_t failures; /* checkpoints that could not be made durable */
+    uint64_t waiters;
+    bool integrator;
+} tg_metrics_log_t;
+
 /* A snapshot of the state the other modules count (each taken with its own stats call). */
 typedef struct {
+    tg_metrics_log_t log;
     tg_ledger_stats_t ledger;
     tg_rate_stats_t rate, verify_rate;
     tg_bulkhead_stats_t bulkhead;
@@ -243,7 +258,8 @@ typedef struct {
  * trigguard_policy_last_reload_success and trigguard_policy_last_reload_timestamp_seconds. */
 tg_err_t tg_metrics_render_config(tg_buf_t *out, const tg_metrics_config_t *c) TG_MUST_USE;
 
-/* Appends the exposition of that snapshot (ledger, limits, bulkheads, store). */
+/* Appends the exposition of that snapshot (ledger, limits, bulkheads, store, and the
+ * transparency log: trigguard_log_enabled always, its other series only when enabled). */
 tg_err_t tg_metrics_render_state(tg_buf_t *out, const tg_metrics_state_t *st) TG_MUST_USE;
 
 #endif /* TG_PIPELINE_METRICS_H */
