@@ -65,6 +65,8 @@ typedef struct tg_config {
     char log_origin[TG_CONFIG_STR_MAX]; /* "" = derived (pipeline.c) */
     int64_t checkpoint_min_interval_ms;
     int64_t checkpoint_interval_ms;
+    char receipt_signing[16];   /* "receipt" | "batch" (SPEC §12; needs --log-key) */
+    bool receipt_signing_batch; /* derived: --receipt-signing batch */
     char policy[TG_CONFIG_STR_MAX];
     bool policy_strict; /* lint errors refuse a bundle (tg_policy_load_file_checked) */
     char shadow_policy[TG_CONFIG_STR_MAX]; /* --shadow-policy: "" = none */

@@ -400,6 +400,9 @@ typedef struct tg_request_meta {
     tg_sv_t approval_id;       /* approval_id | approvalId: the approval a resumed request
                                   names (SPEC §11.2), a transport field like the
                                   idempotency key (not hashed); ptr NULL = absent */
+    tg_sv_t receipt_signing;   /* receiptSigning | receipt_signing: "receipt" or "batch" (SPEC
+                                  §12), a transport field (not hashed); its value is the
+                                  pipeline's to check; ptr NULL = absent */
     const json_t *context;     /* "context" or "args" object; NULL = absent */
     const json_t *signals;     /* "signals" object; NULL = absent */
 } tg_request_meta_t;
@@ -409,7 +412,8 @@ typedef struct tg_request_meta {
  * actor | actorId, context | args, signals, idempotency_key | intent_id, nonce,
  * subjectDigest, prevReceiptHash, executionMode | execution_mode ("enforce", "observe" or
  * "report"; anything else is TG_ERR_REQUEST_INVALID), approval_id | approvalId (its shape is
- * the pipeline's to check); all strings except context/args and
+ * the pipeline's to check), receiptSigning | receipt_signing (likewise); all strings except
+ * context/args and
  * signals (objects).
  * A tool is mapped through the policy's tools table to its surface (and action, when the
  * mapping names one; else the action is the tool name unless "action" is given).

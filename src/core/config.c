@@ -68,6 +68,11 @@ static const opt_t options[] = {
      "100", 1, 600000, NULL, 0,
      "--log-key: most ms from a record's durability to a checkpoint covering it (also how "
      "often --durability none syncs); at least --checkpoint-min-interval"},
+    {"receipt-signing", "TRIGGUARD_RECEIPT_SIGNING", OPT_STR, F(receipt_signing), "receipt", 0, 0,
+     "receipt|batch", 0,
+     "receipt: every receipt carries its own Ed25519 signature (v1); batch: receipts carry a "
+     "transparency-log inclusion proof and signed checkpoint instead, answered once a checkpoint "
+     "covers them (needs --log-key; a request's receiptSigning overrides)"},
     {"policy", "TRIGGUARD_POLICY", OPT_STR, F(policy), "", 0, 0, NULL, 0,
      "policy bundle JSON file (required)"},
     {"policy-strict", "TRIGGUARD_POLICY_STRICT", OPT_BOOL, F(policy_strict), "true", 0, 1, NULL, 0,
@@ -417,6 +422,12 @@ static tg_err_t check_cross(tg_config_t *cfg, tg_diag_t *diag) {
                            "%lld",
                            (long long)cfg->checkpoint_min_interval_ms,
                            (long long)cfg->checkpoint_interval_ms);
+    }
+    cfg->receipt_signing_batch = strcmp(cfg->receipt_signing, "batch") == 0;
+    if (cfg->receipt_signing_batch && cfg->log_key[0] == '\0') {
+        /* a batch receipt is authentic only through the log's signed checkpoint */
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "--receipt-signing batch needs the transparency log (--log-key)");
     }
     if (strcmp(cfg->durability_name, "batch") == 0) {
         cfg->durability = TG_CONFIG_DURABILITY_BATCH;

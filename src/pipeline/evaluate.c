@@ -68,6 +68,16 @@ typedef struct eval_req {
     const char *reason;     /* static or policy-owned; copied below for the deferred path */
     tg_err_t ledger_status; /* what the ledger said, for the deferred path */
     tg_ledger_pos_t pos;
+    /* A batch-signed receipt (SPEC §12; batch.c): answered once a published checkpoint
+     * covers its record. receipt_end: its closing brace in ex->out, where the transparency
+     * member goes; durable: the record is durable and the tables settled (on_durable), so
+     * whatever answers the client must not settle again; log_status, leaf: what
+     * tg_db_log_wait said. */
+    bool batch;
+    size_t receipt_end;
+    _Atomic bool durable;
+    tg_err_t log_status;
+    uint64_t leaf;
     /* Text members below are NUL-terminated when their length is set; they are not
      * zeroed at allocation (2.5 KB per request), see eval_req_new. */
     char tenant_name[TG_TENANT_MAX + 1];
@@ -499,10 +509,30 @@ size_t tg_pipeline_abandon_waits(tg_pipeline_t *p, int64_t older_than_ns, bool c
     return n;
 }
 
+/* A batch receipt's answer once its record is durable (on_resume): the transparency member
+ * from the newest checkpoint, which covers the record (log_status OK), or 503 log_pending
+ * (the record stays durable and settled: a retry with its key gets the receipt). */
+static void answer_batch(eval_req_t *r, tg_exchange_t *ex) {
+    tg_err_t rc = r->log_status;
+    if (rc == TG_OK) {
+        rc = tg_pipeline_add_transparency(r->p, &ex->out, r->receipt_end, r->leaf);
+    }
+    if (rc == TG_ERR_LIMIT) {
+        tg_reply_error(ex, TG_ERR_OVERLOADED,
+                       "too many answers wait for the transparency log; the record is durable: "
+                       "retry with the same idempotency key");
+    } else if (rc != TG_OK) {
+        tg_pipeline_reply_batch_error(r->p, ex, rc);
+    }
+}
+
 /* Runs on an event thread after the ledger answered or the request was given up on. */
 static void on_resume(tg_exchange_t *ex, void *ud) {
     eval_req_t *r = ud;
-    if (atomic_load(&r->wait_state) == WAIT_ABANDONED) {
+    if (atomic_load(&r->wait_state) == WAIT_ABANDONED && atomic_load(&r->durable)) {
+        /* durable, but the log did not cover it within --ledger-stall-timeout */
+        tg_pipeline_reply_batch_error(r->p, ex, TG_ERR_LOG_PENDING);
+    } else if (atomic_load(&r->wait_state) == WAIT_ABANDONED) {
         if (r->abandon_err == TG_ERR_OVERLOADED) {
             tg_reply_fail(ex, TG_ANSWER_OVERLOADED,
                           "the server is stopping and the receipt ledger did not make "
@@ -512,11 +542,31 @@ static void on_resume(tg_exchange_t *ex, void *ud) {
                            "the receipt ledger did not make the record durable within "
                            "--ledger-stall-timeout; retry with the same idempotency key");
         }
+    } else if (atomic_load(&r->durable)) {
+        answer_batch(r, ex); /* settled by on_durable */
     } else {
         settle(r, r->ledger_status, &r->pos);
     }
     finish(r);
     eval_req_put(r);
+}
+
+/* Runs on a backend thread once a published checkpoint covers a batch receipt's record, or
+ * will not in time (tg_db_log_wait). Like on_durable: note, wake, return. */
+static void on_logged(void *ud, tg_err_t status, uint64_t leaf) {
+    eval_req_t *r = ud;
+    r->log_status = status;
+    r->leaf = leaf;
+    int expect = WAIT_LEDGER;
+    if (atomic_compare_exchange_strong(&r->wait_state, &expect, WAIT_DONE)) {
+        pthread_mutex_lock(&r->p->wait_mu);
+        wait_unlink(r->p, r);
+        pthread_mutex_unlock(&r->p->wait_mu);
+        atomic_fetch_sub(&r->refs, 1); /* the exchange's reference remains: never the last */
+        tg_exchange_complete(r->ex);
+        return;
+    }
+    eval_req_put(r); /* answered already (abandoned); the tables were settled when durable */
 }
 
 /* Runs on the ledger's completion thread once the record is durable (or failed). It only
@@ -530,6 +580,19 @@ static void on_durable(void *ud, tg_err_t status, const tg_ledger_pos_t *pos) {
     r->ledger_status = status;
     if (pos != NULL) {
         r->pos = *pos;
+    }
+    if (r->batch && status == TG_OK && atomic_load(&r->wait_state) == WAIT_LEDGER) {
+        /* SPEC §12: durable now, so the tables follow at once (a retry with the key replays
+         * the receipt even if its checkpoint is late); the answer waits for a checkpoint
+         * that covers the record. The ledger's reference passes to the log wait. */
+        settle_store(r, TG_OK, &r->pos);
+        atomic_store(&r->durable, true);
+        tg_err_t rc =
+            tg_db_log_wait(r->p->db, &r->pos, tg_pipeline_log_wait_ms(r->p), on_logged, r);
+        if (rc != TG_OK) {
+            on_logged(r, rc, 0);
+        }
+        return;
     }
     int expect = WAIT_LEDGER;
     if (atomic_compare_exchange_strong(&r->wait_state, &expect, WAIT_DONE)) {
@@ -692,6 +755,24 @@ static step_t read_keys(eval_req_t *r, steps_t *s) {
                        "Idempotency-Key header and idempotency_key differ");
         return STEP_ANSWERED;
     }
+    /* SPEC §12: receiptSigning, a transport field: how this request's receipt is signed */
+    const tg_sv_t *rs = &meta->receipt_signing;
+    r->batch = p->cfg.receipt_signing_batch;
+    if (rs->ptr != NULL) {
+        bool batch = rs->len == 5 && memcmp(rs->ptr, "batch", 5) == 0;
+        if (!batch && !(rs->len == 7 && memcmp(rs->ptr, "receipt", 7) == 0)) {
+            tg_reply_error(ex, TG_ERR_REQUEST_INVALID,
+                           "request.receiptSigning: must be \"receipt\" or \"batch\"");
+            return STEP_ANSWERED;
+        }
+        r->batch = batch;
+    }
+    if (r->batch && !p->log.enabled) {
+        tg_reply_fail(ex, TG_ANSWER_BATCH_NO_LOG,
+                      "receiptSigning batch needs the transparency log, and this server keeps "
+                      "none (started without --log-key)");
+        return STEP_ANSWERED;
+    }
     const char *k = meta->idempotency_key.ptr ? meta->idempotency_key.ptr : hdr;
     size_t kl = meta->idempotency_key.ptr ? meta->idempotency_key.len : (hdr ? strlen(hdr) : 0);
     if (k != NULL) {
@@ -852,6 +933,12 @@ static step_t check_idempotency(eval_req_t *r, steps_t *s) {
             tg_reply_error(ex, prc, "the stored response cannot be read now; retry shortly");
             return STEP_ANSWERED;
         }
+        if (prc == TG_ERR_LOG_PENDING || prc == TG_ERR_LOG_DISABLED) {
+            /* a batch receipt no checkpoint covers yet (or no log now): never the hashed
+             * form, which nothing vouches for */
+            tg_pipeline_reply_batch_error(p, ex, prc);
+            return STEP_ANSWERED;
+        }
         if (prc != TG_OK) {
             /* Never execute the request again: its record exists but cannot be read
              * back, which is the operator's to look at (the log says which). */
@@ -898,7 +985,8 @@ static step_t consume_nonce(eval_req_t *r, steps_t *s) {
     return STEP_NEXT;
 }
 
-/* Step 8: the signed receipt for PERMIT and DENY, appended to out. */
+/* Step 8: the signed receipt for PERMIT and DENY, appended to out; with signer NULL, a batch
+ * receipt's hashed form (receipt.h). */
 static tg_err_t sign_receipt(eval_req_t *r, tg_buf_t *out, const tg_key_t *signer,
                              const tg_frame_t *f, const tg_request_meta_t *meta,
                              const tg_policy_ref_t *ref, const char *req_hash, int64_t now_ms,
@@ -965,7 +1053,8 @@ static tg_err_t sign_receipt(eval_req_t *r, tg_buf_t *out, const tg_key_t *signe
         fl.principal_subject = (tg_receipt_str_t){pr->subject.ptr, pr->subject.len};
         fl.principal_issuer = (tg_receipt_str_t){pr->issuer.ptr, pr->issuer.len};
     }
-    tg_err_t rc = tg_receipt_sign_fields(out, info, signer, &fl, NULL);
+    tg_err_t rc = signer != NULL ? tg_receipt_sign_fields(out, info, signer, &fl, NULL)
+                                 : tg_receipt_write_hashed(out, info, &fl, NULL);
     tg_buf_free(&approvals);
     return rc;
 }
@@ -1392,7 +1481,8 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
     s->type =
         d->verdict == TG_SILENCE && !r->observe ? TG_LEDGER_TYPE_SILENCE : TG_LEDGER_TYPE_RECEIPT;
     s->keys = tg_pipeline_keys_acquire(p, &s->keys_hold);
-    if (s->type == TG_LEDGER_TYPE_RECEIPT && s->keys->signer == NULL) {
+    r->batch = r->batch && s->type == TG_LEDGER_TYPE_RECEIPT; /* a SILENCE record is no receipt */
+    if (s->type == TG_LEDGER_TYPE_RECEIPT && !r->batch && s->keys->signer == NULL) {
         fail(r, TG_ERR_NO_KEY, "no signing key is loaded");
         return STEP_ANSWERED;
     }
@@ -1400,8 +1490,9 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
     tg_err_t rc;
     if (s->type == TG_LEDGER_TYPE_RECEIPT) {
         tg_receipt_signed_t info;
-        rc = sign_receipt(r, &s->record, s->keys->signer, &s->frame, &s->meta, s->ref, s->req_hex,
-                          now, &info);
+        /* batch (SPEC §12): the hashed form, no signature; the log's checkpoint vouches */
+        rc = sign_receipt(r, &s->record, r->batch ? NULL : s->keys->signer, &s->frame, &s->meta,
+                          s->ref, s->req_hex, now, &info);
         if (rc == TG_OK) {
             memcpy(s->entry, info.hash, sizeof s->entry);
         }
@@ -1486,6 +1577,26 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
         fail(r, TG_ERR_INTERNAL, NULL);
         return STEP_ANSWERED;
     }
+    if (rc == TG_OK && r->batch) {
+        /* where the transparency member goes once a checkpoint covers the record: before the
+         * receipt's closing brace (the body embeds the receipt verbatim, once) */
+        const char *body = (const char *)ex->out.data, *at = NULL;
+        for (size_t i = 0; at == NULL && s->record.len > 0 && i + s->record.len <= ex->out.len;
+             i++) {
+            if (memcmp(body + i, s->record.data, s->record.len) == 0) {
+                at = body + i;
+            }
+        }
+        if (at == NULL) {
+            rc = TG_ERR_INTERNAL;
+        } else {
+            r->receipt_end = (size_t)(at - body) + s->record.len - 1;
+        }
+    }
+    if (rc != TG_OK) {
+        fail(r, TG_ERR_INTERNAL, NULL);
+        return STEP_ANSWERED;
+    }
     tg_reply_ok(ex, decision_answer(r->mode, go));
     return STEP_NEXT;
 }
@@ -1520,7 +1631,9 @@ static step_t append_durably(eval_req_t *r, steps_t *s) {
                                 /* SPEC §12: a receipt's leaf is its receiptHash; the db
                                    hashes the payload of a SILENCE record */
                                 .entry = s->type == TG_LEDGER_TYPE_RECEIPT ? s->entry : NULL};
-    if (p->cfg.durability == TG_CONFIG_DURABILITY_NONE) {
+    if (p->cfg.durability == TG_CONFIG_DURABILITY_NONE && !r->batch) {
+        /* (a batch receipt waits for its checkpoint, which covers only synced records: it
+         * takes the deferred path whatever the durability) */
         tg_ledger_pos_t pos;
         tg_err_t rc = tg_db_append_now(p->db, &rec, &pos);
         settle(r, rc, &pos);

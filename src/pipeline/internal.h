@@ -42,12 +42,12 @@ typedef struct tg_keyset {
 /* The transparency log's key as the routes and keys.json show it (SPEC §12; log_routes.c),
  * fixed at start: rotating the log key is not supported (docs/OPERATIONS.md). */
 typedef struct tg_pipeline_log {
-    bool enabled;                   /* --log-key given */
-    tg_note_verifier_t pub;         /* origin (the key name), key id, public key */
-    char key_id[9];                 /* keys.json keyId: the note key id, 8 lowercase hex */
-    char vkey[TG_NOTE_VKEY_MAX];    /* the C2SP verifier key */
-    tg_key_t key;                   /* its public half (keys.json's publicKeyPem) */
-    tg_note_signer_t *signer;       /* until the db copied it (open_state), then NULL */
+    bool enabled;                /* --log-key given */
+    tg_note_verifier_t pub;      /* origin (the key name), key id, public key */
+    char key_id[9];              /* keys.json keyId: the note key id, 8 lowercase hex */
+    char vkey[TG_NOTE_VKEY_MAX]; /* the C2SP verifier key */
+    tg_key_t key;                /* its public half (keys.json's publicKeyPem) */
+    tg_note_signer_t *signer;    /* until the db copied it (open_state), then NULL */
 } tg_pipeline_log_t;
 
 /* What the last reload of each part did, for /version and /metrics (reload.c). */
@@ -87,7 +87,7 @@ struct tg_pipeline {
     tg_rate_t *rate;
     tg_rate_t *verify_rate; /* RATE_LIMIT_VERIFY: verification needs no token, so no tenant */
     tg_bulkhead_t *bulkhead;
-    tg_db_t *db; /* claims, records, the receipt index (db.h) */
+    tg_db_t *db;           /* claims, records, the receipt index (db.h) */
     tg_pipeline_log_t log; /* the transparency log's key (log_routes.c) */
     /* JWT callers (oidc.h); NULL when neither an --oidc flag nor --oidc-config was given */
     tg_oidc_t *oidc;
@@ -274,6 +274,9 @@ typedef enum {
     /* the transparency log (log_routes.c; SPEC §12) */
     TG_ANSWER_LOG_PENDING,  /* 202, body prepared: no checkpoint covers the receipt yet */
     TG_ANSWER_LOG_DISABLED, /* 404 log_disabled: started without --log-key */
+    /* batch-signed receipts (batch.c; SPEC §12) */
+    TG_ANSWER_BATCH_NO_LOG, /* 400 log_disabled: receiptSigning batch without a log */
+    TG_ANSWER_LOG_TIMEOUT,  /* 503 log_pending: durable, but no checkpoint covers it in time */
     TG_ANSWER__COUNT
 } tg_answer_t;
 
@@ -328,8 +331,10 @@ void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *ex
 
 /* records.c. The response an idempotent replay sends: rebuilt from the record at pos
  * (tg_record_response), so it is the original byte for byte; *permit says whether the
- * stored decision was a PERMIT (/execute answers 403 otherwise). Errors: the db's read
- * errors, TG_ERR_LEDGER_CORRUPT (the record is not what this server writes), tg_buf errors. */
+ * stored decision was a PERMIT (/execute answers 403 otherwise); a batch receipt's
+ * transparency member comes from the newest checkpoint (tg_pipeline_complete_batch). Errors:
+ * the db's read errors, TG_ERR_LEDGER_CORRUPT (the record is not what this server writes),
+ * tg_pipeline_complete_batch's, tg_buf errors. */
 tg_err_t tg_pipeline_replay_response(tg_pipeline_t *p, const tg_ledger_pos_t *pos, tg_buf_t *out,
                                      bool *permit) TG_MUST_USE;
 
@@ -407,6 +412,33 @@ void tg_route_log_inclusion(tg_pipeline_t *p, tg_exchange_t *ex, const char *res
 void tg_route_log_consistency(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 /* GET /v1/receipts/{executionId}/proof; rest is "{executionId}/proof". */
 void tg_route_receipt_proof(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+
+/* ---- batch-signed receipts (batch.c; SPEC §12, receipt.h "Two kinds") ---- */
+
+/* How long a batch receipt's answer waits, once its record is durable, for a published
+ * checkpoint to cover it (tg_db_log_wait), in ms: ten checkpoint intervals and a second,
+ * kept below --ledger-stall-timeout, whose bound covers the whole wait. */
+uint32_t tg_pipeline_log_wait_ms(const tg_pipeline_t *p);
+
+/* Inserts the transparency member of the batch receipt whose hashed form is the
+ * receipt_len bytes ending at body->data[receipt_end] (its closing brace), for leaf `leaf`,
+ * at the newest published checkpoint. TG_ERR_LOG_PENDING when that checkpoint does not
+ * cover the leaf yet, the db's log errors, tg_buf and receipt.h errors; body unchanged on
+ * error. */
+tg_err_t tg_pipeline_add_transparency(tg_pipeline_t *p, tg_buf_t *body, size_t receipt_end,
+                                      uint64_t leaf) TG_MUST_USE;
+
+/* For a response rebuilt from a record (replay, GET /v1/receipts): when the receipt text
+ * (receipt[0..len), embedded verbatim in body) is a batch receipt's hashed form, adds its
+ * transparency member (the record at *pos: its leaf, tg_db_log_leaf). TG_OK and nothing done
+ * for a per-receipt signed one. Errors: TG_ERR_LOG_PENDING (not covered yet),
+ * TG_ERR_LOG_DISABLED (no log now), TG_ERR_NOT_FOUND (the text is not in body), the db's. */
+tg_err_t tg_pipeline_complete_batch(tg_pipeline_t *p, tg_buf_t *body, const char *receipt,
+                                    size_t len, const tg_ledger_pos_t *pos) TG_MUST_USE;
+
+/* The answer for tg_pipeline_complete_batch's errors (503 log_pending with Retry-After, 400
+ * log_disabled, the unavailability error, else 500). */
+void tg_pipeline_reply_batch_error(tg_pipeline_t *p, tg_exchange_t *ex, tg_err_t rc);
 
 /* GET /v1/receipts/...: authenticates the caller (Bearer, a role that may read receipts) and
  * finds the receipt exec_id of its tenant. true with *pos set; false with the answer given

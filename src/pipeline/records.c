@@ -67,6 +67,10 @@ tg_err_t tg_pipeline_replay_response(tg_pipeline_t *p, const tg_ledger_pos_t *po
         *permit = v.observe || strcmp(v.decision, "PERMIT") == 0;
         tg_buf_reset(out);
         rc = tg_record_response(out, &v, payload.data, payload.len);
+        if (rc == TG_OK && v.receipt) {
+            /* a batch receipt gets its transparency member from the newest checkpoint */
+            rc = tg_pipeline_complete_batch(p, out, (const char *)payload.data, payload.len, pos);
+        }
         tg_record_view_free(&v);
     }
     tg_buf_free(&payload);
@@ -317,6 +321,19 @@ void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *ex
                (unsigned long long)pos.seq, tg_strerror(rc));
         tg_reply_error(ex, TG_ERR_INTERNAL, NULL);
         return;
+    }
+    /* A batch receipt is stored in its hashed form: it is answered with its transparency
+     * member from the newest checkpoint, as its first answer was (SPEC §12). */
+    if (tg_receipt_text_is_hashed((const char *)ex->out.data, ex->out.len)) {
+        uint64_t leaf = 0;
+        rc = p->log.enabled ? tg_db_log_leaf(p->db, &pos, &leaf) : TG_ERR_LOG_DISABLED;
+        if (rc == TG_OK && ex->out.len > 0) {
+            rc = tg_pipeline_add_transparency(p, &ex->out, ex->out.len - 1, leaf);
+        }
+        if (rc != TG_OK) {
+            tg_pipeline_reply_batch_error(p, ex, rc);
+            return;
+        }
     }
     tg_reply_ok(ex, TG_ANSWER_OK);
     ex->content_type_out = "application/trigguard-receipt+json";

@@ -193,7 +193,19 @@ static tg_redeem_result_t redeem(tg_pipeline_t *p, tg_exchange_t *ex, const char
     }
     tg_redeem_result_t res = TG_REDEEM_NOT_FOUND;
     receipt_check_t chk = {TG_REDEEM_NOT_FOUND, ""};
-    if (rc == tg_db_unavailable(p->db)) {
+    tg_err_t brc = TG_OK;
+    if (rc == TG_OK && tg_receipt_text_is_hashed((const char *)payload.data, payload.len)) {
+        /* a batch receipt (SPEC §12): verified, and answered, with its transparency member */
+        uint64_t leaf = 0;
+        brc = p->log.enabled ? tg_db_log_leaf(p->db, &pos, &leaf) : TG_ERR_LOG_DISABLED;
+        if (brc == TG_OK && payload.len > 0) {
+            brc = tg_pipeline_add_transparency(p, &payload, payload.len - 1, leaf);
+        }
+    }
+    if (brc != TG_OK) {
+        tg_pipeline_reply_batch_error(p, ex, brc);
+        res = TG_REDEEM_UNAVAILABLE;
+    } else if (rc == tg_db_unavailable(p->db)) {
         tg_reply_error(ex, rc, "the record store cannot be read now; retry shortly");
         res = TG_REDEEM_UNAVAILABLE;
     } else if (rc == TG_ERR_NOT_FOUND) {

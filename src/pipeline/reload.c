@@ -120,6 +120,10 @@ tg_err_t tg_keyset_load(tg_keyset_t **out, const tg_config_t *cfg, const tg_pipe
         rc = check_log_key_apart(&k->ring, log, diag);
     }
     bool with_log = log != NULL && log->enabled;
+    if (rc == TG_OK && with_log) {
+        /* POST /v1/verify and redeem verify batch-signed receipts with it (SPEC §12) */
+        rc = tg_keyring_add_log(&k->ring, &log->pub);
+    }
     if (rc == TG_OK && (k->ring.count > 0 || with_log)) {
         tg_keys_json_log_t lk = {.key_id = with_log ? log->key_id : NULL,
                                  .origin = with_log ? log->pub.name : NULL,

@@ -24,6 +24,8 @@ typedef enum {
     M_EXECUTION_MODE_ALIAS,
     M_APPROVAL_ID,
     M_APPROVAL_ID_ALIAS,
+    M_RECEIPT_SIGNING,
+    M_RECEIPT_SIGNING_ALIAS,
     M__COUNT
 } member_id_t;
 
@@ -31,7 +33,7 @@ static const char *const MEMBER_NAMES[M__COUNT] = {
     "surface",     "tool",          "action",          "actor",           "actorId",
     "context",     "args",          "signals",         "idempotency_key", "intent_id",
     "nonce",       "subjectDigest", "prevReceiptHash", "executionMode",   "execution_mode",
-    "approval_id", "approvalId"};
+    "approval_id", "approvalId",    "receiptSigning",  "receipt_signing"};
 
 /* Up to 64 bytes of s with control characters as '?', for messages. */
 static const char *printable(char out[80], const char *s, size_t n) {
@@ -137,7 +139,8 @@ tg_err_t tg_frame_from_request(tg_frame_t *out, tg_request_meta_t *meta, const t
                                      {M_CONTEXT, M_ARGS},
                                      {M_IDEMPOTENCY_KEY, M_INTENT_ID},
                                      {M_EXECUTION_MODE, M_EXECUTION_MODE_ALIAS},
-                                     {M_APPROVAL_ID, M_APPROVAL_ID_ALIAS}};
+                                     {M_APPROVAL_ID, M_APPROVAL_ID_ALIAS},
+                                     {M_RECEIPT_SIGNING, M_RECEIPT_SIGNING_ALIAS}};
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
         if (m[aliases[i][0]] != NULL && m[aliases[i][1]] != NULL) {
             return tg_diag_set(diag, TG_ERR_REQUEST_INVALID,
@@ -265,7 +268,10 @@ tg_err_t tg_frame_from_request(tg_frame_t *out, tg_request_meta_t *meta, const t
                      {M_PREV_RECEIPT_HASH, offsetof(tg_request_meta_t, prev_receipt_hash)},
                      /* a transport field (SPEC §11.2): never part of the request hash */
                      {M_APPROVAL_ID, offsetof(tg_request_meta_t, approval_id)},
-                     {M_APPROVAL_ID_ALIAS, offsetof(tg_request_meta_t, approval_id)}};
+                     {M_APPROVAL_ID_ALIAS, offsetof(tg_request_meta_t, approval_id)},
+                     /* a transport field too (SPEC §12): how the receipt is signed */
+                     {M_RECEIPT_SIGNING, offsetof(tg_request_meta_t, receipt_signing)},
+                     {M_RECEIPT_SIGNING_ALIAS, offsetof(tg_request_meta_t, receipt_signing)}};
         for (size_t i = 0; i < sizeof views / sizeof views[0]; i++) {
             const json_t *j = m[views[i].member];
             if (j != NULL) {
