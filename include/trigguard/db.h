@@ -461,6 +461,16 @@ typedef void (*tg_db_log_wait_fn)(void *ud, tg_err_t status, uint64_t leaf);
 tg_err_t tg_db_log_wait(tg_db_t *db, const tg_ledger_pos_t *pos, uint32_t timeout_ms,
                         tg_db_log_wait_fn fn, void *ud) TG_MUST_USE;
 
+/* Offline, file backend (`ledger verify`, `log audit DIR`): the newest checkpoint note stored
+ * in <ledger_dir>/tlog (the two-slot file above), read without opening anything for writing
+ * or changing anything, so it may run beside a daemon. Its signature is not checked here.
+ * note gets the note text (NUL-terminated, at most cap - 1 bytes), *len its length; *found
+ * false when there is none (no tlog directory or file, empty slots). Errors:
+ * TG_ERR_LOG_INCONSISTENT (both slots damaged), TG_ERR_IO, TG_ERR_BUFFER_TOO_SMALL, diag
+ * says which. Thread-safe. */
+tg_err_t tg_db_log_stored_checkpoint(const char *ledger_dir, char *note, size_t cap, size_t *len,
+                                     bool *found, tg_diag_t *diag) TG_MUST_USE;
+
 /* ---- upkeep and observation ---- */
 
 /* Periodic upkeep, from one thread (serve: every 100 ms): reclaims expired entries in

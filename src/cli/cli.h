@@ -73,6 +73,35 @@ tg_err_t tg_cli_proof_hashes(const json_t *arr, tg_tlog_hash_t proof[TG_TLOG_MAX
 tg_err_t tg_cli_consistency(const char *text, size_t len, uint64_t *old_size, uint64_t *new_size,
                             tg_tlog_hash_t proof[TG_TLOG_MAX_PROOF], size_t *n, tg_diag_t *diag);
 
+/* The log of a ledger directory recomputed from its records (SPEC §12: every record a leaf,
+ * in order; entry = a receipt's receiptHash recomputed from its fields, else the SHA-256 of
+ * the payload), keeping the roots of the sizes asked for beforehand. Heap (about 48 KiB). */
+#define TG_CLI_LOG_KEEP_MAX 1024                      /* checkpoints a state file keeps */
+#define TG_CLI_LOG_WANT_MAX (TG_CLI_LOG_KEEP_MAX + 2) /* those, the current one, spare */
+typedef struct tg_cli_logwalk {
+    tg_tlog_range_t range;
+    size_t n_want, next;
+    bool sorted;
+    uint64_t want[TG_CLI_LOG_WANT_MAX];
+    tg_tlog_hash_t root[TG_CLI_LOG_WANT_MAX];
+    bool have[TG_CLI_LOG_WANT_MAX];
+} tg_cli_logwalk_t;
+
+tg_cli_logwalk_t *tg_cli_logwalk_new(void); /* NULL: out of memory; free() it */
+/* Asks for the root at size (before the first leaf); false when full or too late. */
+bool tg_cli_logwalk_want(tg_cli_logwalk_t *w, uint64_t size);
+/* Appends one leaf hash (store: as tg_tlog_range_append's, may be NULL). */
+tg_err_t tg_cli_logwalk_leaf(tg_cli_logwalk_t *w, const tg_tlog_hash_t *leaf,
+                             tg_tlog_store_fn store, void *ctx) TG_MUST_USE;
+/* A record's entry and leaf, appended. TG_ERR_LEDGER_CORRUPT (diag) for a receipt whose
+ * receiptHash cannot be recomputed. */
+tg_err_t tg_cli_logwalk_record(tg_cli_logwalk_t *w, const tg_ledger_record_t *rec,
+                               tg_diag_t *diag) TG_MUST_USE;
+tg_err_t tg_cli_record_entry(uint8_t entry[32], const tg_ledger_record_t *rec,
+                             tg_diag_t *diag) TG_MUST_USE;
+/* The root at a wanted size the walk reached; false otherwise. */
+bool tg_cli_logwalk_root(tg_cli_logwalk_t *w, uint64_t size, tg_tlog_hash_t *out);
+
 int tg_cmd_log(int argc, char **argv);
 
 int tg_cmd_canon(int argc, char **argv);

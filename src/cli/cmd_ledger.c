@@ -7,8 +7,11 @@
 
 #include "cli.h"
 #include "trigguard/approval.h"
+#include <sys/stat.h>
+
 #include "trigguard/canon.h"
 #include "trigguard/clock.h"
+#include "trigguard/db.h"
 #include "trigguard/keys.h"
 #include "trigguard/ledger.h"
 #include "trigguard/receipt.h"
@@ -17,7 +20,8 @@
 static void ledger_usage(FILE *out) {
     fprintf(out,
             "usage: trigguard ledger verify PATH [--keys keys.json]... [--key KEY.pem]...\n"
-            "                              [--head HASH] [--allow-torn] [--json]\n"
+            "                              [--log-key VKEY]... [--head HASH] [--allow-torn] "
+            "[--json]\n"
             "       trigguard ledger verify --database-url URL [--keys keys.json]... [--key "
             "KEY.pem]...\n"
             "       trigguard ledger dump PATH\n"
@@ -29,6 +33,13 @@ static void ledger_usage(FILE *out) {
             "check and record hash, the sequence numbers and the hash chain (docs/LEDGER.md).\n"
             "With --keys/--key (repeatable) every receipt's Ed25519 signature and receiptHash\n"
             "are verified too; expiry is not a fault (receipts expire, the ledger is history).\n"
+            "A batch-signed receipt (SPEC 12) is stored without a signature: its receiptHash\n"
+            "is recomputed, and it is authentic through the transparency log. When the\n"
+            "directory holds the log's stored checkpoint (tlog/checkpoint), the log is\n"
+            "recomputed from the records (as `trigguard log audit DIR` does) and must\n"
+            "reproduce it: no more records covered than there are, the same root at its size;\n"
+            "its signature is verified with the log key of --keys (\"use\": \"checkpoint\") or\n"
+            "--log-key VKEY (which checks no receipt signature), else reported unchecked.\n"
             "Without keys, receipts are only checked to be JSON objects with decision\n"
             "PERMIT or DENY. SILENCE records must be JSON objects whose decision, if present,\n"
             "is SILENCE (receipts may also be ESCALATE). Every redemption record must name a\n"
@@ -68,6 +79,10 @@ static void ledger_usage(FILE *out) {
 typedef struct check_ctx {
     const tg_keyring_t *ring; /* NULL: no signature checks */
     uint64_t signatures;      /* receipts whose signature verified */
+    uint64_t batch;           /* batch receipts (hashed form) whose receiptHash was recomputed */
+    /* The transparency log (SPEC §12) recomputed from the records, when the directory holds
+     * a stored checkpoint (tlog/checkpoint): NULL otherwise. */
+    tg_cli_logwalk_t *walk;
     /* Redemptions (record type 3): "tenant/executionId" -> "P" a PERMIT receipt, "D" a DENY
      * one, "R" redeemed. ordered: the records come in one order (a directory), so a
      * redemption must follow its receipt; false for PostgreSQL, whose instances' chains are
@@ -294,6 +309,20 @@ static tg_err_t check_content(check_ctx_t *c, const tg_ledger_record_t *rec, tg_
         if (rc) {
             return rc;
         }
+        if (tg_receipt_text_is_hashed((const char *)rec->payload, rec->payload_len)) {
+            /* a batch receipt as stored (SPEC §12): its hash is checked here, its
+             * authenticity is the log's checkpoint's (checked after the walk) */
+            rc = tg_receipt_check_hashed(obj, NULL, &d);
+            if (rc == TG_OK) {
+                c->batch++;
+                rc = note_receipt(c, obj, diag);
+                json_decref(obj);
+                return rc;
+            }
+            json_decref(obj);
+            return tg_diag_set(diag, rc, "batch receipt does not check: %s (%s)",
+                               tg_receipt_reason_code(rc), d.msg[0] ? d.msg : tg_strerror(rc));
+        }
         /* The record is the receipt itself (LEDGER.md), so none of the wrappers a verifier
          * is given by people are taken here. now = 0: nothing has expired yet, so an
          * authentic receipt verifies; EXPIRED can only mean "authentic" and is accepted. */
@@ -390,6 +419,9 @@ static tg_err_t check_record(void *ud, const tg_ledger_record_t *rec, tg_diag_t 
         return rc ? tg_diag_set(diag, rc, "cannot print the record: %s", tg_strerror(rc)) : TG_OK;
     }
     tg_err_t rc = check_content(c, rec, diag);
+    if (rc == TG_OK && c->walk != NULL) {
+        rc = tg_cli_logwalk_record(c->walk, rec, diag);
+    }
     if (rc == TG_OK && c->audit != NULL && touches_approval(rec)) {
         rc = c->ordered ? tg_approval_audit_record(c->audit, rec->seq, rec->type, rec->meta,
                                                    rec->meta_len, rec->payload, rec->payload_len)
@@ -416,8 +448,12 @@ static void head_time(char out[TG_TIME_ISO_LEN + 1], const tg_ledger_verify_repo
     }
 }
 
+struct log_check;
+static void print_json_log(tg_buf_t *b, const struct log_check *lc, const check_ctx_t *c);
+
 static void print_json_summary(const tg_ledger_verify_report_t *rep, const char *path,
-                               const check_ctx_t *c, bool ok, const char *head_hex) {
+                               const check_ctx_t *c, bool ok, const char *head_hex,
+                               const struct log_check *lc) {
     tg_buf_t b;
     tg_buf_init(&b, 0);
     tg_err_t rc = tg_buf_puts(&b, "{\"ok\":");
@@ -444,6 +480,9 @@ static void print_json_summary(const tg_ledger_verify_report_t *rep, const char 
     } else if (rc == TG_OK) {
         rc = tg_buf_puts(&b, ",\"durable_head\":null");
     }
+    if (rc == TG_OK) {
+        print_json_log(&b, lc, c);
+    }
     if (!ok && rc == TG_OK) {
         rc = tg_buf_printf(&b, ",\"fault\":{\"error\":\"%s\",\"file\":", tg_err_name(rep->fault));
         rc = rc ? rc : tg_canon_string(&b, rep->fault_file, strlen(rep->fault_file));
@@ -459,6 +498,118 @@ static void print_json_summary(const tg_ledger_verify_report_t *rep, const char 
         fputs(b.data, stdout);
     }
     tg_buf_free(&b);
+}
+
+/* The stored checkpoint of a ledger directory (SPEC §12; db.h tg_db_log_stored_checkpoint),
+ * read before the walk so the walk keeps the root at its size. */
+struct log_check {
+    bool found;
+    bool key_checked;      /* its signature verified with a log key of the ring */
+    char why[TG_DIAG_MAX]; /* a fault found before the walk ("" = none) */
+    tg_checkpoint_t cp;
+    const tg_note_verifier_t *key;
+};
+typedef struct log_check log_check_t;
+
+/* --json: "batch_receipts" and "log" (null without a stored checkpoint). Out of memory only
+ * shortens the line, as the other members' errors do. */
+static void print_json_log(tg_buf_t *b, const struct log_check *lc, const check_ctx_t *c) {
+    tg_err_t rc =
+        tg_buf_printf(b, ",\"batch_receipts\":%llu,\"log\":", (unsigned long long)c->batch);
+    if (rc == TG_OK && !lc->found) {
+        rc = tg_buf_puts(b, "null");
+    } else if (rc == TG_OK) {
+        rc = tg_buf_puts(b, "{\"origin\":");
+        rc = rc ? rc : tg_canon_string(b, lc->cp.origin, lc->cp.origin_len);
+        rc =
+            rc ? rc
+               : tg_buf_printf(b, ",\"size\":%llu,\"signature_checked\":%s}",
+                               (unsigned long long)lc->cp.size, lc->key_checked ? "true" : "false");
+    }
+    (void)rc;
+}
+
+/* 0 when there is nothing to check or it is loaded, TG_EXIT_USAGE on unusable input. */
+static int log_load(log_check_t *lc, check_ctx_t *c, const tg_keyring_t *ring, const char *dir) {
+    size_t len = 0;
+    tg_diag_t d = {{0}};
+    struct stat st;
+    memset(lc, 0, sizeof *lc);
+    lc->why[0] = '\0';
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        return 0; /* one segment file: no log beside it */
+    }
+    char *note = malloc(TG_NOTE_MAX_BYTES);
+    if (note == NULL) {
+        return TG_EXIT_USAGE;
+    }
+    tg_err_t rc = tg_db_log_stored_checkpoint(dir, note, TG_NOTE_MAX_BYTES, &len, &lc->found, &d);
+    if (rc == TG_ERR_LOG_INCONSISTENT) {
+        lc->found = true;
+        (void)snprintf(lc->why, sizeof lc->why, "%s", d.msg);
+    } else if (rc != TG_OK) {
+        fprintf(stderr, "trigguard ledger verify: %s\n", d.msg);
+        free(note);
+        return TG_EXIT_USAGE;
+    } else if (lc->found && ring->log_count > 0) {
+        rc = tg_cli_checkpoint(ring, note, len, &lc->cp, &lc->key, &d);
+        lc->key_checked = rc == TG_OK;
+        if (rc != TG_OK) {
+            (void)snprintf(lc->why, sizeof lc->why, "the stored checkpoint: %.200s", d.msg);
+        }
+    } else if (lc->found) {
+        /* no log key: the text only, from the note's last blank line (note.h) */
+        size_t text_len = 0;
+        for (size_t k = len; k >= 2 && text_len == 0; k--) {
+            if (note[k - 1] == '\n' && note[k - 2] == '\n') {
+                text_len = k - 1;
+            }
+        }
+        if (text_len == 0 || tg_checkpoint_parse(&lc->cp, note, text_len) != TG_OK) {
+            (void)snprintf(lc->why, sizeof lc->why, "the stored checkpoint is not a checkpoint");
+        }
+        lc->cp.ext = NULL;
+    }
+    free(note);
+    if (lc->found && lc->why[0] == '\0') {
+        c->walk = tg_cli_logwalk_new();
+        if (c->walk == NULL || !tg_cli_logwalk_want(c->walk, lc->cp.size)) {
+            return TG_EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+/* After a walk without a fault: the stored checkpoint against the records; a fault goes into
+ * rep (file DIR/tlog/checkpoint). */
+static tg_err_t log_check(log_check_t *lc, check_ctx_t *c, tg_ledger_verify_report_t *rep,
+                          const char *dir) {
+    tg_tlog_hash_t root;
+    const char *why = lc->why[0] != '\0' ? lc->why : NULL;
+    char buf[TG_DIAG_MAX];
+    if (why == NULL && lc->cp.size > rep->records) {
+        (void)snprintf(buf, sizeof buf,
+                       "the stored checkpoint covers %llu records, the ledger holds %llu: "
+                       "records signed into the log are gone",
+                       (unsigned long long)lc->cp.size, (unsigned long long)rep->records);
+        why = buf;
+    } else if (why == NULL && (!tg_cli_logwalk_root(c->walk, lc->cp.size, &root) ||
+                               memcmp(root.h, lc->cp.root, 32) != 0)) {
+        (void)snprintf(buf, sizeof buf,
+                       "the records do not reproduce the stored checkpoint (their root at size "
+                       "%llu is another): records altered, reordered or replaced",
+                       (unsigned long long)lc->cp.size);
+        why = buf;
+    }
+    if (why == NULL) {
+        return TG_OK;
+    }
+    rep->fault = TG_ERR_LOG_INCONSISTENT;
+    (void)snprintf(rep->fault_file, sizeof rep->fault_file, "%s/tlog/checkpoint", dir);
+    rep->fault_seq = lc->cp.size;
+    rep->fault_offset = 0;
+    (void)snprintf(rep->fault_what, sizeof rep->fault_what, "%s", why);
+    return TG_ERR_LOG_INCONSISTENT;
 }
 
 static int ledger_verify(int argc, char **argv, bool dump) {
@@ -491,6 +642,11 @@ static int ledger_verify(int argc, char **argv, bool dump) {
                 goto done;
             }
             c.ring = &ring;
+        } else if (!dump && strcmp(a, "--log-key") == 0 && i + 1 < argc) {
+            /* the transparency log's key only: receipts' signatures stay unchecked */
+            if (!tg_cli_add_log_key(&ring, argv[++i], "ledger verify")) {
+                goto done;
+            }
         } else if (!dump && strcmp(a, "--head") == 0 && i + 1 < argc) {
             head = argv[++i];
         } else if (!dump && strcmp(a, "--database-url") == 0 && i + 1 < argc) {
@@ -546,12 +702,19 @@ static int ledger_verify(int argc, char **argv, bool dump) {
     }
     c.dump = dump;
     c.problems_to = json ? stderr : stdout;
+    log_check_t lc;
+    if (!dump && log_load(&lc, &c, &ring, path) != 0) {
+        goto done;
+    }
     tg_ledger_verify_opts_t vo = {check_record, &c};
     tg_ledger_verify_report_t rep;
     tg_diag_t diag = {{0}};
     tg_err_t rc = tg_ledger_verify_path(&rep, path, &vo, &diag);
     if (rc == TG_ERR_LEDGER_TORN && allow_torn) {
         rc = TG_OK;
+    }
+    if (rc == TG_OK && !dump && lc.found) {
+        rc = log_check(&lc, &c, &rep, path);
     }
     if (rc == TG_OK && head != NULL && memcmp(want_head, rep.head_hash, sizeof want_head) != 0) {
         rc = rep.fault = TG_ERR_LEDGER_CORRUPT;
@@ -581,7 +744,7 @@ static int ledger_verify(int argc, char **argv, bool dump) {
         if (rc == TG_OK && ast.problems) {
             rc = TG_ERR_LEDGER_CORRUPT; /* exit 1; the problems went to stderr */
         }
-        print_json_summary(&rep, path, &c, rc == TG_OK, head_hex);
+        print_json_summary(&rep, path, &c, rc == TG_OK, head_hex, &lc);
     } else {
         if (rc) {
             print_fault(&rep);
@@ -619,6 +782,19 @@ static int ledger_verify(int argc, char **argv, bool dump) {
             } else {
                 printf("  signatures: not checked (give --keys keys.json)\n");
             }
+            if (c.batch > 0) {
+                printf("  batch:      %llu batch-signed receipts (receiptHash recomputed; "
+                       "authentic through the log's checkpoint)\n",
+                       (unsigned long long)c.batch);
+            }
+            if (lc.found) {
+                printf("  log:        checkpoint %s size %llu reproduced by the records; "
+                       "signature %s\n",
+                       lc.cp.origin, (unsigned long long)lc.cp.size,
+                       lc.key_checked ? "verified with the log key"
+                                      : "not checked (give --keys keys.json with the log key, "
+                                        "or --log-key)");
+            }
             if (rep.torn_bytes) {
                 printf("  torn tail:  %llu bytes (accepted with --allow-torn)\n",
                        (unsigned long long)rep.torn_bytes);
@@ -636,6 +812,7 @@ done:
     }
     free(c.held);
     tg_approval_audit_free(c.audit);
+    free(c.walk);
     json_decref(c.receipts);
     tg_buf_free(&c.line);
     tg_keyring_wipe(&ring);

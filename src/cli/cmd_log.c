@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "trigguard/canon.h"
 #include "trigguard/note.h"
+#include "trigguard/receipt.h"
 #include "trigguard/tlog.h"
 
 /* A vkey argument: the text itself, or a file holding it (one line). */
@@ -137,4 +138,115 @@ tg_err_t tg_cli_consistency(const char *text, size_t len, uint64_t *old_size, ui
     }
     json_decref(doc);
     return rc;
+}
+
+/* ---- the log recomputed from records (log audit DIR, ledger verify) ---------------------- */
+
+tg_cli_logwalk_t *tg_cli_logwalk_new(void) {
+    tg_cli_logwalk_t *w = calloc(1, sizeof *w);
+    if (w != NULL) {
+        tg_tlog_range_init(&w->range);
+    }
+    return w;
+}
+
+bool tg_cli_logwalk_want(tg_cli_logwalk_t *w, uint64_t size) {
+    for (size_t i = 0; i < w->n_want; i++) {
+        if (w->want[i] == size) {
+            return true;
+        }
+    }
+    if (w->n_want >= TG_CLI_LOG_WANT_MAX || w->range.size > 0) {
+        return false; /* all wants come before the first leaf */
+    }
+    w->want[w->n_want++] = size;
+    return true;
+}
+
+/* Notes the root of the range's size when a want names it (wants sorted: one cursor). */
+static void note_roots(tg_cli_logwalk_t *w) {
+    while (w->next < w->n_want && w->want[w->next] <= w->range.size) {
+        if (w->want[w->next] == w->range.size) {
+            tg_tlog_range_root(&w->range, &w->root[w->next]);
+            w->have[w->next] = true;
+        }
+        w->next++;
+    }
+}
+
+static int u64_cmp(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+tg_err_t tg_cli_logwalk_leaf(tg_cli_logwalk_t *w, const tg_tlog_hash_t *leaf,
+                             tg_tlog_store_fn store, void *ctx) {
+    if (!w->sorted) {
+        qsort(w->want, w->n_want, sizeof w->want[0], u64_cmp);
+        w->sorted = true;
+        note_roots(w); /* size 0: the empty root */
+    }
+    tg_err_t rc = tg_tlog_range_append(&w->range, leaf, store, ctx);
+    if (rc == TG_OK) {
+        note_roots(w);
+    }
+    return rc;
+}
+
+bool tg_cli_logwalk_root(tg_cli_logwalk_t *w, uint64_t size, tg_tlog_hash_t *out) {
+    if (!w->sorted) {
+        qsort(w->want, w->n_want, sizeof w->want[0], u64_cmp);
+        w->sorted = true;
+        note_roots(w);
+    }
+    for (size_t i = 0; i < w->n_want; i++) {
+        if (w->want[i] == size && w->have[i]) {
+            *out = w->root[i];
+            return true;
+        }
+    }
+    return false;
+}
+
+tg_err_t tg_cli_record_entry(uint8_t entry[32], const tg_ledger_record_t *rec, tg_diag_t *diag) {
+    if (rec->type != TG_LEDGER_TYPE_RECEIPT) {
+        /* SPEC §12: the SHA-256 of the record's payload (its canonical JSON) */
+        tg_sha256(entry, rec->payload, rec->payload_len);
+        return TG_OK;
+    }
+    /* a receipt's entry is its receiptHash, recomputed here from its fields (either kind)
+     * rather than taken as stated */
+    json_t *doc = NULL;
+    tg_diag_t d = {{0}};
+    tg_err_t rc = tg_json_parse(&doc, (const char *)rec->payload, rec->payload_len, NULL, &d);
+    if (rc == TG_OK && json_is_object(doc)) {
+        (void)json_object_del(doc, "authorityKeyId");
+        (void)json_object_del(doc, "authoritySignature");
+        rc = tg_receipt_check_hashed(doc, entry, &d);
+    } else if (rc == TG_OK) {
+        rc = TG_ERR_RECEIPT_SHAPE;
+    }
+    json_decref(doc);
+    if (rc != TG_OK) {
+        return tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                           "record seq %llu: no log entry: the receipt's receiptHash cannot be "
+                           "recomputed (%s)",
+                           (unsigned long long)rec->seq, d.msg[0] ? d.msg : tg_strerror(rc));
+    }
+    return TG_OK;
+}
+
+tg_err_t tg_cli_logwalk_record(tg_cli_logwalk_t *w, const tg_ledger_record_t *rec,
+                               tg_diag_t *diag) {
+    uint8_t entry[32];
+    tg_tlog_hash_t leaf;
+    tg_err_t rc = tg_cli_record_entry(entry, rec, diag);
+    if (rc != TG_OK) {
+        return rc;
+    }
+    tg_tlog_leaf_hash(&leaf, entry, sizeof entry);
+    rc = tg_cli_logwalk_leaf(w, &leaf, NULL, NULL);
+    return rc ? tg_diag_set(diag, rc, "record seq %llu: %s", (unsigned long long)rec->seq,
+                            tg_strerror(rc))
+              : TG_OK;
 }

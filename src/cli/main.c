@@ -26,6 +26,7 @@ static const tg_cmd_entry_t tg_commands[] = {
     {"policy", tg_cmd_policy, "policy check|test: validate a bundle; run its tests"},
     {"serve", tg_cmd_serve, "run the authorization daemon (HTTP API, signed receipts)"},
     {"ledger", tg_cmd_ledger, "ledger verify|dump|append: check the receipt ledger offline"},
+    {"log", tg_cmd_log, "log audit URL|DIR: check a transparency log's roots and checkpoints"},
     {"token", tg_cmd_token, "token create|list|revoke: bearer tokens in a tokens file"},
     {"db", tg_cmd_db, "db migrate|status: the PostgreSQL schema (docs/POSTGRES.md)"},
     {NULL, NULL, NULL},

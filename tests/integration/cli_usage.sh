@@ -122,7 +122,7 @@ grep -q "^usage: trigguard <command>" err || fail "unknown command: no usage on 
 
 # Every command of tg_commands[] is listed by --help, has a --help of its own, and has cases
 # in this file: a new command must bring its usage cases here.
-known="canon check db keygen keys ledger policy receipt serve token verify"
+known="canon check db keygen keys ledger log policy receipt serve token verify"
 table=$(sed -n 's/^ *{"\([a-z-]*\)", tg_cmd_[a-z_]*,.*/\1/p' "$TG_SRC/src/cli/main.c" | sort | xargs)
 listed=$(sed -n 's/^  \([a-z-]*\)  .*/\1/p' help.out | grep -vx version | sort | xargs)
 checks=$((checks + 1))
@@ -377,6 +377,20 @@ err_ok 2 "ledger append uncreatable DIR" "cannot create ledger directory" ledger
 err_ok 2 "ledger append option after FILE" "unexpected argument '--frobnicate'" \
     ledger append L5 r.json --frobnicate
 absent "ledger append option after FILE" L5/ledger-000001.tgl
+
+# ---- log (tests/integration/daemon_batch_receipts.sh covers what log audit does) ----
+ausage="usage: trigguard log audit URL|DIR"
+help_ok "log -h" "$ausage" log -h
+help_ok "log audit --help" "$ausage" log audit --help
+err_ok 2 "log without subcommand" "$ausage" log
+err_ok 2 "log unknown subcommand" "trigguard log: unknown subcommand frob" log frob
+err_ok 2 "log audit no target" "trigguard log audit: URL or DIR is required" log audit
+err_ok 2 "log audit unknown option" "trigguard log audit: unexpected argument '--frob'" \
+    log audit L --frob
+err_ok 2 "log audit --keep 0" "trigguard log audit: --keep wants 1..1024" log audit L --keep 0
+err_ok 2 "log audit bad --log-key" "trigguard log audit: --log-key x+y: not a verifier key" \
+    log audit L --log-key x+y
+err_ok 2 "log audit a ledger without a log" "has no stored checkpoint" log audit L
 
 # ---- token (tests/integration/token_cli.sh covers what it does) ----
 help_ok "token --help wins" "usage: trigguard token" token create --tokens tk.json --help

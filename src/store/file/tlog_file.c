@@ -1,6 +1,7 @@
 /* tlog_file.c — the file backend's transparency-log files (tlog_file.h has the format). */
 #include "tlog_file.h"
 
+#include "trigguard/db.h"
 #include "trigguard/io.h"
 
 #include <errno.h>
@@ -471,4 +472,39 @@ void tg_tlog_file_free(tg_tlog_file_t *tf) {
     }
     free(tf->dir);
     free(tf);
+}
+
+/* ---- offline: the stored checkpoint, read-only (db.h) ---- */
+
+tg_err_t tg_db_log_stored_checkpoint(const char *ledger_dir, char *note, size_t cap, size_t *len,
+                                     bool *found, tg_diag_t *diag) {
+    tg_tlog_file_t *tf = NULL;
+    *found = false;
+    *len = 0;
+    tg_err_t rc = tg_tlog_file_new(&tf, ledger_dir);
+    if (rc != TG_OK) {
+        return tg_diag_set(diag, rc, "%s: %s", ledger_dir, tg_strerror(rc));
+    }
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/checkpoint", tf->dir);
+    if (n < 0 || (size_t)n >= sizeof path) {
+        tg_tlog_file_free(tf);
+        return tg_diag_set(diag, TG_ERR_IO, "%s: path too long", ledger_dir);
+    }
+    /* read-only, and never through a symlink: what open() refuses for the writer */
+    tf->cpfd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (tf->cpfd < 0 && (errno == ENOENT || errno == ENOTDIR)) {
+        tg_tlog_file_free(tf);
+        return TG_OK;
+    }
+    struct stat st;
+    if (tf->cpfd < 0 || fstat(tf->cpfd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        rc = tg_diag_set(diag, TG_ERR_IO, "%s: cannot open a regular file: %s", path,
+                         tf->cpfd < 0 ? strerror(errno) : "not a regular file");
+        tg_tlog_file_free(tf);
+        return rc;
+    }
+    rc = tg_tlog_file_load(tf, note, cap, len, found, diag);
+    tg_tlog_file_free(tf);
+    return rc;
 }
