@@ -25,6 +25,13 @@ Commands (URL: the daemon's base URL; every failure is one line on stdout, exit 
       consistency proofs; every receipt in ACKS has an inclusion proof
       (GET /v1/receipts/{id}/proof) into a signed checkpoint, its leaf SHA-256(0x00 ‖
       receiptHash); the newest root recomputed from the tiles and entry bundles.
+  batch KEYS_JSON FILE...
+      offline, each FILE a batch-signed receipt (SPEC §12: "transparency" instead of
+      authoritySignature), alone, as {"receipt": ...} or inside an evaluate response: the
+      checkpoint key of KEYS_JSON named by logOrigin and logKeyId, the checkpoint note's
+      signature, its origin and size against logOrigin and treeSize, receiptHash recomputed
+      as SHA-256 of the RFC 8785 canonical JSON of the other members without transparency,
+      and the inclusion proof of SHA-256(0x00 ‖ receiptHash) at leafIndex under the root.
 """
 
 import base64
@@ -522,6 +529,61 @@ def prove_at(url, token, exec_id, receipt_hash, size):
     return 0
 
 
+# ---- batch-signed receipts (SPEC §12), offline -------------------------------------------
+
+
+def canonical(v):
+    """RFC 8785 for a receipt's members: strings, objects and arrays of them, ASCII names
+    (sorted by UTF-16 code units = bytes for ASCII), minimal escapes, raw UTF-8."""
+    return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def verify_batch_receipt(keys_doc, r):
+    if "authoritySignature" in r or "authorityKeyId" in r:
+        raise VerifyError("a batch receipt carries no authority signature")
+    t = r["transparency"]
+    want = {"checkpoint", "inclusionProof", "leafIndex", "logKeyId", "logOrigin", "treeSize"}
+    if not isinstance(t, dict) or set(t) != want:
+        raise VerifyError("transparency members %r" % sorted(t))
+    key = None
+    for k in keys_doc["keys"]:
+        if k.get("use") == "checkpoint" and k.get("origin") == t["logOrigin"]:
+            name, key_id, pub = parse_vkey(k["vkey"])
+            if key_id.hex() == t["logKeyId"] and name == t["logOrigin"]:
+                key = (name, key_id, pub)
+    if key is None:
+        raise VerifyError("no checkpoint key %s+%s in keys.json" % (t["logOrigin"], t["logKeyId"]))
+    origin, size, root = parse_checkpoint(verify_note(t["checkpoint"], *key))
+    if origin != t["logOrigin"] or size != t["treeSize"]:
+        raise VerifyError("the checkpoint is %s size %d, the receipt says %s size %r" % (
+            origin, size, t["logOrigin"], t["treeSize"]))
+    body = {k: v for k, v in r.items() if k not in ("receiptHash", "transparency")}
+    h = sha256(canonical(body))
+    if h.hex() != r["receiptHash"]:
+        raise VerifyError("receiptHash is not the hash of the receipt's members")
+    proof = [b64d(p) for p in t["inclusionProof"]]
+    for p in proof:
+        if len(p) != 32:
+            raise VerifyError("a proof hash is not 32 bytes")
+    if not isinstance(t["leafIndex"], int) or not verify_inclusion(leaf_hash(h), t["leafIndex"], size, proof, root):
+        raise VerifyError("the inclusion proof does not verify")
+    return size
+
+
+def batch(keys_path, files):
+    keys_doc = json.load(open(keys_path))
+    fails = 0
+    for f in files:
+        try:
+            doc = json.load(open(f))
+            verify_batch_receipt(keys_doc, doc.get("receipt", doc))
+        except (VerifyError, KeyError, TypeError, ValueError) as e:
+            print("FAIL %s: %s" % (f, e))
+            fails += 1
+    print("checked %d batch receipts, %d failed" % (len(files), fails))
+    return 1 if fails else 0
+
+
 def main(argv):
     if len(argv) == 5 and argv[1] == "fill":
         return fill(argv[2], argv[3], int(argv[4]))
@@ -533,6 +595,8 @@ def main(argv):
             return 1
     if len(argv) == 8 and argv[1] == "load":
         return load(argv[2], argv[3], argv[4], argv[5], float(argv[6]), int(argv[7]))
+    if len(argv) >= 4 and argv[1] == "batch":
+        return batch(argv[2], argv[3:])
     if len(argv) >= 6 and argv[1] == "check":
         return check(argv[2], argv[3], argv[4], argv[5], "--all-pairs" in argv[6:])
     print(__doc__, file=sys.stderr)
