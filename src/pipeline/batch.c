@@ -99,13 +99,14 @@ tg_err_t tg_pipeline_complete_batch(tg_pipeline_t *p, tg_buf_t *body, const char
     return rc != TG_OK ? rc : tg_pipeline_add_transparency(p, body, (size_t)at + len - 1, leaf);
 }
 
-void tg_pipeline_reply_batch_error(tg_pipeline_t *p, tg_exchange_t *ex, tg_err_t rc) {
+void tg_pipeline_reply_batch_error(tg_pipeline_t *p, tg_exchange_t *ex, tg_err_t rc,
+                                   bool decision) {
     if (rc == TG_ERR_LOG_PENDING) {
         tg_reply_fail(ex, TG_ANSWER_LOG_TIMEOUT,
                       "the receipt is durable, but no signed checkpoint covers it yet; retry "
                       "shortly (with the same idempotency key, or GET /v1/receipts/{id})");
     } else if (rc == TG_ERR_LOG_DISABLED) {
-        tg_reply_fail(ex, TG_ANSWER_BATCH_NO_LOG,
+        tg_reply_fail(ex, decision ? TG_ANSWER_BATCH_NO_LOG : TG_ANSWER_LOG_DISABLED,
                       "the receipt is batch-signed and this server keeps no transparency log "
                       "now (started without --log-key)");
     } else if (rc == tg_db_unavailable(p->db)) {

@@ -522,7 +522,7 @@ static void answer_batch(eval_req_t *r, tg_exchange_t *ex) {
                        "too many answers wait for the transparency log; the record is durable: "
                        "retry with the same idempotency key");
     } else if (rc != TG_OK) {
-        tg_pipeline_reply_batch_error(r->p, ex, rc);
+        tg_pipeline_reply_batch_error(r->p, ex, rc, true);
     }
 }
 
@@ -531,7 +531,7 @@ static void on_resume(tg_exchange_t *ex, void *ud) {
     eval_req_t *r = ud;
     if (atomic_load(&r->wait_state) == WAIT_ABANDONED && atomic_load(&r->durable)) {
         /* durable, but the log did not cover it within --ledger-stall-timeout */
-        tg_pipeline_reply_batch_error(r->p, ex, TG_ERR_LOG_PENDING);
+        tg_pipeline_reply_batch_error(r->p, ex, TG_ERR_LOG_PENDING, true);
     } else if (atomic_load(&r->wait_state) == WAIT_ABANDONED) {
         if (r->abandon_err == TG_ERR_OVERLOADED) {
             tg_reply_fail(ex, TG_ANSWER_OVERLOADED,
@@ -936,7 +936,7 @@ static step_t check_idempotency(eval_req_t *r, steps_t *s) {
         if (prc == TG_ERR_LOG_PENDING || prc == TG_ERR_LOG_DISABLED) {
             /* a batch receipt no checkpoint covers yet (or no log now): never the hashed
              * form, which nothing vouches for */
-            tg_pipeline_reply_batch_error(p, ex, prc);
+            tg_pipeline_reply_batch_error(p, ex, prc, true);
             return STEP_ANSWERED;
         }
         if (prc != TG_OK) {

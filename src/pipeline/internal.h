@@ -436,9 +436,11 @@ tg_err_t tg_pipeline_add_transparency(tg_pipeline_t *p, tg_buf_t *body, size_t r
 tg_err_t tg_pipeline_complete_batch(tg_pipeline_t *p, tg_buf_t *body, const char *receipt,
                                     size_t len, const tg_ledger_pos_t *pos) TG_MUST_USE;
 
-/* The answer for tg_pipeline_complete_batch's errors (503 log_pending with Retry-After, 400
- * log_disabled, the unavailability error, else 500). */
-void tg_pipeline_reply_batch_error(tg_pipeline_t *p, tg_exchange_t *ex, tg_err_t rc);
+/* The answer for tg_pipeline_complete_batch's errors: 503 log_pending with Retry-After, the
+ * unavailability error, else 500; TG_ERR_LOG_DISABLED is 400 log_disabled on a decision
+ * route (decision true: the request's receipt cannot be answered), else 404 log_disabled
+ * (GET /v1/receipts, redeem: as the log routes answer). */
+void tg_pipeline_reply_batch_error(tg_pipeline_t *p, tg_exchange_t *ex, tg_err_t rc, bool decision);
 
 /* GET /v1/receipts/...: authenticates the caller (Bearer, a role that may read receipts) and
  * finds the receipt exec_id of its tenant. true with *pos set; false with the answer given

@@ -331,7 +331,7 @@ void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *ex
             rc = tg_pipeline_add_transparency(p, &ex->out, ex->out.len - 1, leaf);
         }
         if (rc != TG_OK) {
-            tg_pipeline_reply_batch_error(p, ex, rc);
+            tg_pipeline_reply_batch_error(p, ex, rc, false);
             return;
         }
     }

@@ -203,7 +203,7 @@ static tg_redeem_result_t redeem(tg_pipeline_t *p, tg_exchange_t *ex, const char
         }
     }
     if (brc != TG_OK) {
-        tg_pipeline_reply_batch_error(p, ex, brc);
+        tg_pipeline_reply_batch_error(p, ex, brc, false);
         res = TG_REDEEM_UNAVAILABLE;
     } else if (rc == tg_db_unavailable(p->db)) {
         tg_reply_error(ex, rc, "the record store cannot be read now; retry shortly");

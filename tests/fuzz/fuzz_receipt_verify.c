@@ -1,8 +1,9 @@
 /* fuzz_receipt_verify.c — receipt text -> tg_receipt_verify_text against a fixed key ring.
  * The ring holds the public key of seed 00..1f as trigguard-key-1 (the golden receipts'
- * key), so corpus mutations reach every verification step. Must never crash or leak;
- * verification is deterministic, valid receipts expire, and the canonical form of a
- * receipt verifies exactly as the receipt does. */
+ * key) and the log key of seed a0..bf named fuzz.trigguard/log (the batch-signed seeds'
+ * checkpoints, SPEC §12), so corpus mutations reach every verification step of both kinds. Must
+ * never crash or leak; verification is deterministic, valid receipts expire, and the canonical form
+ * of a receipt verifies exactly as the receipt does. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "trigguard/canon.h"
 #include "trigguard/keys.h"
+#include "trigguard/note.h"
 #include "trigguard/receipt.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -29,6 +31,15 @@ static void setup(void) {
         abort();
     }
     tg_key_wipe(&key);
+    tg_note_signer_t log;
+    for (int i = 0; i < 32; i++) {
+        seed[i] = (uint8_t)(0xa0 + i);
+    }
+    if (tg_note_signer_from_seed(&log, "fuzz.trigguard/log", 18, seed) != TG_OK ||
+        tg_keyring_add_log(&ring, &log.pub) != TG_OK) {
+        abort();
+    }
+    tg_note_signer_wipe(&log);
     ready = 1;
 }
 
