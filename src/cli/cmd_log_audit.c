@@ -94,21 +94,21 @@ static tg_err_t http_get(http_t *c, const char *path, size_t max, char *why, siz
     c->max = max;
     c->over = false;
     if (curl_easy_setopt(c->h, CURLOPT_URL, url) != CURLE_OK) {
-        (void)snprintf(why, cap, "%s: not a usable URL", url);
+        (void)snprintf(why, cap, "%.400s: not a usable URL", url);
         return TG_ERR_IO;
     }
     CURLcode cc = curl_easy_perform(c->h);
     (void)curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &status);
     if (c->over) {
-        (void)snprintf(why, cap, "%s: answer larger than %zu bytes", url, max);
+        (void)snprintf(why, cap, "%.400s: answer larger than %zu bytes", url, max);
         return TG_ERR_IO;
     }
     if (cc != CURLE_OK) {
-        (void)snprintf(why, cap, "%s: %s", url, curl_easy_strerror(cc));
+        (void)snprintf(why, cap, "%.400s: %s", url, curl_easy_strerror(cc));
         return TG_ERR_IO;
     }
     if (status != 200) {
-        (void)snprintf(why, cap, "%s: HTTP %ld", url, status);
+        (void)snprintf(why, cap, "%.400s: HTTP %ld", url, status);
         return TG_ERR_IO;
     }
     return TG_OK;

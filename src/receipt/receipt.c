@@ -1043,8 +1043,9 @@ static tg_err_t verify_log(const tg_keyring_t *ring, const shape_t *sh, tg_recei
             diag, rc, "transparency.checkpoint's signature by log key %s does not verify", origin);
     }
     if (rc != TG_OK) {
-        return tg_diag_set(diag, rc, "transparency.checkpoint is not a signed note (%s)",
-                           tg_strerror(rc));
+        /* over the note's limits (size, signature lines) is a malformed note too */
+        return tg_diag_set(diag, rc == TG_ERR_LIMIT ? TG_ERR_NOTE_MALFORMED : rc,
+                           "transparency.checkpoint is not a signed note (%s)", tg_strerror(rc));
     }
     if (vd != NULL) {
         vd->log_key = lk;

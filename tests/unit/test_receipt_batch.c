@@ -662,6 +662,24 @@ static void test_batch_shape(void **state) {
         json_object_set_new(tr(r), "checkpoint", json_string(note));
     }
     expect(r, TG_ERR_CHECKPOINT_MALFORMED, "malformed", "note text not a checkpoint");
+    /* over the note's limit of signature lines: malformed too (not an internal error) */
+    r = fresh(&out);
+    {
+        tg_buf_t n;
+        tg_buf_init(&n, 0);
+        const char *cut = strstr(lg.note, "\n\n");
+        assert_non_null(cut);
+        assert_int_equal(tg_buf_append(&n, lg.note, (size_t)(cut - lg.note) + 2), TG_OK);
+        uint8_t blob[68] = {0};
+        char b64[128];
+        (void)sodium_bin2base64(b64, sizeof b64, blob, sizeof blob, sodium_base64_VARIANT_ORIGINAL);
+        for (int i = 0; i < TG_NOTE_MAX_SIGS + 1; i++) {
+            assert_int_equal(tg_buf_printf(&n, "\xe2\x80\x94 other%d %s\n", i, b64), TG_OK);
+        }
+        json_object_set_new(tr(r), "checkpoint", json_string((const char *)n.data));
+        tg_buf_free(&n);
+    }
+    expect(r, TG_ERR_NOTE_MALFORMED, "malformed", "101 signature lines");
     /* a checkpoint of another origin signed by the log key */
     r = fresh(&out);
     {
