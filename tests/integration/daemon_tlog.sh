@@ -183,10 +183,10 @@ tg_expect_error 404 not_found "an unknown receipt"
 tg_req GET "/v1/receipts/not-an-id/proof" "${TG_AUTH_A[@]}"
 tg_expect_error 404 not_found "a malformed executionId"
 for q in "size=0" "size=$LEAF" "size=x" "size=" "size=-1"; do
-    tg_req GET "/v1/receipts/$FIRST_EXEC/proof?$q"
+    tg_req GET "/v1/receipts/$FIRST_EXEC/proof?$q" "${TG_AUTH_A[@]}"
     tg_expect_error 400 invalid_request "a receipt's proof ?$q"
 done
-tg_req GET "/v1/receipts/$FIRST_EXEC/proof?size=$((SIZE + 1000000))"
+tg_req GET "/v1/receipts/$FIRST_EXEC/proof?size=$((SIZE + 1000000))" "${TG_AUTH_A[@]}"
 tg_expect_error 404 not_found "a receipt's proof into a tree beyond the published one"
 tg_req POST "/v1/receipts/$FIRST_EXEC/proof" "${TG_AUTH_A[@]}" --json-body '{}'
 tg_expect_error 405 method_not_allowed "POST a receipt's proof"
