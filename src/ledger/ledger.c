@@ -41,6 +41,7 @@ typedef struct entry {
     uint32_t payload_len;
     uint8_t type;
     uint8_t body[HSZ]; /* tg_lg_body_digest, computed by the appending thread */
+    uint8_t leaf[HSZ]; /* the record's log entry (tg_ledger_in_t.entry), with a feed only */
     /* Queued entries own a copy (data[]); an inline append (durability none) points at the
      * caller's buffers instead, which live until it returns, so it allocates nothing. */
     const uint8_t *meta;
@@ -59,7 +60,10 @@ struct tg_ledger {
     uint32_t queue_max;
     uint32_t retry_ms;
     uint32_t commit_delay_us;
-    bool no_create;        /* opts->no_create */
+    bool no_create;         /* opts->no_create */
+    tg_ledger_feed_fn feed; /* opts->feed (NULL: no log entries are computed or kept) */
+    void *feed_ud;
+    uint32_t flush_ms;     /* durability none: the background flush's period */
     atomic_uint announced; /* tg_ledger_announce minus tg_ledger_announce_end */
 
     /* Identity (ledger.h): the directory and lock file open() opened, fixed before any
@@ -126,12 +130,17 @@ struct tg_ledger {
     size_t batch_cap;
     entry_t **ents;       /* entries of the batch being written */
     tg_lg_head_t durable; /* the last record an fdatasync covered (seq 0: none yet) */
-    int64_t id_full_ns;   /* none mode: when the whole identity was last checked */
-    char id_why[224];     /* what broke the identity (at most 200 bytes of it) */
-    bool evid_done;       /* keep_evidence finished (or found the path taken) */
-    int evid_dirfd;       /* the directory at the path, and the lock taken there, held */
-    int evid_lockfd;      /* until close so that no second process locks it */
-    char evid_msg[384];   /* what keep_evidence did, for the log */
+    /* With a feed: the log entries of acknowledged records that no fdatasync has covered
+     * yet, fp[i] for seq fp_first + i; feed_durable hands them on once one has. */
+    uint8_t (*fp)[HSZ];
+    size_t fp_n, fp_cap;
+    uint64_t fp_first;
+    int64_t id_full_ns; /* none mode: when the whole identity was last checked */
+    char id_why[224];   /* what broke the identity (at most 200 bytes of it) */
+    bool evid_done;     /* keep_evidence finished (or found the path taken) */
+    int evid_dirfd;     /* the directory at the path, and the lock taken there, held */
+    int evid_lockfd;    /* until close so that no second process locks it */
+    char evid_msg[384]; /* what keep_evidence did, for the log */
 
     /* ledger.head (checkpoint): the writer thread's, and open's and close's around it. */
     int headfd;
@@ -227,11 +236,45 @@ static int do_fdatasync(tg_ledger_t *l, int fd) {
     return 0;
 }
 
+/* Caller holds wmu (so feeds never overlap and keep sequence order), durable just
+ * advanced: the records it now covers go to the feed, each exactly once. */
+static void feed_durable(tg_ledger_t *l) {
+    if (l->feed == NULL || l->fp_n == 0 || l->durable.seq < l->fp_first) {
+        return;
+    }
+    uint64_t covered = l->durable.seq - l->fp_first + 1;
+    size_t k = covered < l->fp_n ? (size_t)covered : l->fp_n;
+    l->feed(l->feed_ud, l->fp_first, (const uint8_t(*)[HSZ])l->fp, k);
+    memmove(l->fp, l->fp + k, (l->fp_n - k) * sizeof *l->fp);
+    l->fp_n -= k;
+    l->fp_first += k;
+}
+
+/* Caller holds wmu: room for n more feed entries, taken before a batch is written so that
+ * keeping an acknowledged record's entry can never fail. */
+static bool fp_reserve(tg_ledger_t *l, size_t n) {
+    if (l->feed == NULL || n <= l->fp_cap - l->fp_n) {
+        return true;
+    }
+    size_t cap = l->fp_cap ? l->fp_cap : 1024;
+    while (cap < l->fp_n + n) {
+        cap *= 2;
+    }
+    uint8_t(*p)[HSZ] = realloc(l->fp, cap * sizeof *p);
+    if (p == NULL) {
+        return false;
+    }
+    l->fp = p;
+    l->fp_cap = cap;
+    return true;
+}
+
 /* Caller holds wmu, right after an fdatasync that covered every acknowledged record. */
 static void note_synced(tg_ledger_t *l) {
     l->synced_end = l->acked_end;
     l->durable.seq = l->next_seq - 1;
     memcpy(l->durable.hash, l->head, HSZ);
+    feed_durable(l);
 }
 
 /* pwrite all of buf at off. Regular files write short when the disk is full or a size
@@ -288,6 +331,7 @@ static void background_flush(tg_ledger_t *l) {
     if (l->seg == seg && end > l->synced_end && end <= l->acked_end) {
         l->synced_end = end;
         l->durable = covered;
+        feed_durable(l); /* the records written before this sync began, not those after */
     }
     pthread_mutex_unlock(&l->wmu);
 }
@@ -801,6 +845,10 @@ static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
     size_t first = 0; /* first entry not yet acknowledged */
     bool failed = false;
     char why[sizeof l->fail_msg] = "out of memory encoding records";
+    if (!fp_reserve(l, n)) {
+        snprintf(why, sizeof why, "out of memory keeping the records' log entries");
+        failed = true;
+    }
     while (first < n && !failed) {
         /* Encode as many entries as fit in the active segment (at least one). */
         uint64_t seq = l->next_seq;
@@ -856,6 +904,12 @@ static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
             }
             /* Durable per the mode: acknowledge. */
             for (size_t k = first; k < i; k++) {
+                if (l->feed != NULL) { /* room reserved above */
+                    if (l->fp_n == 0) {
+                        l->fp_first = ents[k]->pos.seq;
+                    }
+                    memcpy(l->fp[l->fp_n++], ents[k]->leaf, HSZ);
+                }
                 ents[k]->status = TG_OK;
                 atomic_fetch_add_explicit(&l->st_records, 1, memory_order_relaxed);
                 atomic_fetch_add_explicit(&l->st_bytes, ents[k]->pos.length, memory_order_relaxed);
@@ -1179,7 +1233,8 @@ static bool sync_batch_when_due(tg_ledger_t *l) {
  * that flush, not from the last wake-up: queued appends wake the writer once a record, and
  * records coming more often than the period would otherwise put the flush off forever. */
 static void flush_when_due(tg_ledger_t *l) {
-    if (sleep_until(l, l->flush_ns + (int64_t)NONE_FLUSH_MS * 1000000)) {
+    /* (flush_ms: NONE_FLUSH_MS, or with a feed the log's sync interval.) */
+    if (sleep_until(l, l->flush_ns + (int64_t)l->flush_ms * 1000000)) {
         return; /* slept, woken or not: the top of the loop decides */
     }
     file_work_begin(l);
@@ -1345,6 +1400,7 @@ static void ledger_free(tg_ledger_t *l) {
     pthread_cond_destroy(&l->cmu_cv);
     free(l->batch);
     free(l->ents);
+    free(l->fp);
     free(l->dir);
     free(l);
 }
@@ -1634,6 +1690,14 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
     l->retry_ms = opts->retry_ms ? opts->retry_ms : DEFAULT_RETRY_MS;
     l->commit_delay_us = opts->commit_delay_us;
     l->no_create = opts->no_create;
+    l->feed = opts->feed;
+    l->feed_ud = opts->feed_ud;
+    /* With a feed, records written in none mode reach the log only through a sync: the
+     * flush then runs as often as the log asks (its checkpoint interval). */
+    l->flush_ms = NONE_FLUSH_MS;
+    if (l->feed != NULL) {
+        l->flush_ms = opts->sync_interval_ms ? opts->sync_interval_ms : NONE_FLUSH_MS;
+    }
     atomic_init(&l->announced, 0);
     atomic_init(&l->identity_lost, false);
     l->last_sync_ns = tg_clock_mono_ns();
@@ -1721,44 +1785,64 @@ static tg_err_t entry_check(tg_ledger_t *l, uint8_t type, const void *meta, size
     return TG_OK;
 }
 
+/* With a feed, the record's log entry: the caller's, or SHA-256 of the payload (on the
+ * appending thread, off the writer's cycle). Without one nothing is computed. */
+static void entry_leaf(const tg_ledger_t *l, entry_t *e, const tg_ledger_in_t *in) {
+    if (l->feed == NULL) {
+        return;
+    }
+    if (in->entry != NULL) {
+        memcpy(e->leaf, in->entry, HSZ);
+    } else {
+        crypto_hash_sha256(e->leaf, e->payload, e->payload_len);
+    }
+}
+
 /* A queued entry owning a copy of meta and payload (the caller's buffers do not outlive
  * tg_ledger_append), or the error to return (nothing allocated then). */
-static tg_err_t entry_new(entry_t **out, tg_ledger_t *l, uint8_t type, const void *meta,
-                          size_t meta_len, const void *payload, size_t len) {
+static tg_err_t entry_new(entry_t **out, tg_ledger_t *l, const tg_ledger_in_t *in) {
     *out = NULL;
-    tg_err_t rc = entry_check(l, type, meta, meta_len, payload, len);
+    tg_err_t rc = entry_check(l, in->type, in->meta, in->meta_len, in->payload, in->len);
     if (rc != TG_OK) {
         return rc;
     }
+    size_t meta_len = in->meta_len, len = in->len;
     entry_t *e = malloc(sizeof *e + meta_len + len);
     if (e == NULL) {
         return TG_ERR_NOMEM;
     }
     memset(e, 0, sizeof *e);
-    e->type = type;
+    e->type = in->type;
     e->status = TG_ERR_LEDGER_UNHEALTHY;
     e->meta_len = (uint32_t)meta_len;
     e->payload_len = (uint32_t)len;
     if (meta_len) {
-        memcpy(e->data, meta, meta_len);
+        memcpy(e->data, in->meta, meta_len);
     }
     if (len) {
-        memcpy(e->data + meta_len, payload, len);
+        memcpy(e->data + meta_len, in->payload, len);
     }
     e->meta = e->data;
     e->payload = e->data + meta_len;
     tg_lg_body_digest(e->body, e->meta, e->meta_len, e->payload, e->payload_len);
+    entry_leaf(l, e, in);
     *out = e;
     return TG_OK;
 }
 
 tg_err_t tg_ledger_append(tg_ledger_t *l, uint8_t type, const void *meta, size_t meta_len,
                           const void *payload, size_t len, tg_ledger_done_fn done, void *ud) {
-    if (l == NULL || done == NULL) {
+    tg_ledger_in_t in = {type, meta, meta_len, payload, len, NULL};
+    return tg_ledger_append_in(l, &in, done, ud);
+}
+
+tg_err_t tg_ledger_append_in(tg_ledger_t *l, const tg_ledger_in_t *in, tg_ledger_done_fn done,
+                             void *ud) {
+    if (l == NULL || in == NULL || done == NULL) {
         return TG_ERR_INVALID_ARG;
     }
     entry_t *e;
-    tg_err_t erc = entry_new(&e, l, type, meta, meta_len, payload, len);
+    tg_err_t erc = entry_new(&e, l, in);
     if (erc != TG_OK) {
         return erc;
     }
@@ -1841,25 +1925,33 @@ tg_err_t tg_ledger_append_sync(tg_ledger_t *l, uint8_t type, const void *meta, s
 
 tg_err_t tg_ledger_append_now(tg_ledger_t *l, uint8_t type, const void *meta, size_t meta_len,
                               const void *payload, size_t len, tg_ledger_pos_t *pos_out) {
+    tg_ledger_in_t in = {type, meta, meta_len, payload, len, NULL};
+    return tg_ledger_append_now_in(l, &in, pos_out);
+}
+
+tg_err_t tg_ledger_append_now_in(tg_ledger_t *l, const tg_ledger_in_t *in,
+                                 tg_ledger_pos_t *pos_out) {
     if (pos_out != NULL) {
         memset(pos_out, 0, sizeof *pos_out);
     }
-    if (l == NULL || pos_out == NULL || l->durability != TG_DURABILITY_NONE) {
+    if (l == NULL || in == NULL || pos_out == NULL || l->durability != TG_DURABILITY_NONE) {
         return TG_ERR_INVALID_ARG;
     }
-    tg_err_t erc = entry_check(l, type, meta, meta_len, payload, len);
+    tg_err_t erc = entry_check(l, in->type, in->meta, in->meta_len, in->payload, in->len);
     if (erc != TG_OK) {
         return erc;
     }
-    entry_t ent = {.type = type,
+    entry_t ent = {.type = in->type,
                    .status = TG_ERR_LEDGER_UNHEALTHY,
-                   .meta_len = (uint32_t)meta_len,
-                   .payload_len = (uint32_t)len,
-                   .meta = meta,
-                   .payload = payload};
+                   .meta_len = (uint32_t)in->meta_len,
+                   .payload_len = (uint32_t)in->len,
+                   .meta = in->meta,
+                   .payload = in->payload};
     entry_t *e = &ent;
-    /* The bulk of the record hash, before the lock: only the chained part runs under it. */
-    tg_lg_body_digest(ent.body, meta, ent.meta_len, payload, ent.payload_len);
+    /* The bulk of the record hash (and the log entry), before the lock: only the chained
+     * part runs under it. */
+    tg_lg_body_digest(ent.body, ent.meta, ent.meta_len, ent.payload, ent.payload_len);
+    entry_leaf(l, &ent, in);
     /* The lock's holder may be stuck in a write the disk does not answer; this runs on an
      * HTTP event thread, which must not wait for it longer than the stall bound (every
      * connection of the thread would wait with it). */

@@ -59,6 +59,15 @@ typedef struct tg_db_ops {
     tg_err_t (*approval_restore)(tg_db_t *db, const struct tg_approval *a, int64_t now_ms);
     tg_err_t (*approval_due)(tg_db_t *db, int64_t now_ms, tg_db_approval_ref_t *out, size_t max,
                              size_t *n);
+    /* The transparency log (db.h): db.c has checked db and the pointers it can. */
+    tg_err_t (*log_restore)(tg_db_t *db, uint64_t seq, const uint8_t entry[32]);
+    tg_err_t (*log_checkpoint)(tg_db_t *db, tg_buf_t *note, struct tg_checkpoint *cp);
+    tg_err_t (*log_hashes)(tg_db_t *db, unsigned level, uint64_t index, size_t n,
+                           uint8_t (*out)[32]);
+    tg_err_t (*log_entries)(tg_db_t *db, uint64_t index, size_t n, uint8_t (*out)[32]);
+    tg_err_t (*log_leaf)(tg_db_t *db, const tg_ledger_pos_t *pos, uint64_t *leaf);
+    tg_err_t (*log_wait)(tg_db_t *db, const tg_ledger_pos_t *pos, uint32_t timeout_ms,
+                         tg_db_log_wait_fn fn, void *ud);
     void (*tick)(tg_db_t *db, int64_t now_ms, uint32_t stall_ms);
     bool (*health)(tg_db_t *db, char *why, size_t why_len);
     void (*stats)(tg_db_t *db, tg_db_stats_t *out);

@@ -287,6 +287,50 @@ tg_err_t tg_db_approval_due(tg_db_t *db, int64_t now_ms, tg_db_approval_ref_t *o
     return db->ops->approval_due(db, now_ms, out, max, n);
 }
 
+/* ---- the transparency log ---- */
+
+tg_err_t tg_db_log_restore(tg_db_t *db, uint64_t seq, const uint8_t entry[32]) {
+    if (db == NULL || entry == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->log_restore(db, seq, entry);
+}
+
+tg_err_t tg_db_log_checkpoint(tg_db_t *db, tg_buf_t *note, struct tg_checkpoint *cp) {
+    return db == NULL ? TG_ERR_INVALID_ARG : db->ops->log_checkpoint(db, note, cp);
+}
+
+tg_err_t tg_db_log_hashes(tg_db_t *db, unsigned level, uint64_t index, size_t n,
+                          uint8_t (*out)[32]) {
+    if (db == NULL || n > 256 || (out == NULL && n > 0)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->log_hashes(db, level, index, n, out);
+}
+
+tg_err_t tg_db_log_entries(tg_db_t *db, uint64_t index, size_t n, uint8_t (*out)[32]) {
+    if (db == NULL || n > 256 || (out == NULL && n > 0)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->log_entries(db, index, n, out);
+}
+
+tg_err_t tg_db_log_leaf(tg_db_t *db, const tg_ledger_pos_t *pos, uint64_t *leaf) {
+    if (db == NULL || pos == NULL || leaf == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    *leaf = 0;
+    return db->ops->log_leaf(db, pos, leaf);
+}
+
+tg_err_t tg_db_log_wait(tg_db_t *db, const tg_ledger_pos_t *pos, uint32_t timeout_ms,
+                        tg_db_log_wait_fn fn, void *ud) {
+    if (db == NULL || pos == NULL || fn == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    return db->ops->log_wait(db, pos, timeout_ms, fn, ud);
+}
+
 void tg_db_tick(tg_db_t *db, int64_t now_ms, uint32_t stall_ms) {
     if (db != NULL) {
         db->ops->tick(db, now_ms, stall_ms);

@@ -16,7 +16,8 @@
  *                              checkpoint, fails the remaining waiters, joins, wipes the key
  *
  * The thread: if the tree is larger than the newest published checkpoint (or none was
- * published: the size-0 checkpoint is a valid one) it signs and commits one at once. Then it
+ * published: the size-0 checkpoint is a valid one) one is signed and committed at once (by
+ * tg_tle_start itself). Then the thread
  * waits for pushed entries, keeps at least min_interval_ms between two checkpoints
  * (collecting meanwhile), integrates everything pending, signs one checkpoint over the new
  * size, asks the backend to commit the step, and only then publishes it and calls the
@@ -62,7 +63,8 @@ typedef struct tg_tle_step {
     uint64_t old_size;
     uint64_t new_size;
     const uint8_t (*entries)[32];
-    const uint64_t *tags; /* the opaque u64 pushed with each entry (file: seq; pg: tg_records.seq) */
+    const uint64_t
+        *tags; /* the opaque u64 pushed with each entry (file: seq; pg: tg_records.seq) */
     const tg_tle_hash_t *hashes;
     size_t n_hashes;
     tg_tlog_hash_t root;
@@ -136,8 +138,10 @@ uint64_t tg_tle_size(tg_tle_t *e);
  * says which (a read error is passed on as is). TG_ERR_INVALID_ARG after start. */
 tg_err_t tg_tle_adopt(tg_tle_t *e, const char *note, size_t len, tg_diag_t *diag) TG_MUST_USE;
 
-/* Starts the thread. TG_ERR_INVALID_ARG when already started, TG_ERR_NOMEM / TG_ERR_INTERNAL
- * when it cannot. */
+/* Starts the thread. When a checkpoint is due at once (see the top) it is signed and
+ * committed here first, on the caller's thread, so that a start returns with a published
+ * checkpoint (a failed commit is counted and retried by the thread; the start goes on).
+ * TG_ERR_INVALID_ARG when already started, TG_ERR_INTERNAL when the thread cannot start. */
 tg_err_t tg_tle_start(tg_tle_t *e, tg_diag_t *diag) TG_MUST_USE;
 
 /* ---- running: thread-safe ---- */

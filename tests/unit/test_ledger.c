@@ -40,6 +40,7 @@ typedef struct fault {
 static fault_t f_pwrite, f_fdatasync, f_fsync, f_write, f_thread;
 static atomic_bool g_block_sync; /* fdatasync waits while set */
 static atomic_int g_sync_entered;
+static atomic_int g_sync_ok; /* fdatasync calls that returned 0 */
 
 ssize_t __real_pwrite(int fd, const void *buf, size_t n, off_t off);
 ssize_t __wrap_pwrite(int fd, const void *buf, size_t n, off_t off);
@@ -106,7 +107,11 @@ int __wrap_fdatasync(int fd) {
         errno = f_fdatasync.err;
         return -1;
     }
-    return __real_fdatasync(fd);
+    int r = __real_fdatasync(fd);
+    if (r == 0) {
+        atomic_fetch_add(&g_sync_ok, 1);
+    }
+    return r;
 }
 
 int __wrap_fsync(int fd) {
@@ -2219,6 +2224,403 @@ static void test_read_at_errors(void **state) {
     tdir_remove(&d);
 }
 
+/* ---- the transparency log's feed (ledger.h tg_ledger_feed_fn) ---- */
+
+#define FEED_MAX 4096
+/* What the feed saw: every call must continue the sequence (exactly once, in order) and
+ * follow a successful fdatasync that no earlier call followed (never before its sync). */
+typedef struct feed_log {
+    pthread_mutex_t mu;
+    uint64_t next;  /* the first_seq the next call must have */
+    uint64_t calls; /* feed calls */
+    uint64_t first[64], n[64];
+    int syncs_seen; /* g_sync_ok at the last call */
+    bool bad;
+    char why[128];
+    uint8_t entries[FEED_MAX][32]; /* by seq */
+} feed_log_t;
+static feed_log_t g_feed;
+
+static void feed_reset(uint64_t next) {
+    pthread_mutex_lock(&g_feed.mu);
+    g_feed.next = next;
+    g_feed.calls = 0;
+    g_feed.bad = false;
+    g_feed.why[0] = '\0';
+    g_feed.syncs_seen = atomic_load(&g_sync_ok);
+    memset(g_feed.entries, 0, sizeof g_feed.entries);
+    pthread_mutex_unlock(&g_feed.mu);
+}
+
+static void feed_fn(void *ud, uint64_t first_seq, const uint8_t (*entries)[32], size_t n) {
+    assert_ptr_equal(ud, &g_feed);
+    pthread_mutex_lock(&g_feed.mu);
+    int syncs = atomic_load(&g_sync_ok);
+    if (first_seq != g_feed.next || n == 0 || first_seq + n > FEED_MAX) {
+        g_feed.bad = true;
+        snprintf(g_feed.why, sizeof g_feed.why, "call %llu: seq %llu+%zu, expected %llu",
+                 (unsigned long long)g_feed.calls, (unsigned long long)first_seq, n,
+                 (unsigned long long)g_feed.next);
+    } else if (syncs == g_feed.syncs_seen) {
+        g_feed.bad = true;
+        snprintf(g_feed.why, sizeof g_feed.why, "seq %llu fed without a sync since the last feed",
+                 (unsigned long long)first_seq);
+    } else {
+        memcpy(g_feed.entries[first_seq], entries, n * 32);
+        g_feed.next = first_seq + n;
+    }
+    if (g_feed.calls < 64) {
+        g_feed.first[g_feed.calls] = first_seq;
+        g_feed.n[g_feed.calls] = n;
+    }
+    g_feed.calls++;
+    g_feed.syncs_seen = syncs;
+    pthread_mutex_unlock(&g_feed.mu);
+}
+
+static uint64_t feed_next(void) {
+    pthread_mutex_lock(&g_feed.mu);
+    uint64_t n = g_feed.next;
+    pthread_mutex_unlock(&g_feed.mu);
+    return n;
+}
+
+/* Waits (up to 5 s) until records up to seq were fed. */
+static void feed_wait(uint64_t seq) {
+    for (int i = 0; i < 1000 && feed_next() <= seq; i++) {
+        sleep_ms(5);
+    }
+    assert_true(feed_next() > seq);
+}
+
+static void feed_check_ok(void) {
+    pthread_mutex_lock(&g_feed.mu);
+    bool bad = g_feed.bad;
+    char why[128];
+    memcpy(why, g_feed.why, sizeof why);
+    pthread_mutex_unlock(&g_feed.mu);
+    if (bad) {
+        print_error("feed: %s\n", why);
+    }
+    assert_false(bad);
+}
+
+/* Record i's log entry: given by the caller for every third record, else the ledger's
+ * default, SHA-256 of the payload (computed here independently). */
+static void feed_expected(uint8_t out[32], uint64_t i) {
+    if (i % 3 == 0) {
+        memset(out, (int)(i & 0xff), 32);
+        out[0] = 0xEE;
+        return;
+    }
+    char p[128];
+    size_t pl = make_payload(p, sizeof p, i);
+    crypto_hash_sha256(out, (const uint8_t *)p, pl);
+}
+
+/* Record i as append_n writes it, with its entry per feed_expected. */
+static void feed_in(tg_ledger_in_t *in, uint64_t i, char p[128], char m[32], uint8_t ent[32]) {
+    size_t pl = make_payload(p, 128, i);
+    int ml = snprintf(m, 32, "meta-%llu", (unsigned long long)i);
+    feed_expected(ent, i);
+    *in = (tg_ledger_in_t){(i % 5 == 4) ? TG_LEDGER_TYPE_SILENCE : TG_LEDGER_TYPE_RECEIPT,
+                           m,
+                           (size_t)ml,
+                           p,
+                           pl,
+                           i % 3 == 0 ? ent : NULL};
+}
+
+/* tg_ledger_append_sync for tg_ledger_append_in. */
+typedef struct sync_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    tg_err_t rc;
+    tg_ledger_pos_t pos;
+} sync_wait_t;
+
+static void sync_wait_init(sync_wait_t *w) {
+    memset(w, 0, sizeof *w);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+}
+
+static void sync_wait_done(void *ud, tg_err_t status, const tg_ledger_pos_t *pos) {
+    sync_wait_t *w = ud;
+    pthread_mutex_lock(&w->mu);
+    w->rc = status;
+    w->pos = *pos;
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static tg_err_t sync_wait_end(sync_wait_t *w) {
+    pthread_mutex_lock(&w->mu);
+    while (!w->done) {
+        pthread_cond_wait(&w->cv, &w->mu);
+    }
+    tg_err_t rc = w->rc;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+static void sync_wait_destroy(sync_wait_t *w) {
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+}
+
+static void feed_append_sync(tg_ledger_t *l, uint64_t i, tg_err_t want) {
+    char p[128], m[32];
+    uint8_t ent[32];
+    tg_ledger_in_t in;
+    feed_in(&in, i, p, m, ent);
+    sync_wait_t w;
+    sync_wait_init(&w);
+    tg_err_t rc = tg_ledger_append_in(l, &in, sync_wait_done, &w);
+    if (rc == TG_OK) {
+        rc = sync_wait_end(&w);
+    }
+    sync_wait_destroy(&w);
+    assert_int_equal(rc, want);
+    if (want == TG_OK) {
+        assert_int_equal(w.pos.seq, i);
+    }
+}
+
+static void feed_append_now(tg_ledger_t *l, uint64_t i) {
+    char p[128], m[32];
+    uint8_t ent[32];
+    tg_ledger_in_t in;
+    feed_in(&in, i, p, m, ent);
+    tg_ledger_pos_t pos;
+    assert_int_equal(tg_ledger_append_now_in(l, &in, &pos), TG_OK);
+    assert_int_equal(pos.seq, i);
+}
+
+/* Records [from, to] were fed with the right entries. */
+static void feed_check_entries(uint64_t from, uint64_t to) {
+    feed_check_ok();
+    pthread_mutex_lock(&g_feed.mu);
+    for (uint64_t i = from; i <= to; i++) {
+        uint8_t want[32];
+        feed_expected(want, i);
+        assert_memory_equal(g_feed.entries[i], want, 32);
+    }
+    pthread_mutex_unlock(&g_feed.mu);
+}
+
+static tg_ledger_opts_t feed_opts(const tdir_t *d, tg_durability_t mode) {
+    tg_ledger_opts_t o = opts_for(d);
+    o.durability = mode;
+    o.feed = feed_fn;
+    o.feed_ud = &g_feed;
+    return o;
+}
+
+#define FEED_THREADS 4
+#define FEED_PER 50
+static tg_ledger_t *feed_ledger;
+static atomic_int feed_done_count;
+static void feed_thread_done(void *ud, tg_err_t status, const tg_ledger_pos_t *pos) {
+    (void)ud;
+    (void)pos;
+    assert_int_equal(status, TG_OK);
+    atomic_fetch_add(&feed_done_count, 1);
+}
+static void *feed_thread(void *arg) {
+    (void)arg;
+    for (int i = 0; i < FEED_PER; i++) {
+        tg_ledger_in_t in = {TG_LEDGER_TYPE_RECEIPT, NULL, 0, "{}", 2, NULL};
+        tg_err_t rc;
+        while ((rc = tg_ledger_append_in(feed_ledger, &in, feed_thread_done, NULL)) ==
+               TG_ERR_OVERLOADED) {
+            sched_yield();
+        }
+        assert_int_equal(rc, TG_OK);
+    }
+    return NULL;
+}
+
+/* FSYNC: each batch is fed after its sync and before its done callbacks; replayed records
+ * are not fed; concurrent appends are fed once each, in order; a failed sync feeds
+ * nothing, and the record that failed is not fed when its seq is reused. */
+static void test_feed_fsync(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = feed_opts(&d, TG_DURABILITY_FSYNC);
+    feed_reset(1);
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    for (uint64_t i = 1; i <= 6; i++) {
+        feed_append_sync(l, i, TG_OK);
+        assert_int_equal(feed_next(), i + 1); /* fed before the done callback ran */
+    }
+    feed_check_entries(1, 6);
+    /* a failed sync: the record fails, nothing is fed */
+    arm(&f_fdatasync, 1, EIO, false);
+    feed_append_sync(l, 7, TG_ERR_LEDGER_UNHEALTHY);
+    assert_int_equal(feed_next(), 7);
+    disarm_all();
+    assert_int_equal(tg_ledger_try_recover(l, NULL), TG_OK);
+    feed_append_sync(l, 7, TG_OK); /* seq 7 again, another record: fed once */
+    assert_int_equal(feed_next(), 8);
+    feed_check_entries(1, 7);
+    tg_ledger_close(l);
+    /* reopened: the replay is not fed; appends go on at seq 8 */
+    feed_reset(8);
+    collect_t c;
+    memset(&c, 0, sizeof c);
+    assert_int_equal(tg_ledger_open(&l, &o, collect_fn, &c, NULL, NULL), TG_OK);
+    assert_int_equal(c.n, 7);
+    assert_int_equal(feed_next(), 8);
+    feed_ledger = l;
+    atomic_store(&feed_done_count, 0);
+    pthread_t th[FEED_THREADS];
+    for (int t = 0; t < FEED_THREADS; t++) {
+        assert_int_equal(pthread_create(&th[t], NULL, feed_thread, NULL), 0);
+    }
+    for (int t = 0; t < FEED_THREADS; t++) {
+        pthread_join(th[t], NULL);
+    }
+    tg_ledger_close(l);
+    assert_int_equal(atomic_load(&feed_done_count), FEED_THREADS * FEED_PER);
+    assert_int_equal(feed_next(), 8 + FEED_THREADS * FEED_PER);
+    feed_check_ok();
+    for (uint64_t i = 8; i < 8 + FEED_THREADS * FEED_PER; i++) {
+        uint8_t want[32];
+        crypto_hash_sha256(want, (const uint8_t *)"{}", 2);
+        assert_memory_equal(g_feed.entries[i], want, 32);
+    }
+    tdir_remove(&d);
+}
+
+/* BATCH: acknowledged at write, fed only at the periodic sync (or the close's); a failed
+ * sync feeds nothing. */
+static void test_feed_batch(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = feed_opts(&d, TG_DURABILITY_BATCH);
+    o.batch_interval_ms = 60000; /* no periodic sync during the test */
+    feed_reset(1);
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    for (uint64_t i = 1; i <= 5; i++) {
+        feed_append_sync(l, i, TG_OK);
+    }
+    sleep_ms(30);
+    assert_int_equal(feed_next(), 1); /* acknowledged, not synced: not fed */
+    tg_ledger_close(l);               /* the close's sync feeds them */
+    assert_int_equal(feed_next(), 6);
+    feed_check_entries(1, 5);
+    /* the periodic sync */
+    o.batch_interval_ms = 10;
+    feed_reset(6);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    for (uint64_t i = 6; i <= 9; i++) {
+        feed_append_sync(l, i, TG_OK);
+    }
+    feed_wait(9);
+    feed_check_entries(6, 9);
+    tg_ledger_close(l);
+    /* a failed sync feeds nothing */
+    o.batch_interval_ms = 60000;
+    feed_reset(10);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    feed_append_sync(l, 10, TG_OK);
+    arm(&f_fdatasync, -1, EIO, false);
+    tg_ledger_close(l); /* its sync fails */
+    disarm_all();
+    assert_int_equal(feed_next(), 10);
+    feed_check_ok();
+    tdir_remove(&d);
+}
+
+/* NONE: the writer syncs what was written every sync_interval_ms and feeds exactly the
+ * records written before that sync began; rotation and close sync and feed too. */
+static void test_feed_none(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = feed_opts(&d, TG_DURABILITY_NONE);
+    o.sync_interval_ms = 60000; /* no periodic sync: only the close's */
+    feed_reset(1);
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    feed_append_now(l, 1);
+    feed_append_now(l, 2);
+    feed_append_sync(l, 3, TG_OK); /* through the writer thread */
+    sleep_ms(30);
+    assert_int_equal(feed_next(), 1);
+    tg_ledger_close(l);
+    assert_int_equal(feed_next(), 4);
+    feed_check_entries(1, 3);
+    /* the periodic sync: records written while it runs wait for the next one */
+    o.sync_interval_ms = 20;
+    feed_reset(4);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    atomic_store(&g_block_sync, true);
+    atomic_store(&g_sync_entered, 0);
+    feed_append_now(l, 4);
+    feed_append_now(l, 5);
+    while (atomic_load(&g_sync_entered) == 0) { /* the flush has begun (and is held) */
+        sched_yield();
+    }
+    feed_append_now(l, 6);
+    atomic_store(&g_block_sync, false);
+    feed_wait(6);
+    feed_check_entries(4, 6);
+    pthread_mutex_lock(&g_feed.mu);
+    assert_true(g_feed.calls >= 2);
+    assert_int_equal(g_feed.first[0], 4);
+    assert_int_equal(g_feed.n[0], 2); /* 6 came after the sync began */
+    pthread_mutex_unlock(&g_feed.mu);
+    tg_ledger_close(l);
+    /* rotation syncs the segment and feeds what it held */
+    o.sync_interval_ms = 60000;
+    o.segment_max_bytes = 600;
+    feed_reset(7);
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    uint64_t i = 7;
+    tg_ledger_stats_t st;
+    do {
+        feed_append_now(l, i++);
+        tg_ledger_stats(l, &st);
+    } while (st.segment == 1 && i < 100);
+    assert_true(st.segment >= 2);
+    /* the record that started segment 2 is not synced; everything before it is fed */
+    assert_int_equal(feed_next(), i - 1);
+    feed_check_entries(7, i - 2);
+    tg_ledger_close(l);
+    assert_int_equal(feed_next(), i);
+    feed_check_entries(7, i - 1);
+    tdir_remove(&d);
+}
+
+/* Without a feed, append_in with an entry is plain append (entries neither kept nor fed). */
+static void test_feed_absent(void **state) {
+    (void)state;
+    tdir_t d;
+    tdir_make(&d);
+    tg_ledger_opts_t o = opts_for(&d);
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, NULL, NULL, NULL, NULL), TG_OK);
+    feed_reset(1);
+    for (uint64_t i = 1; i <= 3; i++) {
+        feed_append_sync(l, i, TG_OK);
+    }
+    assert_int_equal(feed_next(), 1);
+    assert_int_equal(tg_ledger_append_in(l, NULL, feed_thread_done, NULL), TG_ERR_INVALID_ARG);
+    tg_ledger_pos_t pos;
+    assert_int_equal(tg_ledger_append_now_in(l, NULL, &pos), TG_ERR_INVALID_ARG);
+    tg_ledger_close(l);
+    reopen_check(&d, 3);
+    tdir_remove(&d);
+}
+
 static tg_err_t check_fail_at_3(void *ud, const tg_ledger_record_t *rec, tg_diag_t *diag) {
     int *calls = ud;
     (*calls)++;
@@ -2304,10 +2706,15 @@ int main(void) {
         cmocka_unit_test_setup(test_modes, setup),
         cmocka_unit_test_setup(test_read_at_errors, setup),
         cmocka_unit_test_setup(test_verify_check, setup),
+        cmocka_unit_test_setup(test_feed_fsync, setup),
+        cmocka_unit_test_setup(test_feed_batch, setup),
+        cmocka_unit_test_setup(test_feed_none, setup),
+        cmocka_unit_test_setup(test_feed_absent, setup),
     };
     if (sodium_init() < 0) {
         return 1;
     }
+    pthread_mutex_init(&g_feed.mu, NULL);
     if (getenv("TG_TEST_FILTER") != NULL) {
         cmocka_set_test_filter(getenv("TG_TEST_FILTER"));
     }

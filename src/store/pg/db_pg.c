@@ -2412,6 +2412,34 @@ static tg_err_t pg_approval_due(tg_db_t *dbp, int64_t now_ms, tg_db_approval_ref
     return rc;
 }
 
+/* The transparency log on PostgreSQL is not built yet (issue 23, its own change): no log. */
+static tg_err_t pg_log_restore(tg_db_t *db, uint64_t seq, const uint8_t entry[32]) {
+    (void)db, (void)seq, (void)entry;
+    return TG_OK;
+}
+static tg_err_t pg_log_checkpoint(tg_db_t *db, tg_buf_t *note, struct tg_checkpoint *cp) {
+    (void)db, (void)note, (void)cp;
+    return TG_ERR_LOG_DISABLED;
+}
+static tg_err_t pg_log_hashes(tg_db_t *db, unsigned level, uint64_t index, size_t n,
+                              uint8_t (*out)[32]) {
+    (void)db, (void)level, (void)index, (void)n, (void)out;
+    return TG_ERR_LOG_DISABLED;
+}
+static tg_err_t pg_log_entries(tg_db_t *db, uint64_t index, size_t n, uint8_t (*out)[32]) {
+    (void)db, (void)index, (void)n, (void)out;
+    return TG_ERR_LOG_DISABLED;
+}
+static tg_err_t pg_log_leaf(tg_db_t *db, const tg_ledger_pos_t *pos, uint64_t *leaf) {
+    (void)db, (void)pos, (void)leaf;
+    return TG_ERR_LOG_DISABLED;
+}
+static tg_err_t pg_log_wait(tg_db_t *db, const tg_ledger_pos_t *pos, uint32_t timeout_ms,
+                            tg_db_log_wait_fn fn, void *ud) {
+    (void)db, (void)pos, (void)timeout_ms, (void)fn, (void)ud;
+    return TG_ERR_LOG_DISABLED;
+}
+
 static void pg_tick(tg_db_t *db, int64_t now_ms, uint32_t stall_ms) {
     /* The writer bounds its own commits and the upkeep runs the retention job: nothing to
      * do on the caller's thread. */
@@ -2540,6 +2568,12 @@ static const tg_db_ops_t pg_ops = {
     .approval_room = pg_approval_room,
     .approval_restore = pg_approval_restore,
     .approval_due = pg_approval_due,
+    .log_restore = pg_log_restore,
+    .log_checkpoint = pg_log_checkpoint,
+    .log_hashes = pg_log_hashes,
+    .log_entries = pg_log_entries,
+    .log_leaf = pg_log_leaf,
+    .log_wait = pg_log_wait,
     .tick = pg_tick,
     .health = pg_health,
     .stats = pg_stats,
