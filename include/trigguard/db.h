@@ -482,18 +482,18 @@ typedef struct tg_db_stats {
     tg_store_stats_t approvals; /* approvals held (file: entries, capacity, full refusals) */
     struct {
         bool enabled;
-        uint64_t size;            /* the published checkpoint's tree size */
-        uint64_t integrated;      /* leaves hashed into the tree (≥ size) */
-        uint64_t checkpoints;     /* checkpoints signed and published since start */
-        uint64_t lag_ms_last;     /* the last checkpoint: ms from its newest record's
-                                     durability (file) or commit (pg) to its publication */
+        uint64_t size;        /* the published checkpoint's tree size */
+        uint64_t integrated;  /* leaves hashed into the tree (≥ size) */
+        uint64_t checkpoints; /* checkpoints signed and published since start */
+        uint64_t lag_ms_last; /* the last checkpoint: ms from its newest record's
+                                 durability (file) or commit (pg) to its publication */
         uint64_t lag_hist[TG_LEDGER_FSYNC_BUCKETS]; /* that lag in µs, bounds as fsync's */
-        uint64_t failures;        /* checkpoints that could not be made durable */
-        uint64_t waiters;         /* tg_db_log_wait callers waiting now */
-        bool integrator;          /* pg: this instance integrates now (file: true) */
-        bool inconsistent;        /* pg: the stored log failed this instance's checks
-                                     (TG_ERR_LOG_INCONSISTENT): it neither signs nor serves
-                                     checkpoints; records still commit */
+        uint64_t failures;                          /* checkpoints that could not be made durable */
+        uint64_t waiters;                           /* tg_db_log_wait callers waiting now */
+        bool integrator;   /* pg: this instance integrates now (file: true) */
+        bool inconsistent; /* pg: the stored log failed this instance's checks
+                              (TG_ERR_LOG_INCONSISTENT): it neither signs nor serves
+                              checkpoints; records still commit */
     } log;
 } tg_db_stats_t;
 

@@ -90,8 +90,8 @@
     X(TG_ERR_APPROVAL_CLOSED, "the approval is resolved, expired or consumed")                     \
     X(TG_ERR_APPROVAL_CONSUMED, "the approval has already been used by a PERMIT")                  \
     X(TG_ERR_REQUEST_HASH_MISMATCH, "the request hash is not the escalated request's")             \
-    /* the transparency log in the daemon (db.h "transparency log", SPEC §12) */                   \
-    X(TG_ERR_LOG_DISABLED, "the transparency log is not enabled (no log key)")                      \
+    /* the transparency log in the daemon (db.h "transparency log", SPEC §12) */                  \
+    X(TG_ERR_LOG_DISABLED, "the transparency log is not enabled (no log key)")                     \
     X(TG_ERR_LOG_PENDING, "no signed checkpoint covers the record yet")                            \
     X(TG_ERR_LOG_INCONSISTENT, "the records do not reproduce the log's signed checkpoint")
 

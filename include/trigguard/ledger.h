@@ -196,9 +196,9 @@ typedef struct tg_ledger_opts {
     tg_ledger_feed_fn feed;     /* NULL = no transparency log: entries are neither computed
                                    nor kept */
     void *feed_ud;
-    uint32_t sync_interval_ms;  /* NONE with a feed: the writer fdatasyncs the records written
-                                   since its last sync at most this often (so the log can cover
-                                   them); 0 = 100. Ignored otherwise. */
+    uint32_t sync_interval_ms; /* NONE with a feed: the writer fdatasyncs the records written
+                                  since its last sync at most this often (so the log can cover
+                                  them); 0 = 100. Ignored otherwise. */
 } tg_ledger_opts_t;
 
 /* Zero-initialised opts mean "defaults"; set .dir. */

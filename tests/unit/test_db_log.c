@@ -91,6 +91,10 @@ static tg_err_t replay_fn(void *ud, const tg_ledger_record_t *rec) {
 static tg_err_t start_db(fx_t *f, const tg_note_signer_t *signer, tg_diag_t *diag) {
     tg_db_opts_t o = {.backend = TG_DB_FILE};
     o.keys.max_key_len = 255;
+    /* Small tables: these tests store no keys, and a start per case stays cheap (TSan). */
+    o.keys.max_entries = o.receipts.max_entries = 1024;
+    o.keys.shards = o.receipts.shards = 4;
+    o.limit_entries = o.approval_entries = 1024;
     o.ledger = TG_LEDGER_OPTS_INIT;
     o.ledger.dir = f->dir;
     o.ledger.durability = f->mode;
