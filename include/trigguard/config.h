@@ -60,6 +60,11 @@ typedef struct tg_config {
     char key_id[TG_CONFIG_STR_MAX];
     char verify_keys[TG_CONFIG_STR_MAX]; /* comma-separated verify-only key files */
     char authority_id[TG_CONFIG_STR_MAX];
+    /* the transparency log (SPEC §12): off while log_key is "" */
+    char log_key[TG_CONFIG_STR_MAX];    /* PKCS#8 PEM file of the log key */
+    char log_origin[TG_CONFIG_STR_MAX]; /* "" = derived (pipeline.c) */
+    int64_t checkpoint_min_interval_ms;
+    int64_t checkpoint_interval_ms;
     char policy[TG_CONFIG_STR_MAX];
     bool policy_strict; /* lint errors refuse a bundle (tg_policy_load_file_checked) */
     char shadow_policy[TG_CONFIG_STR_MAX]; /* --shadow-policy: "" = none */

@@ -488,12 +488,13 @@ typedef struct tg_db_stats {
         uint64_t lag_ms_last; /* the last checkpoint: ms from its newest record's
                                  durability (file) or commit (pg) to its publication */
         uint64_t lag_hist[TG_LEDGER_FSYNC_BUCKETS]; /* that lag in µs, bounds as fsync's */
-        uint64_t failures;                          /* checkpoints that could not be made durable */
-        uint64_t waiters;                           /* tg_db_log_wait callers waiting now */
-        bool integrator;   /* pg: this instance integrates now (file: true) */
-        bool inconsistent; /* pg: the stored log failed this instance's checks
-                              (TG_ERR_LOG_INCONSISTENT): it neither signs nor serves
-                              checkpoints; records still commit */
+        uint64_t lag_sum_us; /* the sum of the lags lag_hist counts (its _sum) */
+        uint64_t failures;   /* checkpoints that could not be made durable */
+        uint64_t waiters;    /* tg_db_log_wait callers waiting now */
+        bool integrator;     /* pg: this instance integrates now (file: true) */
+        bool inconsistent;   /* pg: the stored log failed this instance's checks
+                                (TG_ERR_LOG_INCONSISTENT): it neither signs nor serves
+                                checkpoints; records still commit */
     } log;
 } tg_db_stats_t;
 

@@ -167,18 +167,38 @@ const tg_key_t *tg_keyring_active(const tg_keyring_t *ring);
 /* The active key when it can sign (has its secret), else NULL: what a server needs. */
 const tg_key_t *tg_keyring_signer(const tg_keyring_t *ring);
 
-/* Appends the key discovery document of SPEC §6, compact, members in the spec's order:
- * {"protocol":"trigguard/v1","authority":A,"keys":[{"keyId","algorithm":"Ed25519",
- *  "status":"active"|"verify-only","publicKeyPem"}...]} (active key first).
+/* Appends the key discovery document of SPEC §6 and §12, compact, members in the spec's
+ * order: {"protocol":"trigguard/v1","authority":A,"keys":[{"keyId","algorithm":"Ed25519",
+ *  "use":"receipt","status":"active"|"verify-only","publicKeyPem"}...]} (active key first).
  * Errors: TG_ERR_NO_KEY (empty ring), TG_ERR_INVALID_ARG (authority not UTF-8),
  * tg_buf errors. */
 tg_err_t tg_keyring_keys_json(tg_buf_t *out, const tg_keyring_t *ring,
                               const char *authority) TG_MUST_USE;
 
-/* Adds every key of a keys.json document (text, len bytes) to the ring, public keys only,
- * with their status. Unknown members are ignored; "protocol" must be "trigguard/v1";
- * "keys" must be a non-empty array; each key needs a valid keyId, algorithm "Ed25519",
- * status "active" or "verify-only" and a PUBLIC KEY publicKeyPem.
+/* The transparency log's checkpoint key as keys.json lists it (SPEC §12), after the receipt
+ * keys: {"keyId","algorithm":"Ed25519","use":"checkpoint","origin","vkey","publicKeyPem",
+ * "status":"active"}. The strings are the caller's (origin and vkey: note.h's formats, checked
+ * there; key_id a valid key id); key is its public half. */
+typedef struct tg_keys_json_log {
+    const char *key_id;
+    const char *origin;
+    const char *vkey;
+    const tg_key_t *key;
+} tg_keys_json_log_t;
+
+/* tg_keyring_keys_json with the log's key listed too (log NULL: the same document). With a
+ * log key the ring may be empty (the document then lists that key alone). Errors: those of
+ * tg_keyring_keys_json; TG_ERR_INVALID_ARG for an invalid log key id or a string that is not
+ * UTF-8. */
+tg_err_t tg_keyring_keys_json_log(tg_buf_t *out, const tg_keyring_t *ring, const char *authority,
+                                  const tg_keys_json_log_t *log) TG_MUST_USE;
+
+/* Adds every receipt key of a keys.json document (text, len bytes) to the ring, public keys
+ * only, with their status. Unknown members are ignored; "protocol" must be "trigguard/v1";
+ * "keys" must be a non-empty array of objects; an entry whose "use" is present and not
+ * "receipt" (the log's "checkpoint" key, SPEC §12) is skipped, since it never signs a
+ * receipt; every other needs a valid keyId, algorithm "Ed25519", status "active" or
+ * "verify-only" and a PUBLIC KEY publicKeyPem ("use", when present, must be a string).
  * Errors: TG_ERR_JSON_* (not JSON), TG_ERR_KEY_FORMAT (wrong document shape or key; diag
  * names the member), and those of tg_keyring_add. On error the ring may hold the keys
  * added before the bad one: discard it. */

@@ -54,6 +54,20 @@ static const opt_t options[] = {
      "comma-separated PEM files of verify-only keys (rotation)"},
     {"authority-id", "TRIGGUARD_AUTHORITY_ID", OPT_STR, F(authority_id), "", 0, 0, NULL, 0,
      "authorityId written into receipts; empty = the policy's authority (docs/POLICY.md)"},
+    {"log-key", "TRIGGUARD_LOG_KEY", OPT_STR, F(log_key), "", 0, 0, NULL, 1,
+     "Ed25519 private key (PKCS#8 PEM file, mode 0600, not the --key) that signs the "
+     "transparency log's checkpoints (SPEC §12); empty = no log (docs/OPERATIONS.md, "
+     "Transparency log)"},
+    {"log-origin", "TRIGGUARD_LOG_ORIGIN", OPT_STR, F(log_origin), "", 0, 0, NULL, 0,
+     "the log's checkpoint origin and key name (C2SP); empty = the authority id when it is a "
+     "valid key name, else \"trigguard\"; part of the log's identity: never change it"},
+    {"checkpoint-min-interval", "TRIGGUARD_CHECKPOINT_MIN_INTERVAL", OPT_INT,
+     F(checkpoint_min_interval_ms), "5", 1, 60000, NULL, 0,
+     "--log-key: least ms between two signed checkpoints"},
+    {"checkpoint-interval", "TRIGGUARD_CHECKPOINT_INTERVAL", OPT_INT, F(checkpoint_interval_ms),
+     "100", 1, 600000, NULL, 0,
+     "--log-key: most ms from a record's durability to a checkpoint covering it (also how "
+     "often --durability none syncs); at least --checkpoint-min-interval"},
     {"policy", "TRIGGUARD_POLICY", OPT_STR, F(policy), "", 0, 0, NULL, 0,
      "policy bundle JSON file (required)"},
     {"policy-strict", "TRIGGUARD_POLICY_STRICT", OPT_BOOL, F(policy_strict), "true", 0, 1, NULL, 0,
@@ -396,6 +410,13 @@ static tg_err_t check_cross(tg_config_t *cfg, tg_diag_t *diag) {
                            "--durability %s applies to the file ledger only: with --store "
                            "postgres a response always waits for its transaction's commit",
                            cfg->durability_name);
+    }
+    if (cfg->checkpoint_min_interval_ms > cfg->checkpoint_interval_ms) {
+        return tg_diag_set(diag, TG_ERR_CONFIG,
+                           "--checkpoint-min-interval %lld is more than --checkpoint-interval "
+                           "%lld",
+                           (long long)cfg->checkpoint_min_interval_ms,
+                           (long long)cfg->checkpoint_interval_ms);
     }
     if (strcmp(cfg->durability_name, "batch") == 0) {
         cfg->durability = TG_CONFIG_DURABILITY_BATCH;
@@ -785,7 +806,8 @@ void tg_config_print(FILE *out, const tg_config_t *cfg) {
             if (o->secret && field[0] != '\0' && strstr(field, "-----BEGIN") != NULL) {
                 fputs("(PEM text, redacted)", out);
             } else if (o->secret && field[0] != '\0' &&
-                       (strcmp(o->flag, "key") != 0 || !tg_config_path_showable(field))) {
+                       ((strcmp(o->flag, "key") != 0 && strcmp(o->flag, "log-key") != 0) ||
+                        !tg_config_path_showable(field))) {
                 fputs("(redacted)", out);
             } else {
                 fputs(field, out);

@@ -591,12 +591,46 @@ const tg_key_t *tg_keyring_signer(const tg_keyring_t *ring) {
     return k != NULL && k->has_secret ? k : NULL;
 }
 
+/* A JSON string of text that must be UTF-8: TG_ERR_INVALID_ARG otherwise. */
+static tg_err_t put_text(tg_buf_t *out, const char *s) {
+    tg_err_t rc = tg_canon_string(out, s, strlen(s));
+    return rc == TG_ERR_JSON_UTF8 || rc == TG_ERR_JSON_SURROGATE ? TG_ERR_INVALID_ARG : rc;
+}
+
+/* The log's entry of the keys array (SPEC §12's member order), first or not. */
+static tg_err_t put_log_key(tg_buf_t *out, const tg_keys_json_log_t *log, bool first,
+                            tg_buf_t *pem) {
+    if (log->key_id == NULL || !tg_key_id_valid(log->key_id, strlen(log->key_id)) ||
+        log->origin == NULL || log->vkey == NULL || log->key == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    tg_err_t rc;
+    tg_buf_reset(pem);
+    TG_TRY(tg_key_public_pem(pem, log->key));
+    TG_TRY(tg_buf_puts(out, first ? "{\"keyId\":" : ",{\"keyId\":"));
+    TG_TRY(put_text(out, log->key_id));
+    TG_TRY(tg_buf_puts(out, ",\"algorithm\":\"Ed25519\",\"use\":\"checkpoint\",\"origin\":"));
+    TG_TRY(put_text(out, log->origin));
+    TG_TRY(tg_buf_puts(out, ",\"vkey\":"));
+    TG_TRY(put_text(out, log->vkey));
+    TG_TRY(tg_buf_puts(out, ",\"publicKeyPem\":"));
+    TG_TRY(tg_canon_string(out, pem->data, pem->len));
+    TG_TRY(tg_buf_puts(out, ",\"status\":\"active\"}"));
+done:
+    return rc;
+}
+
 tg_err_t tg_keyring_keys_json(tg_buf_t *out, const tg_keyring_t *ring, const char *authority) {
+    return tg_keyring_keys_json_log(out, ring, authority, NULL);
+}
+
+tg_err_t tg_keyring_keys_json_log(tg_buf_t *out, const tg_keyring_t *ring, const char *authority,
+                                  const tg_keys_json_log_t *log) {
     tg_buf_t pem;
     size_t start = out->len;
     tg_err_t rc = TG_OK;
 
-    if (ring->count == 0) {
+    if (ring->count == 0 && log == NULL) {
         return TG_ERR_NO_KEY;
     }
     if (authority == NULL) {
@@ -618,11 +652,14 @@ tg_err_t tg_keyring_keys_json(tg_buf_t *out, const tg_keyring_t *ring, const cha
         TG_TRY(tg_key_public_pem(&pem, &e->key));
         TG_TRY(tg_buf_puts(out, i == 0 ? "{\"keyId\":" : ",{\"keyId\":"));
         TG_TRY(tg_canon_string(out, e->key.key_id, strlen(e->key.key_id)));
-        TG_TRY(tg_buf_puts(out, ",\"algorithm\":\"Ed25519\",\"status\":"));
+        TG_TRY(tg_buf_puts(out, ",\"algorithm\":\"Ed25519\",\"use\":\"receipt\",\"status\":"));
         TG_TRY(tg_buf_puts(out, e->status == TG_KEY_ACTIVE ? "\"active\"" : "\"verify-only\""));
         TG_TRY(tg_buf_puts(out, ",\"publicKeyPem\":"));
         TG_TRY(tg_canon_string(out, pem.data, pem.len));
         TG_TRY(tg_buf_putc(out, '}'));
+    }
+    if (log != NULL) {
+        TG_TRY(put_log_key(out, log, ring->count == 0, &pem));
     }
     TG_TRY(tg_buf_puts(out, "]}"));
 done:
@@ -685,6 +722,15 @@ tg_err_t tg_keyring_load_keys_json(tg_keyring_t *ring, const char *text, size_t 
         if (!json_is_object(k)) {
             rc = tg_diag_set(diag, TG_ERR_KEY_FORMAT, "keys.json: %s must be an object", where);
             goto done;
+        }
+        const json_t *use = json_object_get(k, "use");
+        if (use != NULL && !json_is_string(use)) {
+            rc = tg_diag_set(diag, TG_ERR_KEY_FORMAT, "keys.json: %s.use must be a string",
+                             where);
+            goto done;
+        }
+        if (use != NULL && strcmp(json_string_value(use), "receipt") != 0) {
+            continue; /* the log's checkpoint key (SPEC §12) never signs a receipt */
         }
         const char *kid = get_string(k, "keyId", &n, where, diag);
         if (kid == NULL) {

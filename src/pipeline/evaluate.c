@@ -113,6 +113,7 @@ typedef struct steps {
     uint8_t type;              /* the record's ledger type */
     int64_t at_ms;             /* the decision's time (receipt timestamp, meta "at") */
     tg_buf_t record, meta_buf; /* the record's payload and meta */
+    uint8_t entry[32];         /* a receipt's log entry: its receiptHash (SPEC §12) */
     /* --shadow-policy: the live decision and its inputs, captured while r is alive, decided
      * again by the shadow bundle at the end (shadow.c); copies of what lives in r */
     bool shadow_on;
@@ -1401,6 +1402,9 @@ static step_t build_receipt(eval_req_t *r, steps_t *s) {
         tg_receipt_signed_t info;
         rc = sign_receipt(r, &s->record, s->keys->signer, &s->frame, &s->meta, s->ref, s->req_hex,
                           now, &info);
+        if (rc == TG_OK) {
+            memcpy(s->entry, info.hash, sizeof s->entry);
+        }
         if (rc == TG_OK && r->mode == TG_MODE_GATE && go) {
             /* The gate's PERMIT names its receipt for the service behind the proxy. */
             (void)snprintf(r->ex->gate_exec_id, sizeof r->ex->gate_exec_id, "%s", r->exec_id);
@@ -1512,7 +1516,10 @@ static step_t append_durably(eval_req_t *r, steps_t *s) {
                                 .request_hash = s->req_hash,
                                 .status = r->status,
                                 .at_ms = s->at_ms,
-                                .approval = r->appr_step ? r->appr : NULL};
+                                .approval = r->appr_step ? r->appr : NULL,
+                                /* SPEC §12: a receipt's leaf is its receiptHash; the db
+                                   hashes the payload of a SILENCE record */
+                                .entry = s->type == TG_LEDGER_TYPE_RECEIPT ? s->entry : NULL};
     if (p->cfg.durability == TG_CONFIG_DURABILITY_NONE) {
         tg_ledger_pos_t pos;
         tg_err_t rc = tg_db_append_now(p->db, &rec, &pos);

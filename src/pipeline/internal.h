@@ -15,6 +15,7 @@
 #include "trigguard/http.h"
 #include "trigguard/keys.h"
 #include "trigguard/ledger.h"
+#include "trigguard/note.h"
 #include "trigguard/oidc.h"
 #include "trigguard/pipeline.h"
 #include "trigguard/policy.h"
@@ -37,6 +38,17 @@ typedef struct tg_keyset {
     const tg_key_t *signer; /* points into ring, NULL when no signing key */
     tg_buf_t keys_json;     /* rendered at load; empty when the ring is */
 } tg_keyset_t;
+
+/* The transparency log's key as the routes and keys.json show it (SPEC §12; log_routes.c),
+ * fixed at start: rotating the log key is not supported (docs/OPERATIONS.md). */
+typedef struct tg_pipeline_log {
+    bool enabled;                   /* --log-key given */
+    tg_note_verifier_t pub;         /* origin (the key name), key id, public key */
+    char key_id[9];                 /* keys.json keyId: the note key id, 8 lowercase hex */
+    char vkey[TG_NOTE_VKEY_MAX];    /* the C2SP verifier key */
+    tg_key_t key;                   /* its public half (keys.json's publicKeyPem) */
+    tg_note_signer_t *signer;       /* until the db copied it (open_state), then NULL */
+} tg_pipeline_log_t;
 
 /* What the last reload of each part did, for /version and /metrics (reload.c). */
 typedef enum {
@@ -76,6 +88,7 @@ struct tg_pipeline {
     tg_rate_t *verify_rate; /* RATE_LIMIT_VERIFY: verification needs no token, so no tenant */
     tg_bulkhead_t *bulkhead;
     tg_db_t *db; /* claims, records, the receipt index (db.h) */
+    tg_pipeline_log_t log; /* the transparency log's key (log_routes.c) */
     /* JWT callers (oidc.h); NULL when neither an --oidc flag nor --oidc-config was given */
     tg_oidc_t *oidc;
 
@@ -161,7 +174,10 @@ void tg_pipeline_tenants_release(tg_pipeline_t *p, const tg_swap_ref_t *hold);
 
 /* reload.c: builds a key set / tenant table from p->cfg (the files as they are now).
  * Errors: as tg_pipeline_create's for keys and tenants; *out NULL on error. */
-tg_err_t tg_keyset_load(tg_keyset_t **out, const tg_config_t *cfg, tg_diag_t *diag) TG_MUST_USE;
+/* log: the transparency log's key, listed in keys.json when enabled (NULL: none); a ring key
+ * that is the log key is refused (TG_ERR_CONFIG: the log key must be a separate key). */
+tg_err_t tg_keyset_load(tg_keyset_t **out, const tg_config_t *cfg, const tg_pipeline_log_t *log,
+                        tg_diag_t *diag) TG_MUST_USE;
 void tg_keyset_free(tg_keyset_t *k); /* wipes; NULL-safe */
 tg_err_t tg_tenants_build(tg_tenants_t **out, const tg_config_t *cfg, const tg_tenants_t *prev,
                           tg_oidc_t *oidc, tg_diag_t *diag) TG_MUST_USE;
@@ -255,6 +271,9 @@ typedef enum {
     TG_ANSWER_ALREADY_REVIEWED,   /* 409 already_reviewed */
     TG_ANSWER_APPROVAL_CLOSED,    /* 409 approval_closed: resolved, expired or consumed */
     TG_ANSWER_APPROVAL_CONSUMED,  /* 409 approval_consumed: its PERMIT was already issued */
+    /* the transparency log (log_routes.c; SPEC §12) */
+    TG_ANSWER_LOG_PENDING,  /* 202, body prepared: no checkpoint covers the receipt yet */
+    TG_ANSWER_LOG_DISABLED, /* 404 log_disabled: started without --log-key */
     TG_ANSWER__COUNT
 } tg_answer_t;
 
@@ -367,6 +386,33 @@ void tg_pipeline_approvals_tick(tg_pipeline_t *p, int64_t now_ms);
  * TG_ERR_IN_FLIGHT after the wait; as tg_db_approval_hold / _get otherwise. */
 tg_err_t tg_pipeline_approval_hold(tg_pipeline_t *p, const char *tenant, size_t tenant_len,
                                    const char *id, struct tg_approval *cur, bool *held) TG_MUST_USE;
+
+/* ---- the transparency log (log_routes.c; SPEC §12, docs/API.md "Transparency log") ---- */
+
+/* --log-key, --log-origin: loads the log key into p->log (nothing without --log-key); the
+ * origin defaults to the authority id when it is a valid key name, else "trigguard". The key
+ * file is read like --key's (PKCS#8 PEM, no group or other permission); the seed is wiped
+ * once the signer holds it. Errors: TG_ERR_CONFIG (diag names the option), the key loader's. */
+tg_err_t tg_pipeline_log_load(tg_pipeline_t *p, tg_diag_t *diag) TG_MUST_USE;
+/* Wipes and frees what tg_pipeline_log_load kept. Idempotent. */
+void tg_pipeline_log_free(tg_pipeline_t *p);
+/* The log entry of a replayed record (SPEC §12): a receipt's receiptHash decoded, the SHA-256
+ * of the payload for every other record. TG_ERR_LEDGER_CORRUPT for a receipt without a
+ * well-formed receiptHash. */
+tg_err_t tg_pipeline_log_entry(uint8_t entry[32], const tg_ledger_record_t *rec,
+                               const tg_record_view_t *v) TG_MUST_USE;
+void tg_route_log_checkpoint(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+void tg_route_log_tile(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+void tg_route_log_inclusion(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+void tg_route_log_consistency(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+/* GET /v1/receipts/{executionId}/proof; rest is "{executionId}/proof". */
+void tg_route_receipt_proof(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
+
+/* GET /v1/receipts/...: authenticates the caller (Bearer, a role that may read receipts) and
+ * finds the receipt exec_id of its tenant. true with *pos set; false with the answer given
+ * (401, 403, 404, 503). */
+bool tg_pipeline_find_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *exec_id,
+                              size_t exec_id_len, tg_ledger_pos_t *pos);
 
 /* POST /v1/receipts/{executionId}/redeem (redeem.c); rest is "{executionId}/redeem". */
 void tg_route_redeem(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);

@@ -13,8 +13,8 @@
 
 /* Every status the daemon itself sends has its own label; "other" is left for a status
  * added later and not listed here. */
-static const int status_codes[TG_METRICS_STATUSES] = {200, 400, 401, 403, 404, 405, 409, 410, 413,
-                                                      414, 415, 422, 429, 431, 500, 503, 0};
+static const int status_codes[TG_METRICS_STATUSES] = {200, 202, 400, 401, 403, 404, 405, 409, 410,
+                                                      413, 414, 415, 422, 429, 431, 500, 503, 0};
 #define STATUS_OTHER (TG_METRICS_STATUSES - 1)
 
 /* Upper bounds in microseconds; the last bucket is +Inf. */
@@ -41,6 +41,10 @@ static const char *const route_names[TG_ROUTE__COUNT] = {"/v1/evaluate",
                                                          "/v1/approvals",
                                                          "/v1/approvals/{id}",
                                                          "/v1/approvals/{id}/review",
+                                                         "/v1/log/checkpoint",
+                                                         "/v1/log/tile",
+                                                         "/v1/log/proof",
+                                                         "/v1/receipts/proof",
                                                          "other"};
 
 static const char *const redeem_names[TG_REDEEM__COUNT] = {
@@ -747,11 +751,71 @@ static tg_err_t put_buckets(tg_buf_t *o, const char *name, const uint64_t *hist,
     return rc;
 }
 
+/* The transparency log's series (SPEC §12): what the log published and how late. */
+static tg_err_t render_log(tg_buf_t *o, const tg_metrics_log_t *lg) {
+    tg_err_t rc = tg_buf_printf(o,
+                                "# HELP trigguard_log_enabled 1 when a transparency log is kept "
+                                "(--log-key).\n"
+                                "# TYPE trigguard_log_enabled gauge\n"
+                                "trigguard_log_enabled %d\n",
+                                lg->enabled ? 1 : 0);
+    if (rc != TG_OK || !lg->enabled) {
+        return rc;
+    }
+    rc = tg_buf_printf(
+        o,
+        "# HELP trigguard_log_tree_size Leaves of the newest published checkpoint.\n"
+        "# TYPE trigguard_log_tree_size gauge\n"
+        "trigguard_log_tree_size %llu\n"
+        "# HELP trigguard_log_integrated_leaves Leaves hashed into the tree (published or "
+        "not).\n"
+        "# TYPE trigguard_log_integrated_leaves gauge\n"
+        "trigguard_log_integrated_leaves %llu\n"
+        "# HELP trigguard_log_checkpoints_total Checkpoints signed and published since start.\n"
+        "# TYPE trigguard_log_checkpoints_total counter\n"
+        "trigguard_log_checkpoints_total %llu\n"
+        "# HELP trigguard_log_checkpoint_failures_total Checkpoints that could not be made "
+        "durable.\n"
+        "# TYPE trigguard_log_checkpoint_failures_total counter\n"
+        "trigguard_log_checkpoint_failures_total %llu\n"
+        "# HELP trigguard_log_waiters Requests waiting for a checkpoint to cover their record.\n"
+        "# TYPE trigguard_log_waiters gauge\n"
+        "trigguard_log_waiters %llu\n"
+        "# HELP trigguard_log_integrator 1 while this instance signs the log's checkpoints.\n"
+        "# TYPE trigguard_log_integrator gauge\n"
+        "trigguard_log_integrator %d\n"
+        "# HELP trigguard_log_checkpoint_lag_last_seconds The last checkpoint's lag.\n"
+        "# TYPE trigguard_log_checkpoint_lag_last_seconds gauge\n"
+        "trigguard_log_checkpoint_lag_last_seconds %.3f\n"
+        "# HELP trigguard_log_checkpoint_lag_seconds From a checkpoint's newest record's "
+        "durability to the checkpoint's publication.\n"
+        "# TYPE trigguard_log_checkpoint_lag_seconds histogram\n",
+        (unsigned long long)lg->size, (unsigned long long)lg->integrated,
+        (unsigned long long)lg->checkpoints, (unsigned long long)lg->failures,
+        (unsigned long long)lg->waiters, lg->integrator ? 1 : 0, (double)lg->lag_ms_last / 1e3);
+    if (rc == TG_OK) {
+        rc = put_buckets(o, "trigguard_log_checkpoint_lag_seconds", lg->lag_hist,
+                         TG_LEDGER_FSYNC_BUCKETS, tg_ledger_fsync_bounds_us, 1e6);
+    }
+    uint64_t count = 0;
+    for (int b = 0; b < TG_LEDGER_FSYNC_BUCKETS; b++) {
+        count += lg->lag_hist[b];
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_printf(o,
+                           "trigguard_log_checkpoint_lag_seconds_sum %.6f\n"
+                           "trigguard_log_checkpoint_lag_seconds_count %llu\n",
+                           (double)lg->lag_sum_us / 1e6, (unsigned long long)count);
+    }
+    return rc;
+}
+
 /* The other modules' counters, rendered here so that every line of the exposition has
  * one writer. */
 tg_err_t tg_metrics_render_state(tg_buf_t *o, const tg_metrics_state_t *st) {
     const tg_ledger_stats_t ls = st->ledger;
-    tg_err_t rc = TG_OK;
+    tg_err_t rc = render_log(o, &st->log);
+
     if (rc == TG_OK) {
         rc = tg_buf_printf(o,
                            "# HELP trigguard_ledger_records_total Records made durable.\n"

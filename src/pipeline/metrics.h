@@ -39,11 +39,15 @@ typedef enum {
     TG_ROUTE_APPROVALS,        /* GET /v1/approvals */
     TG_ROUTE_APPROVAL,         /* GET /v1/approvals/{id} */
     TG_ROUTE_APPROVAL_REVIEW,  /* POST /v1/approvals/{id}/approve|deny */
+    TG_ROUTE_LOG_CHECKPOINT,   /* GET /v1/log/checkpoint (SPEC §12) */
+    TG_ROUTE_LOG_TILE,         /* GET /v1/log/tile/... */
+    TG_ROUTE_LOG_PROOF,        /* GET /v1/log/proof/inclusion|consistency */
+    TG_ROUTE_RECEIPT_PROOF,    /* GET /v1/receipts/{executionId}/proof */
     TG_ROUTE_OTHER,
     TG_ROUTE__COUNT
 } tg_route_t;
 
-#define TG_METRICS_STATUSES 17
+#define TG_METRICS_STATUSES 18
 #define TG_METRICS_LATENCY_BUCKETS 16
 #define TG_METRICS_SURFACES 256
 #define TG_METRICS_SURFACE_NAME_MAX 128
@@ -209,8 +213,23 @@ tg_err_t tg_metrics_render_limits(tg_buf_t *out, tg_metrics_t *m) TG_MUST_USE;
 /* Appends the Prometheus text exposition of these counters. */
 tg_err_t tg_metrics_render(tg_buf_t *out, tg_metrics_t *m) TG_MUST_USE;
 
+/* The transparency log's counters (db.h tg_db_stats_t.log, copied by the metrics route). */
+typedef struct {
+    bool enabled;
+    uint64_t size;        /* the published checkpoint's tree size */
+    uint64_t integrated;  /* leaves hashed into the tree */
+    uint64_t checkpoints; /* signed and published since start */
+    uint64_t lag_ms_last;
+    uint64_t lag_hist[TG_LEDGER_FSYNC_BUCKETS]; /* µs, tg_ledger_fsync_bounds_us */
+    uint64_t lag_sum_us;
+    uint64_t failures; /* checkpoints that could not be made durable */
+    uint64_t waiters;
+    bool integrator;
+} tg_metrics_log_t;
+
 /* A snapshot of the state the other modules count (each taken with its own stats call). */
 typedef struct {
+    tg_metrics_log_t log;
     tg_ledger_stats_t ledger;
     tg_rate_stats_t rate, verify_rate;
     tg_bulkhead_stats_t bulkhead;
@@ -239,7 +258,8 @@ typedef struct {
  * trigguard_policy_last_reload_success and trigguard_policy_last_reload_timestamp_seconds. */
 tg_err_t tg_metrics_render_config(tg_buf_t *out, const tg_metrics_config_t *c) TG_MUST_USE;
 
-/* Appends the exposition of that snapshot (ledger, limits, bulkheads, store). */
+/* Appends the exposition of that snapshot (ledger, limits, bulkheads, store, and the
+ * transparency log: trigguard_log_enabled always, its other series only when enabled). */
 tg_err_t tg_metrics_render_state(tg_buf_t *out, const tg_metrics_state_t *st) TG_MUST_USE;
 
 #endif /* TG_PIPELINE_METRICS_H */

@@ -255,6 +255,10 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     lo.segment_max_bytes = (uint64_t)c->segment_bytes;
     lo.no_create = c->ledger_no_create;
     so.ledger = lo;
+    /* SPEC §12: the db copies the log key at open; this copy is wiped right after */
+    so.log = (tg_db_log_opts_t){.signer = p->log.signer,
+                                .min_interval_ms = (uint32_t)c->checkpoint_min_interval_ms,
+                                .max_interval_ms = (uint32_t)c->checkpoint_interval_ms};
     if (c->store_postgres) {
         so.backend = TG_DB_POSTGRES;
         so.pg = (tg_db_pg_opts_t){.url = c->database_url,
@@ -263,6 +267,7 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
                                   .claim_timeout_ms = (uint32_t)c->claim_timeout_ms,
                                   .commit_timeout_ms = (uint32_t)c->ledger_stall_timeout_ms};
         tg_err_t rc = tg_db_open(&p->db, &so, diag);
+        tg_pipeline_log_free(p);
         if (rc == TG_OK) {
             /* no replay: the tables are the database's, shared with every instance */
             rc = tg_db_start(p->db, NULL, NULL, NULL, diag);
@@ -270,6 +275,7 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
         return rc;
     }
     tg_err_t rc = tg_db_open(&p->db, &so, diag);
+    tg_pipeline_log_free(p);
     if (rc != TG_OK) {
         return rc;
     }
@@ -392,8 +398,11 @@ static tg_err_t create(tg_pipeline_t **out, const tg_config_t *cfg, bool with_st
         rc = tg_pipeline_shadow_start(p, diag);
     }
     if (rc == TG_OK) {
+        rc = tg_pipeline_log_load(p, diag); /* before the keys: keys.json lists it */
+    }
+    if (rc == TG_OK) {
         tg_keyset_t *ks = NULL;
-        rc = tg_keyset_load(&ks, &p->cfg, diag);
+        rc = tg_keyset_load(&ks, &p->cfg, &p->log, diag);
         if (rc == TG_OK) {
             rc = tg_swap_create(&p->keys, ks);
             if (rc != TG_OK) {
@@ -534,14 +543,16 @@ void tg_pipeline_describe(const tg_pipeline_t *p, char *out, size_t cap) {
     (void)snprintf(out, cap,
                    "policy %s (version %s, hash %.16s…), signing key %s, %zu tenants (%zu "
                    "tokens)%s, "
-                   "durability %s, %s %s",
+                   "durability %s, %s %s, transparency log %s%s%s",
                    p->cfg.policy, tg_policy_version(ref->policy), tg_policy_hash_hex(ref->policy),
                    ks->signer ? ks->signer->key_id : "(none: receipts unavailable)",
                    tg_tenants_count(tt), tg_tenants_token_count(tt),
                    tg_tenants_local_bypass(tt) ? " (UNSAFE local auth bypass)" : "",
                    tg_config_durability_name(p->cfg.durability),
                    p->cfg.store_postgres ? "store" : "ledger",
-                   p->cfg.store_postgres ? "postgres" : p->cfg.ledger);
+                   p->cfg.store_postgres ? "postgres" : p->cfg.ledger,
+                   p->log.enabled ? p->log.pub.name : "off", p->log.enabled ? " key " : "",
+                   p->log.enabled ? p->log.key_id : "");
 }
 
 void tg_pipeline_destroy(tg_pipeline_t *p) {
@@ -566,6 +577,8 @@ void tg_pipeline_destroy(tg_pipeline_t *p) {
         tg_swap_destroy(p->policy);
     }
     tg_pipeline_shadow_stop(p);
+    tg_pipeline_log_free(p);
+    tg_key_wipe(&p->log.key);
     pthread_mutex_destroy(&p->wait_mu);
     pthread_mutex_destroy(&p->reload_mu);
     pthread_mutex_destroy(&p->admin_mu);

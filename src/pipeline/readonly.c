@@ -198,8 +198,17 @@ void tg_route_capabilities(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest
         "\"POST /v1/approvals/{id}/deny\","
         "\"GET /.well-known/trigguard/keys.json\","
         "\"GET /protocol/capabilities\",\"GET /healthz\",\"GET /readyz\",\"GET /version\","
-        "\"GET /metrics\"],\"surfaces\":[",
+        "\"GET /metrics\"",
         TG_PROTOCOL_VERSION, TG_PROTOCOL_SEMVER, TG_ENGINE_VERSION);
+    if (rc == TG_OK && p->log.enabled) { /* the transparency log's routes (SPEC §12) */
+        rc = tg_buf_puts(o, ",\"GET /v1/receipts/{executionId}/proof\",\"GET /v1/log/checkpoint\","
+                            "\"GET /v1/log/tile/{L}/{N}[.p/{W}]\","
+                            "\"GET /v1/log/tile/entries/{N}[.p/{W}]\","
+                            "\"GET /v1/log/proof/inclusion\",\"GET /v1/log/proof/consistency\"");
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_puts(o, "],\"surfaces\":[");
+    }
     size_t n = tg_policy_surface_count(ref->policy);
     for (uint32_t i = 0; i < n && rc == TG_OK; i++) {
         tg_sv_t name = tg_policy_surface_name(ref->policy, i);
@@ -422,6 +431,16 @@ void tg_route_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     tg_db_stats_t ds;
     tg_db_stats(p->db, &ds);
     st.ledger = ds.records;
+    st.log = (tg_metrics_log_t){.enabled = ds.log.enabled,
+                                .size = ds.log.size,
+                                .integrated = ds.log.integrated,
+                                .checkpoints = ds.log.checkpoints,
+                                .lag_ms_last = ds.log.lag_ms_last,
+                                .lag_sum_us = ds.log.lag_sum_us,
+                                .failures = ds.log.failures,
+                                .waiters = ds.log.waiters,
+                                .integrator = ds.log.integrator};
+    memcpy(st.log.lag_hist, ds.log.lag_hist, sizeof st.log.lag_hist);
     tg_rate_stats(p->rate, &st.rate);
     tg_rate_stats(p->verify_rate, &st.verify_rate);
     tg_bulkhead_stats(p->bulkhead, &st.bulkhead);

@@ -153,6 +153,20 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
             rc = TG_OK; /* counted (and a collision logged): the start decides */
         }
     }
+    /* SPEC §12: every record is a leaf of the log, in ledger order; the tree rebuilt here
+     * must reproduce the log's stored checkpoint, which tg_db_start checks after the replay
+     * (a failure here fails the start). Without a log this does nothing. */
+    if (rc == TG_OK) {
+        uint8_t entry[32];
+        rc = tg_pipeline_log_entry(entry, rec, &v);
+        if (rc == TG_OK) {
+            rc = tg_db_log_restore(p->db, rec->seq, entry);
+        }
+        if (rc != TG_OK) {
+            TG_LOG(TG_LOG_ERROR, "log_replay", "record seq %llu: cannot add its log leaf: %s",
+                   (unsigned long long)rec->seq, tg_strerror(rc));
+        }
+    }
     if (rc == TG_OK) {
         p->replayed_records++;
     }
@@ -228,27 +242,32 @@ tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag) {
 
 /* ---- GET /v1/receipts/{executionId} -------------------------------------------------- */
 
-static void get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const tg_tenants_t *t,
-                        const tg_principal_t *pr, const char *exec_id);
+static bool find_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const tg_tenants_t *t,
+                         const tg_principal_t *pr, const char *exec_id, size_t len,
+                         tg_ledger_pos_t *pos);
 
-void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *exec_id) {
+bool tg_pipeline_find_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *exec_id,
+                              size_t exec_id_len, tg_ledger_pos_t *pos) {
     tg_swap_ref_t th;
     const tg_tenants_t *t = tg_pipeline_tenants_acquire(p, &th);
     tg_auth_t a;
     const char *why = NULL;
+    bool found = false;
     tg_err_t rc = tg_pipeline_auth(p, t, ex->authorization, ex->request_id, &a, &why);
     if (rc != TG_OK) {
         tg_reply_error(ex, rc, why);
     } else {
-        get_receipt(p, ex, t, a.principal, exec_id);
+        found = find_receipt(p, ex, t, a.principal, exec_id, exec_id_len, pos);
     }
     tg_pipeline_auth_end(&a);
     tg_pipeline_tenants_release(p, &th);
+    return found;
 }
 
-static void get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const tg_tenants_t *t,
-                        const tg_principal_t *pr, const char *exec_id) {
-    tg_pipeline_log_principal(ex, t, pr); /* the route never defers */
+static bool find_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const tg_tenants_t *t,
+                         const tg_principal_t *pr, const char *exec_id, size_t len,
+                         tg_ledger_pos_t *pos) {
+    tg_pipeline_log_principal(ex, t, pr); /* the routes never defer */
     if (!tg_role_may_read_receipts(pr->role)) {
         char msg[128];
         (void)snprintf(msg, sizeof msg,
@@ -256,34 +275,39 @@ static void get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const tg_tenants_t 
                        "admin tokens may)",
                        tg_role_name(pr->role));
         tg_reply_fail(ex, TG_ANSWER_ROLE_NOT_ALLOWED, msg);
-        return;
+        return false;
     }
     int tenant = pr->tenant;
     size_t tl = 0;
     const char *tn = tg_tenants_name(t, tenant, &tl);
-    bool ok = tn != NULL && strlen(exec_id) == TG_RECEIPT_EXEC_ID_LEN &&
-              strncmp(exec_id, "exec_", 5) == 0;
+    bool ok = tn != NULL && len == TG_RECEIPT_EXEC_ID_LEN && strncmp(exec_id, "exec_", 5) == 0;
     for (size_t i = 5; ok && i < TG_RECEIPT_EXEC_ID_LEN; i++) {
         char c = exec_id[i];
         ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
     }
-    tg_ledger_pos_t pos;
-    tg_err_t rc =
-        ok ? tg_db_find_receipt(p->db, tn, tl, exec_id, strlen(exec_id), tg_clock_now_ms(), &pos)
-           : TG_ERR_NOT_FOUND;
+    tg_err_t rc = ok ? tg_db_find_receipt(p->db, tn, tl, exec_id, len, tg_clock_now_ms(), pos)
+                     : TG_ERR_NOT_FOUND;
     if (rc == tg_db_unavailable(p->db)) {
         /* The store cannot answer now: that is not "no such receipt" (an auditor would
          * read it so). */
         tg_reply_error(ex, rc, "the record store cannot be read now; retry shortly");
-        return;
+        return false;
     }
     if (rc != TG_OK) {
         /* Another tenant's receipt is indistinguishable from a missing one. */
         tg_reply_error(ex, TG_ERR_NOT_FOUND, "no receipt with this executionId for this tenant");
+        return false;
+    }
+    return true;
+}
+
+void tg_pipeline_get_receipt(tg_pipeline_t *p, tg_exchange_t *ex, const char *exec_id) {
+    tg_ledger_pos_t pos;
+    if (!tg_pipeline_find_receipt(p, ex, exec_id, strlen(exec_id), &pos)) {
         return;
     }
     tg_buf_reset(&ex->out);
-    rc = tg_db_read(p->db, &pos, &ex->out, NULL);
+    tg_err_t rc = tg_db_read(p->db, &pos, &ex->out, NULL);
     if (rc == tg_db_unavailable(p->db)) {
         tg_reply_error(ex, rc, "the record store cannot be read now; retry shortly");
         return;

@@ -91,7 +91,23 @@ static tg_err_t fill_ring(tg_keyring_t *ring, const tg_config_t *c, tg_diag_t *d
     return TG_OK;
 }
 
-tg_err_t tg_keyset_load(tg_keyset_t **out, const tg_config_t *cfg, tg_diag_t *diag) {
+/* SPEC §12: the log key is a separate key. One that also signed receipts would let a
+ * signature over one kind of message be presented as the other's. */
+static tg_err_t check_log_key_apart(const tg_keyring_t *ring, const tg_pipeline_log_t *log,
+                                    tg_diag_t *diag) {
+    for (size_t i = 0; log != NULL && log->enabled && i < ring->count; i++) {
+        if (sodium_memcmp(ring->entries[i].key.pk, log->pub.pk, TG_KEY_PK_LEN) == 0) {
+            return tg_diag_set(diag, TG_ERR_CONFIG,
+                               "--log-key is the receipt key %s (--key or --verify-keys): the "
+                               "transparency log needs a key of its own",
+                               ring->entries[i].key.key_id);
+        }
+    }
+    return TG_OK;
+}
+
+tg_err_t tg_keyset_load(tg_keyset_t **out, const tg_config_t *cfg, const tg_pipeline_log_t *log,
+                        tg_diag_t *diag) {
     *out = NULL;
     tg_keyset_t *k = calloc(1, sizeof *k);
     if (k == NULL) {
@@ -100,8 +116,17 @@ tg_err_t tg_keyset_load(tg_keyset_t **out, const tg_config_t *cfg, tg_diag_t *di
     tg_keyring_init(&k->ring);
     tg_buf_init(&k->keys_json, 0);
     tg_err_t rc = fill_ring(&k->ring, cfg, diag);
-    if (rc == TG_OK && k->ring.count > 0) {
-        rc = tg_keyring_keys_json(&k->keys_json, &k->ring, cfg->authority_id);
+    if (rc == TG_OK) {
+        rc = check_log_key_apart(&k->ring, log, diag);
+    }
+    bool with_log = log != NULL && log->enabled;
+    if (rc == TG_OK && (k->ring.count > 0 || with_log)) {
+        tg_keys_json_log_t lk = {.key_id = with_log ? log->key_id : NULL,
+                                 .origin = with_log ? log->pub.name : NULL,
+                                 .vkey = with_log ? log->vkey : NULL,
+                                 .key = with_log ? &log->key : NULL};
+        rc = tg_keyring_keys_json_log(&k->keys_json, &k->ring, cfg->authority_id,
+                                      with_log ? &lk : NULL);
     }
     if (rc != TG_OK) {
         tg_keyset_free(k);
@@ -181,7 +206,7 @@ static tg_err_t reload_oidc(tg_pipeline_t *p, tg_diag_t *diag) {
 
 static tg_err_t reload_keys(tg_pipeline_t *p, tg_diag_t *diag) {
     tg_keyset_t *fresh = NULL;
-    tg_err_t rc = tg_keyset_load(&fresh, &p->cfg, diag);
+    tg_err_t rc = tg_keyset_load(&fresh, &p->cfg, &p->log, diag);
     if (rc == TG_OK && fresh->signer == NULL && p->cfg.signing_key[0] != '\0') {
         rc = tg_diag_set(diag, TG_ERR_NO_KEY, "the signing key loaded without its secret");
     }

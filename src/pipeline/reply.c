@@ -52,6 +52,8 @@ static const answer_map_t answers[TG_ANSWER__COUNT] = {
     [TG_ANSWER_ALREADY_REVIEWED] = {409, "already_reviewed", false},
     [TG_ANSWER_APPROVAL_CLOSED] = {409, "approval_closed", false},
     [TG_ANSWER_APPROVAL_CONSUMED] = {409, "approval_consumed", false},
+    [TG_ANSWER_LOG_PENDING] = {202, NULL, false},
+    [TG_ANSWER_LOG_DISABLED] = {404, "log_disabled", false},
 };
 
 typedef struct {
@@ -94,6 +96,7 @@ static const err_map_t err_map[] = {
     {TG_ERR_APPROVAL_CLOSED, TG_ANSWER_APPROVAL_CLOSED},
     {TG_ERR_APPROVAL_CONSUMED, TG_ANSWER_APPROVAL_CONSUMED},
     {TG_ERR_REQUEST_HASH_MISMATCH, TG_ANSWER_REQUEST_HASH_MISMATCH},
+    {TG_ERR_LOG_DISABLED, TG_ANSWER_LOG_DISABLED},
 };
 
 int tg_answer_status(tg_answer_t a) {

@@ -16,10 +16,15 @@ typedef enum { M_GET, M_POST } method_t;
 
 typedef void (*route_fn)(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 
+/* A prefix route's suffix that takes any non-empty rest, slashes included (the log's tile
+ * paths, whose own parser checks them: tg_tlog_tile_parse). */
+static const char ANY_REST[] = "";
+
 typedef struct {
     const char *path; /* exact path, or prefix when it ends in '/' */
     method_t method;
-    const char *suffix; /* prefix routes: NULL, or what follows the one segment after it */
+    const char *suffix; /* prefix routes: NULL, or what follows the one segment after it, or
+                           ANY_REST */
     tg_route_t id;
     route_fn fn;         /* NULL for a decision route: tg_pipeline_evaluate in `mode` */
     tg_eval_mode_t mode; /* decision routes only */
@@ -64,6 +69,16 @@ static const route_t routes[] = {
      TG_MODE_EVALUATE},
     {"/v1/approvals/", M_POST, "/deny", TG_ROUTE_APPROVAL_REVIEW, tg_route_approval_deny,
      TG_MODE_EVALUATE},
+    {"/v1/receipts/", M_GET, "/proof", TG_ROUTE_RECEIPT_PROOF, tg_route_receipt_proof,
+     TG_MODE_EVALUATE},
+    /* the transparency log (SPEC §12, log_routes.c) */
+    {"/v1/log/checkpoint", M_GET, NULL, TG_ROUTE_LOG_CHECKPOINT, tg_route_log_checkpoint,
+     TG_MODE_EVALUATE},
+    {"/v1/log/tile/", M_GET, ANY_REST, TG_ROUTE_LOG_TILE, tg_route_log_tile, TG_MODE_EVALUATE},
+    {"/v1/log/proof/inclusion", M_GET, NULL, TG_ROUTE_LOG_PROOF, tg_route_log_inclusion,
+     TG_MODE_EVALUATE},
+    {"/v1/log/proof/consistency", M_GET, NULL, TG_ROUTE_LOG_PROOF, tg_route_log_consistency,
+     TG_MODE_EVALUATE},
     {"/.well-known/trigguard/keys.json", M_GET, NULL, TG_ROUTE_KEYS, tg_route_keys,
      TG_MODE_EVALUATE},
     {"/protocol/capabilities", M_GET, NULL, TG_ROUTE_CAPABILITIES, tg_route_capabilities,
@@ -82,6 +97,10 @@ static bool path_matches(const route_t *r, const char *path, const char **rest) 
     if (r->path[n - 1] == '/') {
         if (strncmp(path, r->path, n) != 0 || path[n] == '\0' || path[n] == '/') {
             return false;
+        }
+        if (r->suffix == ANY_REST) {
+            *rest = path + n;
+            return true;
         }
         /* one segment, then exactly the suffix (if any) */
         const char *slash = strchr(path + n, '/');

@@ -54,13 +54,16 @@ BIG_HEADER="X-Padding: $(head -c 17000 /dev/zero | tr '\0' a)"
 head -c 70000 /dev/zero | tr '\0' ' ' >"$TG_TMP/big.json"
 
 tg_keygen
+tg_keygen "$TG_TMP/log-key.pem" ac-log-1 # the transparency log's key (SPEC §12)
 tg_std_args main
 DECIDE_PORT=$(tg_free_port)
-tg_start main TG_DECIDE_PORT="$DECIDE_PORT" -- "${TG_STD_ARGS[@]}"
+tg_start main TG_DECIDE_PORT="$DECIDE_PORT" -- "${TG_STD_ARGS[@]}" --log-key "$TG_TMP/log-key.pem" \
+    --log-origin contract.trigguard.test/log --checkpoint-interval 20
 
 # ---- read-only routes ------------------------------------------------------------------
 
-for path in /healthz /readyz /version /protocol/capabilities /.well-known/trigguard/keys.json /metrics; do
+for path in /healthz /readyz /version /protocol/capabilities /.well-known/trigguard/keys.json /metrics \
+    /v1/log/checkpoint; do
     ac 200 "GET $path" GET "$path"
     ac 200 "HEAD $path" HEAD "$path" -I
     ac 405 "POST $path" POST "$path" --json-body '{}'
@@ -196,6 +199,38 @@ ac 405 "POST to a receipt" POST "/v1/receipts/$EXEC_ID" "${TG_AUTH_A[@]}" --json
 ac 414 "a receipt with an over-long query" GET "/v1/receipts/$EXEC_ID$LONG_QUERY" "${TG_AUTH_A[@]}"
 ac 431 "a receipt with over-large headers" GET "/v1/receipts/$EXEC_ID" "${TG_AUTH_A[@]}" -H "$BIG_HEADER"
 ac 400 "a receipt with two Authorization headers" GET "/v1/receipts/$EXEC_ID" "${TG_AUTH_A[@]}" "${TG_AUTH_B[@]}"
+
+# ---- the transparency log (SPEC §12): checkpoint, tiles, proofs ---------------------------
+
+"$TG_PY" "$TG_PYLIB/tlog_verify.py" fill "$TG_URL" tok-acme 260 >"$TG_TMP/fill.out" 2>&1 ||
+    tg_fail "260 decisions for a full tile: $(cat "$TG_TMP/fill.out")"
+tg_check "a checkpoint covers the first full tile" tg_wait_status \
+    '/v1/log/proof/inclusion?index=0&size=256' 200 100 0.05
+ac 200 "GET a receipt's inclusion proof" GET "/v1/receipts/$EXEC_ID/proof" "${TG_AUTH_A[@]}"
+tg_expect_py 'j["logOrigin"] == "contract.trigguard.test/log" and "checkpoint" in j' "the proof names the log"
+tg_jget AC_LEAF 'j["leafIndex"]'
+ac 200 "GET a receipt's proof into an older tree" GET "/v1/receipts/$EXEC_ID/proof?size=$((AC_LEAF + 1))" \
+    "${TG_AUTH_A[@]}"
+tg_expect_py '"checkpoint" not in j' "?size= below the newest: no checkpoint"
+ac 404 "another tenant's receipt's proof" GET "/v1/receipts/$EXEC_ID/proof" "${TG_AUTH_B[@]}"
+ac 401 "a receipt's proof without a token" GET "/v1/receipts/$EXEC_ID/proof"
+ac 400 "a receipt's proof with ?size=0" GET "/v1/receipts/$EXEC_ID/proof?size=0" "${TG_AUTH_A[@]}"
+ac 405 "POST to a receipt's proof" POST "/v1/receipts/$EXEC_ID/proof" "${TG_AUTH_A[@]}" --json-body '{}'
+ac 200 "GET a full tile" GET /v1/log/tile/0/000
+tg_check "a full tile is 8,192 bytes" test "$(stat -c %s "$TG_BODY_FILE")" -eq 8192
+ac 200 "GET a full entry bundle" GET /v1/log/tile/entries/000
+tg_check "a full entry bundle is 256 x 34 bytes" test "$(stat -c %s "$TG_BODY_FILE")" -eq 8704
+ac 200 "GET a partial tile" GET /v1/log/tile/0/000.p/7
+ac 200 "GET a partial entry bundle" GET /v1/log/tile/entries/000.p/7
+ac 404 "a tile beyond the tree" GET /v1/log/tile/0/999
+ac 404 "a non-canonical tile path" GET /v1/log/tile/0/000.p/07
+ac 404 "a tile path with x groups" GET /v1/log/tile/0/x000/000
+ac 200 "an inclusion proof" GET '/v1/log/proof/inclusion?index=3&size=256'
+ac 400 "an inclusion proof without size" GET '/v1/log/proof/inclusion?index=3'
+ac 404 "an inclusion proof beyond the tree" GET '/v1/log/proof/inclusion?index=3&size=99999999'
+ac 200 "a consistency proof" GET '/v1/log/proof/consistency?old=7&new=256'
+ac 400 "a consistency proof from 0" GET '/v1/log/proof/consistency?old=0&new=256'
+ac 405 "POST a consistency proof" POST '/v1/log/proof/consistency?old=7&new=256' --json-body '{}'
 
 # ---- the computations docs/API.md defines ----------------------------------------------
 
@@ -479,6 +514,10 @@ done
 acp 503 "evaluate with the idempotency table full" /v1/evaluate "$(tg_req_json silence ',"idempotency_key":"fill-x"')"
 tg_expect_py 'j["error"] == "overloaded"' "a full table is overloaded"
 tg_check "503 overloaded: Retry-After" tg_has_header Retry-After
+ac 404 "no transparency log: the checkpoint" GET /v1/log/checkpoint
+tg_expect_py 'j["error"] == "log_disabled"' "log_disabled without --log-key"
+ac 404 "no transparency log: a proof" GET '/v1/log/proof/inclusion?index=0&size=1'
+tg_expect_py 'j["error"] == "log_disabled"' "log_disabled on the proofs too"
 tg_stop nokey
 tg_stop main
 

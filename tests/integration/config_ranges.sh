@@ -27,11 +27,15 @@ BASE = ["serve", "--check-config", "--policy", policy, "--key", key,
         "--ledger", os.path.join(tmp, "ledger-ranges")]
 # What a value needs beside it to meet the bound that applies to it at its worst: a burst
 # must fit at the slowest rate (1/min); threads and connections are also fitted under the
-# open-files limit, so each is tried with the other at its smallest.
+# open-files limit, so each is tried with the other at its smallest; the checkpoint intervals
+# with the other at its widest.
 WITH = {"rate-limit-burst": ["--rate-limit-per-tenant", "1", "--rate-limit-global", "1",
                              "--rate-limit-verify", "1"],
         "threads": ["--max-connections", "1"],
-        "max-connections": ["--threads", "1"]}
+        "max-connections": ["--threads", "1"],
+        # the log's two intervals: the least gap may not exceed the longest wait
+        "checkpoint-min-interval": ["--checkpoint-interval", "600000"],
+        "checkpoint-interval": ["--checkpoint-min-interval", "1"]}
 FD_LIMITED = ("threads", "max-connections")
 env = {k: v for k, v in os.environ.items()
        if not k.startswith(("TRIGGUARD_", "RATE_LIMIT_", "BULKHEAD_")) and k not in ("PORT", "TG_DECIDE_PORT")}

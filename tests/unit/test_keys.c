@@ -627,11 +627,13 @@ static void test_keyring_rules(void **state) {
 
 #define EXPECTED_KEYS_JSON                                                                         \
     "{\"protocol\":\"trigguard/v1\",\"authority\":\"trigguard-local\",\"keys\":["                  \
-    "{\"keyId\":\"trigguard-key-1\",\"algorithm\":\"Ed25519\",\"status\":\"active\","              \
+    "{\"keyId\":\"trigguard-key-1\",\"algorithm\":\"Ed25519\",\"use\":\"receipt\","                \
+    "\"status\":\"active\","                                                                        \
     "\"publicKeyPem\":\"-----BEGIN PUBLIC KEY-----\\n"                                             \
     "MCowBQYDK2VwAyEAA6EHv/POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg=\\n"                              \
     "-----END PUBLIC KEY-----\\n\"},"                                                              \
-    "{\"keyId\":\"trigguard-key-0\",\"algorithm\":\"Ed25519\",\"status\":\"verify-only\","         \
+    "{\"keyId\":\"trigguard-key-0\",\"algorithm\":\"Ed25519\",\"use\":\"receipt\","                \
+    "\"status\":\"verify-only\","                                                                   \
     "\"publicKeyPem\":\"-----BEGIN PUBLIC KEY-----\\n"                                             \
     "MCowBQYDK2VwAyEA11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=\\n"                              \
     "-----END PUBLIC KEY-----\\n\"}]}"
@@ -692,6 +694,62 @@ static void test_keys_json_render_and_reload(void **state) {
     tg_buf_free(&again);
 }
 
+/* SPEC §12: the log's checkpoint key is listed after the receipt keys, in the spec's member
+ * order, and a receipt verifier reading the document back skips it. */
+static void test_keys_json_log_key(void **state) {
+    (void)state;
+    tg_keyring_t ring, back;
+    tg_key_t k, logk;
+    tg_buf_t out;
+    tg_diag_t d;
+    tg_keyring_init(&ring);
+    tg_buf_init(&out, 0);
+    assert_int_equal(tg_key_parse_pem(&k, RFC1_PUB, strlen(RFC1_PUB), "trigguard-key-0", NULL),
+                     TG_OK);
+    assert_int_equal(tg_key_from_public(&logk, SEED00_PK, "ignored"), TG_OK);
+    tg_keys_json_log_t log = {.key_id = "0a1b2c3d",
+                              .origin = "example.org/log",
+                              .vkey = "example.org/log+0a1b2c3d+AQ==",
+                              .key = &logk};
+    /* a log key alone: the document lists just it */
+    assert_int_equal(tg_keyring_keys_json_log(&out, &ring, "auth", &log), TG_OK);
+    assert_string_equal(out.data,
+                        "{\"protocol\":\"trigguard/v1\",\"authority\":\"auth\",\"keys\":["
+                        "{\"keyId\":\"0a1b2c3d\",\"algorithm\":\"Ed25519\",\"use\":\"checkpoint\","
+                        "\"origin\":\"example.org/log\",\"vkey\":\"example.org/log+0a1b2c3d+AQ==\","
+                        "\"publicKeyPem\":\"-----BEGIN PUBLIC KEY-----\\n"
+                        "MCowBQYDK2VwAyEAA6EHv/POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg=\\n"
+                        "-----END PUBLIC KEY-----\\n\",\"status\":\"active\"}]}");
+    /* after a receipt key; read back, the ring holds the receipt key only */
+    assert_int_equal(tg_keyring_add(&ring, &k, TG_KEY_ACTIVE), TG_OK);
+    tg_buf_reset(&out);
+    assert_int_equal(tg_keyring_keys_json_log(&out, &ring, "auth", &log), TG_OK);
+    const char *rk = strstr(out.data, "\"use\":\"receipt\"");
+    const char *lk = strstr(out.data, "\"use\":\"checkpoint\"");
+    assert_non_null(rk);
+    assert_non_null(lk);
+    assert_true(rk < lk);
+    tg_keyring_init(&back);
+    assert_int_equal(tg_keyring_load_keys_json(&back, out.data, out.len, &d), TG_OK);
+    assert_int_equal(back.count, 1);
+    assert_non_null(tg_keyring_find(&back, "trigguard-key-0", 15));
+    assert_null(tg_keyring_find(&back, "0a1b2c3d", 8));
+    tg_keyring_wipe(&back);
+    /* an invalid key id or a string that is not UTF-8 is refused, nothing appended */
+    tg_buf_reset(&out);
+    log.key_id = "a b";
+    assert_int_equal(tg_keyring_keys_json_log(&out, &ring, "auth", &log), TG_ERR_INVALID_ARG);
+    assert_int_equal(out.len, 0);
+    log.key_id = "0a1b2c3d";
+    log.origin = "bad\xff";
+    assert_int_equal(tg_keyring_keys_json_log(&out, &ring, "auth", &log), TG_ERR_INVALID_ARG);
+    assert_int_equal(out.len, 0);
+    tg_keyring_wipe(&ring);
+    tg_key_wipe(&k);
+    tg_key_wipe(&logk);
+    tg_buf_free(&out);
+}
+
 static void expect_keys_json(const char *doc, tg_err_t want, const char *needle) {
     tg_keyring_t ring;
     tg_diag_t d;
@@ -728,6 +786,16 @@ static void test_keys_json_rejections(void **state) {
                      "\"algorithm\":\"Ed25519\",\"status\":\"active\",\"createdAt\":\"t\","
                      "\"publicKeyPem\":\"" PEM_J "\"}]}",
                      TG_OK, NULL);
+    /* SPEC §12: a key of another use is skipped (even malformed as a receipt key); "use"
+     * "receipt" is a receipt key; a "use" that is not a string is refused */
+    expect_keys_json(DOC_J("{\"use\":\"checkpoint\",\"keyId\":\"a b\"}," KEY_J("a", "active", PEM_J)),
+                     TG_OK, NULL);
+    expect_keys_json(DOC_J("{\"keyId\":\"a\",\"algorithm\":\"Ed25519\",\"use\":\"receipt\","
+                           "\"status\":\"retired\",\"publicKeyPem\":\"" PEM_J "\"}"),
+                     TG_ERR_KEY_FORMAT, "status");
+    expect_keys_json(DOC_J("{\"keyId\":\"a\",\"algorithm\":\"Ed25519\",\"use\":1,"
+                           "\"status\":\"active\",\"publicKeyPem\":\"" PEM_J "\"}"),
+                     TG_ERR_KEY_FORMAT, "use");
     expect_keys_json("{", TG_ERR_JSON_SYNTAX, NULL);
     expect_keys_json("[]", TG_ERR_KEY_FORMAT, "object");
     expect_keys_json("{\"keys\":[]}", TG_ERR_KEY_FORMAT, "protocol");
@@ -828,6 +896,7 @@ int main(void) {
         cmocka_unit_test(test_keyring_rules),
         cmocka_unit_test(test_keys_json_render_and_reload),
         cmocka_unit_test(test_keys_json_rejections),
+        cmocka_unit_test(test_keys_json_log_key),
         cmocka_unit_test(test_keys_json_out_of_memory),
     };
     /* clang-format on */

@@ -226,7 +226,8 @@ def verify_receipt(receipt, keys_doc):
     the 32 raw bytes of receiptHash (SPEC §5). Needs the cryptography package."""
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.serialization import load_pem_public_key
-    keys = {k["keyId"]: k for k in keys_doc["keys"]}
+    # receipt keys only: the transparency log's checkpoint key (SPEC §12) signs no receipt
+    keys = {k["keyId"]: k for k in keys_doc["keys"] if k.get("use", "receipt") == "receipt"}
     kid = receipt.get("authorityKeyId")
     if kid not in keys:
         return "unknown key id %r" % kid
