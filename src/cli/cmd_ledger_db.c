@@ -9,8 +9,11 @@
  * fields; then the directory form's per-record check runs (signatures with --keys). A
  * deleted row leaves a gap, an altered one a hash that no longer matches, and reordered
  * rows a prev_hash that points elsewhere. Deleting a chain's tail is not detectable from
- * the table alone (docs/POSTGRES.md). Last, every idempotency claim and receipt index row
- * must point at a record of its own tenant. */
+ * the table alone (docs/POSTGRES.md). Then every idempotency claim and receipt index row
+ * must point at a record of its own tenant, and every chain end at its head. Last, the
+ * transparency log (schema v5) is recomputed from the records: leaves 0..size-1 in
+ * log_index order without a gap, each its record's entry, every stored hash the tree
+ * completes equal to its row (no row beyond), the root the checkpoint's. */
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <stdbool.h>

@@ -14,6 +14,10 @@
  *   with synchronous_commit on; done is called only after it answered.
  * - One upkeep thread refills the pool after a connection broke, and runs the retention
  *   job (expired idempotency and nonce rows, a bounded number per statement).
+ * - With a log key (db.h "the transparency log"; the section of that name below): one
+ *   integrator thread on a connection of its own, which holds the log's advisory lock when
+ *   this instance integrates, and one thread that polls the log's waiters (pooled
+ *   connections).
  * Nothing on the hot path ever connects: a broken connection is closed and replaced by
  * the upkeep, so a dead database costs a request at most --db-timeout.
  *
