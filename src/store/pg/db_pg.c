@@ -2770,7 +2770,8 @@ static tg_err_t li_commit(void *ctx, const tg_tle_step_t *s) {
                strcmp(PQcmdStatus(cm), "COMMIT") == 0;
         PQclear(cm);
     } else if (begun && cr != CALL_BROKEN) {
-        (void)pg_run(c, "ROLLBACK", deadline, NULL, why[0] ? NULL : why, sizeof why);
+        char ignored[PG_WHY_MAX]; /* the first reason is the one to report */
+        (void)pg_run(c, "ROLLBACK", deadline, NULL, ignored, sizeof ignored);
     }
     if (good) {
         memcpy(db->li_note, s->note, s->note_len);
