@@ -2323,8 +2323,9 @@ static bool log_range(char lo[24], char hi[24], uint64_t index, size_t n) {
     if (index > (uint64_t)INT64_MAX - n) {
         return false;
     }
+    uint64_t end = index + n;
     (void)snprintf(lo, 24, "%llu", (unsigned long long)index);
-    (void)snprintf(hi, 24, "%llu", (unsigned long long)(index + n));
+    (void)snprintf(hi, 24, "%llu", (unsigned long long)end);
     return true;
 }
 
