@@ -725,8 +725,7 @@ tg_err_t tg_keyring_load_keys_json(tg_keyring_t *ring, const char *text, size_t 
         }
         const json_t *use = json_object_get(k, "use");
         if (use != NULL && !json_is_string(use)) {
-            rc = tg_diag_set(diag, TG_ERR_KEY_FORMAT, "keys.json: %s.use must be a string",
-                             where);
+            rc = tg_diag_set(diag, TG_ERR_KEY_FORMAT, "keys.json: %s.use must be a string", where);
             goto done;
         }
         if (use != NULL && strcmp(json_string_value(use), "receipt") != 0) {

@@ -42,12 +42,12 @@ typedef struct tg_keyset {
 /* The transparency log's key as the routes and keys.json show it (SPEC §12; log_routes.c),
  * fixed at start: rotating the log key is not supported (docs/OPERATIONS.md). */
 typedef struct tg_pipeline_log {
-    bool enabled;                   /* --log-key given */
-    tg_note_verifier_t pub;         /* origin (the key name), key id, public key */
-    char key_id[9];                 /* keys.json keyId: the note key id, 8 lowercase hex */
-    char vkey[TG_NOTE_VKEY_MAX];    /* the C2SP verifier key */
-    tg_key_t key;                   /* its public half (keys.json's publicKeyPem) */
-    tg_note_signer_t *signer;       /* until the db copied it (open_state), then NULL */
+    bool enabled;                /* --log-key given */
+    tg_note_verifier_t pub;      /* origin (the key name), key id, public key */
+    char key_id[9];              /* keys.json keyId: the note key id, 8 lowercase hex */
+    char vkey[TG_NOTE_VKEY_MAX]; /* the C2SP verifier key */
+    tg_key_t key;                /* its public half (keys.json's publicKeyPem) */
+    tg_note_signer_t *signer;    /* until the db copied it (open_state), then NULL */
 } tg_pipeline_log_t;
 
 /* What the last reload of each part did, for /version and /metrics (reload.c). */
@@ -87,7 +87,7 @@ struct tg_pipeline {
     tg_rate_t *rate;
     tg_rate_t *verify_rate; /* RATE_LIMIT_VERIFY: verification needs no token, so no tenant */
     tg_bulkhead_t *bulkhead;
-    tg_db_t *db; /* claims, records, the receipt index (db.h) */
+    tg_db_t *db;           /* claims, records, the receipt index (db.h) */
     tg_pipeline_log_t log; /* the transparency log's key (log_routes.c) */
     /* JWT callers (oidc.h); NULL when neither an --oidc flag nor --oidc-config was given */
     tg_oidc_t *oidc;

@@ -17,11 +17,10 @@
  *
  * The thread: if the tree is larger than the newest published checkpoint (or none was
  * published: the size-0 checkpoint is a valid one) one is signed and committed at once (by
- * tg_tle_start itself). Then the thread
- * waits for pushed entries, keeps at least min_interval_ms between two checkpoints
- * (collecting meanwhile), integrates everything pending, signs one checkpoint over the new
- * size, asks the backend to commit the step, and only then publishes it and calls the
- * waiters it covers. A failed commit publishes nothing: the tree is rolled back to the
+ * tg_tle_start itself). Then the thread waits for pushed entries, keeps at least min_interval_ms
+ * between two checkpoints (collecting meanwhile), integrates everything pending, signs one
+ * checkpoint over the new size, asks the backend to commit the step, and only then publishes it and
+ * calls the waiters it covers. A failed commit publishes nothing: the tree is rolled back to the
  * published one, the entries stay pending, the failure is counted, and the step is retried
  * (with whatever arrived meanwhile) after max_interval_ms.
  *
@@ -63,8 +62,8 @@ typedef struct tg_tle_step {
     uint64_t old_size;
     uint64_t new_size;
     const uint8_t (*entries)[32];
-    const uint64_t
-        *tags; /* the opaque u64 pushed with each entry (file: seq; pg: tg_records.seq) */
+    /* the opaque u64 pushed with each entry (file: seq; pg: tg_records.seq) */
+    const uint64_t *tags;
     const tg_tle_hash_t *hashes;
     size_t n_hashes;
     tg_tlog_hash_t root;

@@ -24,6 +24,8 @@
 #include "trigguard/note.h"
 #include "trigguard/tlog.h"
 
+#include "../../src/store/tlog_engine.h"
+
 #define ORIGIN "log.example.test/trigguard"
 #define MAX_REC 600
 #define SLOT 1024 /* tlog_file.h: the checkpoint file's slot size */
@@ -750,6 +752,206 @@ static void test_log_dir_and_verify(void **state) {
     fx_free(f);
 }
 
+/* ---- the integrator alone (tlog_engine.h), over an in-memory backend ---- */
+
+#define MEM_LEAVES 512
+typedef struct mem_be {
+    pthread_mutex_t mu;
+    bool fail;          /* commit answers TG_ERR_IO */
+    int commits, fails; /* successful and failed commits */
+    uint64_t size;      /* the committed tree's */
+    tg_tlog_hash_t h[10][MEM_LEAVES];
+    uint8_t entries[MEM_LEAVES][32];
+    uint64_t tags[MEM_LEAVES];
+    char note[TG_TLE_NOTE_MAX];
+    size_t note_len;
+} mem_be_t;
+
+static tg_err_t mem_commit(void *ctx, const tg_tle_step_t *st) {
+    mem_be_t *m = ctx;
+    pthread_mutex_lock(&m->mu);
+    tg_err_t rc = TG_OK;
+    if (m->fail) {
+        m->fails++;
+        rc = TG_ERR_IO;
+    } else if (st->old_size != m->size || st->new_size > MEM_LEAVES) {
+        rc = TG_ERR_INTERNAL; /* a step must continue the committed tree */
+    } else {
+        for (uint64_t i = st->old_size; i < st->new_size; i++) {
+            memcpy(m->entries[i], st->entries[i - st->old_size], 32);
+            m->tags[i] = st->tags[i - st->old_size];
+        }
+        for (size_t i = 0; i < st->n_hashes; i++) {
+            assert_true(st->hashes[i].level < 10);
+            m->h[st->hashes[i].level][st->hashes[i].index] = st->hashes[i].hash;
+        }
+        m->size = st->new_size;
+        memcpy(m->note, st->note, st->note_len);
+        m->note_len = st->note_len;
+        m->commits++;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+static tg_err_t mem_read(void *ctx, unsigned level, uint64_t index, tg_tlog_hash_t *out) {
+    mem_be_t *m = ctx;
+    if (level >= 10 || index >= MEM_LEAVES) {
+        return TG_ERR_NOT_FOUND;
+    }
+    pthread_mutex_lock(&m->mu);
+    *out = m->h[level][index];
+    pthread_mutex_unlock(&m->mu);
+    return TG_OK;
+}
+
+static tg_err_t mem_store(void *ctx, unsigned level, uint64_t index, const tg_tlog_hash_t *h) {
+    mem_be_t *m = ctx;
+    m->h[level][index] = *h;
+    return TG_OK;
+}
+
+static void mem_fail(mem_be_t *m, bool fail) {
+    pthread_mutex_lock(&m->mu);
+    m->fail = fail;
+    pthread_mutex_unlock(&m->mu);
+}
+
+static tg_tle_t *engine_new(mem_be_t *m, const tg_note_signer_t *s, uint32_t max_waiters) {
+    tg_tle_opts_t o = {s, 1, 20, max_waiters};
+    tg_tle_backend_t be = {mem_commit, mem_read, m};
+    tg_tle_t *e = NULL;
+    assert_int_equal(tg_tle_create(&e, &o, &be, NULL), TG_OK);
+    return e;
+}
+
+static void push_range(tg_tle_t *e, uint64_t from, uint64_t to) {
+    for (uint64_t i = from; i <= to; i++) {
+        uint8_t ent[1][32];
+        entry_of(ent[0], i + 1);
+        uint64_t tag = 1000 + i;
+        assert_int_equal(tg_tle_push(e, i, (const uint8_t(*)[32])ent, &tag, 1), TG_OK);
+    }
+}
+
+static tg_err_t engine_wait(tg_tle_t *e, uint64_t leaf, uint32_t timeout_ms) {
+    waiter_t w;
+    waiter_init(&w, 1);
+    assert_int_equal(tg_tle_wait(e, leaf, timeout_ms, wait_fn, &w), TG_OK);
+    waiter_end(&w);
+    return w.status;
+}
+
+/* Push, checkpoint, publish: the step continues the tree, carries entries and tags, the
+ * root is the entries' root; pushes out of order are refused; a failed commit publishes
+ * nothing and is retried with what came meanwhile; the waiter bound; the close's last
+ * checkpoint; a second engine takes the tree over (restore_range) and adopts the note. */
+static void test_engine(void **state) {
+    (void)state;
+    static mem_be_t m;
+    memset(&m, 0, sizeof m);
+    pthread_mutex_init(&m.mu, NULL);
+    tg_note_signer_t s, other;
+    signer_of(&s, ORIGIN, 7);
+    signer_of(&other, ORIGIN, 8);
+    tg_tle_t *e = engine_new(&m, &s, 3);
+    uint8_t none[1][32] = {{0}};
+    assert_int_equal(tg_tle_push(e, 1, (const uint8_t(*)[32])none, NULL, 1), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_tle_published(e, NULL, NULL), TG_ERR_LOG_PENDING);
+    assert_int_equal(tg_tle_wait(e, 0, 10, wait_fn, NULL), TG_ERR_INVALID_ARG); /* not running */
+    assert_int_equal(tg_tle_start(e, NULL), TG_OK);
+    assert_int_equal(tg_tle_start(e, NULL), TG_ERR_INVALID_ARG);
+    assert_int_equal(m.commits, 1); /* the size-0 checkpoint, before start returned */
+    assert_int_equal(tg_tle_published_size(e), 0);
+    push_range(e, 0, 9);
+    assert_int_equal(tg_tle_push(e, 9, (const uint8_t(*)[32])none, NULL, 1), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_tle_push(e, 11, (const uint8_t(*)[32])none, NULL, 1), TG_ERR_INVALID_ARG);
+    assert_int_equal(engine_wait(e, 9, 5000), TG_OK);
+    tg_buf_t note;
+    tg_buf_init(&note, 0);
+    tg_checkpoint_t cp;
+    assert_int_equal(tg_tle_published(e, &note, &cp), TG_OK);
+    assert_int_equal(cp.size, 10);
+    tg_tlog_hash_t root;
+    root_of(&root, 10);
+    assert_memory_equal(cp.root, root.h, 32);
+    pthread_mutex_lock(&m.mu);
+    assert_int_equal(m.size, 10);
+    assert_int_equal(m.note_len, note.len);
+    assert_memory_equal(m.note, note.data, note.len);
+    for (uint64_t i = 0; i < 10; i++) {
+        uint8_t want[32];
+        entry_of(want, i + 1);
+        assert_memory_equal(m.entries[i], want, 32);
+        assert_int_equal(m.tags[i], 1000 + i);
+    }
+    pthread_mutex_unlock(&m.mu);
+    /* a failing backend: nothing published, counted, retried once it works */
+    mem_fail(&m, true);
+    push_range(e, 10, 14);
+    assert_int_equal(engine_wait(e, 14, 60), TG_ERR_LOG_PENDING);
+    tg_tle_stats_t st;
+    tg_tle_stats(e, &st);
+    assert_true(st.failures >= 1);
+    assert_int_equal(st.size, 10);
+    assert_int_equal(st.pushed, 15);
+    assert_int_equal(tg_tle_published_size(e), 10);
+    push_range(e, 15, 16); /* arrive while failing: join the retry */
+    mem_fail(&m, false);
+    assert_int_equal(engine_wait(e, 16, 5000), TG_OK);
+    assert_int_equal(tg_tle_published_size(e), 17);
+    /* the waiter bound: 3 waiting, the 4th refused; the close fails them */
+    waiter_t w[3];
+    for (int i = 0; i < 3; i++) {
+        waiter_init(&w[i], 1);
+        assert_int_equal(tg_tle_wait(e, 100 + (uint64_t)i, 60000, wait_fn, &w[i]), TG_OK);
+    }
+    assert_int_equal(tg_tle_wait(e, 200, 60000, wait_fn, NULL), TG_ERR_LIMIT);
+    tg_tle_stats(e, &st);
+    assert_int_equal(st.waiters, 3);
+    /* the close integrates what is pending and commits it */
+    push_range(e, 17, 19);
+    tg_tle_destroy(e);
+    for (int i = 0; i < 3; i++) {
+        waiter_end(&w[i]);
+        assert_int_equal(w[i].status, TG_ERR_LOG_PENDING);
+    }
+    assert_int_equal(m.size, 20);
+    /* a takeover: the tree rebuilt as a range, the stored note adopted */
+    tg_tlog_range_t r;
+    tg_tlog_range_init(&r);
+    for (uint64_t i = 0; i < 20; i++) {
+        uint8_t ent[32];
+        tg_tlog_hash_t leaf;
+        entry_of(ent, i + 1);
+        tg_tlog_leaf_hash(&leaf, ent, 32);
+        assert_int_equal(tg_tlog_range_append(&r, &leaf, NULL, NULL), TG_OK);
+    }
+    tg_tle_t *e2 = engine_new(&m, &other, 0);
+    assert_int_equal(tg_tle_restore_range(e2, &r), TG_OK);
+    tg_diag_t d = {{0}};
+    assert_int_equal(tg_tle_adopt(e2, m.note, m.note_len, &d), TG_ERR_LOG_INCONSISTENT);
+    tg_tle_destroy(e2);
+    e2 = engine_new(&m, &s, 0);
+    assert_int_equal(tg_tle_restore_range(e2, &r), TG_OK);
+    assert_int_equal(tg_tle_adopt(e2, m.note, m.note_len, &d), TG_OK);
+    assert_int_equal(tg_tle_published_size(e2), 20);
+    int commits = m.commits;
+    assert_int_equal(tg_tle_start(e2, NULL), TG_OK);
+    assert_int_equal(m.commits, commits); /* nothing new to sign */
+    assert_int_equal(tg_tle_restore_range(e2, &r), TG_ERR_INVALID_ARG);
+    uint8_t ent[32] = {0};
+    assert_int_equal(tg_tle_restore_leaf(e2, ent, mem_store, &m), TG_ERR_INVALID_ARG);
+    assert_int_equal(engine_wait(e2, 19, 0), TG_OK);
+    assert_int_equal(engine_wait(e2, 20, 0), TG_ERR_LOG_PENDING);
+    tg_tle_destroy(e2);
+    assert_int_equal(m.commits, commits);
+    tg_buf_free(&note);
+    tg_note_signer_wipe(&s);
+    tg_note_signer_wipe(&other);
+    pthread_mutex_destroy(&m.mu);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_log_grows),
@@ -763,6 +965,7 @@ int main(void) {
         cmocka_unit_test(test_log_wait),
         cmocka_unit_test(test_log_disabled),
         cmocka_unit_test(test_log_dir_and_verify),
+        cmocka_unit_test(test_engine),
     };
     if (sodium_init() < 0) {
         return 1;

@@ -628,12 +628,12 @@ static void test_keyring_rules(void **state) {
 #define EXPECTED_KEYS_JSON                                                                         \
     "{\"protocol\":\"trigguard/v1\",\"authority\":\"trigguard-local\",\"keys\":["                  \
     "{\"keyId\":\"trigguard-key-1\",\"algorithm\":\"Ed25519\",\"use\":\"receipt\","                \
-    "\"status\":\"active\","                                                                        \
+    "\"status\":\"active\","                                                                       \
     "\"publicKeyPem\":\"-----BEGIN PUBLIC KEY-----\\n"                                             \
     "MCowBQYDK2VwAyEAA6EHv/POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg=\\n"                              \
     "-----END PUBLIC KEY-----\\n\"},"                                                              \
     "{\"keyId\":\"trigguard-key-0\",\"algorithm\":\"Ed25519\",\"use\":\"receipt\","                \
-    "\"status\":\"verify-only\","                                                                   \
+    "\"status\":\"verify-only\","                                                                  \
     "\"publicKeyPem\":\"-----BEGIN PUBLIC KEY-----\\n"                                             \
     "MCowBQYDK2VwAyEA11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=\\n"                              \
     "-----END PUBLIC KEY-----\\n\"}]}"
@@ -788,8 +788,9 @@ static void test_keys_json_rejections(void **state) {
                      TG_OK, NULL);
     /* SPEC §12: a key of another use is skipped (even malformed as a receipt key); "use"
      * "receipt" is a receipt key; a "use" that is not a string is refused */
-    expect_keys_json(DOC_J("{\"use\":\"checkpoint\",\"keyId\":\"a b\"}," KEY_J("a", "active", PEM_J)),
-                     TG_OK, NULL);
+    expect_keys_json(
+        DOC_J("{\"use\":\"checkpoint\",\"keyId\":\"a b\"}," KEY_J("a", "active", PEM_J)), TG_OK,
+        NULL);
     expect_keys_json(DOC_J("{\"keyId\":\"a\",\"algorithm\":\"Ed25519\",\"use\":\"receipt\","
                            "\"status\":\"retired\",\"publicKeyPem\":\"" PEM_J "\"}"),
                      TG_ERR_KEY_FORMAT, "status");
