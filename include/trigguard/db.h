@@ -431,7 +431,9 @@ tg_err_t tg_db_log_restore(tg_db_t *db, uint64_t seq, const uint8_t entry[32]) T
 
 /* The newest published checkpoint: its signed note text appended to note (may be NULL) and
  * its parsed body in *cp (may be NULL; cp->ext is NULL). TG_ERR_LOG_DISABLED, the
- * unavailability error (pg), tg_buf errors. */
+ * unavailability error (pg), tg_buf errors; pg also TG_ERR_LOG_PENDING (no integrator has
+ * signed yet: a new database, for the moment of the first takeover) and
+ * TG_ERR_LOG_INCONSISTENT (the stored checkpoint is not this instance's log key's). */
 tg_err_t tg_db_log_checkpoint(tg_db_t *db, tg_buf_t *note, struct tg_checkpoint *cp) TG_MUST_USE;
 
 /* n stored hashes of tree level `level`, indices index .. index+n-1, into out[0..n); all
@@ -500,6 +502,9 @@ typedef struct tg_db_stats {
         uint64_t failures;   /* checkpoints that could not be made durable */
         uint64_t waiters;    /* tg_db_log_wait callers waiting now */
         bool integrator;     /* pg: this instance integrates now (file: true) */
+        bool inconsistent;   /* pg: the stored log failed this instance's checks
+                                (TG_ERR_LOG_INCONSISTENT): it neither signs nor serves
+                                checkpoints; records still commit */
     } log;
 } tg_db_stats_t;
 

@@ -28,12 +28,18 @@
 #include "trigguard/err.h"
 
 /* The newest schema version this binary knows (the number of its migrations). */
-#define TG_PG_SCHEMA_VERSION 4
+#define TG_PG_SCHEMA_VERSION 5
 
 /* The advisory lock key every migrating process takes (pg_advisory_lock(bigint)). A fixed
  * constant: "tgschema" in ASCII, so it will not collide with another application's key by
  * accident. */
 #define TG_PG_SCHEMA_LOCK 0x7467736368656d61LL
+
+/* The advisory lock of the transparency log's integrator (db.h "the transparency log"): the
+ * instance whose integrator connection holds it (pg_try_advisory_lock, a session lock, so
+ * the server releases it with the connection) is the one that assigns leaves and signs
+ * checkpoints. "tglogint" in ASCII. */
+#define TG_PG_LOG_LOCK 0x74676c6f67696e74LL
 
 /* What tg_pg_migrate did: the version before and after. from == to: nothing to do. */
 typedef struct tg_pg_migration_result {

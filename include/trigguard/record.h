@@ -208,6 +208,15 @@ tg_err_t tg_record_view(tg_record_view_t *v, const void *meta, size_t meta_len, 
 /* Releases what tg_record_view parsed. NULL-safe; idempotent. */
 void tg_record_view_free(tg_record_view_t *v);
 
+/* A record's transparency-log entry (SPEC §12, db.h "the transparency log") from its type and
+ * payload: a receipt's receiptHash (the payload's member, 64 hex, decoded), the SHA-256 of the
+ * payload for every other type. For records stored without their entry (PostgreSQL rows
+ * older than schema v5) and for checking stored entries (ledger verify). Errors:
+ * TG_ERR_LEDGER_CORRUPT (a receipt payload that is not JSON or has no valid receiptHash),
+ * TG_ERR_INVALID_ARG (NULL). */
+tg_err_t tg_record_log_entry(uint8_t entry[32], uint8_t type, const void *payload,
+                             size_t payload_len) TG_MUST_USE;
+
 /* The decision response a record answered with (SPEC §3.2, without a ?explain trace, which
  * is never kept): appended to out, complete with its closing brace. payload is the record's
  * payload text (embedded as the receipt for a signed record). A record with meta "a" (an

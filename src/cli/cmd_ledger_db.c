@@ -9,18 +9,24 @@
  * fields; then the directory form's per-record check runs (signatures with --keys). A
  * deleted row leaves a gap, an altered one a hash that no longer matches, and reordered
  * rows a prev_hash that points elsewhere. Deleting a chain's tail is not detectable from
- * the table alone (docs/POSTGRES.md). Last, every idempotency claim and receipt index row
- * must point at a record of its own tenant. */
+ * the table alone (docs/POSTGRES.md). Then every idempotency claim and receipt index row
+ * must point at a record of its own tenant, and every chain end at its head. Last, the
+ * transparency log (schema v5) is recomputed from the records: leaves 0..size-1 in
+ * log_index order without a gap, each its record's entry, every stored hash the tree
+ * completes equal to its row (no row beyond), the root the checkpoint's. */
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "trigguard/ledger.h"
+#include "trigguard/note.h"
 #include "trigguard/pg_schema.h"
 #include "trigguard/record.h"
+#include "trigguard/tlog.h"
 
 /* Rows per page: large enough that round trips do not dominate, small enough that one page
  * (at most 64 KiB + 1 KiB per row) stays a few tens of MiB. */
@@ -286,10 +292,218 @@ static tg_err_t dbv_heads(tg_dbv_t *v, PGconn *conn, tg_diag_t *diag) {
     return TG_OK;
 }
 
+/* ---- the transparency log (schema v5, SPEC §12) ------------------------------------------ */
+
+/* What the log check found, for the summary. */
+typedef struct {
+    bool signed_cp; /* tg_log_state holds a checkpoint */
+    uint64_t size;  /* its size (0 without one) */
+    char origin[TG_CHECKPOINT_ORIGIN_MAX + 1];
+    uint64_t hashes; /* stored hashes checked */
+} tg_dbv_log_t;
+
+/* One page of a level's stored hashes, read as the recomputed tree reaches them. */
+typedef struct {
+    PGresult *page;
+    int row;
+} tg_dbv_level_t;
+
+typedef struct {
+    tg_dbv_t *v;
+    tg_dbv_log_t *log;
+    PGconn *conn;
+    tg_diag_t *diag;
+    tg_err_t io; /* a query failed (not a fault) */
+    tg_dbv_level_t levels[64];
+} tg_dbv_tree_t;
+
+/* tg_tlog_range_append's store callback: every hash the recomputation completes must be the
+ * one stored at (level, index); the rows of a level are read 256 at a time, in index order,
+ * as the appends complete them. */
+static tg_err_t dbv_stored(void *ctx, unsigned level, uint64_t index, const tg_tlog_hash_t *hash) {
+    tg_dbv_tree_t *t = ctx;
+    tg_dbv_level_t *l = &t->levels[level];
+    if (l->page == NULL || l->row >= PQntuples(l->page)) {
+        PQclear(l->page);
+        char lv[8], from[24];
+        snprintf(lv, sizeof lv, "%u", level);
+        snprintf(from, sizeof from, "%" PRIu64, index);
+        const char *vals[] = {lv, from};
+        l->page = dbv_query(t->conn,
+                            "SELECT idx, hash FROM tg_log_hashes WHERE level = $1::smallint"
+                            " AND idx >= $2::bigint ORDER BY idx LIMIT " TG_VERIFY_PAGE,
+                            2, vals, t->diag);
+        l->row = 0;
+        if (l->page == NULL) {
+            t->io = TG_ERR_IO;
+            return TG_ERR_IO;
+        }
+    }
+    int r = l->row;
+    bool found = r < PQntuples(l->page) && PQgetlength(l->page, r, 0) == 8 &&
+                 be_u64(PQgetvalue(l->page, r, 0)) == index;
+    if (!found || PQgetlength(l->page, r, 1) != 32 ||
+        memcmp(PQgetvalue(l->page, r, 1), hash->h, 32) != 0) {
+        char msg[TG_DIAG_MAX];
+        snprintf(msg, sizeof msg,
+                 "the stored hash at level %u, index %" PRIu64 " is %s (tg_log_hashes)", level,
+                 index, found ? "not the hash of its subtree" : "missing");
+        dbv_fault(t->v, "transparency log", index << level, msg);
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    if (found) {
+        l->row++;
+    }
+    t->log->hashes++;
+    return TG_OK;
+}
+
+/* Leaves 0, 1, 2, ... in log_index order without a gap, each holding its record's entry
+ * (stored, or derived for rows older than v5), recomputed into the tree, every stored hash
+ * compared on the way; then the root and size against the checkpoint, and no stored hash
+ * beyond the tree. */
+static tg_err_t dbv_log(tg_dbv_t *v, tg_dbv_log_t *log, PGconn *conn, tg_diag_t *diag) {
+    PGresult *st =
+        dbv_query(conn, "SELECT size, root, note, origin FROM tg_log_state", 0, NULL, diag);
+    if (st == NULL) {
+        return TG_ERR_IO;
+    }
+    if (PQntuples(st) != 1) {
+        PQclear(st);
+        dbv_fault(v, "transparency log", 0, "tg_log_state does not have exactly one row");
+        return TG_OK;
+    }
+    uint64_t size = PQgetlength(st, 0, 0) == 8 ? be_u64(PQgetvalue(st, 0, 0)) : 0;
+    log->signed_cp = !PQgetisnull(st, 0, 2);
+    log->size = size;
+    tg_checkpoint_t cp;
+    bool cp_ok = !log->signed_cp;
+    if (log->signed_cp) {
+        /* the note's text ends at its last blank line (note.h): the checkpoint body */
+        const char *note = PQgetvalue(st, 0, 2);
+        size_t len = (size_t)PQgetlength(st, 0, 2);
+        size_t text_len = 0;
+        for (size_t i = 0; i + 1 < len; i++) {
+            if (note[i] == '\n' && note[i + 1] == '\n') {
+                text_len = i + 1;
+            }
+        }
+        cp_ok = text_len > 0 && tg_checkpoint_parse(&cp, note, text_len) == TG_OK &&
+                cp.size == size && PQgetlength(st, 0, 1) == 32 &&
+                memcmp(cp.root, PQgetvalue(st, 0, 1), 32) == 0 &&
+                (size_t)PQgetlength(st, 0, 3) == cp.origin_len &&
+                memcmp(PQgetvalue(st, 0, 3), cp.origin, cp.origin_len) == 0;
+        if (cp_ok) {
+            snprintf(log->origin, sizeof log->origin, "%s", cp.origin);
+        }
+    }
+    PQclear(st);
+    if (!cp_ok) {
+        dbv_fault(v, "transparency log", size,
+                  "tg_log_state's note is not a checkpoint of its size, root and origin");
+        return TG_OK;
+    }
+    tg_dbv_tree_t t = {.v = v, .log = log, .conn = conn, .diag = diag};
+    tg_tlog_range_t range;
+    tg_tlog_range_init(&range);
+    uint64_t next = 0;
+    bool more = true;
+    while (more && !v->fault && t.io == TG_OK) {
+        char from[24];
+        snprintf(from, sizeof from, "%" PRIu64, next);
+        const char *vals[] = {from};
+        PGresult *res = dbv_query(conn,
+                                  "SELECT log_index, log_entry, type, payload, seq FROM tg_records"
+                                  " WHERE log_index >= $1::bigint ORDER BY log_index"
+                                  " LIMIT " TG_VERIFY_PAGE,
+                                  1, vals, diag);
+        if (res == NULL) {
+            t.io = TG_ERR_IO;
+            break;
+        }
+        int n = PQntuples(res);
+        more = n > 0;
+        for (int r = 0; r < n && !v->fault && t.io == TG_OK; r++) {
+            uint64_t idx = be_u64(PQgetvalue(res, r, 0));
+            uint64_t seq = be_u64(PQgetvalue(res, r, 4));
+            char msg[TG_DIAG_MAX];
+            if (idx != next) {
+                snprintf(msg, sizeof msg,
+                         "no record has log_index %" PRIu64 " (the next assigned is %" PRIu64 ")",
+                         next, idx);
+                dbv_fault(v, "transparency log", next, msg);
+                break;
+            }
+            const char *ty = PQgetvalue(res, r, 2);
+            uint8_t type = PQgetlength(res, r, 2) == 2 && ty[0] == 0 ? (uint8_t)ty[1] : 0;
+            uint8_t entry[32];
+            bool derived = tg_record_log_entry(entry, type, PQgetvalue(res, r, 3),
+                                               (size_t)PQgetlength(res, r, 3)) == TG_OK;
+            bool stored = !PQgetisnull(res, r, 1);
+            if (!derived || (stored && (PQgetlength(res, r, 1) != 32 ||
+                                        memcmp(PQgetvalue(res, r, 1), entry, 32) != 0))) {
+                snprintf(msg, sizeof msg, "record seq %" PRIu64 ": %s", seq,
+                         derived ? "its log_entry is not the record's entry (receiptHash, or "
+                                   "the payload's SHA-256)"
+                                 : "no log entry can be derived from it");
+                dbv_fault(v, "transparency log", idx, msg);
+                break;
+            }
+            tg_tlog_hash_t leaf;
+            tg_tlog_leaf_hash(&leaf, entry, sizeof entry);
+            if (tg_tlog_range_append(&range, &leaf, dbv_stored, &t) != TG_OK) {
+                break; /* dbv_stored recorded why */
+            }
+            next++;
+        }
+        PQclear(res);
+    }
+    for (size_t i = 0; i < 64; i++) {
+        PQclear(t.levels[i].page);
+    }
+    if (t.io != TG_OK) {
+        return t.io;
+    }
+    if (v->fault) {
+        return TG_OK;
+    }
+    tg_tlog_hash_t root;
+    tg_tlog_range_root(&range, &root);
+    char msg[TG_DIAG_MAX];
+    if (next != size) {
+        snprintf(msg, sizeof msg,
+                 "records have leaves 0..%" PRIu64 " but the checkpoint covers %" PRIu64, next,
+                 size);
+        dbv_fault(v, "transparency log", next < size ? next : size, msg);
+        return TG_OK;
+    }
+    if (log->signed_cp && memcmp(root.h, cp.root, 32) != 0) {
+        dbv_fault(v, "transparency log", size,
+                  "the checkpoint's root is not the root of the records' entries");
+        return TG_OK;
+    }
+    /* every stored hash of the tree was found and matched; more rows are hashes of no tree */
+    PGresult *cnt = dbv_query(conn, "SELECT count(*)::text FROM tg_log_hashes", 0, NULL, diag);
+    if (cnt == NULL) {
+        return TG_ERR_IO;
+    }
+    unsigned long long rows = strtoull(PQgetvalue(cnt, 0, 0), NULL, 10);
+    PQclear(cnt);
+    if (rows != log->hashes) {
+        snprintf(msg, sizeof msg,
+                 "tg_log_hashes holds %llu rows, the tree of %" PRIu64 " leaves %" PRIu64, rows,
+                 size, log->hashes);
+        dbv_fault(v, "transparency log", size, msg);
+    }
+    return TG_OK;
+}
+
 int tg_ledger_verify_db(const char *url, tg_ledger_check_fn check, void *ud,
                         const uint64_t *signatures) {
     tg_dbv_t v;
     memset(&v, 0, sizeof v);
+    tg_dbv_log_t log;
+    memset(&log, 0, sizeof log);
     tg_diag_t diag = {{0}};
     PGconn *conn = NULL;
     int version = 0;
@@ -317,6 +531,9 @@ int tg_ledger_verify_db(const char *url, tg_ledger_check_fn check, void *ud,
     }
     if (rc == TG_OK && !v.fault) {
         rc = dbv_heads(&v, conn, &diag);
+    }
+    if (rc == TG_OK && !v.fault) {
+        rc = dbv_log(&v, &log, conn, &diag);
     }
     PQfinish(conn);
     if (rc) {
@@ -347,5 +564,13 @@ int tg_ledger_verify_db(const char *url, tg_ledger_check_fn check, void *ud,
         printf("  signatures: not checked (give --keys keys.json)\n");
     }
     printf("  references: every claim and receipt index row points at its tenant's record\n");
+    if (log.signed_cp) {
+        printf("  log:        checkpoint of %" PRIu64 " leaves (origin %s): leaves 0..%" PRIu64
+               " hold their records' entries, %" PRIu64
+               " stored hashes and the root recomputed (its signature is not checked here)\n",
+               log.size, log.origin, log.size > 0 ? log.size - 1 : 0, log.hashes);
+    } else {
+        printf("  log:        no checkpoint signed yet, no leaf assigned\n");
+    }
     return TG_EXIT_OK;
 }

@@ -8,6 +8,7 @@
 #include "trigguard/approval.h"
 #include "trigguard/canon.h"
 #include "trigguard/clock.h"
+#include "trigguard/ledger.h"
 #include "trigguard/policy.h"
 
 /* Appends each string in turn, stopping at the first error. The meta is built on every
@@ -543,4 +544,27 @@ void tg_record_claim_hash(uint8_t out[32], const uint8_t request_hash[32], const
     claim_part(&st, issuer, issuer_len);
     claim_part(&st, subject, subject_len);
     crypto_hash_sha256_final(&st, out);
+}
+
+tg_err_t tg_record_log_entry(uint8_t entry[32], uint8_t type, const void *payload,
+                             size_t payload_len) {
+    if (entry == NULL || (payload == NULL && payload_len > 0)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    if (type != TG_LEDGER_TYPE_RECEIPT) {
+        crypto_hash_sha256(entry, payload != NULL ? payload : (const void *)"", payload_len);
+        return TG_OK;
+    }
+    /* A receipt's leaf is its receiptHash, so a receipt verifies against the log with the
+     * hash it carries; the payload is the signed receipt's canonical JSON. */
+    json_t *doc = NULL;
+    if (tg_json_parse(&doc, payload, payload_len, NULL, NULL) != TG_OK) {
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    tg_text_t h = jsv(doc, "receiptHash");
+    tg_err_t rc = h.ptr != NULL && h.len == 64 && tg_unhex(entry, 32, h.ptr, h.len) == TG_OK
+                      ? TG_OK
+                      : TG_ERR_LEDGER_CORRUPT;
+    json_decref(doc);
+    return rc;
 }

@@ -140,11 +140,11 @@ tg_stop pgimp
 newdb tgempty
 run ie db import "$ledger" --database-url "$url_new"
 tg_eq "$rc" 2 "a database without the schema is refused with exit 2"
-tg_check "and names the version" has ie.err 'schema version 0; this binary imports into 4'
+tg_check "and names the version" has ie.err 'schema version 0; this binary imports into 5'
 sql "$TG_PG_URL" "insert into trigguard_schema (version) values (99)" >/dev/null
 run inew db import "$ledger" --database-url "$TG_PG_URL"
 tg_eq "$rc" 2 "a newer schema is refused with exit 2"
-tg_check "and names the version" has inew.err 'schema version 99; this binary imports into 4'
+tg_check "and names the version" has inew.err 'schema version 99; this binary imports into 5'
 
 # bad URLs and usage
 run bad1 db import "$ledger" --database-url 'postgresql://%zz'

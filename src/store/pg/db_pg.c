@@ -14,6 +14,10 @@
  *   with synchronous_commit on; done is called only after it answered.
  * - One upkeep thread refills the pool after a connection broke, and runs the retention
  *   job (expired idempotency and nonce rows, a bounded number per statement).
+ * - With a log key (db.h "the transparency log"; the section of that name below): one
+ *   integrator thread on a connection of its own, which holds the log's advisory lock when
+ *   this instance integrates, and one thread that polls the log's waiters (pooled
+ *   connections).
  * Nothing on the hot path ever connects: a broken connection is closed and replaced by
  * the upkeep, so a dead database costs a request at most --db-timeout.
  *
@@ -35,6 +39,7 @@
  * every PG_RETRY_MS and turns it true again when the database answers. While false,
  * appends fail at once; /readyz reads it (tg_db_health).
  */
+#include <errno.h>
 #include <libpq-fe.h>
 #include <poll.h>
 #include <pthread.h>
@@ -46,10 +51,14 @@
 #include <unistd.h>
 
 #include "../backend.h"
+#include "../tlog_engine.h"
 #include "trigguard/approval.h"
 #include "trigguard/clock.h"
 #include "trigguard/log.h"
+#include "trigguard/note.h"
 #include "trigguard/pg_schema.h"
+#include "trigguard/record.h"
+#include "trigguard/tlog.h"
 
 #define PG_BATCH_MAX 256     /* records per transaction */
 #define PG_QUEUE_MAX 16384   /* records waiting for the writer; beyond: TG_ERR_OVERLOADED */
@@ -61,6 +70,10 @@
 #define PG_SWEEP_ROWS "1000"   /* rows one retention statement deletes at most */
 #define PG_CONNECT_TIMEOUT "2" /* seconds (libpq's granularity); the URL may say otherwise */
 #define PG_WHY_MAX 160
+/* the transparency log (section "the transparency log" below) */
+#define PG_LOG_BATCH "4096"      /* unassigned records one poll of the integrator takes */
+#define PG_LOG_CACHE_MS 3        /* how long a checkpoint read from the rows is served again */
+#define PG_LOG_WAITERS_MAX 65536 /* tg_db_log_wait callers at once; TG_ERR_LIMIT beyond */
 /* a chain's start value: 32 zero bytes, as bytea text */
 #define PG_ZERO_HASH_HEX "0000000000000000000000000000000000000000000000000000000000000000"
 
@@ -94,6 +107,10 @@ typedef struct pending {
     const char *a_id, *a_doc;
     size_t a_id_len, a_doc_len;
     int64_t a_ver, a_token;
+    /* its transparency-log entry (schema v5: tg_records.log_entry); has_entry false = NULL,
+     * for a receipt appended without one: the integrator then reads its receiptHash */
+    bool has_entry;
+    uint8_t entry[32];
     /* filled by the writer, per attempt */
     uint64_t chain_seq;
     uint8_t prev[32], hash[32];
@@ -146,6 +163,40 @@ typedef struct pg_db {
     pthread_t upkeep;
     bool upkeep_started;
     PGconn *uconn;
+
+    /* the transparency log (off unless log_on) */
+    bool log_on;
+    tg_note_signer_t log_signer; /* the log key, a copy (wiped at close) */
+    uint32_t log_min_ms, log_max_ms;
+    /* the published checkpoint as read from tg_log_state, served for PG_LOG_CACHE_MS */
+    pthread_mutex_t lc_mu;
+    bool lc_have;
+    int64_t lc_at_ns;
+    size_t lc_len;
+    char lc_note[TG_TLE_NOTE_MAX + 1];
+    tg_checkpoint_t lc_cp;
+    /* tg_db_log_wait's callers, polled by one thread */
+    pthread_t lw_thread;
+    bool lw_started;
+    pthread_mutex_t lw_mu;
+    pthread_cond_t lw_cv;
+    struct log_waiter *lw_head;
+    size_t lw_n;
+    /* the integrator: its connection (holding the advisory lock) and engine */
+    pthread_t li_thread;
+    bool li_started;
+    pthread_mutex_t li_mu; /* li_conn and li_note: the integrator's and the engine's threads */
+    PGconn *li_conn;
+    size_t li_note_len; /* the checkpoint the next commit replaces (0: none yet) */
+    char li_note[TG_TLE_NOTE_MAX + 1];
+    atomic_bool li_lost;    /* the lock or a commit was lost: take over again from the rows */
+    pthread_mutex_t li_wmu; /* the integrator's sleeps, woken by publication and close */
+    pthread_cond_t li_wcv;
+    bool li_woken;
+    atomic_bool st_log_integrator, st_log_inconsistent;
+    _Atomic uint64_t st_log_size, st_log_checkpoints, st_log_failures, st_log_lag_ms;
+    _Atomic uint64_t st_log_lag_sum_us;
+    _Atomic uint64_t st_log_lag_hist[TG_LEDGER_FSYNC_BUCKETS];
 
     /* health */
     atomic_bool healthy;
@@ -420,9 +471,10 @@ static const stmt_t st_group = {
     "WITH i AS (SELECT * FROM unnest($2::bigint[], $3::text[], $4::smallint[], $5::bytea[],"
     "  $6::bytea[], $7::bytea[], $8::bytea[], $9::text[], $10::bigint[], $11::text[],"
     "  $12::bigint[], $13::text[], $14::smallint[], $15::text[], $16::bigint[], $17::bigint[],"
-    "  $18::text[])"
+    "  $18::text[], $22::bytea[])"
     "  AS i (chain_seq, tenant, type, meta, payload, prev_hash, record_hash, idem_key,"
-    "   key_claim, nonce, nonce_claim, exec_id, http_status, a_id, a_ver, a_token, a_doc)),"
+    "   key_claim, nonce, nonce_claim, exec_id, http_status, a_id, a_ver, a_token, a_doc,"
+    "   log_entry)),"
     " k AS (SELECT c.tenant, c.idem_key FROM tg_idem_claims c JOIN i ON c.tenant = i.tenant"
     "  AND c.idem_key = i.idem_key AND c.claim_id = i.key_claim"
     "  WHERE c.state = 'in_flight' FOR NO KEY UPDATE OF c),"
@@ -444,9 +496,9 @@ static const stmt_t st_group = {
     " go AS (SELECT coalesce((SELECT head_seq FROM h) = $19::bigint, false)"
     "  AND (SELECT count(*) FROM good) = (SELECT count(*) FROM i) AS v),"
     " r AS (INSERT INTO tg_records (instance_id, chain_seq, tenant, type, meta, payload,"
-    "  prev_hash, record_hash)"
+    "  prev_hash, record_hash, log_entry)"
     "  SELECT $1::text, i.chain_seq, i.tenant, i.type, i.meta, i.payload, i.prev_hash,"
-    "  i.record_hash FROM i, go WHERE go.v ORDER BY i.chain_seq"
+    "  i.record_hash, i.log_entry FROM i, go WHERE go.v ORDER BY i.chain_seq"
     "  RETURNING seq, chain_seq),"
     " c AS (UPDATE tg_idem_claims t SET state = 'done', lease_until = NULL,"
     "  record_seq = r.seq, http_status = i.http_status, completed_at = now()"
@@ -476,7 +528,7 @@ static const stmt_t st_group = {
     " UNION ALL"
     " SELECT i.chain_seq, NULL::bigint FROM i, go"
     "  WHERE NOT go.v AND i.chain_seq NOT IN (SELECT chain_seq FROM good)",
-    21};
+    22};
 
 /* The writer's chain: created at the first connect, read back at every reconnect (a group
  * whose answer was lost may have moved it). */
@@ -560,16 +612,52 @@ static const stmt_t st_appr_due = {
     " AND (hold_until IS NULL OR hold_until <= now()) LIMIT $2::bigint",
     2};
 
-static const stmt_t *const pool_stmts[] = {
-    &st_claim_key,     &st_claim_keys,    &st_claim_nonce,   &st_release_key,
-    &st_release_nonce, &st_find_receipt,  &st_read,          &st_appr_get,
-    &st_appr_hold,     &st_appr_release,  &st_appr_list,     &st_appr_due,
-    &st_limit_total,   &st_limit_reserve, &st_limit_release, NULL};
+/* The transparency log's readers (every instance, from the rows the integrator writes;
+ * "the transparency log" below). A stored hash or an assigned log_index exists only once
+ * the transaction that also published the checkpoint covering it has committed, so a row
+ * found is in the published tree. */
+static const stmt_t st_log_state = {"tg_log_state", "SELECT size, note FROM tg_log_state WHERE id",
+                                    0};
+
+static const stmt_t st_log_hashes = {
+    "tg_log_hashes",
+    "SELECT idx, hash FROM tg_log_hashes WHERE level = $1::smallint AND idx >= $2::bigint"
+    " AND idx < $3::bigint ORDER BY idx",
+    3};
+
+/* The payload only where the entry must be derived from it (rows older than schema v5). */
+static const stmt_t st_log_entries = {
+    "tg_log_entries",
+    "SELECT log_index, log_entry, type, CASE WHEN log_entry IS NULL THEN payload END"
+    " FROM tg_records WHERE log_index >= $1::bigint AND log_index < $2::bigint"
+    " ORDER BY log_index",
+    2};
+
+static const stmt_t st_log_leaf = {"tg_log_leaf",
+                                   "SELECT r.log_index, s.size FROM tg_records r"
+                                   " LEFT JOIN tg_log_state s ON s.id WHERE r.seq = $1::bigint",
+                                   1};
+
+/* The waiters' poll: which of these records have a leaf now. */
+static const stmt_t st_log_covered = {
+    "tg_log_covered",
+    "SELECT seq, log_index FROM tg_records WHERE seq = ANY ($1::bigint[])"
+    " AND log_index IS NOT NULL ORDER BY seq",
+    1};
+
+static const stmt_t *const pool_stmts[] = {&st_claim_key,    &st_claim_keys,    &st_claim_nonce,
+                                           &st_release_key,  &st_release_nonce, &st_find_receipt,
+                                           &st_read,         &st_appr_get,      &st_appr_hold,
+                                           &st_appr_release, &st_appr_list,     &st_appr_due,
+                                           &st_limit_total,  &st_limit_reserve, &st_limit_release,
+                                           &st_log_state,    &st_log_hashes,    &st_log_entries,
+                                           &st_log_leaf,     &st_log_covered,   NULL};
 static const stmt_t *const writer_stmts[] = {&st_group, NULL};
 
 /* ---- connections ------------------------------------------------------------------------- */
 
-typedef enum { ROLE_POOL, ROLE_WRITER, ROLE_UPKEEP } role_t;
+/* ROLE_LOG: the integrator's connection (the log's advisory lock, its commits). */
+typedef enum { ROLE_POOL, ROLE_WRITER, ROLE_UPKEEP, ROLE_LOG } role_t;
 
 static void pg_quiet(void *arg, const char *message) {
     (void)arg;
@@ -602,9 +690,9 @@ static PGconn *pg_open(pg_db_t *db, role_t role, char *why, size_t why_len) {
         PQfinish(c);
         return NULL;
     }
-    uint32_t bound = role == ROLE_WRITER ? db->o.commit_timeout_ms
-                     : role == ROLE_POOL ? db->o.timeout_ms
-                                         : 10000;
+    uint32_t bound = role == ROLE_WRITER || role == ROLE_LOG ? db->o.commit_timeout_ms
+                     : role == ROLE_POOL                     ? db->o.timeout_ms
+                                                             : 10000;
     int64_t deadline = deadline_in(bound > 2000 ? bound : 2000);
     char setup[256];
     /* The server gives up on a statement its client has given up on, too. Every statement
@@ -616,7 +704,7 @@ static PGconn *pg_open(pg_db_t *db, role_t role, char *why, size_t why_len) {
                    "SET synchronous_commit = %s; SET statement_timeout = %u;"
                    " SET enable_hashjoin = off; SET enable_mergejoin = off;"
                    " SET enable_seqscan = off",
-                   role == ROLE_WRITER ? "on" : "off", bound);
+                   role == ROLE_WRITER || role == ROLE_LOG ? "on" : "off", bound);
     bool ok = pg_run(c, setup, deadline, NULL, why, why_len);
     if (ok && role == ROLE_WRITER) {
         PGresult *res = NULL;
@@ -1464,6 +1552,16 @@ static tg_err_t pg_append(tg_db_t *dbp, const tg_db_record_t *rec, tg_db_done_fn
 #undef PG_COPY
     pr->type = rec->type;
     pr->status = rec->status;
+    /* The record's log entry (db.h): given, or the payload's SHA-256 for a type whose entry
+     * that is. A receipt without one is stored with NULL, so the integrator derives it from
+     * the receiptHash it carries rather than from a rule that would be wrong for it. */
+    if (rec->entry != NULL) {
+        memcpy(pr->entry, rec->entry, sizeof pr->entry);
+        pr->has_entry = true;
+    } else if (rec->type != TG_LEDGER_TYPE_RECEIPT) {
+        pr->has_entry =
+            tg_record_log_entry(pr->entry, rec->type, pr->payload, pr->payload_len) == TG_OK;
+    }
     pr->done = done;
     pr->ud = ud;
     pthread_mutex_lock(&db->q_mu);
@@ -1519,12 +1617,13 @@ enum {
     A_AVER,
     A_ATOKEN,
     A_ADOC,
+    A_ENTRY, /* sent last ($22): the statement's other parameters keep their numbers */
     A__COUNT
 };
 
 static const uint32_t arr_oid[A__COUNT] = {
     OID_INT8, OID_TEXT, OID_INT2, OID_BYTEA, OID_BYTEA, OID_BYTEA, OID_BYTEA, OID_TEXT, OID_INT8,
-    OID_TEXT, OID_INT8, OID_TEXT, OID_INT2,  OID_TEXT,  OID_INT8,  OID_INT8,  OID_TEXT};
+    OID_TEXT, OID_INT8, OID_TEXT, OID_INT2,  OID_TEXT,  OID_INT8,  OID_INT8,  OID_TEXT, OID_BYTEA};
 
 typedef enum { TRY_COMMITTED, TRY_FENCED, TRY_MOVED, TRY_FAILED } try_t;
 
@@ -1573,6 +1672,7 @@ static try_t try_commit(pg_db_t *db, pending_t **v, size_t n, arr_t *arr, char *
         arr_int(&arr[A_AVER], pr->a_ver, 8, pr->a_id == NULL);
         arr_int(&arr[A_ATOKEN], pr->a_token, 8, pr->a_id == NULL);
         arr_put(&arr[A_ADOC], pr->a_doc, pr->a_doc_len);
+        arr_put(&arr[A_ENTRY], pr->has_entry ? pr->entry : NULL, 32);
     }
     params_t p = {.n = 0};
     par(&p, db->instance, strlen(db->instance));
@@ -1582,7 +1682,9 @@ static try_t try_commit(pg_db_t *db, pending_t **v, size_t n, arr_t *arr, char *
             (void)snprintf(why, why_len, "out of memory building a group");
             return TRY_FAILED;
         }
-        par(&p, arr[j].b.data, arr[j].b.len);
+        if (j != A_ENTRY) {
+            par(&p, arr[j].b.data, arr[j].b.len);
+        }
     }
     char base[24], head_seq[24];
     (void)snprintf(base, sizeof base, "%llu", (unsigned long long)db->chain_seq);
@@ -1590,6 +1692,7 @@ static try_t try_commit(pg_db_t *db, pending_t **v, size_t n, arr_t *arr, char *
     par(&p, base, TG_PG_TEXT);
     par(&p, head_seq, TG_PG_TEXT);
     par(&p, prev, 32);
+    par(&p, arr[A_ENTRY].b.data, arr[A_ENTRY].b.len);
     PGresult *res = NULL;
     call_t r = conn_call(db->wconn, &st_group, &p, deadline_in(db->o.commit_timeout_ms), &res, why,
                          why_len);
@@ -2064,6 +2167,927 @@ static tg_err_t pg_restore_nonce(tg_db_t *db, const char *tenant, size_t tenant_
     return TG_ERR_INVALID_ARG;
 }
 
+/* ---- the transparency log -----------------------------------------------------------------
+ * One log for the deployment (db.h "the transparency log", docs/POSTGRES.md "The
+ * transparency log"). Each record's entry is written with the record (log_entry); its leaf
+ * index (log_index) is assigned afterwards by the integrator: the instance whose integrator
+ * connection holds the advisory lock TG_PG_LOG_LOCK (a session lock: the server releases it
+ * with the connection, so when that instance dies the next one takes it). The holder loads
+ * the tree's frontier from tg_log_hashes, checks the stored checkpoint against it
+ * (tg_tle_adopt), and runs the engine (tlog_engine.h): a poll takes the records without a
+ * leaf in seq order (at most PG_LOG_BATCH), pushes their entries (tag = seq) and waits until
+ * the engine has published them; the engine's commit is one transaction on the lock's
+ * connection that assigns their log_index, inserts the new stored hashes and replaces
+ * tg_log_state, fenced on the checkpoint it replaces (so two integrators, one of which lost
+ * its lock without knowing yet, can never both move the log). Every instance answers the
+ * readers from the rows.
+ *
+ * Why a poll and not LISTEN/NOTIFY from the group commit: a notifying transaction takes a
+ * database-wide lock at commit (the notification queue's), which would serialise every
+ * instance's group commits, and a listener has to poll after each reconnect anyway. A poll
+ * that finds nothing is one probe of the partial index of unassigned rows. The lag it adds:
+ * a record committed just after a poll waits min_interval_ms for the next one, then at most
+ * min_interval_ms for the engine's spacing of checkpoints, then one transaction: about
+ * 2 × min_interval_ms + a commit (12 ms with the defaults), within max_interval_ms. */
+
+typedef struct log_waiter {
+    struct log_waiter *next;
+    uint64_t seq;
+    int64_t deadline_ns;
+    tg_db_log_wait_fn fn;
+    void *ud;
+    tg_err_t status; /* the answer, once it leaves the list */
+    uint64_t leaf;
+} log_waiter_t;
+
+/* CLOCK_MONOTONIC ms from now, for the condition variables made with that clock. */
+static struct timespec mono_after(uint32_t ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
+/* The checkpoint note[0..len) of tg_log_state checked as every instance serves it: signed by
+ * this instance's log key, a checkpoint of its origin, of the row's size. */
+static tg_err_t log_check_note(pg_db_t *db, const char *note, size_t len, int64_t size,
+                               tg_checkpoint_t *cp) {
+    size_t text_len = 0;
+    const tg_note_verifier_t *k = &db->log_signer.pub;
+    if (len > TG_TLE_NOTE_MAX || tg_note_verify(note, len, k, 1, &text_len, NULL) != TG_OK ||
+        tg_checkpoint_parse(cp, note, text_len) != TG_OK || cp->origin_len != k->name_len ||
+        memcmp(cp->origin, k->name, k->name_len) != 0 || size < 0 || cp->size != (uint64_t)size) {
+        return TG_ERR_LOG_INCONSISTENT;
+    }
+    cp->ext = NULL; /* db.h: never handed out (this log writes none) */
+    cp->ext_len = 0;
+    return TG_OK;
+}
+
+static void log_size_seen(pg_db_t *db, uint64_t size) {
+    uint64_t old = atomic_load(&db->st_log_size);
+    while (size > old && !atomic_compare_exchange_weak(&db->st_log_size, &old, size)) {
+    }
+}
+
+/* Reads tg_log_state into the cache (checked when its note changed). */
+static tg_err_t log_fetch(pg_db_t *db) {
+    params_t p = {.n = 0};
+    PGresult *r = NULL;
+    tg_err_t rc = pool_call(db, &st_log_state, &p, &r);
+    if (rc != TG_OK) {
+        return db->base.unavailable;
+    }
+    if (PQntuples(r) != 1 || PQgetisnull(r, 0, 1)) {
+        /* no row: not a schema this binary made; no note: no integrator has signed yet */
+        rc = PQntuples(r) != 1 ? TG_ERR_LOG_INCONSISTENT : TG_ERR_LOG_PENDING;
+        PQclear(r);
+        return rc;
+    }
+    const char *note = PQgetvalue(r, 0, 1);
+    size_t len = (size_t)PQgetlength(r, 0, 1);
+    int64_t size = get_i64(r, 0, 0);
+    pthread_mutex_lock(&db->lc_mu);
+    bool same = db->lc_have && db->lc_len == len && memcmp(db->lc_note, note, len) == 0;
+    pthread_mutex_unlock(&db->lc_mu);
+    tg_checkpoint_t cp;
+    if (!same && log_check_note(db, note, len, size, &cp) != TG_OK) {
+        PQclear(r);
+        if (!atomic_exchange(&db->st_log_inconsistent, true)) {
+            TG_LOG(TG_LOG_ERROR, "log_inconsistent",
+                   "tg_log_state holds a checkpoint this instance's log key did not sign for "
+                   "its origin (another --log-key or --log-origin than the integrator's, or an "
+                   "edited row): this instance serves no checkpoint and does not integrate");
+        }
+        return TG_ERR_LOG_INCONSISTENT;
+    }
+    pthread_mutex_lock(&db->lc_mu);
+    if (!same) {
+        memcpy(db->lc_note, note, len);
+        db->lc_note[len] = '\0';
+        db->lc_len = len;
+        db->lc_cp = cp;
+        db->lc_have = true;
+    }
+    db->lc_at_ns = tg_clock_mono_ns();
+    uint64_t seen = db->lc_cp.size;
+    pthread_mutex_unlock(&db->lc_mu);
+    PQclear(r);
+    log_size_seen(db, seen);
+    return TG_OK;
+}
+
+static tg_err_t pg_log_restore(tg_db_t *dbp, uint64_t seq, const uint8_t entry[32]) {
+    (void)seq;
+    (void)entry;
+    /* Without a log: nothing to do (db.h). With one, the rows are the log and pg never
+     * replays: a call is a caller's bug. */
+    return pg_of(dbp)->log_on ? TG_ERR_INVALID_ARG : TG_OK;
+}
+
+static tg_err_t pg_log_checkpoint(tg_db_t *dbp, tg_buf_t *note, tg_checkpoint_t *cp) {
+    pg_db_t *db = pg_of(dbp);
+    if (!db->log_on) {
+        return TG_ERR_LOG_DISABLED;
+    }
+    pthread_mutex_lock(&db->lc_mu);
+    bool fresh =
+        db->lc_have && tg_clock_mono_ns() - db->lc_at_ns < (int64_t)PG_LOG_CACHE_MS * 1000000;
+    pthread_mutex_unlock(&db->lc_mu);
+    if (!fresh) {
+        tg_err_t rc = log_fetch(db);
+        if (rc != TG_OK) {
+            return rc;
+        }
+    }
+    tg_err_t rc = TG_OK;
+    pthread_mutex_lock(&db->lc_mu);
+    if (note != NULL) {
+        rc = tg_buf_append(note, db->lc_note, db->lc_len);
+    }
+    if (cp != NULL) {
+        *cp = db->lc_cp;
+    }
+    pthread_mutex_unlock(&db->lc_mu);
+    return rc;
+}
+
+/* A range [index, index + n) of bigint keys as two text parameters; false when it does not
+ * fit a bigint. */
+static bool log_range(char lo[24], char hi[24], uint64_t index, size_t n) {
+    if (index > (uint64_t)INT64_MAX - n) {
+        return false;
+    }
+    uint64_t end = index + n;
+    (void)snprintf(lo, 24, "%llu", (unsigned long long)index);
+    (void)snprintf(hi, 24, "%llu", (unsigned long long)end);
+    return true;
+}
+
+static tg_err_t pg_log_hashes(tg_db_t *dbp, unsigned level, uint64_t index, size_t n,
+                              uint8_t (*out)[32]) {
+    pg_db_t *db = pg_of(dbp);
+    if (!db->log_on) {
+        return TG_ERR_LOG_DISABLED;
+    }
+    char lv[8], lo[24], hi[24];
+    if (level > 63 || n > 256 || (n > 0 && out == NULL) || !log_range(lo, hi, index, n)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    if (n == 0) {
+        return TG_OK;
+    }
+    (void)snprintf(lv, sizeof lv, "%u", level);
+    params_t p = {.n = 0};
+    par(&p, lv, TG_PG_TEXT);
+    par(&p, lo, TG_PG_TEXT);
+    par(&p, hi, TG_PG_TEXT);
+    PGresult *r = NULL;
+    if (pool_call(db, &st_log_hashes, &p, &r) != TG_OK) {
+        return db->base.unavailable;
+    }
+    /* every one must be stored: a hash not (yet) stored is not in the published tree */
+    tg_err_t rc = (size_t)PQntuples(r) == n ? TG_OK : TG_ERR_NOT_FOUND;
+    for (size_t k = 0; rc == TG_OK && k < n; k++) {
+        if (get_i64(r, (int)k, 0) != (int64_t)(index + k) || PQgetlength(r, (int)k, 1) != 32) {
+            rc = TG_ERR_IO; /* not a row the integrator wrote */
+        } else {
+            memcpy(out[k], PQgetvalue(r, (int)k, 1), 32);
+        }
+    }
+    PQclear(r);
+    return rc;
+}
+
+static tg_err_t pg_log_entries(tg_db_t *dbp, uint64_t index, size_t n, uint8_t (*out)[32]) {
+    pg_db_t *db = pg_of(dbp);
+    if (!db->log_on) {
+        return TG_ERR_LOG_DISABLED;
+    }
+    char lo[24], hi[24];
+    if (n > 256 || (n > 0 && out == NULL) || !log_range(lo, hi, index, n)) {
+        return TG_ERR_INVALID_ARG;
+    }
+    if (n == 0) {
+        return TG_OK;
+    }
+    params_t p = {.n = 0};
+    par(&p, lo, TG_PG_TEXT);
+    par(&p, hi, TG_PG_TEXT);
+    PGresult *r = NULL;
+    if (pool_call(db, &st_log_entries, &p, &r) != TG_OK) {
+        return db->base.unavailable;
+    }
+    tg_err_t rc = (size_t)PQntuples(r) == n ? TG_OK : TG_ERR_NOT_FOUND;
+    for (size_t k = 0; rc == TG_OK && k < n; k++) {
+        int row = (int)k;
+        if (get_i64(r, row, 0) != (int64_t)(index + k)) {
+            rc = TG_ERR_IO;
+        } else if (!PQgetisnull(r, row, 1)) {
+            rc = PQgetlength(r, row, 1) == 32 ? TG_OK : TG_ERR_IO;
+            if (rc == TG_OK) {
+                memcpy(out[k], PQgetvalue(r, row, 1), 32);
+            }
+        } else {
+            /* a row from before schema v5: its entry from the record itself */
+            int type = get_i16(r, row, 2);
+            rc = type > 0 && type < 256 &&
+                         tg_record_log_entry(out[k], (uint8_t)type, PQgetvalue(r, row, 3),
+                                             (size_t)PQgetlength(r, row, 3)) == TG_OK
+                     ? TG_OK
+                     : TG_ERR_IO;
+        }
+    }
+    PQclear(r);
+    return rc;
+}
+
+static tg_err_t pg_log_leaf(tg_db_t *dbp, const tg_ledger_pos_t *pos, uint64_t *leaf) {
+    pg_db_t *db = pg_of(dbp);
+    if (!db->log_on) {
+        return TG_ERR_LOG_DISABLED;
+    }
+    if (pos == NULL || leaf == NULL || pos->seq == 0 || pos->seq > (uint64_t)INT64_MAX) {
+        return TG_ERR_INVALID_ARG;
+    }
+    char seq[24];
+    (void)snprintf(seq, sizeof seq, "%llu", (unsigned long long)pos->seq);
+    params_t p = {.n = 0};
+    par(&p, seq, TG_PG_TEXT);
+    PGresult *r = NULL;
+    if (pool_call(db, &st_log_leaf, &p, &r) != TG_OK) {
+        return db->base.unavailable;
+    }
+    tg_err_t rc = TG_ERR_NOT_FOUND;
+    if (PQntuples(r) == 1) {
+        int64_t idx = get_i64(r, 0, 0);
+        int64_t size = get_i64(r, 0, 1);
+        /* assigned in the transaction that published it, so idx < size; checked anyway */
+        rc = PQgetisnull(r, 0, 0) || PQgetisnull(r, 0, 1) || idx < 0 || idx >= size
+                 ? TG_ERR_LOG_PENDING
+                 : TG_OK;
+        if (rc == TG_OK) {
+            *leaf = (uint64_t)idx;
+        }
+    }
+    PQclear(r);
+    return rc;
+}
+
+static tg_err_t pg_log_wait(tg_db_t *dbp, const tg_ledger_pos_t *pos, uint32_t timeout_ms,
+                            tg_db_log_wait_fn fn, void *ud) {
+    pg_db_t *db = pg_of(dbp);
+    if (!db->log_on) {
+        return TG_ERR_LOG_DISABLED;
+    }
+    if (pos == NULL || fn == NULL || pos->seq == 0 || pos->seq > (uint64_t)INT64_MAX) {
+        return TG_ERR_INVALID_ARG;
+    }
+    log_waiter_t *w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    w->seq = pos->seq;
+    w->deadline_ns = deadline_in(timeout_ms);
+    w->fn = fn;
+    w->ud = ud;
+    tg_err_t rc = TG_OK;
+    pthread_mutex_lock(&db->lw_mu);
+    if (db->stopping || !db->lw_started) {
+        rc = db->base.unavailable;
+    } else if (db->lw_n >= PG_LOG_WAITERS_MAX) {
+        rc = TG_ERR_LIMIT;
+    } else {
+        w->next = db->lw_head;
+        db->lw_head = w;
+        db->lw_n++;
+        pthread_cond_signal(&db->lw_cv);
+        w = NULL;
+    }
+    pthread_mutex_unlock(&db->lw_mu);
+    free(w);
+    return rc;
+}
+
+/* The leaf of seq in a poll's result (rows in seq order): binary search. */
+static bool covered_find(const PGresult *r, uint64_t seq, uint64_t *leaf) {
+    int lo = 0, hi = PQntuples(r);
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        uint64_t s = (uint64_t)get_i64(r, mid, 0);
+        if (s == seq) {
+            *leaf = (uint64_t)get_i64(r, mid, 1);
+            return true;
+        }
+        if (s < seq) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return false;
+}
+
+/* Calls and frees a list of answered waiters (outside every lock: fn may do anything short). */
+static void waiters_fire(log_waiter_t *w) {
+    while (w != NULL) {
+        log_waiter_t *next = w->next;
+        w->fn(w->ud, w->status, w->leaf);
+        free(w);
+        w = next;
+    }
+}
+
+/* The waiters' thread: while any wait, one statement every min_interval_ms asks which of
+ * their records have a leaf (assigned in the transaction that published the checkpoint
+ * covering it, so a leaf found is a leaf covered). */
+static void *lw_main(void *arg) {
+    pg_db_t *db = arg;
+    arr_t seqs;
+    tg_buf_init(&seqs.b, 0);
+    for (;;) {
+        pthread_mutex_lock(&db->lw_mu);
+        while (db->lw_head == NULL && !db->stopping) {
+            pthread_cond_wait(&db->lw_cv, &db->lw_mu);
+        }
+        if (db->stopping) {
+            /* db.h: a waiter is answered once; at close, not in time */
+            log_waiter_t *all = db->lw_head;
+            db->lw_head = NULL;
+            db->lw_n = 0;
+            pthread_mutex_unlock(&db->lw_mu);
+            for (log_waiter_t *w = all; w != NULL; w = w->next) {
+                w->status = TG_ERR_LOG_PENDING;
+            }
+            waiters_fire(all);
+            break;
+        }
+        arr_begin(&seqs, OID_INT8);
+        for (log_waiter_t *w = db->lw_head; w != NULL; w = w->next) {
+            arr_int(&seqs, (int64_t)w->seq, 8, false);
+        }
+        arr_end(&seqs);
+        pthread_mutex_unlock(&db->lw_mu);
+        PGresult *r = NULL;
+        tg_err_t rc = seqs.rc;
+        if (rc == TG_OK) {
+            params_t p = {.n = 0};
+            par(&p, seqs.b.data, seqs.b.len);
+            rc = pool_call(db, &st_log_covered, &p, &r);
+        }
+        int64_t now = tg_clock_mono_ns();
+        log_waiter_t *fire = NULL;
+        pthread_mutex_lock(&db->lw_mu);
+        for (log_waiter_t **pp = &db->lw_head; *pp != NULL;) {
+            log_waiter_t *w = *pp;
+            bool done = true;
+            if (rc != TG_OK) {
+                w->status = db->base.unavailable;
+            } else if (covered_find(r, w->seq, &w->leaf)) {
+                w->status = TG_OK;
+            } else if (now >= w->deadline_ns) {
+                w->status = TG_ERR_LOG_PENDING;
+            } else {
+                done = false;
+            }
+            if (done) {
+                *pp = w->next;
+                w->next = fire;
+                fire = w;
+                db->lw_n--;
+            } else {
+                pp = &w->next;
+            }
+        }
+        pthread_mutex_unlock(&db->lw_mu);
+        PQclear(r);
+        waiters_fire(fire);
+        /* the next poll after the interval; new waiters wait for it too (one statement for
+         * all of them), only close cuts it short */
+        struct timespec until = mono_after(db->log_min_ms);
+        pthread_mutex_lock(&db->lw_mu);
+        while (!db->stopping &&
+               pthread_cond_timedwait(&db->lw_cv, &db->lw_mu, &until) != ETIMEDOUT) {
+        }
+        pthread_mutex_unlock(&db->lw_mu);
+    }
+    tg_buf_free(&seqs.b);
+    return NULL;
+}
+
+/* -- the integrator -- */
+
+/* The integrator's statements, on its own connection (not prepared: a few a second). */
+static const stmt_t st_li_lock = {NULL, "SELECT pg_try_advisory_lock($1::bigint)", 1};
+
+static const stmt_t st_li_state = {
+    NULL,
+    "SELECT size, note, (SELECT max(log_index) FROM tg_records),"
+    " (SELECT max(idx) FROM tg_log_hashes WHERE level = 0) FROM tg_log_state WHERE id",
+    0};
+
+static const stmt_t st_li_frontier = {
+    NULL,
+    "SELECT u.ord, h.hash FROM unnest($1::smallint[], $2::bigint[]) WITH ORDINALITY"
+    "  AS u (level, idx, ord) JOIN tg_log_hashes h ON h.level = u.level AND h.idx = u.idx"
+    " ORDER BY u.ord",
+    2};
+
+static const stmt_t st_li_hash = {
+    NULL, "SELECT hash FROM tg_log_hashes WHERE level = $1::smallint AND idx = $2::bigint", 2};
+
+/* The records without a leaf, oldest first (the partial index tg_records_unlogged). A record
+ * whose group committed after a later seq's was seen gets the next leaf when it is seen: leaf
+ * order is the order the integrator finds the records in, which is commit order up to one
+ * poll. */
+static const stmt_t st_li_poll = {
+    NULL,
+    "SELECT seq, log_entry, type, CASE WHEN log_entry IS NULL THEN payload END FROM tg_records"
+    " WHERE log_index IS NULL ORDER BY seq LIMIT " PG_LOG_BATCH,
+    0};
+
+/* One checkpoint: the state row first (fenced: it must still hold the checkpoint this
+ * integrator replaces; another integrator's commit makes it 0 rows, and then the rest does
+ * nothing), then the leaves and the stored hashes. The counts come back so the transaction
+ * is committed only when all of it happened; the lag is from the newest record's commit
+ * (created_at, the group's transaction time) to now, by the server's clock. */
+static const stmt_t st_li_step = {
+    NULL,
+    "WITH st AS (UPDATE tg_log_state SET size = $2::bigint, root = $3::bytea, note = $4::text,"
+    "  origin = $5::text, updated_at = now()"
+    "  WHERE id AND size = $1::bigint AND note IS NOT DISTINCT FROM $6::text RETURNING size),"
+    " r AS (UPDATE tg_records t SET log_index = u.idx"
+    "  FROM unnest($7::bigint[], $8::bigint[]) AS u (seq, idx), st"
+    "  WHERE t.seq = u.seq AND t.log_index IS NULL RETURNING t.created_at),"
+    " h AS (INSERT INTO tg_log_hashes (level, idx, hash) SELECT u.level, u.idx, u.hash"
+    "  FROM unnest($9::smallint[], $10::bigint[], $11::bytea[]) AS u (level, idx, hash), st"
+    "  RETURNING 1)"
+    " SELECT (SELECT count(*) FROM st), (SELECT count(*) FROM r), (SELECT count(*) FROM h),"
+    "  (SELECT coalesce((extract(epoch FROM clock_timestamp() - max(created_at)) * 1000000)"
+    "   ::bigint, 0) FROM r)",
+    11};
+
+static void li_wake(pg_db_t *db) {
+    pthread_mutex_lock(&db->li_wmu);
+    db->li_woken = true;
+    pthread_cond_broadcast(&db->li_wcv);
+    pthread_mutex_unlock(&db->li_wmu);
+}
+
+/* Sleeps ms, or until woken (a publication, a lost commit, close). */
+static void li_sleep(pg_db_t *db, uint32_t ms) {
+    struct timespec until = mono_after(ms);
+    pthread_mutex_lock(&db->li_wmu);
+    while (!db->li_woken && !db->stopping &&
+           pthread_cond_timedwait(&db->li_wcv, &db->li_wmu, &until) != ETIMEDOUT) {
+    }
+    db->li_woken = false;
+    pthread_mutex_unlock(&db->li_wmu);
+}
+
+/* Closes the integrator's connection: the server releases the log's lock with it. */
+static void li_drop(pg_db_t *db) {
+    pthread_mutex_lock(&db->li_mu);
+    PQfinish(db->li_conn);
+    db->li_conn = NULL;
+    db->li_note_len = 0;
+    pthread_mutex_unlock(&db->li_mu);
+}
+
+/* One statement on the integrator's connection, bounded by the commit timeout. */
+static call_t li_call(pg_db_t *db, const stmt_t *s, const params_t *p, PGresult **res, char *why,
+                      size_t why_len) {
+    pthread_mutex_lock(&db->li_mu);
+    call_t c = CALL_BROKEN;
+    *res = NULL;
+    if (db->li_conn != NULL) {
+        c = conn_call(db->li_conn, s, p, deadline_in(db->o.commit_timeout_ms), res, why, why_len);
+    } else {
+        (void)snprintf(why, why_len, "no connection");
+    }
+    pthread_mutex_unlock(&db->li_mu);
+    return c;
+}
+
+/* tg_tle's read: a stored hash of the durable tree (for tg_tle_adopt). */
+static tg_err_t li_read(void *ctx, unsigned level, uint64_t index, tg_tlog_hash_t *out) {
+    pg_db_t *db = ctx;
+    char lv[8], ix[24], why[PG_WHY_MAX];
+    if (level > 63 || index > (uint64_t)INT64_MAX) {
+        return TG_ERR_INVALID_ARG;
+    }
+    (void)snprintf(lv, sizeof lv, "%u", level);
+    (void)snprintf(ix, sizeof ix, "%llu", (unsigned long long)index);
+    params_t p = {.n = 0};
+    par(&p, lv, TG_PG_TEXT);
+    par(&p, ix, TG_PG_TEXT);
+    PGresult *r = NULL;
+    if (li_call(db, &st_li_hash, &p, &r, why, sizeof why) != CALL_OK) {
+        return db->base.unavailable;
+    }
+    /* the adopted tree's hashes must all be stored: one missing is an inconsistent log */
+    tg_err_t rc = PQntuples(r) == 1 && PQgetlength(r, 0, 0) == 32 ? TG_OK : TG_ERR_LOG_INCONSISTENT;
+    if (rc == TG_OK) {
+        memcpy(out->h, PQgetvalue(r, 0, 0), 32);
+    }
+    PQclear(r);
+    return rc;
+}
+
+/* A commit did not happen (or may not have): this integrator's view is no longer the
+ * rows'. It stops, drops its connection (and so the lock) and takes over again from the
+ * rows, whoever holds the lock by then. */
+static void li_lose(pg_db_t *db) {
+    atomic_fetch_add(&db->st_log_failures, 1);
+    atomic_store(&db->li_lost, true);
+    li_wake(db);
+}
+
+/* tg_tle's commit: the step as one transaction on the lock's connection. */
+static tg_err_t li_commit(void *ctx, const tg_tle_step_t *s) {
+    pg_db_t *db = ctx;
+    if (atomic_load(&db->li_lost)) {
+        return db->base.unavailable; /* quickly: the engine is being replaced */
+    }
+    uint64_t n = s->new_size - s->old_size;
+    arr_t a[5];
+    static const uint32_t oids[5] = {OID_INT8, OID_INT8, OID_INT2, OID_INT8, OID_BYTEA};
+    for (size_t j = 0; j < 5; j++) {
+        tg_buf_init(&a[j].b, 0);
+        arr_begin(&a[j], oids[j]);
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        arr_int(&a[0], (int64_t)s->tags[i], 8, false);
+        arr_int(&a[1], (int64_t)(s->old_size + i), 8, false);
+    }
+    for (size_t k = 0; k < s->n_hashes; k++) {
+        arr_int(&a[2], (int64_t)s->hashes[k].level, 2, false);
+        arr_int(&a[3], (int64_t)s->hashes[k].index, 8, false);
+        arr_put(&a[4], s->hashes[k].hash.h, 32);
+    }
+    char old_txt[24], new_txt[24], why[PG_WHY_MAX] = "";
+    (void)snprintf(old_txt, sizeof old_txt, "%llu", (unsigned long long)s->old_size);
+    (void)snprintf(new_txt, sizeof new_txt, "%llu", (unsigned long long)s->new_size);
+    params_t p = {.n = 0};
+    par(&p, old_txt, TG_PG_TEXT);
+    par(&p, new_txt, TG_PG_TEXT);
+    par(&p, s->root.h, 32);
+    par(&p, s->note, s->note_len);
+    par(&p, db->log_signer.pub.name, db->log_signer.pub.name_len);
+    bool built = true;
+    for (size_t j = 0; j < 5; j++) {
+        arr_end(&a[j]);
+        built = built && a[j].rc == TG_OK;
+    }
+    int64_t counts[4] = {-1, -1, -1, 0};
+    bool good = false;
+    pthread_mutex_lock(&db->li_mu);
+    par(&p, db->li_note_len > 0 ? db->li_note : NULL, db->li_note_len);
+    for (size_t j = 0; j < 5; j++) {
+        par(&p, a[j].b.data, a[j].b.len);
+    }
+    int64_t deadline = deadline_in(db->o.commit_timeout_ms);
+    PGconn *c = db->li_conn;
+    bool begun = built && c != NULL && pg_run(c, "BEGIN", deadline, NULL, why, sizeof why);
+    PGresult *res = NULL;
+    call_t cr =
+        begun ? conn_call(c, &st_li_step, &p, deadline, &res, why, sizeof why) : CALL_BROKEN;
+    if (cr == CALL_OK && PQntuples(res) == 1) {
+        for (int k = 0; k < 4; k++) {
+            counts[k] = get_i64(res, 0, k);
+        }
+    }
+    PQclear(res);
+    good = cr == CALL_OK && counts[0] == 1 && counts[1] == (int64_t)n &&
+           counts[2] == (int64_t)s->n_hashes;
+    if (good) {
+        PGresult *cm = NULL;
+        good = pg_run(c, "COMMIT", deadline, &cm, why, sizeof why) &&
+               strcmp(PQcmdStatus(cm), "COMMIT") == 0;
+        PQclear(cm);
+    } else if (begun && cr != CALL_BROKEN) {
+        char ignored[PG_WHY_MAX]; /* the first reason is the one to report */
+        (void)pg_run(c, "ROLLBACK", deadline, NULL, ignored, sizeof ignored);
+    }
+    if (good) {
+        memcpy(db->li_note, s->note, s->note_len);
+        db->li_note[s->note_len] = '\0';
+        db->li_note_len = s->note_len;
+    }
+    pthread_mutex_unlock(&db->li_mu);
+    for (size_t j = 0; j < 5; j++) {
+        tg_buf_free(&a[j].b);
+    }
+    if (good) {
+        uint64_t lag_us = counts[3] > 0 ? (uint64_t)counts[3] : 0;
+        atomic_fetch_add(&db->st_log_checkpoints, 1);
+        if (n > 0) {
+            atomic_store(&db->st_log_lag_ms, lag_us / 1000);
+            atomic_fetch_add(&db->st_log_lag_sum_us, lag_us);
+            atomic_fetch_add(&db->st_log_lag_hist[tg_ledger_hist_bucket(
+                                 tg_ledger_fsync_bounds_us, TG_LEDGER_FSYNC_BUCKETS - 1, lag_us)],
+                             1);
+        }
+        log_size_seen(db, s->new_size);
+        return TG_OK;
+    }
+    if (counts[0] == 0) {
+        TG_LOG(TG_LOG_WARN, "log_fenced",
+               "another integrator replaced the log's checkpoint meanwhile (this instance had "
+               "lost its lock): nothing committed; taking over again from the rows");
+    } else {
+        TG_LOG(TG_LOG_WARN, "log_commit_failed",
+               "a checkpoint of the transparency log (size %llu) could not be committed "
+               "(%s): nothing published; taking over again from the rows",
+               (unsigned long long)s->new_size,
+               why[0] ? why
+               : cr == CALL_OK
+                   ? "the statement touched other rows than the step's (log_index already set?)"
+                   : "no connection");
+    }
+    li_lose(db);
+    return db->base.unavailable;
+}
+
+/* tg_tle_wait's callback for the integrator's own wait: wake the poll loop. */
+static void li_published(void *ud, tg_err_t status, uint64_t leaf) {
+    (void)status;
+    (void)leaf;
+    li_wake(ud);
+}
+
+/* Loads the tree from the rows, checks the stored checkpoint, and starts an engine on them.
+ * TG_ERR_LOG_INCONSISTENT (diag says why), the unavailable error, engine errors. */
+static tg_err_t li_takeover(pg_db_t *db, tg_tle_t **out, tg_diag_t *d) {
+    char why[PG_WHY_MAX];
+    params_t p = {.n = 0};
+    PGresult *r = NULL;
+    *out = NULL;
+    if (li_call(db, &st_li_state, &p, &r, why, sizeof why) != CALL_OK) {
+        return tg_diag_set(d, db->base.unavailable, "reading tg_log_state: %s", why);
+    }
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return tg_diag_set(d, TG_ERR_LOG_INCONSISTENT, "tg_log_state has no row");
+    }
+    int64_t size = get_i64(r, 0, 0);
+    bool has_note = !PQgetisnull(r, 0, 1);
+    size_t note_len = (size_t)PQgetlength(r, 0, 1);
+    char note[TG_TLE_NOTE_MAX + 1];
+    if (has_note && note_len <= TG_TLE_NOTE_MAX) {
+        memcpy(note, PQgetvalue(r, 0, 1), note_len);
+        note[note_len] = '\0';
+    }
+    /* the last leaf assigned and the last leaf hash stored: both size - 1 (-1: none) */
+    int64_t last_leaf = PQgetisnull(r, 0, 2) ? -1 : get_i64(r, 0, 2);
+    int64_t last_hash = PQgetisnull(r, 0, 3) ? -1 : get_i64(r, 0, 3);
+    PQclear(r);
+    if (size < 0 || (has_note && note_len > TG_TLE_NOTE_MAX) || (!has_note && size != 0)) {
+        return tg_diag_set(d, TG_ERR_LOG_INCONSISTENT, "tg_log_state's row is malformed");
+    }
+    if (last_leaf != size - 1 || last_hash != size - 1) {
+        return tg_diag_set(d, TG_ERR_LOG_INCONSISTENT,
+                           "the checkpoint covers %lld leaves, but tg_records assigns leaves up "
+                           "to %lld and tg_log_hashes stores leaf hashes up to %lld",
+                           (long long)size, (long long)last_leaf, (long long)last_hash);
+    }
+    /* the frontier: one complete subtree per set bit of size, the largest first */
+    tg_tlog_range_t range;
+    tg_tlog_range_init(&range);
+    arr_t a[2];
+    tg_buf_init(&a[0].b, 0);
+    tg_buf_init(&a[1].b, 0);
+    arr_begin(&a[0], OID_INT2);
+    arr_begin(&a[1], OID_INT8);
+    unsigned count = 0;
+    for (int lv = 63; lv >= 0; lv--) {
+        if (((uint64_t)size >> lv) & 1u) {
+            arr_int(&a[0], lv, 2, false);
+            arr_int(&a[1], (int64_t)(((uint64_t)size >> lv) - 1), 8, false);
+            count++;
+        }
+    }
+    arr_end(&a[0]);
+    arr_end(&a[1]);
+    tg_err_t rc = a[0].rc != TG_OK ? a[0].rc : a[1].rc;
+    call_t c = CALL_FAILED;
+    if (rc == TG_OK) {
+        par(&p, a[0].b.data, a[0].b.len);
+        par(&p, a[1].b.data, a[1].b.len);
+        c = li_call(db, &st_li_frontier, &p, &r, why, sizeof why);
+    }
+    tg_buf_free(&a[0].b);
+    tg_buf_free(&a[1].b);
+    if (rc != TG_OK) {
+        return tg_diag_set(d, rc, "out of memory");
+    }
+    if (c != CALL_OK) {
+        return tg_diag_set(d, db->base.unavailable, "reading tg_log_hashes: %s", why);
+    }
+    bool whole = (unsigned)PQntuples(r) == count;
+    for (unsigned i = 0; whole && i < count; i++) {
+        whole = get_i64(r, (int)i, 0) == (int64_t)i + 1 && PQgetlength(r, (int)i, 1) == 32;
+        if (whole) {
+            memcpy(range.nodes[i].h, PQgetvalue(r, (int)i, 1), 32);
+        }
+    }
+    PQclear(r);
+    if (!whole) {
+        return tg_diag_set(d, TG_ERR_LOG_INCONSISTENT,
+                           "tg_log_hashes lacks a stored hash of the checkpoint's tree (size "
+                           "%lld)",
+                           (long long)size);
+    }
+    range.size = (uint64_t)size;
+    range.count = count;
+    tg_tle_opts_t eo = {.signer = &db->log_signer,
+                        .min_interval_ms = db->log_min_ms,
+                        .max_interval_ms = db->log_max_ms};
+    tg_tle_backend_t be = {.commit = li_commit, .read = li_read, .ctx = db};
+    tg_tle_t *e = NULL;
+    rc = tg_tle_create(&e, &eo, &be, d);
+    if (rc == TG_OK) {
+        rc = tg_tle_restore_range(e, &range);
+    }
+    if (rc == TG_OK && has_note) {
+        rc = tg_tle_adopt(e, note, note_len, d);
+    }
+    if (rc == TG_OK) {
+        /* the fence of the first commit: the checkpoint just adopted (none: NULL) */
+        pthread_mutex_lock(&db->li_mu);
+        if (has_note) {
+            memcpy(db->li_note, note, note_len + 1);
+        }
+        db->li_note_len = has_note ? note_len : 0;
+        pthread_mutex_unlock(&db->li_mu);
+        log_size_seen(db, (uint64_t)size);
+        rc = tg_tle_start(e, d);
+    }
+    if (rc != TG_OK) {
+        tg_tle_destroy(e);
+        return rc;
+    }
+    *out = e;
+    return TG_OK;
+}
+
+/* One poll: pushes the records without a leaf. > 0 pushed, 0 none, -1 the connection or
+ * the engine failed (take over again), -2 a record whose entry cannot be derived. */
+static int li_poll(pg_db_t *db, tg_tle_t *e, uint64_t *pushed) {
+    char why[PG_WHY_MAX];
+    params_t p = {.n = 0};
+    PGresult *r = NULL;
+    if (li_call(db, &st_li_poll, &p, &r, why, sizeof why) != CALL_OK) {
+        TG_LOG(TG_LOG_WARN, "log_poll_failed",
+               "the integrator could not read the records without a leaf (%s): taking over "
+               "again",
+               why);
+        return -1;
+    }
+    int n = PQntuples(r);
+    if (n == 0) {
+        PQclear(r);
+        return 0;
+    }
+    uint8_t(*ent)[32] = malloc((size_t)n * 32);
+    uint64_t *tags = malloc((size_t)n * sizeof *tags);
+    int out = n;
+    for (int k = 0; out > 0 && ent != NULL && tags != NULL && k < n; k++) {
+        tags[k] = (uint64_t)get_i64(r, k, 0);
+        int type = get_i16(r, k, 2);
+        bool ok = !PQgetisnull(r, k, 1)
+                      ? PQgetlength(r, k, 1) == 32
+                      : type > 0 && type < 256 &&
+                            tg_record_log_entry(ent[k], (uint8_t)type, PQgetvalue(r, k, 3),
+                                                (size_t)PQgetlength(r, k, 3)) == TG_OK;
+        if (ok && !PQgetisnull(r, k, 1)) {
+            memcpy(ent[k], PQgetvalue(r, k, 1), 32);
+        }
+        if (!ok) {
+            TG_LOG(TG_LOG_ERROR, "log_inconsistent",
+                   "record seq %llu has no log entry and none can be derived from it (a "
+                   "receipt without a valid receiptHash, or a malformed log_entry): the "
+                   "transparency log stops growing here; records still commit; run trigguard "
+                   "ledger verify --database-url",
+                   (unsigned long long)tags[k]);
+            out = -2;
+        }
+    }
+    PQclear(r);
+    if (out > 0 && (ent == NULL || tags == NULL ||
+                    tg_tle_push(e, *pushed, (const uint8_t(*)[32])ent, tags, (size_t)n) != TG_OK)) {
+        out = -1;
+    }
+    if (out > 0) {
+        *pushed += (uint64_t)n;
+    }
+    free(ent);
+    free(tags);
+    return out;
+}
+
+/* One term as the integrator, from the takeover to losing the lock (or close). */
+static void li_run(pg_db_t *db) {
+    tg_diag_t d = {{0}};
+    tg_tle_t *e = NULL;
+    tg_err_t rc = li_takeover(db, &e, &d);
+    if (rc == TG_ERR_LOG_INCONSISTENT) {
+        atomic_store(&db->st_log_inconsistent, true);
+        TG_LOG(TG_LOG_ERROR, "log_inconsistent",
+               "the transparency log's rows do not reproduce its signed checkpoint (%s): this "
+               "instance will not sign; the log stops growing unless another instance "
+               "integrates it; records still commit; run trigguard ledger verify "
+               "--database-url",
+               d.msg);
+        return;
+    }
+    if (rc != TG_OK) {
+        TG_LOG(TG_LOG_WARN, "log_takeover_failed",
+               "cannot take over the transparency log's integration (%s): trying again", d.msg);
+        return;
+    }
+    uint64_t pushed = tg_tle_size(e);
+    atomic_store(&db->st_log_integrator, true);
+    TG_LOG(TG_LOG_INFO, "log_integrator",
+           "this instance integrates the transparency log now (tree size %llu)",
+           (unsigned long long)pushed);
+    while (!db->stopping && !atomic_load(&db->li_lost)) {
+        if (tg_tle_published_size(e) < pushed) {
+            /* what was pushed is published before the next poll, so a poll never takes a
+             * record again that is on its way to a leaf */
+            if (tg_tle_wait(e, pushed - 1, db->log_max_ms + db->o.commit_timeout_ms, li_published,
+                            db) == TG_OK) {
+                li_sleep(db, db->log_max_ms + db->o.commit_timeout_ms);
+            } else {
+                li_sleep(db, 1);
+            }
+            continue;
+        }
+        int got = li_poll(db, e, &pushed);
+        if (got == -2) {
+            atomic_store(&db->st_log_inconsistent, true);
+            break;
+        }
+        if (got < 0) {
+            atomic_store(&db->li_lost, true);
+            break;
+        }
+        if (got == 0) {
+            li_sleep(db, db->log_min_ms);
+        }
+    }
+    atomic_store(&db->st_log_integrator, false);
+    /* at close: the engine commits what was pushed; after a loss its commit refuses fast */
+    tg_tle_destroy(e);
+}
+
+static void *li_main(void *arg) {
+    pg_db_t *db = arg;
+    char why[PG_WHY_MAX];
+    char key[24];
+    (void)snprintf(key, sizeof key, "%lld", (long long)TG_PG_LOG_LOCK);
+    while (!db->stopping && !atomic_load(&db->st_log_inconsistent)) {
+        if (db->li_conn == NULL) {
+            PGconn *c = pg_open(db, ROLE_LOG, why, sizeof why);
+            if (c == NULL) {
+                li_sleep(db, PG_RETRY_MS); /* the writer reports the database's state */
+                continue;
+            }
+            pthread_mutex_lock(&db->li_mu);
+            db->li_conn = c;
+            pthread_mutex_unlock(&db->li_mu);
+        }
+        params_t p = {.n = 0};
+        par(&p, key, TG_PG_TEXT);
+        PGresult *r = NULL;
+        call_t c = li_call(db, &st_li_lock, &p, &r, why, sizeof why);
+        bool held = c == CALL_OK && PQntuples(r) == 1 && PQgetlength(r, 0, 0) == 1 &&
+                    PQgetvalue(r, 0, 0)[0] != 0;
+        PQclear(r);
+        if (c != CALL_OK) {
+            li_drop(db);
+        }
+        if (!held) {
+            li_sleep(db, PG_RETRY_MS); /* another instance integrates: ask again later */
+            continue;
+        }
+        li_run(db);
+        /* however the term ended, the lock goes with the connection: a fresh start */
+        li_drop(db);
+        atomic_store(&db->li_lost, false);
+        if (!db->stopping) {
+            li_sleep(db, PG_RETRY_MS);
+        }
+    }
+    li_drop(db);
+    return NULL;
+}
+
 /* ---- start, tick, health, stats, close --------------------------------------------------- */
 
 static tg_err_t pg_start(tg_db_t *dbp, tg_db_replay_fn replay, void *ud,
@@ -2118,6 +3142,28 @@ static tg_err_t pg_start(tg_db_t *dbp, tg_db_replay_fn replay, void *ud,
     pthread_mutex_lock(&db->c_mu);
     db->claimer_started = true;
     pthread_mutex_unlock(&db->c_mu);
+    if (db->log_on) {
+        /* the integrator takes the log's lock (or waits for it) on its own thread: a start
+         * never waits for another instance's term */
+        if (pthread_create(&db->lw_thread, NULL, lw_main, db) != 0) {
+            return tg_diag_set(diag, TG_ERR_INTERNAL, "db: cannot start the log waiters' thread");
+        }
+        pthread_mutex_lock(&db->lw_mu);
+        db->lw_started = true;
+        pthread_mutex_unlock(&db->lw_mu);
+        if (pthread_create(&db->li_thread, NULL, li_main, db) != 0) {
+            return tg_diag_set(diag, TG_ERR_INTERNAL, "db: cannot start the log integrator");
+        }
+        db->li_started = true;
+        /* A new database has no checkpoint until the first integrator has signed the empty
+         * tree, a moment after its lock: wait for it (within the commit bound), so a start
+         * normally returns with a checkpoint to serve, as the file backend's does. Whatever
+         * else the rows say is the readers' and the integrator's to report. */
+        int64_t until = deadline_in(db->o.commit_timeout_ms);
+        while (log_fetch(db) == TG_ERR_LOG_PENDING && tg_clock_mono_ns() < until) {
+            usleep(5000);
+        }
+    }
     TG_LOG(TG_LOG_INFO, "store_open",
            "PostgreSQL: schema version %d, instance %s (a new hash chain), %u pooled "
            "connections, claim lease %u ms",
@@ -2412,34 +3458,6 @@ static tg_err_t pg_approval_due(tg_db_t *dbp, int64_t now_ms, tg_db_approval_ref
     return rc;
 }
 
-/* The transparency log on PostgreSQL is not built yet (issue 23, its own change): no log. */
-static tg_err_t pg_log_restore(tg_db_t *db, uint64_t seq, const uint8_t entry[32]) {
-    (void)db, (void)seq, (void)entry;
-    return TG_OK;
-}
-static tg_err_t pg_log_checkpoint(tg_db_t *db, tg_buf_t *note, struct tg_checkpoint *cp) {
-    (void)db, (void)note, (void)cp;
-    return TG_ERR_LOG_DISABLED;
-}
-static tg_err_t pg_log_hashes(tg_db_t *db, unsigned level, uint64_t index, size_t n,
-                              uint8_t (*out)[32]) {
-    (void)db, (void)level, (void)index, (void)n, (void)out;
-    return TG_ERR_LOG_DISABLED;
-}
-static tg_err_t pg_log_entries(tg_db_t *db, uint64_t index, size_t n, uint8_t (*out)[32]) {
-    (void)db, (void)index, (void)n, (void)out;
-    return TG_ERR_LOG_DISABLED;
-}
-static tg_err_t pg_log_leaf(tg_db_t *db, const tg_ledger_pos_t *pos, uint64_t *leaf) {
-    (void)db, (void)pos, (void)leaf;
-    return TG_ERR_LOG_DISABLED;
-}
-static tg_err_t pg_log_wait(tg_db_t *db, const tg_ledger_pos_t *pos, uint32_t timeout_ms,
-                            tg_db_log_wait_fn fn, void *ud) {
-    (void)db, (void)pos, (void)timeout_ms, (void)fn, (void)ud;
-    return TG_ERR_LOG_DISABLED;
-}
-
 static void pg_tick(tg_db_t *db, int64_t now_ms, uint32_t stall_ms) {
     /* The writer bounds its own commits and the upkeep runs the retention job: nothing to
      * do on the caller's thread. */
@@ -2487,6 +3505,25 @@ static void pg_stats(tg_db_t *dbp, tg_db_stats_t *out) {
     pthread_mutex_lock(&db->fence_mu);
     out->keys.entries = db->n_fences;
     pthread_mutex_unlock(&db->fence_mu);
+    out->log.enabled = db->log_on;
+    if (db->log_on) {
+        /* the newest size this instance has seen published (its own commits, or a read of
+         * tg_log_state); an integrator publishes what it integrates in the same commit */
+        out->log.size = atomic_load(&db->st_log_size);
+        out->log.integrated = out->log.size;
+        out->log.checkpoints = atomic_load(&db->st_log_checkpoints);
+        out->log.lag_ms_last = atomic_load(&db->st_log_lag_ms);
+        for (size_t i = 0; i < TG_LEDGER_FSYNC_BUCKETS; i++) {
+            out->log.lag_hist[i] = atomic_load(&db->st_log_lag_hist[i]);
+        }
+        out->log.lag_sum_us = atomic_load(&db->st_log_lag_sum_us);
+        out->log.failures = atomic_load(&db->st_log_failures);
+        out->log.integrator = atomic_load(&db->st_log_integrator);
+        out->log.inconsistent = atomic_load(&db->st_log_inconsistent);
+        pthread_mutex_lock(&db->lw_mu);
+        out->log.waiters = db->lw_n;
+        pthread_mutex_unlock(&db->lw_mu);
+    }
 }
 
 static void pg_close(tg_db_t *dbp) {
@@ -2504,6 +3541,18 @@ static void pg_close(tg_db_t *dbp) {
     pthread_mutex_lock(&db->pool_mu);
     pthread_cond_broadcast(&db->pool_cv);
     pthread_mutex_unlock(&db->pool_mu);
+    /* The integrator commits what it has pushed (a last checkpoint) and lets go of the
+     * lock; the waiters still waiting are answered TG_ERR_LOG_PENDING. */
+    pthread_mutex_lock(&db->lw_mu);
+    pthread_cond_broadcast(&db->lw_cv);
+    pthread_mutex_unlock(&db->lw_mu);
+    li_wake(db);
+    if (db->li_started) {
+        pthread_join(db->li_thread, NULL);
+    }
+    if (db->lw_started) {
+        pthread_join(db->lw_thread, NULL);
+    }
     /* The writer commits (or fails) everything queued before it ends: every done runs. */
     if (db->writer_started) {
         pthread_join(db->writer, NULL);
@@ -2535,6 +3584,13 @@ static void pg_close(tg_db_t *dbp) {
     pthread_cond_destroy(&db->c_cv);
     pthread_mutex_destroy(&db->c_mu);
     pthread_mutex_destroy(&db->why_mu);
+    tg_note_signer_wipe(&db->log_signer);
+    pthread_mutex_destroy(&db->lc_mu);
+    pthread_mutex_destroy(&db->lw_mu);
+    pthread_cond_destroy(&db->lw_cv);
+    pthread_mutex_destroy(&db->li_mu);
+    pthread_mutex_destroy(&db->li_wmu);
+    pthread_cond_destroy(&db->li_wcv);
     free(db);
 }
 
@@ -2630,7 +3686,22 @@ tg_err_t tg_db_pg_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *diag)
     pthread_cond_init(&db->c_cv, NULL);
     pthread_mutex_init(&db->c_mu, NULL);
     pthread_mutex_init(&db->why_mu, NULL);
+    pthread_mutex_init(&db->lc_mu, NULL);
+    pthread_mutex_init(&db->lw_mu, NULL);
+    pthread_cond_init(&db->lw_cv, &ca);
+    pthread_mutex_init(&db->li_mu, NULL);
+    pthread_mutex_init(&db->li_wmu, NULL);
+    pthread_cond_init(&db->li_wcv, &ca);
     pthread_condattr_destroy(&ca);
+    atomic_init(&db->li_lost, false);
+    atomic_init(&db->st_log_integrator, false);
+    atomic_init(&db->st_log_inconsistent, false);
+    if (opts->log.signer != NULL) {
+        db->log_on = true;
+        db->log_signer = *opts->log.signer;
+        db->log_min_ms = opts->log.min_interval_ms ? opts->log.min_interval_ms : 5;
+        db->log_max_ms = opts->log.max_interval_ms ? opts->log.max_interval_ms : 100;
+    }
     atomic_init(&db->healthy, false);
     if (db->url == NULL || db->idle == NULL) {
         pg_close(&db->base);

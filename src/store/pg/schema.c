@@ -177,11 +177,42 @@ static const char *const tg_pg_v4[] = {
     NULL,
 };
 
+/* The transparency log (SPEC §12, db.h "the transparency log", docs/POSTGRES.md): one log
+ * for the deployment. log_entry is the record's 32-byte entry, written by the record's own
+ * insert (rows older than v5 keep NULL: the integrator computes theirs from the record).
+ * The integrator (one instance at a time, under an advisory lock) assigns log_index to the
+ * unassigned records in the order it finds them, and in the same transaction inserts the
+ * tree's new stored hashes (tlog.h: every complete subtree's hash by level and index) and
+ * replaces the one row of tg_log_state (the signed checkpoint over the new size), fenced
+ * on the size it read: two integrators can never both move the log. */
+static const char *const tg_pg_v5[] = {
+    "ALTER TABLE tg_records ADD COLUMN log_entry bytea"
+    " CHECK (octet_length(log_entry) = 32)",
+    /* what the integrator asks for: the records without a leaf, oldest first; it shrinks
+     * back to (almost) nothing as they are assigned */
+    "CREATE INDEX tg_records_unlogged ON tg_records (seq) WHERE log_index IS NULL",
+    "CREATE TABLE tg_log_hashes ("
+    " level smallint NOT NULL CHECK (level BETWEEN 0 AND 63),"
+    " idx bigint NOT NULL CHECK (idx >= 0),"
+    " hash bytea NOT NULL CHECK (octet_length(hash) = 32),"
+    " PRIMARY KEY (level, idx))",
+    /* One row (id is always true). size 0 and no note until the first integrator signs
+     * the empty tree; origin is the checkpoint's origin (the log key's name). */
+    "CREATE TABLE tg_log_state ("
+    " id boolean PRIMARY KEY DEFAULT true CHECK (id),"
+    " size bigint NOT NULL CHECK (size >= 0),"
+    " root bytea CHECK (octet_length(root) = 32),"
+    " note text,"
+    " origin text,"
+    " updated_at timestamptz NOT NULL DEFAULT now(),"
+    " CONSTRAINT tg_log_state_signed CHECK ((note IS NULL) = (root IS NULL)"
+    "  AND (note IS NULL) = (origin IS NULL) AND (note IS NOT NULL OR size = 0)))",
+    "INSERT INTO tg_log_state (size) VALUES (0)",
+    NULL,
+};
+
 static const tg_pg_migration_t tg_pg_migrations[] = {
-    {1, tg_pg_v1},
-    {2, tg_pg_v2},
-    {3, tg_pg_v3},
-    {4, tg_pg_v4},
+    {1, tg_pg_v1}, {2, tg_pg_v2}, {3, tg_pg_v3}, {4, tg_pg_v4}, {5, tg_pg_v5},
 };
 
 _Static_assert(sizeof tg_pg_migrations / sizeof tg_pg_migrations[0] == TG_PG_SCHEMA_VERSION,
