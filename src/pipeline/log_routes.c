@@ -71,6 +71,9 @@ tg_err_t tg_pipeline_log_load(tg_pipeline_t *p, tg_diag_t *diag) {
     if (rc == TG_OK && s == NULL) {
         rc = TG_ERR_NOMEM;
     }
+    if (rc == TG_OK && origin == NULL) {
+        rc = TG_ERR_INTERNAL; /* log_origin sets it on TG_OK; the analyzer cannot see that */
+    }
     if (rc == TG_OK) {
         /* libsodium's secret key is seed ‖ public key: the signer takes the seed */
         rc = tg_note_signer_from_seed(s, origin, strlen(origin), k.sk);
