@@ -210,12 +210,13 @@ void tg_record_view_free(tg_record_view_t *v);
 
 /* A record's transparency-log entry (SPEC §12, db.h "the transparency log") from its type and
  * payload: a receipt's receiptHash (the payload's member, 64 hex, decoded), the SHA-256 of the
- * payload for every other type. For records stored without their entry (PostgreSQL rows
- * older than schema v5) and for checking stored entries (ledger verify). Errors:
- * TG_ERR_LEDGER_CORRUPT (a receipt payload that is not JSON or has no valid receiptHash),
- * TG_ERR_INVALID_ARG (NULL). */
+ * payload for every other type. The one rule, for the file backend's replay (which passes
+ * the payload it already parsed as payload_doc), for records stored without their entry
+ * (PostgreSQL rows older than schema v5) and for checking stored entries (ledger verify);
+ * payload_doc NULL = parse the payload here. Errors: TG_ERR_LEDGER_CORRUPT (a receipt
+ * payload that is not JSON or has no valid receiptHash), TG_ERR_INVALID_ARG (NULL). */
 tg_err_t tg_record_log_entry(uint8_t entry[32], uint8_t type, const void *payload,
-                             size_t payload_len) TG_MUST_USE;
+                             size_t payload_len, const json_t *payload_doc) TG_MUST_USE;
 
 /* The decision response a record answered with (SPEC §3.2, without a ?explain trace, which
  * is never kept): appended to out, complete with its closing brace. payload is the record's

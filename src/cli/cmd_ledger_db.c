@@ -438,7 +438,7 @@ static tg_err_t dbv_log(tg_dbv_t *v, tg_dbv_log_t *log, PGconn *conn, tg_diag_t 
             uint8_t type = PQgetlength(res, r, 2) == 2 && ty[0] == 0 ? (uint8_t)ty[1] : 0;
             uint8_t entry[32];
             bool derived = tg_record_log_entry(entry, type, PQgetvalue(res, r, 3),
-                                               (size_t)PQgetlength(res, r, 3)) == TG_OK;
+                                               (size_t)PQgetlength(res, r, 3), NULL) == TG_OK;
             bool stored = !PQgetisnull(res, r, 1);
             if (!derived || (stored && (PQgetlength(res, r, 1) != 32 ||
                                         memcmp(PQgetvalue(res, r, 1), entry, 32) != 0))) {

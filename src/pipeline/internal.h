@@ -401,11 +401,6 @@ tg_err_t tg_pipeline_approval_hold(tg_pipeline_t *p, const char *tenant, size_t 
 tg_err_t tg_pipeline_log_load(tg_pipeline_t *p, tg_diag_t *diag) TG_MUST_USE;
 /* Wipes and frees what tg_pipeline_log_load kept. Idempotent. */
 void tg_pipeline_log_free(tg_pipeline_t *p);
-/* The log entry of a replayed record (SPEC §12): a receipt's receiptHash decoded, the SHA-256
- * of the payload for every other record. TG_ERR_LEDGER_CORRUPT for a receipt without a
- * well-formed receiptHash. */
-tg_err_t tg_pipeline_log_entry(uint8_t entry[32], const tg_ledger_record_t *rec,
-                               const tg_record_view_t *v) TG_MUST_USE;
 void tg_route_log_checkpoint(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_log_tile(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);
 void tg_route_log_inclusion(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest);

@@ -110,25 +110,6 @@ void tg_pipeline_log_free(tg_pipeline_t *p) {
     }
 }
 
-/* ---- leaves of replayed records ---------------------------------------------------------- */
-
-tg_err_t tg_pipeline_log_entry(uint8_t entry[32], const tg_ledger_record_t *rec,
-                               const tg_record_view_t *v) {
-    if (rec->type != TG_LEDGER_TYPE_RECEIPT) {
-        /* SILENCE, redemption and approval records: the SHA-256 of the payload as written,
-         * its canonical JSON (what the db computes for a live record without an entry) */
-        tg_sha256(entry, rec->payload, rec->payload_len);
-        return TG_OK;
-    }
-    const json_t *h = json_object_get(v->payload_doc, "receiptHash");
-    const char *hex = json_string_value(h);
-    if (hex == NULL || json_string_length(h) != 64 ||
-        tg_unhex(entry, 32, hex, json_string_length(h)) != TG_OK) {
-        return TG_ERR_LEDGER_CORRUPT;
-    }
-    return TG_OK;
-}
-
 /* ---- answers shared by the routes ---------------------------------------------------------- */
 
 /* An error of the db's log functions, as the caller sees it. */

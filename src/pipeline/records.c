@@ -162,7 +162,7 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
      * (a failure here fails the start). Without a log this does nothing. */
     if (rc == TG_OK) {
         uint8_t entry[32];
-        rc = tg_pipeline_log_entry(entry, rec, &v);
+        rc = tg_record_log_entry(entry, rec->type, rec->payload, rec->payload_len, v.payload_doc);
         if (rc == TG_OK) {
             rc = tg_db_log_restore(p->db, rec->seq, entry);
         }

@@ -547,7 +547,7 @@ void tg_record_claim_hash(uint8_t out[32], const uint8_t request_hash[32], const
 }
 
 tg_err_t tg_record_log_entry(uint8_t entry[32], uint8_t type, const void *payload,
-                             size_t payload_len) {
+                             size_t payload_len, const json_t *payload_doc) {
     if (entry == NULL || (payload == NULL && payload_len > 0)) {
         return TG_ERR_INVALID_ARG;
     }
@@ -558,10 +558,13 @@ tg_err_t tg_record_log_entry(uint8_t entry[32], uint8_t type, const void *payloa
     /* A receipt's leaf is its receiptHash, so a receipt verifies against the log with the
      * hash it carries; the payload is the signed receipt's canonical JSON. */
     json_t *doc = NULL;
-    if (tg_json_parse(&doc, payload, payload_len, NULL, NULL) != TG_OK) {
-        return TG_ERR_LEDGER_CORRUPT;
+    if (payload_doc == NULL) {
+        if (tg_json_parse(&doc, payload, payload_len, NULL, NULL) != TG_OK) {
+            return TG_ERR_LEDGER_CORRUPT;
+        }
+        payload_doc = doc;
     }
-    tg_text_t h = jsv(doc, "receiptHash");
+    tg_text_t h = jsv(payload_doc, "receiptHash");
     tg_err_t rc = h.ptr != NULL && h.len == 64 && tg_unhex(entry, 32, h.ptr, h.len) == TG_OK
                       ? TG_OK
                       : TG_ERR_LEDGER_CORRUPT;

@@ -50,7 +50,7 @@ struct tg_tle {
     int64_t wake_at; /* when the sleeping thread wakes by itself (INT64_MAX: only if woken) */
     bool started, running, stopping;
     pthread_t thread;
-    uint64_t integrated, checkpoints, failures, lag_ms_last;
+    uint64_t integrated, checkpoints, failures, lag_ms_last, lag_sum_us;
     uint64_t lag_hist[TG_LEDGER_FSYNC_BUCKETS];
 
     /* The published checkpoint: written under mu and pub_mu both (lock order mu, pub_mu),
@@ -111,14 +111,6 @@ static void deadline_ts(struct timespec *ts, int64_t at_ns) {
 }
 
 static int64_t ms_after(int64_t now_ns, uint32_t ms) { return now_ns + (int64_t)ms * 1000000; }
-
-static size_t lag_bucket(uint64_t us) {
-    size_t i = 0;
-    while (i < TG_LEDGER_FSYNC_BUCKETS - 1 && us > tg_ledger_fsync_bounds_us[i]) {
-        i++;
-    }
-    return i;
-}
 
 /* ---- create, restore ---- */
 
@@ -451,7 +443,9 @@ static tg_err_t run_step(tg_tle_t *e) {
     if (added > 0 && done > newest) {
         uint64_t us = (uint64_t)(done - newest) / 1000;
         e->lag_ms_last = us / 1000;
-        e->lag_hist[lag_bucket(us)]++;
+        e->lag_hist[tg_ledger_hist_bucket(tg_ledger_fsync_bounds_us, TG_LEDGER_FSYNC_BUCKETS - 1,
+                                          us)]++;
+        e->lag_sum_us += us;
     } else {
         e->lag_ms_last = 0;
     }
@@ -660,6 +654,7 @@ void tg_tle_stats(tg_tle_t *e, tg_tle_stats_t *out) {
     out->checkpoints = e->checkpoints;
     out->lag_ms_last = e->lag_ms_last;
     memcpy(out->lag_hist, e->lag_hist, sizeof out->lag_hist);
+    out->lag_sum_us = e->lag_sum_us;
     out->failures = e->failures;
     out->waiters = e->n_waiters;
     pthread_mutex_unlock(&e->mu);

@@ -106,6 +106,7 @@ typedef struct tg_tle_stats {
     uint64_t lag_ms_last; /* the last checkpoint: ms from the push of its newest entry to its
                              publication (0 for one that added nothing) */
     uint64_t lag_hist[TG_LEDGER_FSYNC_BUCKETS]; /* that lag in µs, tg_ledger_fsync_bounds_us */
+    uint64_t lag_sum_us;                        /* the sum of those lags (a histogram's _sum) */
     uint64_t failures;                          /* commits that failed */
     uint64_t waiters;                           /* waiting now */
 } tg_tle_stats_t;

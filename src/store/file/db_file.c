@@ -382,6 +382,7 @@ static void fs_stats(tg_db_t *db, tg_db_stats_t *out) {
         out->log.checkpoints = ls.checkpoints;
         out->log.lag_ms_last = ls.lag_ms_last;
         memcpy(out->log.lag_hist, ls.lag_hist, sizeof out->log.lag_hist);
+        out->log.lag_sum_us = ls.lag_sum_us;
         out->log.failures = ls.failures;
         out->log.waiters = ls.waiters;
         out->log.integrator = true;

@@ -1560,7 +1560,7 @@ static tg_err_t pg_append(tg_db_t *dbp, const tg_db_record_t *rec, tg_db_done_fn
         pr->has_entry = true;
     } else if (rec->type != TG_LEDGER_TYPE_RECEIPT) {
         pr->has_entry =
-            tg_record_log_entry(pr->entry, rec->type, pr->payload, pr->payload_len) == TG_OK;
+            tg_record_log_entry(pr->entry, rec->type, pr->payload, pr->payload_len, NULL) == TG_OK;
     }
     pr->done = done;
     pr->ud = ud;
@@ -2398,7 +2398,7 @@ static tg_err_t pg_log_entries(tg_db_t *dbp, uint64_t index, size_t n, uint8_t (
             int type = get_i16(r, row, 2);
             rc = type > 0 && type < 256 &&
                          tg_record_log_entry(out[k], (uint8_t)type, PQgetvalue(r, row, 3),
-                                             (size_t)PQgetlength(r, row, 3)) == TG_OK
+                                             (size_t)PQgetlength(r, row, 3), NULL) == TG_OK
                      ? TG_OK
                      : TG_ERR_IO;
         }
@@ -2964,7 +2964,7 @@ static int li_poll(pg_db_t *db, tg_tle_t *e, uint64_t *pushed) {
                       ? PQgetlength(r, k, 1) == 32
                       : type > 0 && type < 256 &&
                             tg_record_log_entry(ent[k], (uint8_t)type, PQgetvalue(r, k, 3),
-                                                (size_t)PQgetlength(r, k, 3)) == TG_OK;
+                                                (size_t)PQgetlength(r, k, 3), NULL) == TG_OK;
         if (ok && !PQgetisnull(r, k, 1)) {
             memcpy(ent[k], PQgetvalue(r, k, 1), 32);
         }
