@@ -9,12 +9,23 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "trigguard/err.h"
 
 /* Writes all n bytes of data to fd, going on after short writes and EINTR. Errors:
  * TG_ERR_IO (errno says why; an unknown number of bytes may have been written). */
 tg_err_t tg_write_all(int fd, const void *data, size_t n) TG_MUST_USE;
+
+/* tg_write_all at byte offset off (pwrite: the file offset is untouched, so threads may share
+ * fd). A short write is continued, so a full disk fails the next attempt with its own errno
+ * (ENOSPC, EFBIG, EDQUOT); no progress without a reason is EIO. TG_ERR_IO. */
+tg_err_t tg_pwrite_all(int fd, const void *data, size_t n, uint64_t off) TG_MUST_USE;
+
+/* Reads exactly n bytes at offset off (pread, continued after short reads and EINTR).
+ * TG_ERR_IO with errno; end of file before n bytes is EIO (a file shorter than its
+ * reader was told). */
+tg_err_t tg_pread_all(int fd, void *out, size_t n, uint64_t off) TG_MUST_USE;
 
 /* Writes the directory that contains path into out (cap bytes): trailing slashes are
  * ignored, "a/b" gives "a", "/a" gives "/", "a" gives ".". Errors: TG_ERR_LIMIT (the parent

@@ -27,6 +27,46 @@ tg_err_t tg_write_all(int fd, const void *data, size_t n) {
     return TG_OK;
 }
 
+tg_err_t tg_pwrite_all(int fd, const void *data, size_t n, uint64_t off) {
+    const char *p = data;
+    while (n > 0) {
+        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            if (w == 0) {
+                errno = EIO; /* no progress and no reason: never spin */
+            }
+            return TG_ERR_IO;
+        }
+        p += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return TG_OK;
+}
+
+tg_err_t tg_pread_all(int fd, void *out, size_t n, uint64_t off) {
+    char *p = out;
+    while (n > 0) {
+        ssize_t r = pread(fd, p, n, (off_t)off);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            if (r == 0) {
+                errno = EIO; /* the file ends before what it should hold */
+            }
+            return TG_ERR_IO;
+        }
+        p += r;
+        n -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return TG_OK;
+}
+
 /* tg_open_regular, also handing back what fstat said of the file (tg_read_file sizes its
  * buffer from it, and a key file's mode is checked on the descriptor that was read). */
 static tg_err_t open_regular(int *fd_out, struct stat *st, const char *path, const char *label,

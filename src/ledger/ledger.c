@@ -277,29 +277,6 @@ static void note_synced(tg_ledger_t *l) {
     feed_durable(l);
 }
 
-/* pwrite all of buf at off. Regular files write short when the disk is full or a size
- * limit is hit; the rest is written again, and that attempt fails with the reason (ENOSPC,
- * EFBIG, EDQUOT), which is what the log should say, not a made-up EIO. */
-static int write_at(int fd, const uint8_t *buf, size_t len, uint64_t off) {
-    while (len > 0) {
-        ssize_t k = pwrite(fd, buf, len, (off_t)off);
-        if (k < 0 && errno == EINTR) {
-            continue;
-        }
-        if (k < 0) {
-            return -1;
-        }
-        if (k == 0) {
-            errno = EIO; /* no progress and no reason: never spin */
-            return -1;
-        }
-        buf += k;
-        len -= (size_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
-}
-
 /* Durability none: every NONE_FLUSH_MS the writer thread (otherwise idle in this mode)
  * fdatasyncs the active segment through a dup of its descriptor, without holding wmu, so
  * requests keep appending meanwhile. A rotation's fdatasync, which does hold wmu, then has
@@ -364,7 +341,7 @@ static int checkpoint(tg_ledger_t *l, bool force) {
     h.at_ms = tg_clock_now_ms();
     uint8_t slot[TG_LG_HEAD_SLOT];
     tg_lg_head_encode(slot, &h);
-    if (write_at(l->headfd, slot, sizeof slot, (h.gen % 2) * TG_LG_HEAD_SLOT) != 0 ||
+    if (tg_pwrite_all(l->headfd, slot, sizeof slot, (h.gen % 2) * TG_LG_HEAD_SLOT) != 0 ||
         fdatasync(l->headfd) != 0) {
         int err = errno;
         if (!l->head_warned) {
@@ -562,7 +539,7 @@ static int write_new_head(int dfd, const tg_lg_head_t *h) {
         s.gen = gen;
         tg_lg_head_encode(buf + (gen % 2) * TG_LG_HEAD_SLOT, &s);
     }
-    int r = write_at(fd, buf, sizeof buf, 0) == 0 && fdatasync(fd) == 0 ? 0 : -1;
+    int r = tg_pwrite_all(fd, buf, sizeof buf, 0) == 0 && fdatasync(fd) == 0 ? 0 : -1;
     int saved = errno;
     close(fd);
     errno = saved;
@@ -705,7 +682,7 @@ static tg_err_t probe_segment(tg_ledger_t *l, char *msg, size_t msg_len) {
     uint8_t zeros[PROBE_SIZE];
     memset(zeros, 0, sizeof zeros);
     int perr = 0;
-    if (write_at(l->fd, zeros, sizeof zeros, l->acked_end) != 0 || fdatasync(l->fd) != 0) {
+    if (tg_pwrite_all(l->fd, zeros, sizeof zeros, l->acked_end) != 0 || fdatasync(l->fd) != 0) {
         perr = errno;
     }
     if (ftruncate(l->fd, (off_t)l->acked_end) != 0 && perr == 0) {
@@ -883,7 +860,7 @@ static void write_batch(tg_ledger_t *l, entry_t **ents, size_t n) {
             break;
         }
         if (i > first) {
-            if (write_at(l->fd, l->batch, blen, off) != 0) {
+            if (tg_pwrite_all(l->fd, l->batch, blen, off) != 0) {
                 snprintf(why, sizeof why, "writing %zu bytes at offset %llu of segment %u: %s",
                          blen, (unsigned long long)off, l->seg, strerror(errno));
                 failed = true;

@@ -54,47 +54,6 @@ static uint64_t get_u64(const uint8_t *p) {
     return v;
 }
 
-static int write_all(int fd, const void *buf, size_t len, uint64_t off) {
-    const uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t k = pwrite(fd, p, len, (off_t)off);
-        if (k < 0 && errno == EINTR) {
-            continue;
-        }
-        if (k <= 0) {
-            if (k == 0) {
-                errno = EIO;
-            }
-            return -1;
-        }
-        p += k;
-        len -= (size_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
-}
-
-/* 0, or -1 with errno (EIO for a file too short: a derived file lost under us). */
-static int read_all(int fd, void *buf, size_t len, uint64_t off) {
-    uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t k = pread(fd, p, len, (off_t)off);
-        if (k < 0 && errno == EINTR) {
-            continue;
-        }
-        if (k <= 0) {
-            if (k == 0) {
-                errno = EIO;
-            }
-            return -1;
-        }
-        p += k;
-        len -= (size_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
-}
-
 static void file_name(char out[16], size_t f) {
     if (f == 0) {
         snprintf(out, 16, "entries");
@@ -206,7 +165,7 @@ static tg_err_t run_flush(tg_tlog_file_t *tf, size_t f) {
         return TG_OK;
     }
     int fd = writer_fd(tf, f);
-    if (fd < 0 || write_all(fd, r->v, r->n * 32, r->first * 32) != 0) {
+    if (fd < 0 || tg_pwrite_all(fd, r->v, r->n * 32, r->first * 32) != 0) {
         return TG_ERR_IO;
     }
     r->n = 0;
@@ -384,7 +343,7 @@ tg_err_t tg_tlog_file_commit(void *ctx, const tg_tle_step_t *step) {
     if (n > 0) {
         int fd = writer_fd(tf, 0);
         if (n > SIZE_MAX / 32 || fd < 0 ||
-            write_all(fd, step->entries, (size_t)n * 32, step->old_size * 32) != 0) {
+            tg_pwrite_all(fd, step->entries, (size_t)n * 32, step->old_size * 32) != 0) {
             return TG_ERR_IO;
         }
     }
@@ -415,7 +374,7 @@ tg_err_t tg_tlog_file_commit(void *ctx, const tg_tle_step_t *step) {
     }
     memcpy(slot + SLOT_NOTE_OFF, step->note, step->note_len);
     crypto_hash_sha256(slot + SLOT_SUM_OFF, slot, SLOT_SUM_OFF);
-    if (write_all(tf->cpfd, slot, sizeof slot, (gen % 2) * TG_TLF_SLOT) != 0 ||
+    if (tg_pwrite_all(tf->cpfd, slot, sizeof slot, (gen % 2) * TG_TLF_SLOT) != 0 ||
         fdatasync(tf->cpfd) != 0) {
         return TG_ERR_IO;
     }
@@ -432,7 +391,7 @@ tg_err_t tg_tlog_file_hashes(tg_tlog_file_t *tf, unsigned level, uint64_t index,
     if (n == 0) {
         return TG_OK;
     }
-    if (fd < 0 || read_all(fd, out, n * 32, index * 32) != 0) {
+    if (fd < 0 || tg_pread_all(fd, out, n * 32, index * 32) != 0) {
         return TG_ERR_IO;
     }
     return TG_OK;
@@ -443,7 +402,7 @@ tg_err_t tg_tlog_file_entries(tg_tlog_file_t *tf, uint64_t index, size_t n, uint
     if (n == 0) {
         return TG_OK;
     }
-    if (fd < 0 || read_all(fd, out, n * 32, index * 32) != 0) {
+    if (fd < 0 || tg_pread_all(fd, out, n * 32, index * 32) != 0) {
         return TG_ERR_IO;
     }
     return TG_OK;
