@@ -160,12 +160,13 @@ typedef struct audit {
 
 static void fault(audit_t *a, const char *fmt, ...) TG_PRINTF(2, 3);
 static void fault(audit_t *a, const char *fmt, ...) {
+    char line[512];
     va_list ap;
     va_start(ap, fmt);
-    printf("log FAULT: ");
-    vprintf(fmt, ap);
-    printf("\n");
+    int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    /* A fault line longer than the buffer is cut, never dropped. */
+    printf("log FAULT: %s%s\n", n < 0 ? "(unprintable)" : line, n >= (int)sizeof line ? "..." : "");
     a->faults++;
 }
 
@@ -461,9 +462,9 @@ static int audit_url(audit_t *a, const char *url, tg_cli_logwalk_t *w) {
         }
         for (unsigned i = 0; i < et.width; i++) {
             const uint8_t *e = (const uint8_t *)c.body.data + (size_t)i * 34;
+            const uint64_t k = idx * TG_TLOG_TILE_WIDTH + i;
             if (e[0] != 0 || e[1] != 32) {
-                fault(a, "entry %llu is not 32 bytes long",
-                      (unsigned long long)(idx * TG_TLOG_TILE_WIDTH + i));
+                fault(a, "entry %llu is not 32 bytes long", (unsigned long long)k);
                 status = TG_EXIT_FAIL;
                 goto done;
             }
@@ -475,9 +476,10 @@ static int audit_url(audit_t *a, const char *url, tg_cli_logwalk_t *w) {
             goto done;
         }
         for (unsigned i = 0; i < ht.width; i++) {
+            const uint64_t k = idx * TG_TLOG_TILE_WIDTH + i;
             if (memcmp(c.body.data + (size_t)i * 32, leaves[i].h, 32) != 0) {
                 fault(a, "leaf hash %llu in tile/0 is not SHA-256(0x00 || its entry)",
-                      (unsigned long long)(idx * TG_TLOG_TILE_WIDTH + i));
+                      (unsigned long long)k);
             }
             if (tg_cli_logwalk_leaf(w, &leaves[i], keep_level, &lv) != TG_OK) {
                 fprintf(stderr, "trigguard log audit: out of memory\n");

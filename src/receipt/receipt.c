@@ -561,7 +561,9 @@ static const char *find_text(const char *hay, size_t n, const char *needle, size
     return NULL;
 }
 
-#define HAS_MEMBER(text, len, name) (find_text(text, len, "\"" name "\":", sizeof name + 2) != NULL)
+/* name must be a string literal: it is pasted between quotes. */
+#define HAS_MEMBER(text, len, name)                                                                \
+    (find_text((text), (len), "\"" name "\":", sizeof(name) + 2) != NULL)
 
 bool tg_receipt_text_is_hashed(const char *text, size_t len) {
     return text != NULL && HAS_MEMBER(text, len, "receiptHash") &&
