@@ -232,26 +232,35 @@ LEDGER_COUNTERS = ("trigguard_ledger_records_total", "trigguard_ledger_batches_t
                    "trigguard_ledger_fsync_seconds_sum", "trigguard_ledger_fsync_seconds_count")
 
 
+FSYNC_HIST = "trigguard_ledger_fsync_seconds_bucket"
+LOG_LAG_HIST = "trigguard_log_checkpoint_lag_seconds_bucket"
+LOG_COUNTERS = ("trigguard_log_enabled", "trigguard_log_checkpoints_total",
+                "trigguard_log_checkpoint_failures_total", "trigguard_log_tree_size",
+                "trigguard_log_checkpoint_lag_seconds_sum",
+                "trigguard_log_checkpoint_lag_seconds_count")
+
+
 def scrape_metrics(base_url):
     """GET /metrics of a daemon (loopback only) -> ({name: value} of the unlabelled samples,
-    {le: cumulative count} of trigguard_ledger_fsync_seconds_bucket). Raises OSError when
-    it does not answer: a missing scrape must not pass for zero commits."""
+    {histogram: {le: cumulative count}} of the ledger's commit (FSYNC_HIST) and the log's
+    checkpoint lag (LOG_LAG_HIST) histograms). Raises OSError when it does not answer: a
+    missing scrape must not pass for zero commits."""
     url = check_loopback(base_url) + "/metrics"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(url, timeout=10) as r:
         text = r.read().decode("utf-8", "replace")
-    plain, buckets = {}, {}
+    plain, hists = {}, {FSYNC_HIST: {}, LOG_LAG_HIST: {}}
     for name, labels, value in metric_samples(text.splitlines()):
         if not labels:
             plain[name] = value
-        elif name == "trigguard_ledger_fsync_seconds_bucket":
+        elif name in hists:
             le = re.search(r'le="([^"]*)"', labels)
             if le:
-                buckets[le.group(1)] = value
+                hists[name][le.group(1)] = value
     missing = [k for k in LEDGER_COUNTERS if k not in plain]
     if missing:
         raise OSError(f"{url} lacks {', '.join(missing)}")
-    return plain, buckets
+    return plain, hists
 
 
 def _bucket_bound_at(buckets0, buckets1, q):
@@ -273,9 +282,9 @@ def ledger_delta(before, after):
     transaction each), records per commit from the batch-size histogram, and the mean commit
     (file: fdatasync; PostgreSQL: COMMIT round trip) latency from its histogram."""
     per = []
-    for (p0, b0), (p1, b1) in zip(before, after):
+    for (p0, h0), (p1, h1) in zip(before, after):
         d = {k: p1[k] - p0[k] for k in LEDGER_COUNTERS}
-        bound = _bucket_bound_at(b0, b1, 0.99)
+        bound = _bucket_bound_at(h0[FSYNC_HIST], h1[FSYNC_HIST], 0.99)
         per.append({
             "records": int(d["trigguard_ledger_records_total"]),
             "commits": int(d["trigguard_ledger_batches_total"]),
@@ -302,6 +311,47 @@ def ledger_delta(before, after):
     else:
         out["commit_p99_bucket_le_ms"] = per[0]["commit_p99_bucket_le_ms"] if per else None
     return out
+
+
+def log_delta(before, after, window_s):
+    """What the transparency log did between two lists of scrapes (one per instance): None
+    when no instance has the log on. Checkpoints signed (the signatures the log cost),
+    leaves added (the tree's growth: with PostgreSQL every instance serves the one log, so
+    the largest growth any instance saw), and the checkpoint lag (a checkpoint's newest
+    record's durability to the checkpoint's publication) from the signing instances'
+    histograms merged bucket by bucket."""
+    if not any(p1.get("trigguard_log_enabled") == 1 for p1, _ in after):
+        return None
+    for p1, _ in after:
+        missing = [k for k in LOG_COUNTERS if k not in p1]
+        if missing:
+            raise OSError(f"a log-enabled scrape lacks {', '.join(missing)}")
+    d = {k: sum(p1[k] - p0[k] for (p0, _), (p1, _) in zip(before, after))
+         for k in LOG_COUNTERS if k != "trigguard_log_tree_size"}
+    growth = max(p1["trigguard_log_tree_size"] - p0["trigguard_log_tree_size"]
+                 for (p0, _), (p1, _) in zip(before, after))
+    merged0, merged1 = {}, {}
+    for (_, h0), (_, h1) in zip(before, after):
+        for le, v in h0[LOG_LAG_HIST].items():
+            merged0[le] = merged0.get(le, 0.0) + v
+        for le, v in h1[LOG_LAG_HIST].items():
+            merged1[le] = merged1.get(le, 0.0) + v
+    bound = _bucket_bound_at(merged0, merged1, 0.99)
+    checkpoints = int(d["trigguard_log_checkpoints_total"])
+    lag_n = int(d["trigguard_log_checkpoint_lag_seconds_count"])
+    return {"source": "GET /metrics of every instance right before and right after the timed "
+                      "window: differences of the trigguard_log_* counters and of the "
+                      "checkpoint lag histogram",
+            "checkpoints": checkpoints,
+            "checkpoint_failures": int(d["trigguard_log_checkpoint_failures_total"]),
+            "signatures_per_s": round(checkpoints / window_s, 2) if window_s > 0 else None,
+            "leaves": int(growth),
+            "leaves_per_checkpoint": round(growth / checkpoints, 3) if checkpoints else None,
+            "lag_count": lag_n,
+            "lag_mean_ms": round(1000.0 * d["trigguard_log_checkpoint_lag_seconds_sum"] / lag_n,
+                                 3) if lag_n else None,
+            "lag_p99_bucket_le_ms": None if bound is None
+            else ("+Inf" if math.isinf(bound) else round(bound * 1000.0, 6))}
 
 
 # ---- CPU time from /proc ------------------------------------------------------------------
@@ -482,6 +532,8 @@ def validate_run(run, where):
          "errors.count must cover every request that was not ok")
     if "ledger" in run:
         validate_ledger(run["ledger"], where + ".ledger")
+    if "log" in run:
+        validate_log_run(run["log"], where + ".log")
     if "cpu" in run:
         validate_cpu(run["cpu"], run["requests"], where + ".cpu")
     validate_digest(run.get("digest"), where)
@@ -538,6 +590,36 @@ def validate_cpu(cpu, requests, where):
                  and abs(e["us_per_request"] - 1e6 * e["cpu_s"] / requests)
                  <= 0.01 + 1e-3 * e["us_per_request"] + 1e6 * 0.0005 / requests, where,
                  f"{name}.us_per_request must be cpu_s / requests")
+
+
+def validate_log_run(lg, where):
+    """A load run's "log" block (log_delta): counts >= 0 and the ratios beside them."""
+    _req(isinstance(lg, dict) and _nonempty_str(lg.get("source")), where,
+         "must be an object that says where its counts come from")
+    for k in ("checkpoints", "checkpoint_failures", "leaves", "lag_count"):
+        _req(_is_int(lg.get(k)) and lg[k] >= 0, where, f"{k} must be an integer >= 0")
+    lpc = lg.get("leaves_per_checkpoint")
+    if lg["checkpoints"]:
+        _req(_is_num(lpc) and abs(lpc - lg["leaves"] / lg["checkpoints"]) <= 1e-3 * max(1, lpc),
+             where, "leaves_per_checkpoint must be leaves / checkpoints")
+    else:
+        _req(lpc is None, where, "leaves_per_checkpoint must be null without checkpoints")
+    _req(lg.get("signatures_per_s") is None or _is_num(lg["signatures_per_s"]), where,
+         "signatures_per_s must be a number")
+    _req((lg.get("lag_mean_ms") is None) == (lg["lag_count"] == 0), where,
+         "lag_mean_ms must be null exactly when no lag was counted")
+    b = lg.get("lag_p99_bucket_le_ms")
+    _req(b is None or b == "+Inf" or (_is_num(b) and b > 0), where,
+         "lag_p99_bucket_le_ms must be a bucket bound, +Inf or null")
+
+
+def validate_log_info(lg, where):
+    """An artifact's "log": the daemon ran with the transparency log, signing receipts so."""
+    _req(isinstance(lg, dict), where, "must be an object")
+    _req(lg.get("receipt_signing") in ("receipt", "batch"), where,
+         "receipt_signing must be receipt or batch")
+    for k in ("checkpoint_min_interval_ms", "checkpoint_interval_ms"):
+        _req(_is_int(lg.get(k)) and lg[k] >= 1, where, f"{k} must be an integer >= 1")
 
 
 def validate_store(st, where):
@@ -601,6 +683,11 @@ def validate_artifact(doc, where="artifact"):
                      "a PostgreSQL run needs the ledger counters of /metrics")
                 _req(r["ledger"]["instances"] == doc["store"]["instances"],
                      f"{where}.runs[{i}]", "ledger.instances must be store.instances")
+    if "log" in doc:
+        validate_log_info(doc["log"], where + ".log")
+        # A run with the log on is worth only what the log did in it.
+        for i, r in enumerate(runs):
+            _req("log" in r, f"{where}.runs[{i}]", "a run with the log needs its log counters")
     if doc["benchmark"] not in IN_PROCESS:
         _req(_nonempty_str(doc.get("server", {}).get("durability")), where,
              "server.durability must say the daemon's durability mode")
@@ -651,6 +738,9 @@ def validate_summary(s, where="summary"):
              where, "stores must be what the harnesses' runs give (ratios, criteria, rows)")
         if "ab" in sc:
             validate_store_ab(sc["ab"], where + ".stores.ab")
+    if "transparency_log" in s:
+        _req(s["transparency_log"] == log_comparison(hs), where,
+             "transparency_log must be what the harnesses' runs give (ratios, checks, rows)")
 
 
 # ---- the store comparison: PostgreSQL beside the file ledger, same run ---------------------
@@ -685,7 +775,7 @@ def store_comparison(harnesses, skipped=()):
     """The PostgreSQL rows beside the file-fsync rows of the same run, at each connection
     count the PostgreSQL runs used; None when no PostgreSQL load ran and nothing was
     skipped. Computed from the harnesses' runs alone (validate_summary recomputes it)."""
-    loads = [h for h in harnesses if h["benchmark"] == "http_evaluate_load"]
+    loads = [h for h in harnesses if h["benchmark"] == "http_evaluate_load" and not h.get("log")]
     pg = [h for h in loads if (h.get("store") or {}).get("kind") == "postgres"]
     if not pg and not skipped:
         return None
@@ -711,6 +801,79 @@ def store_comparison(harnesses, skipped=()):
                                      and row["errors"] <= STORE_CRITERIA["max_errors"])
     return {"reference": ref_h["file"] if ref_h else None, "criteria": STORE_CRITERIA,
             "rows": rows, "skipped": list(skipped)}
+
+
+# ---- the transparency log: its cost, its lag, batch-signed receipts, same run --------------
+
+# The issue's bars (a 2-core machine shared with wrk, so ratios to the same run's reference).
+LOG_CRITERIA = {"max_log_cost": 0.05, "max_lag_p99_ms": 250.0, "lag_at_rps": 10000,
+                "min_batch_ratio": 1.6, "batch_max_p99_ms": 10.0, "max_errors": 0,
+                "batch_connections": [50, 100],
+                "reference": "per-receipt signing, durability fsync, no log, file ledger"}
+
+
+def _log_side(h, r):
+    lg = r.get("log") or {}
+    cpu = (r.get("cpu") or {}).get("processes", {}).get("daemon") or {}
+    return {"file": h["file"], "throughput_per_s": r["throughput_per_s"],
+            "p99_ms": r["latency_ms"]["p99"], "errors": r["errors"]["count"],
+            "daemon_cpu_us_per_request": cpu.get("us_per_request"),
+            "signatures_per_s": lg.get("signatures_per_s"),
+            "leaves_per_checkpoint": lg.get("leaves_per_checkpoint"),
+            "lag_mean_ms": lg.get("lag_mean_ms"),
+            "lag_p99_bucket_le_ms": lg.get("lag_p99_bucket_le_ms")}
+
+
+def _le(bound, limit):
+    return bound is not None and bound != "+Inf" and bound <= limit
+
+
+def log_comparison(harnesses):
+    """The file-fsync load runs without the log, with it (per-receipt signing) and with
+    batch-signed receipts, side by side at each connection count all three used, with the
+    issue's criteria applied; None when no run had the log. Computed from the harnesses'
+    runs alone (validate_summary recomputes it)."""
+    def pick(signing):
+        return next((h for h in harnesses if h["benchmark"] == "http_evaluate_load"
+                     and (h.get("store") or {}).get("kind", "file") == "file"
+                     and h["durability"] == "fsync"
+                     and (h.get("log") or {}).get("receipt_signing") == signing), None)
+    ref, per, batch = pick(None), pick("receipt"), pick("batch")
+    if per is None and batch is None:
+        return None
+    sides = {"no_log": ref, "log": per, "batch": batch}
+    conns = sorted(set.intersection(*[{r["concurrency"] for r in h["runs"]}
+                                      for h in sides.values() if h is not None]))
+    rows = []
+    for c in conns:
+        row = {"concurrency": c}
+        for k, h in sides.items():
+            r = next((x for x in h["runs"] if x["concurrency"] == c), None) if h else None
+            row[k] = _log_side(h, r) if r else None
+        base = row["no_log"]["throughput_per_s"] if row["no_log"] else None
+        row["log_cost"] = (round(1.0 - row["log"]["throughput_per_s"] / base, 4)
+                           if base and row["log"] else None)
+        row["batch_ratio"] = (round(row["batch"]["throughput_per_s"] / base, 4)
+                              if base and row["batch"] else None)
+        checks = {}
+        if row["log_cost"] is not None:
+            checks["log_cost"] = row["log_cost"] <= LOG_CRITERIA["max_log_cost"]
+        lagged = [row[k] for k in ("log", "batch") if row[k]
+                  and row[k]["throughput_per_s"] >= LOG_CRITERIA["lag_at_rps"]]
+        if lagged:
+            checks["lag_p99"] = all(_le(x["lag_p99_bucket_le_ms"], LOG_CRITERIA["max_lag_p99_ms"])
+                                    for x in lagged)
+        if row["batch_ratio"] is not None and c in LOG_CRITERIA["batch_connections"]:
+            b = row["batch"]
+            checks["batch"] = (row["batch_ratio"] >= LOG_CRITERIA["min_batch_ratio"]
+                               and b["p99_ms"] <= LOG_CRITERIA["batch_max_p99_ms"]
+                               and b["errors"] <= LOG_CRITERIA["max_errors"])
+        row["checks"] = checks
+        rows.append(row)
+    return {"criteria": LOG_CRITERIA,
+            "files": {k: (h["file"] if h else None) for k, h in sides.items()},
+            "log_settings": {k: h.get("log") for k, h in sides.items() if h and h.get("log")},
+            "rows": rows}
 
 
 def _median(xs):

@@ -385,6 +385,69 @@ def stores_section(s):
     return "\n".join(out)
 
 
+def log_section(s):
+    """The transparency log's runs beside the reference of the same run (the summary's
+    "transparency_log")."""
+    tl = s.get("transparency_log")
+    if not tl:
+        return "<p>This run did not measure the transparency log.</p>"
+    crit = tl["criteria"]
+    out = [f"<p>Reference: {esc(crit['reference'])}. The bars: the log costs at most "
+           f"{100 * crit['max_log_cost']:.0f} % of the reference's throughput; checkpoint lag "
+           f"p99 at most {crit['max_lag_p99_ms']:g} ms where the load reaches "
+           f"{crit['lag_at_rps']:,} requests/s; batch-signed receipts at "
+           f"{', '.join(str(c) for c in crit['batch_connections'])} connections at least "
+           f"{crit['min_batch_ratio']:g}× the reference with p99 at most "
+           f"{crit['batch_max_p99_ms']:g} ms and no errors.</p>"]
+    for k, v in sorted(tl["log_settings"].items()):
+        out.append(f"<p class=\"note\">{esc(k)}: receipt signing {esc(v['receipt_signing'])}, "
+                   f"--checkpoint-min-interval {v['checkpoint_min_interval_ms']} ms, "
+                   f"--checkpoint-interval {v['checkpoint_interval_ms']} ms.</p>")
+    head = ["connections", "daemon", "RPS", "÷ reference", "p99", "errors",
+            "daemon CPU µs / request", "checkpoints / s", "leaves / checkpoint",
+            "lag mean", "lag p99 ≤", "bar"]
+    names = {"no_log": "no log (reference)", "log": "log, every receipt signed",
+             "batch": "log, batch-signed receipts"}
+    rows = []
+    for r in tl["rows"]:
+        base = r["no_log"]["throughput_per_s"] if r["no_log"] else None
+        for k in ("no_log", "log", "batch"):
+            x = r[k]
+            if x is None:
+                continue
+            check = {"log": r["checks"].get("log_cost"), "batch": r["checks"].get("batch"),
+                     "no_log": None}[k]
+            bar = {True: '<span class="good">met</span>',
+                   False: '<span class="bad">not met</span>', None: ""}[check]
+            lag = x["lag_p99_bucket_le_ms"]
+            rows.append(
+                f"<tr><td>{r['concurrency']}</td><td>{esc(names[k])}</td>"
+                f"<td><b>{fmt_rate(x['throughput_per_s'])}</b></td>"
+                f"<td>{opt(x['throughput_per_s'] / base if base else None, lambda v: f'{100 * v:.1f} %')}</td>"
+                f"<td>{fmt_ms(x['p99_ms'])}</td>"
+                f"<td class=\"{'bad' if x['errors'] else ''}\">{x['errors']:,}</td>"
+                f"<td>{opt(x['daemon_cpu_us_per_request'], lambda v: f'{v:,.1f}')}</td>"
+                f"<td>{opt(x['signatures_per_s'], lambda v: f'{v:,.1f}')}</td>"
+                f"<td>{opt(x['leaves_per_checkpoint'], lambda v: f'{v:,.1f}')}</td>"
+                f"<td>{opt(x['lag_mean_ms'], lambda v: fmt_ms(v) + ' ms')}</td>"
+                f"<td>{esc('n/a' if lag is None else (lag if lag == '+Inf' else fmt_ms(lag) + ' ms'))}</td>"
+                f"<td>{bar}</td></tr>")
+        lagc = r["checks"].get("lag_p99")
+        if lagc is not None:
+            rows.append(f"<tr><td>{r['concurrency']}</td><td colspan=\"10\">checkpoint lag "
+                        f"p99 at or above {crit['lag_at_rps']:,}/s</td><td>"
+                        + ('<span class="good">met</span>' if lagc
+                           else '<span class="bad">not met</span>') + "</td></tr>")
+    out.append("<table><thead><tr>" + "".join(f"<th>{esc(c)}</th>" for c in head)
+               + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+    out.append('<p class="note">Checkpoints per second are the log key\'s signatures per '
+               "second (one per checkpoint, whatever the load); the lag's p99 is the upper "
+               "bound of the first trigguard_log_checkpoint_lag_seconds bucket reaching 99 % of "
+               "the window's checkpoints (bounds 50 µs … 100 ms, then +Inf). Daemon CPU per "
+               "request is the daemon's own utime+stime from /proc over the window.</p>")
+    return "\n".join(out)
+
+
 def comparison_table(s):
     rows = []
     for c in s["comparison"]:
@@ -461,6 +524,7 @@ these files; none is typed in except the original product's published figures.</
 <nav><a href="#headline">Headline</a><a href="#original">Beside the original</a>
 <a href="#environment">Environment</a><a href="#methodology">Methodology</a>
 <a href="#harnesses">Harnesses</a><a href="#load">Load</a><a href="#stores">PostgreSQL</a>
+<a href="#tlog">Transparency log</a>
 <a href="#reproduce">Reproduce</a>
 <a href="#artifacts">Artifacts</a></nav>
 
@@ -493,6 +557,9 @@ own hardware, not code on equal hardware.</p>
 
 <h2 id="stores">PostgreSQL store beside the file ledger</h2>
 {stores_section(s)}
+
+<h2 id="tlog">Transparency log: its cost and batch-signed receipts</h2>
+{log_section(s)}
 
 <h2 id="reproduce">Reproduce</h2>
 <p>From a clone of the repository on Debian 12 (the scripts install what is missing when

@@ -83,6 +83,10 @@ def build_summary(a):
                       f"{store['balancer'].split(',')[0]})")
         elif doc["benchmark"] in ("http_evaluate_sequential", "http_evaluate_load"):
             title += f" (durability {durability})"
+        if doc.get("log"):
+            title += (", transparency log on, "
+                      + ("batch-signed receipts" if doc["log"]["receipt_signing"] == "batch"
+                         else "every receipt signed"))
         h = {"benchmark": doc["benchmark"], "file": name, "title": title, "what": doc["what"],
              "method": doc["method"], "not_measured": doc["not_measured"],
              "durability": durability, "harness": doc["harness"],
@@ -94,14 +98,18 @@ def build_summary(a):
             h["floor"] = doc.get("floor")
         if store:
             h["store"] = store
+        if doc.get("log"):
+            h["log"] = doc["log"]
         harnesses.append(h)
 
     def kind(h):
         return (h.get("store") or {}).get("kind", "file")
 
     def find(bench, durability=None, store="file"):
-        """The harnesses of one benchmark on one store (the file ledger unless asked)."""
+        """The harnesses of one benchmark on one store (the file ledger unless asked), without
+        the transparency log (those runs have their own section)."""
         return [h for h in harnesses if h["benchmark"] == bench and kind(h) == store
+                and not h.get("log")
                 and (durability is None or h["durability"] == durability)]
 
     pub = benchlib.load_json(os.path.join(HERE, "published.json"))
@@ -221,6 +229,22 @@ def build_summary(a):
              ab["median_ratio"], "ratio",
              f"{len(ab['rounds'])} alternating rounds at {ab['rounds'][0]['concurrency']} "
              f"connections; min {ab['min_ratio']:.3f}, max {ab['max_ratio']:.3f}")
+
+    tlog = benchlib.log_comparison(harnesses)
+    for row in (tlog or {}).get("rows", []):
+        c = row["concurrency"]
+        if row["log_cost"] is not None:
+            item(f"log_cost_c{c}", f"Transparency log's cost, {c} connections",
+                 row["log_cost"], "ratio",
+                 f"1 − RPS with the log ÷ without it (fsync, every receipt signed): "
+                 f"{row['log']['throughput_per_s']:,.0f} vs {row['no_log']['throughput_per_s']:,.0f}"
+                 f"/s; checkpoint lag p99 ≤ {row['log']['lag_p99_bucket_le_ms']} ms")
+        if row["batch_ratio"] is not None:
+            b = row["batch"]
+            item(f"batch_ratio_c{c}", f"Batch-signed ÷ per-receipt RPS, {c} connections",
+                 row["batch_ratio"], "ratio",
+                 f"{b['throughput_per_s']:,.0f}/s, p99 {b['p99_ms']:.2f} ms, errors "
+                 f"{b['errors']}, {b['signatures_per_s']} checkpoint signatures/s")
 
     env = benchlib.environment(a.build_dir or None, ", ".join(modes) or "not applicable",
                                git_facts()["commit"])
@@ -373,6 +397,17 @@ def build_summary(a):
     }
     if stores is not None:
         summary["stores"] = stores
+    if tlog is not None:
+        summary["transparency_log"] = tlog
+        methodology.append(
+            "Transparency log: the same fsync load on three daemons one after another, each "
+            "with a fresh key and ledger: no log (the reference), the log on (--log-key) with "
+            "every receipt signed, and the log on with --receipt-signing batch (no signature per "
+            "receipt; each reply waits for a signed checkpoint covering its record, then carries "
+            "the inclusion proof). Checkpoints signed, leaves per checkpoint and the checkpoint "
+            "lag (a checkpoint's newest record's durability to its publication) are the "
+            "differences of the daemon's trigguard_log_* counters and lag histogram over the "
+            "timed window; the lag's p99 is the bound of the histogram bucket that reaches 99 %.")
     benchlib.validate_summary(summary)
     return summary
 
@@ -415,6 +450,19 @@ def print_summary(path):
                   f" max {ab['max_ratio']:.3f}) over {len(ab['rounds'])} rounds")
         for why in st["skipped"]:
             print(f"  skipped: {why}")
+    tl = s.get("transparency_log")
+    for row in (tl or {}).get("rows", []):
+        for k in ("no_log", "log", "batch"):
+            x = row[k]
+            if x is None:
+                continue
+            print(f"  log: {k:<7} c={row['concurrency']:<4} {x['throughput_per_s']:>10,.0f}/s  "
+                  f"p99 {x['p99_ms']:8.3f} ms  errors {x['errors']}  daemon cpu "
+                  f"{x['daemon_cpu_us_per_request']} us/req  checkpoints/s "
+                  f"{x['signatures_per_s']}  lag mean {x['lag_mean_ms']} ms, p99 <= "
+                  f"{x['lag_p99_bucket_le_ms']} ms")
+        print(f"  log: c={row['concurrency']} cost {row['log_cost']}  batch ratio "
+              f"{row['batch_ratio']}  checks {row['checks']}")
     return 0
 
 

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #define LEVELS 64
 #define RUN_MAX 256        /* hashes gathered before one pwrite */
 #define FILES (1 + LEVELS) /* entries, then one per level */
+#define RECENT 1024        /* newest hashes per level kept in memory (a power of two) */
 
 /* Consecutive 32-byte values of one file, written with one pwrite. */
 typedef struct run {
@@ -27,6 +29,15 @@ typedef struct run {
     size_t n;
     uint8_t v[RUN_MAX][32];
 } run_t;
+
+/* The newest stored hashes of one level, indices [lo, end) with end - lo <= RECENT, at
+ * v[index % RECENT]. A batch receipt's inclusion proof is for a record the newest checkpoint
+ * just covered, and every hash such a proof reads is among the newest of its level: served
+ * from here, the proof costs memory reads instead of a pread per hash (about 2 log2(n)). */
+typedef struct recent {
+    uint64_t lo, end;
+    uint8_t v[RECENT][32];
+} recent_t;
 
 struct tg_tlog_file {
     char *dir; /* <ledger dir>/tlog */
@@ -38,6 +49,9 @@ struct tg_tlog_file {
     run_t *runs[FILES];
     bool opened;
     uint64_t gen; /* of the newest valid slot (0: none) */
+    /* Written by the writer, read by any thread: under recent_mu (readers share it). */
+    pthread_rwlock_t recent_mu;
+    recent_t *recent[LEVELS];
 };
 
 static void put_u64(uint8_t *p, uint64_t v) {
@@ -80,6 +94,11 @@ tg_err_t tg_tlog_file_new(tg_tlog_file_t **out, const char *ledger_dir) {
     tf->dirfd = tf->cpfd = -1;
     for (size_t f = 0; f < FILES; f++) {
         atomic_init(&tf->fd[f], -1);
+    }
+    if (pthread_rwlock_init(&tf->recent_mu, NULL) != 0) {
+        free(dir);
+        free(tf);
+        return TG_ERR_NOMEM;
     }
     *out = tf;
     return TG_OK;
@@ -201,11 +220,50 @@ tg_err_t tg_tlog_file_put_entry(tg_tlog_file_t *tf, uint64_t leaf, const uint8_t
     return run_put(tf, 0, leaf, entry);
 }
 
-tg_err_t tg_tlog_file_store(void *ctx, unsigned level, uint64_t index, const tg_tlog_hash_t *h) {
+/* Caller holds recent_mu for writing. Hashes come in index order per level; a gap (the
+ * first store after a restore from a range) starts the window anew. An allocation failure
+ * only leaves the level to pread. */
+static void recent_put(tg_tlog_file_t *tf, unsigned level, uint64_t index, const uint8_t h[32]) {
+    recent_t *r = tf->recent[level];
+    if (r == NULL) {
+        r = tf->recent[level] = malloc(sizeof *r);
+        if (r == NULL) {
+            return;
+        }
+        r->lo = r->end = index;
+    }
+    if (index != r->end) {
+        if (index >= r->lo && index < r->end) {
+            memcpy(r->v[index % RECENT], h, 32); /* the same hash again: harmless */
+            return;
+        }
+        r->lo = r->end = index;
+    }
+    memcpy(r->v[index % RECENT], h, 32);
+    r->end = index + 1;
+    if (r->end - r->lo > RECENT) {
+        r->lo = r->end - RECENT;
+    }
+}
+
+static tg_err_t store_locked(tg_tlog_file_t *tf, unsigned level, uint64_t index,
+                             const uint8_t h[32]) {
     if (level >= LEVELS) {
         return TG_ERR_LIMIT;
     }
-    return run_put(ctx, 1 + level, index, h->h);
+    tg_err_t rc = run_put(tf, 1 + level, index, h);
+    if (rc == TG_OK) {
+        recent_put(tf, level, index, h);
+    }
+    return rc;
+}
+
+tg_err_t tg_tlog_file_store(void *ctx, unsigned level, uint64_t index, const tg_tlog_hash_t *h) {
+    tg_tlog_file_t *tf = ctx;
+    pthread_rwlock_wrlock(&tf->recent_mu);
+    tg_err_t rc = store_locked(tf, level, index, h->h);
+    pthread_rwlock_unlock(&tf->recent_mu);
+    return rc;
 }
 
 tg_err_t tg_tlog_file_flush(tg_tlog_file_t *tf) {
@@ -347,14 +405,16 @@ tg_err_t tg_tlog_file_commit(void *ctx, const tg_tle_step_t *step) {
             return TG_ERR_IO;
         }
     }
-    for (size_t i = 0; i < step->n_hashes; i++) {
+    tg_err_t rc = TG_OK;
+    pthread_rwlock_wrlock(&tf->recent_mu); /* once per step, not per hash */
+    for (size_t i = 0; i < step->n_hashes && rc == TG_OK; i++) {
         const tg_tle_hash_t *h = &step->hashes[i];
-        tg_err_t rc = tg_tlog_file_store(tf, h->level, h->index, &h->hash);
-        if (rc != TG_OK) {
-            return rc;
-        }
+        rc = store_locked(tf, h->level, h->index, h->hash.h);
     }
-    tg_err_t rc = tg_tlog_file_flush(tf);
+    pthread_rwlock_unlock(&tf->recent_mu);
+    if (rc == TG_OK) {
+        rc = tg_tlog_file_flush(tf);
+    }
     if (rc != TG_OK) {
         return rc;
     }
@@ -387,10 +447,23 @@ tg_err_t tg_tlog_file_hashes(tg_tlog_file_t *tf, unsigned level, uint64_t index,
     if (level >= LEVELS) {
         return TG_ERR_INVALID_ARG;
     }
-    int fd = atomic_load(&tf->fd[1 + level]);
     if (n == 0) {
         return TG_OK;
     }
+    bool hit = false;
+    pthread_rwlock_rdlock(&tf->recent_mu);
+    const recent_t *r = tf->recent[level];
+    if (r != NULL && index >= r->lo && index <= r->end && n <= r->end - index) {
+        for (size_t i = 0; i < n; i++) {
+            memcpy(out[i], r->v[(index + i) % RECENT], 32);
+        }
+        hit = true;
+    }
+    pthread_rwlock_unlock(&tf->recent_mu);
+    if (hit) {
+        return TG_OK;
+    }
+    int fd = atomic_load(&tf->fd[1 + level]);
     if (fd < 0 || tg_pread_all(fd, out, n * 32, index * 32) != 0) {
         return TG_ERR_IO;
     }
@@ -423,6 +496,10 @@ void tg_tlog_file_free(tg_tlog_file_t *tf) {
         }
         free(tf->runs[f]);
     }
+    for (size_t l = 0; l < LEVELS; l++) {
+        free(tf->recent[l]);
+    }
+    pthread_rwlock_destroy(&tf->recent_mu);
     if (tf->cpfd >= 0) {
         close(tf->cpfd);
     }
