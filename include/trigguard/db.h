@@ -93,6 +93,7 @@
 struct tg_approval;    /* approval.h */
 struct tg_note_signer; /* note.h */
 struct tg_checkpoint;  /* note.h */
+struct tg_tlog_hash;   /* tlog.h */
 
 typedef struct tg_db tg_db_t;
 
@@ -441,6 +442,31 @@ tg_err_t tg_db_log_checkpoint(tg_db_t *db, tg_buf_t *note, struct tg_checkpoint 
  * and proofs. TG_ERR_INVALID_ARG, TG_ERR_IO, the unavailability error. */
 tg_err_t tg_db_log_hashes(tg_db_t *db, unsigned level, uint64_t index, size_t n,
                           uint8_t (*out)[32]) TG_MUST_USE;
+
+/* A stored hash's place in the tree, for tg_db_log_hashes_at. */
+typedef struct tg_db_log_at {
+    uint64_t index;
+    unsigned level;
+} tg_db_log_at_t;
+#define TG_DB_LOG_AT_MAX 256
+
+/* The stored hashes at at[0..n) (any places, any order) into out[0..n), each complete in
+ * the published tree (TG_ERR_NOT_FOUND otherwise); n ≤ TG_DB_LOG_AT_MAX. One round trip on
+ * PostgreSQL, where a proof read hash by hash costs one query per hash. Errors as
+ * tg_db_log_hashes. */
+tg_err_t tg_db_log_hashes_at(tg_db_t *db, const tg_db_log_at_t *at, size_t n,
+                             uint8_t (*out)[32]) TG_MUST_USE;
+
+/* RFC 9162 inclusion (leaf in a tree of `size`) and consistency (old to size) proofs over
+ * the published tree's stored hashes, as tg_tlog_inclusion_proof and
+ * tg_tlog_consistency_proof compute them (their argument rules and errors), with every hash
+ * they read fetched in one tg_db_log_hashes_at: the places a generator reads depend on the
+ * sizes and indices only, so a first pass with a recording reader learns them. size must
+ * not exceed the published tree's (TG_ERR_NOT_FOUND). Errors also tg_db_log_hashes_at's. */
+tg_err_t tg_db_log_inclusion_proof(tg_db_t *db, uint64_t leaf, uint64_t size,
+                                   struct tg_tlog_hash *proof, size_t *len) TG_MUST_USE;
+tg_err_t tg_db_log_consistency_proof(tg_db_t *db, uint64_t old, uint64_t size,
+                                     struct tg_tlog_hash *proof, size_t *len) TG_MUST_USE;
 
 /* n entries (32 bytes each) from leaf `index` on, all in the published tree
  * (TG_ERR_NOT_FOUND otherwise), into out[0..n). n ≤ 256. For entry tiles. */

@@ -18,11 +18,6 @@ uint32_t tg_pipeline_log_wait_ms(const tg_pipeline_t *p) {
     return (uint32_t)t;
 }
 
-/* The proof generator's reader: one stored hash of the published tree. */
-static tg_err_t db_read(void *ctx, unsigned level, uint64_t index, tg_tlog_hash_t *out) {
-    return tg_db_log_hashes(ctx, level, index, 1, &out->h);
-}
-
 tg_err_t tg_pipeline_add_transparency(tg_pipeline_t *p, tg_buf_t *body, size_t receipt_end,
                                       uint64_t leaf) {
     tg_buf_t note, member;
@@ -44,8 +39,7 @@ tg_err_t tg_pipeline_add_transparency(tg_pipeline_t *p, tg_buf_t *body, size_t r
         goto done;
     }
     /* the proof into the tree the checkpoint names: the newest one, whichever that is now */
-    tg_tlog_reader_t rd = {db_read, p->db};
-    TG_TRY(tg_tlog_inclusion_proof(proof, &n, &rd, leaf, cp.size));
+    TG_TRY(tg_db_log_inclusion_proof(p->db, leaf, cp.size, proof, &n));
     tg_receipt_transparency_t t = {
         .checkpoint = (const char *)note.data,
         .checkpoint_len = note.len,

@@ -65,6 +65,8 @@ typedef struct tg_db_ops {
     tg_err_t (*log_hashes)(tg_db_t *db, unsigned level, uint64_t index, size_t n,
                            uint8_t (*out)[32]);
     tg_err_t (*log_entries)(tg_db_t *db, uint64_t index, size_t n, uint8_t (*out)[32]);
+    /* NULL: db.c reads the places one by one with log_hashes. */
+    tg_err_t (*log_hashes_at)(tg_db_t *db, const tg_db_log_at_t *at, size_t n, uint8_t (*out)[32]);
     tg_err_t (*log_leaf)(tg_db_t *db, const tg_ledger_pos_t *pos, uint64_t *leaf);
     tg_err_t (*log_wait)(tg_db_t *db, const tg_ledger_pos_t *pos, uint32_t timeout_ms,
                          tg_db_log_wait_fn fn, void *ud);

@@ -314,6 +314,11 @@ static tg_checkpoint_t check_tree(fx_t *f) {
         tg_tlog_hash_t proof[TG_TLOG_MAX_PROOF], leaf;
         size_t len = 0;
         assert_int_equal(tg_tlog_inclusion_proof(proof, &len, &rd, i, cp.size), TG_OK);
+        tg_tlog_hash_t again[TG_TLOG_MAX_PROOF];
+        size_t len2 = 0;
+        assert_int_equal(tg_db_log_inclusion_proof(f->db, i, cp.size, again, &len2), TG_OK);
+        assert_int_equal(len2, len);
+        assert_memory_equal(again, proof, len * sizeof proof[0]);
         tg_tlog_leaf_hash(&leaf, want, 32);
         tg_tlog_hash_t r;
         memcpy(r.h, cp.root, 32);
@@ -343,6 +348,15 @@ static void check_consistent(fx_t *f, const tg_checkpoint_t *old, const tg_check
     tg_tlog_hash_t proof[TG_TLOG_MAX_PROOF], r1, r2;
     size_t len = 0;
     assert_int_equal(tg_tlog_consistency_proof(proof, &len, &rd, old->size, new->size), TG_OK);
+    tg_tlog_hash_t again[TG_TLOG_MAX_PROOF];
+    size_t len2 = 0;
+    assert_int_equal(tg_db_log_consistency_proof(f->db, old->size, new->size, again, &len2), TG_OK);
+    assert_int_equal(len2, len);
+    assert_memory_equal(again, proof, len * sizeof proof[0]);
+    assert_int_equal(tg_db_log_consistency_proof(f->db, old->size, new->size + 1000, again, &len2),
+                     TG_ERR_NOT_FOUND);
+    assert_int_equal(tg_db_log_consistency_proof(f->db, 0, new->size, again, &len2),
+                     TG_ERR_INVALID_ARG);
     memcpy(r1.h, old->root, 32);
     memcpy(r2.h, new->root, 32);
     assert_int_equal(tg_tlog_verify_consistency(old->size, new->size, proof, len, &r1, &r2), TG_OK);
@@ -409,6 +423,16 @@ static void test_log_grows(void **state) {
     assert_int_equal(tg_db_log_hashes(f->db, 64, 0, 1, out), TG_ERR_INVALID_ARG);
     assert_int_equal(tg_db_log_hashes(f->db, 9, 0, 1, out), TG_ERR_NOT_FOUND); /* 512 > 300 */
     assert_int_equal(tg_db_log_hashes(f->db, 8, 0, 1, out), TG_OK);            /* 256 ≤ 300 */
+    tg_db_log_at_t at[2] = {{.index = 0, .level = 8}, {.index = 1, .level = 2}};
+    uint8_t two[2][32], one[1][32];
+    assert_int_equal(tg_db_log_hashes_at(f->db, at, 2, two), TG_OK);
+    assert_int_equal(tg_db_log_hashes(f->db, 2, 1, 1, one), TG_OK);
+    assert_memory_equal(two[1], one[0], 32); /* in the order asked */
+    at[1].level = 9;
+    assert_int_equal(tg_db_log_hashes_at(f->db, at, 2, two), TG_ERR_NOT_FOUND);
+    assert_int_equal(tg_db_log_hashes_at(f->db, at, TG_DB_LOG_AT_MAX + 1, two), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_db_log_hashes_at(f->db, NULL, 1, two), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_db_log_hashes_at(f->db, at, 0, NULL), TG_OK);
     assert_int_equal(tg_db_log_entries(f->db, UINT64_MAX, 1, out), TG_ERR_NOT_FOUND);
     tg_ledger_pos_t pos = {.seq = 0};
     uint64_t leaf;

@@ -259,6 +259,12 @@ static void check_inclusion(tg_db_t *db, uint64_t leaf, const uint8_t entry[32],
     tg_tlog_reader_t rd = {read_hash, db};
     assert_int_equal(tg_tlog_inclusion_proof(proof, &n, &rd, leaf, cp->size), TG_OK);
     assert_int_equal(tg_tlog_verify_inclusion(&lh, leaf, cp->size, proof, n, &root), TG_OK);
+    /* the db's proof, its hashes fetched in one query, is the same proof */
+    tg_tlog_hash_t again[TG_TLOG_MAX_PROOF];
+    size_t n2 = 0;
+    assert_int_equal(tg_db_log_inclusion_proof(db, leaf, cp->size, again, &n2), TG_OK);
+    assert_int_equal(n2, n);
+    assert_memory_equal(again, proof, n * sizeof proof[0]);
     /* the level-0 stored hash is that leaf hash */
     uint8_t h0[1][32];
     assert_int_equal(tg_db_log_hashes(db, 0, leaf, 1, h0), TG_OK);
@@ -278,6 +284,14 @@ static void check_consistent(tg_db_t *db, const tg_checkpoint_t *cp1, const tg_c
     tg_tlog_reader_t rd = {read_hash, db};
     assert_int_equal(tg_tlog_consistency_proof(proof, &n, &rd, cp1->size, cp2->size), TG_OK);
     assert_int_equal(tg_tlog_verify_consistency(cp1->size, cp2->size, proof, n, &r1, &r2), TG_OK);
+    tg_tlog_hash_t again[TG_TLOG_MAX_PROOF];
+    size_t n2 = 0;
+    assert_int_equal(tg_db_log_consistency_proof(db, cp1->size, cp2->size, again, &n2), TG_OK);
+    assert_int_equal(n2, n);
+    assert_memory_equal(again, proof, n * sizeof proof[0]);
+    /* past the published tree: not found, from the one query as from the single reads */
+    assert_int_equal(tg_db_log_consistency_proof(db, cp1->size, cp2->size + 1000000, again, &n2),
+                     TG_ERR_NOT_FOUND);
 }
 
 /* Waits until some instance has published a checkpoint (the first integrator signs the

@@ -638,6 +638,14 @@ static const stmt_t st_log_leaf = {"tg_log_leaf",
                                    " LEFT JOIN tg_log_state s ON s.id WHERE r.seq = $1::bigint",
                                    1};
 
+/* Stored hashes at scattered places, in the order asked (a proof's reads, db.h). */
+static const stmt_t st_log_hashes_at = {
+    "tg_log_hashes_at",
+    "SELECT u.ord, h.hash FROM unnest($1::smallint[], $2::bigint[]) WITH ORDINALITY"
+    "  AS u (level, idx, ord) JOIN tg_log_hashes h ON h.level = u.level AND h.idx = u.idx"
+    " ORDER BY u.ord",
+    2};
+
 /* The waiters' poll: which of these records have a leaf now. */
 static const stmt_t st_log_covered = {
     "tg_log_covered",
@@ -645,13 +653,17 @@ static const stmt_t st_log_covered = {
     " AND log_index IS NOT NULL ORDER BY seq",
     1};
 
-static const stmt_t *const pool_stmts[] = {&st_claim_key,    &st_claim_keys,    &st_claim_nonce,
-                                           &st_release_key,  &st_release_nonce, &st_find_receipt,
-                                           &st_read,         &st_appr_get,      &st_appr_hold,
-                                           &st_appr_release, &st_appr_list,     &st_appr_due,
-                                           &st_limit_total,  &st_limit_reserve, &st_limit_release,
-                                           &st_log_state,    &st_log_hashes,    &st_log_entries,
-                                           &st_log_leaf,     &st_log_covered,   NULL};
+static const stmt_t *const pool_stmts[] = {&st_claim_key,     &st_claim_keys,
+                                           &st_claim_nonce,   &st_release_key,
+                                           &st_release_nonce, &st_find_receipt,
+                                           &st_read,          &st_appr_get,
+                                           &st_appr_hold,     &st_appr_release,
+                                           &st_appr_list,     &st_appr_due,
+                                           &st_limit_total,   &st_limit_reserve,
+                                           &st_limit_release, &st_log_state,
+                                           &st_log_hashes,    &st_log_entries,
+                                           &st_log_leaf,      &st_log_covered,
+                                           &st_log_hashes_at, NULL};
 static const stmt_t *const writer_stmts[] = {&st_group, NULL};
 
 /* ---- connections ------------------------------------------------------------------------- */
@@ -2364,6 +2376,57 @@ static tg_err_t pg_log_hashes(tg_db_t *dbp, unsigned level, uint64_t index, size
     return rc;
 }
 
+static tg_err_t pg_log_hashes_at(tg_db_t *dbp, const tg_db_log_at_t *at, size_t n,
+                                 uint8_t (*out)[32]) {
+    pg_db_t *db = pg_of(dbp);
+    if (!db->log_on) {
+        return TG_ERR_LOG_DISABLED;
+    }
+    if (n == 0) {
+        return TG_OK;
+    }
+    arr_t lv, ix;
+    tg_buf_init(&lv.b, 0);
+    tg_buf_init(&ix.b, 0);
+    arr_begin(&lv, OID_INT2);
+    arr_begin(&ix, OID_INT8);
+    tg_err_t rc = TG_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (at[i].level > 63 || at[i].index > INT64_MAX) {
+            rc = TG_ERR_INVALID_ARG;
+        }
+        arr_int(&lv, (int64_t)at[i].level, 2, false);
+        arr_int(&ix, (int64_t)at[i].index, 8, false);
+    }
+    arr_end(&lv);
+    arr_end(&ix);
+    rc = rc != TG_OK ? rc : lv.rc != TG_OK ? lv.rc : ix.rc;
+    PGresult *r = NULL;
+    if (rc == TG_OK) {
+        params_t p = {.n = 0};
+        par(&p, lv.b.data, lv.b.len);
+        par(&p, ix.b.data, ix.b.len);
+        if (pool_call(db, &st_log_hashes_at, &p, &r) != TG_OK) {
+            rc = db->base.unavailable;
+        }
+    }
+    if (rc == TG_OK) {
+        /* every one must be stored: a hash not (yet) stored is not in the published tree */
+        rc = (size_t)PQntuples(r) == n ? TG_OK : TG_ERR_NOT_FOUND;
+        for (size_t k = 0; rc == TG_OK && k < n; k++) {
+            if (get_i64(r, (int)k, 0) != (int64_t)k + 1 || PQgetlength(r, (int)k, 1) != 32) {
+                rc = TG_ERR_IO; /* not a row the integrator wrote */
+            } else {
+                memcpy(out[k], PQgetvalue(r, (int)k, 1), 32);
+            }
+        }
+    }
+    PQclear(r);
+    tg_buf_free(&lv.b);
+    tg_buf_free(&ix.b);
+    return rc;
+}
+
 static tg_err_t pg_log_entries(tg_db_t *dbp, uint64_t index, size_t n, uint8_t (*out)[32]) {
     pg_db_t *db = pg_of(dbp);
     if (!db->log_on) {
@@ -3627,6 +3690,7 @@ static const tg_db_ops_t pg_ops = {
     .log_restore = pg_log_restore,
     .log_checkpoint = pg_log_checkpoint,
     .log_hashes = pg_log_hashes,
+    .log_hashes_at = pg_log_hashes_at,
     .log_entries = pg_log_entries,
     .log_leaf = pg_log_leaf,
     .log_wait = pg_log_wait,
