@@ -452,6 +452,24 @@ static tg_err_t run_step(tg_tle_t *e) {
     return TG_OK;
 }
 
+/* Caller holds mu, run_step just succeeded: with a backend sync, the step's waiters are
+ * answered before the sync (its latency stays off their path; tg_tle_backend_t says why
+ * that is safe), then the sync runs with mu released. A failed sync is counted: the
+ * checkpoint stays published (it agrees with the ledger whatever the disk keeps). */
+static void after_step(tg_tle_t *e) {
+    if (e->be.sync == NULL) {
+        return;
+    }
+    int64_t ignored;
+    fire_waiters(e, tg_clock_mono_ns(), false, &ignored);
+    pthread_mutex_unlock(&e->mu);
+    tg_err_t rc = e->be.sync(e->be.ctx);
+    pthread_mutex_lock(&e->mu);
+    if (rc != TG_OK) {
+        e->failures++;
+    }
+}
+
 static void *engine_main(void *arg) {
     tg_tle_t *e = arg;
     (void)prctl(PR_SET_NAME, "tg-tlog", 0, 0, 0); /* top -H, ps -L */
@@ -478,6 +496,9 @@ static void *engine_main(void *arg) {
         }
         bool final = e->stopping;
         tg_err_t rc = run_step(e);
+        if (rc == TG_OK) {
+            after_step(e);
+        }
         /* At the close: one last attempt. What it could not commit is lost to the log, not
          * to the ledger: the next start integrates it from the replay. */
         if (final && (rc != TG_OK || e->pending.n == 0)) {
@@ -506,8 +527,8 @@ tg_err_t tg_tle_start(tg_tle_t *e, tg_diag_t *diag) {
      * once, here, so that the start returns with one (the size-0 one for a new log, the
      * replayed records' after a restart); a failure is retried by the thread. */
     e->initial = !e->have_pub || e->range.size > e->pub_size;
-    if (e->initial) {
-        (void)run_step(e);
+    if (e->initial && run_step(e) == TG_OK) {
+        after_step(e); /* no waiters yet: the start returns with the checkpoint durable */
     }
     pthread_mutex_unlock(&e->mu);
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {

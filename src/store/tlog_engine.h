@@ -71,18 +71,26 @@ typedef struct tg_tle_step {
     size_t note_len;
 } tg_tle_step_t;
 
-/* The backend. Both run on the engine thread (commit) or the restore/reader threads (read),
- * never under the engine's locks.
- *   commit  makes the step durable: when it returns TG_OK, a restart must find the new
- *           checkpoint and be able to rebuild the stored hashes; on any error nothing of the
- *           step may count as published (file: the checkpoint slot was not written or not
- *           synced; pg: the transaction rolled back).
+/* The backend. They run on the engine thread (commit, sync) or the restore/reader threads
+ * (read), never under the engine's locks.
+ *   commit  stores the step: when it returns TG_OK, a restart must find the new checkpoint
+ *           (after sync, if there is one) and be able to rebuild the stored hashes; on any
+ *           error nothing of the step may count as published (file: the checkpoint slot was
+ *           not written; pg: the transaction rolled back).
+ *   sync    optional: makes the last commit durable. With it, the engine publishes a step
+ *           and answers the step's waiters first, then syncs, before its next step. A
+ *           checkpoint is a deterministic function of records already durable (their sync
+ *           returned before it was signed; Ed25519 signatures are deterministic), so a crash
+ *           between publication and this sync can lose the stored copy of the newest
+ *           checkpoint, never a checkpoint that disagrees with the ledger: the next start
+ *           adopts the older stored one and signs the same tree again (docs/TLOG.md).
  *   read    a stored hash of the durable tree (tg_tlog_read_fn): used by tg_tle_adopt for the
  *           root of the stored checkpoint's size. */
 typedef struct tg_tle_backend {
     tg_err_t (*commit)(void *ctx, const tg_tle_step_t *step);
     tg_tlog_read_fn read;
     void *ctx;
+    tg_err_t (*sync)(void *ctx); /* NULL: commit is durable by itself (pg) */
 } tg_tle_backend_t;
 
 typedef struct tg_tle_opts {

@@ -785,6 +785,8 @@ typedef struct mem_be {
     pthread_mutex_t mu;
     bool fail;          /* commit answers TG_ERR_IO */
     int commits, fails; /* successful and failed commits */
+    int syncs;          /* sync calls (each after a successful commit) */
+    bool sync_fail;     /* sync answers TG_ERR_IO */
     uint64_t size;      /* the committed tree's */
     tg_tlog_hash_t h[10][MEM_LEAVES];
     uint8_t entries[MEM_LEAVES][32];
@@ -843,9 +845,18 @@ static void mem_fail(mem_be_t *m, bool fail) {
     pthread_mutex_unlock(&m->mu);
 }
 
+static tg_err_t mem_sync(void *ctx) {
+    mem_be_t *m = ctx;
+    pthread_mutex_lock(&m->mu);
+    m->syncs++;
+    bool fail = m->sync_fail;
+    pthread_mutex_unlock(&m->mu);
+    return fail ? TG_ERR_IO : TG_OK;
+}
+
 static tg_tle_t *engine_new(mem_be_t *m, const tg_note_signer_t *s, uint32_t max_waiters) {
     tg_tle_opts_t o = {s, 1, 20, max_waiters};
-    tg_tle_backend_t be = {mem_commit, mem_read, m};
+    tg_tle_backend_t be = {.commit = mem_commit, .read = mem_read, .ctx = m, .sync = mem_sync};
     tg_tle_t *e = NULL;
     assert_int_equal(tg_tle_create(&e, &o, &be, NULL), TG_OK);
     return e;
@@ -888,6 +899,7 @@ static void test_engine(void **state) {
     assert_int_equal(tg_tle_start(e, NULL), TG_OK);
     assert_int_equal(tg_tle_start(e, NULL), TG_ERR_INVALID_ARG);
     assert_int_equal(m.commits, 1); /* the size-0 checkpoint, before start returned */
+    assert_int_equal(m.syncs, 1);   /* and synced before it returned */
     assert_int_equal(tg_tle_published_size(e), 0);
     push_range(e, 0, 9);
     assert_int_equal(tg_tle_push(e, 9, (const uint8_t(*)[32])none, NULL, 1), TG_ERR_INVALID_ARG);
@@ -926,6 +938,24 @@ static void test_engine(void **state) {
     mem_fail(&m, false);
     assert_int_equal(engine_wait(e, 16, 5000), TG_OK);
     assert_int_equal(tg_tle_published_size(e), 17);
+    /* a failing sync: the step stays published (it agrees with the ledger), counted */
+    tg_tle_stats(e, &st);
+    uint64_t failures = st.failures;
+    pthread_mutex_lock(&m.mu);
+    m.sync_fail = true;
+    pthread_mutex_unlock(&m.mu);
+    push_range(e, 17, 17);
+    assert_int_equal(engine_wait(e, 17, 5000), TG_OK);
+    assert_int_equal(tg_tle_published_size(e), 18);
+    tg_tle_stats(e, &st);
+    for (int i = 0; i < 500 && st.failures == failures; i++) {
+        (void)usleep(2000); /* the sync runs after the waiters were answered */
+        tg_tle_stats(e, &st);
+    }
+    assert_int_equal(st.failures, failures + 1);
+    pthread_mutex_lock(&m.mu);
+    m.sync_fail = false;
+    pthread_mutex_unlock(&m.mu);
     /* the waiter bound: 3 waiting, the 4th refused; the close fails them */
     waiter_t w[3];
     for (int i = 0; i < 3; i++) {
@@ -936,8 +966,9 @@ static void test_engine(void **state) {
     tg_tle_stats(e, &st);
     assert_int_equal(st.waiters, 3);
     /* the close integrates what is pending and commits it */
-    push_range(e, 17, 19);
+    push_range(e, 18, 19);
     tg_tle_destroy(e);
+    assert_int_equal(m.syncs, m.commits); /* every committed step synced, the last too */
     for (int i = 0; i < 3; i++) {
         waiter_end(&w[i]);
         assert_int_equal(w[i].status, TG_ERR_LOG_PENDING);

@@ -455,7 +455,8 @@ tg_err_t tg_db_file_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *dia
         /* No I/O yet: the log's files live in the ledger directory, which the start opens. */
         tg_tle_opts_t lo = {opts->log.signer, opts->log.min_interval_ms, opts->log.max_interval_ms,
                             0};
-        tg_tle_backend_t be = {tg_tlog_file_commit, tg_tlog_file_read, NULL};
+        tg_tle_backend_t be = {
+            .commit = tg_tlog_file_commit, .read = tg_tlog_file_read, .sync = tg_tlog_file_sync};
         rc = opts->ledger.dir == NULL
                  ? tg_diag_set(diag, TG_ERR_INVALID_ARG, "db: no ledger directory")
                  : tg_tlog_file_new(&fs->tf, opts->ledger.dir);

@@ -53,6 +53,8 @@ tg_err_t tg_tlog_file_load(tg_tlog_file_t *tf, char *note, size_t cap, size_t *l
 
 /* The engine's backend (tg_tle_backend_t, ctx = tf). */
 tg_err_t tg_tlog_file_commit(void *ctx, const tg_tle_step_t *step);
+/* fdatasync of the checkpoint file: the last commit's slot durable (tg_tle_backend_t.sync). */
+tg_err_t tg_tlog_file_sync(void *ctx);
 tg_err_t tg_tlog_file_read(void *ctx, unsigned level, uint64_t index, tg_tlog_hash_t *out);
 
 /* n hashes of level from index, n entries from index (pread; the caller checked that the
