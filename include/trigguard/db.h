@@ -89,6 +89,7 @@
 #include "trigguard/err.h"
 #include "trigguard/ledger.h"
 #include "trigguard/store.h"
+#include "trigguard/tlog.h"
 
 struct tg_approval;    /* approval.h */
 struct tg_note_signer; /* note.h */
@@ -112,6 +113,12 @@ typedef struct tg_db_pg_opts {
 } tg_db_pg_opts_t;
 
 /* The transparency log (SPEC §12): off unless a log key is given. */
+/* Descriptors the log holds for as long as the db is open, beyond the backend's own (serve
+ * sizes its connection limit from these). file: the tlog directory, its checkpoint file, the
+ * entries file and one hashes file per tree level (store/file/tlog_file.h), each opened once
+ * and kept; pg: the integrator's connection, holding the log's advisory lock. */
+#define TG_DB_LOG_FDS_FILE (3 + TG_TLOG_LEVELS)
+#define TG_DB_LOG_FDS_PG 1
 typedef struct tg_db_log_opts {
     const struct tg_note_signer *signer; /* the log key, named by the origin (--log-origin);
                                             copied at open, wiped at close; NULL = no log */

@@ -51,6 +51,8 @@
 #define TG_TLOG_MAX_PROOF 63
 /* One frontier hash per set bit of a uint64_t size. */
 #define TG_TLOG_RANGE_MAX 64
+/* Tree levels a tree of up to 2^64 - 1 leaves has hashes at: 0 (the leaves) to 63. */
+#define TG_TLOG_LEVELS 64
 
 typedef struct tg_tlog_hash {
     uint8_t h[TG_TLOG_HASH_LEN];

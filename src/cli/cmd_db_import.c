@@ -47,6 +47,14 @@ static tg_err_t imp_record(tg_import_t *im, const tg_ledger_record_t *rec,
     snprintf(chain_seq, sizeof chain_seq, "%" PRIu64, rec->seq);
     snprintf(type, sizeof type, "%u", (unsigned)rec->type);
     snprintf(at, sizeof at, "%" PRId64, v->meta.at_ms);
+    /* its transparency-log entry, by the one rule (record.h), as the daemon stores it with
+     * the record: an integrator reads it, never the payload */
+    uint8_t entry[32];
+    tg_err_t rc =
+        tg_record_log_entry(entry, rec->type, rec->payload, rec->payload_len, v->payload_doc);
+    if (rc != TG_OK) {
+        return tg_diag_set(diag, rc, "record %" PRIu64 ": no transparency-log entry", rec->seq);
+    }
     const tg_pg_param_t ins[] = {
         p_bytes(im->instance, strlen(im->instance)),
         p_num(chain_seq),
@@ -57,15 +65,15 @@ static tg_err_t imp_record(tg_import_t *im, const tg_ledger_record_t *rec,
         p_bytes(rec->prev_hash, sizeof rec->prev_hash),
         p_bytes(rec->hash, sizeof rec->hash),
         p_num(at),
+        p_bytes(entry, sizeof entry),
     };
     PGresult *res = NULL;
-    tg_err_t rc =
-        tg_pg_exec(im->conn,
-                   "INSERT INTO tg_records (instance_id, chain_seq, tenant, type, meta, payload,"
-                   " prev_hash, record_hash, created_at) VALUES ($1, $2::bigint, $3,"
-                   " $4::smallint, $5, $6, $7, $8, to_timestamp($9::bigint / 1000.0))"
-                   " ON CONFLICT ON CONSTRAINT tg_records_chain DO NOTHING RETURNING seq",
-                   ins, 9, false, &res, diag);
+    rc = tg_pg_exec(im->conn,
+                    "INSERT INTO tg_records (instance_id, chain_seq, tenant, type, meta, payload,"
+                    " prev_hash, record_hash, created_at, log_entry) VALUES ($1, $2::bigint, $3,"
+                    " $4::smallint, $5, $6, $7, $8, to_timestamp($9::bigint / 1000.0), $10)"
+                    " ON CONFLICT ON CONSTRAINT tg_records_chain DO NOTHING RETURNING seq",
+                    ins, 10, false, &res, diag);
     if (rc) {
         return rc;
     }

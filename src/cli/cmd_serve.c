@@ -21,6 +21,7 @@
 #include "trigguard/canon.h"
 #include "trigguard/clock.h"
 #include "trigguard/config.h"
+#include "trigguard/db.h"
 #include "trigguard/http.h"
 #include "trigguard/ledger.h"
 #include "trigguard/log.h"
@@ -146,6 +147,9 @@ static tg_err_t fit_descriptors(tg_config_t *cfg, unsigned threads, tg_diag_t *d
     reserve += TG_LEDGER_FDS_HELD + TG_LEDGER_FDS_TRANSIENT;
     /* pg: the pool, the writer and the upkeep, and one more while a connection is replaced */
     reserve += cfg->store_postgres ? (uint64_t)cfg->db_pool + 3 : 0;
+    if (cfg->log_key[0] != '\0') { /* the transparency log's files (file) or connection (pg) */
+        reserve += cfg->store_postgres ? TG_DB_LOG_FDS_PG : TG_DB_LOG_FDS_FILE;
+    }
     reserve += (uint64_t)threads * TG_LEDGER_FDS_PER_READ; /* receipts, replays: main listener */
     reserve += TG_PIPELINE_RELOAD_FDS;
     reserve += cfg->port_file[0] != '\0' ? 1 : 0;

@@ -272,11 +272,14 @@ typedef enum {
     TG_ANSWER_APPROVAL_CLOSED,    /* 409 approval_closed: resolved, expired or consumed */
     TG_ANSWER_APPROVAL_CONSUMED,  /* 409 approval_consumed: its PERMIT was already issued */
     /* the transparency log (log_routes.c; SPEC §12) */
-    TG_ANSWER_LOG_PENDING,  /* 202, body prepared: no checkpoint covers the receipt yet */
-    TG_ANSWER_LOG_DISABLED, /* 404 log_disabled: started without --log-key */
+    TG_ANSWER_LOG_PENDING,      /* 202, body prepared: no checkpoint covers the receipt yet */
+    TG_ANSWER_LOG_DISABLED,     /* 404 log_disabled: started without --log-key */
+    TG_ANSWER_LOG_INCONSISTENT, /* 500 log_inconsistent: the stored log is not what this
+                                   server's log key signed: it serves nothing of it */
     /* batch-signed receipts (batch.c; SPEC §12) */
     TG_ANSWER_BATCH_NO_LOG, /* 400 log_disabled: receiptSigning batch without a log */
-    TG_ANSWER_LOG_TIMEOUT,  /* 503 log_pending: durable, but no checkpoint covers it in time */
+    TG_ANSWER_LOG_TIMEOUT,  /* 503 log_pending: durable, but no checkpoint covers it in time;
+                               the log routes too, before the first checkpoint is signed */
     TG_ANSWER__COUNT
 } tg_answer_t;
 

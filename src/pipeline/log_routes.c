@@ -112,12 +112,35 @@ void tg_pipeline_log_free(tg_pipeline_t *p) {
 
 /* ---- answers shared by the routes ---------------------------------------------------------- */
 
-/* An error of the db's log functions, as the caller sees it. */
+/* The log's own errors, as every log route answers them. Pending is transient
+ * (the integrator signs within --checkpoint-interval), so 503 with Retry-After; inconsistent
+ * is not: the stored log is not the one this server's key signed, and serving any of it
+ * could hand out proofs against a root nobody can check, so the routes fail closed until an
+ * operator repairs it (docs/TLOG.md). */
+static const struct {
+    tg_err_t err;
+    tg_answer_t answer;
+    const char *message;
+} log_errors[] = {
+    {TG_ERR_LOG_DISABLED, TG_ANSWER_LOG_DISABLED,
+     "this server keeps no transparency log (it was started without --log-key)"},
+    {TG_ERR_LOG_PENDING, TG_ANSWER_LOG_TIMEOUT,
+     "the log has not signed a checkpoint yet; retry after Retry-After seconds"},
+    {TG_ERR_LOG_INCONSISTENT, TG_ANSWER_LOG_INCONSISTENT,
+     "the stored log is not the one this server's log key signed: it serves no checkpoint, "
+     "tile or proof until an operator repairs it"},
+};
+
+/* The one answer of every log route below for an error of the db's log functions: the table,
+ * the unavailability error as itself, anything else 500 internal_error (logged). */
 static void reply_log_error(tg_pipeline_t *p, tg_exchange_t *ex, tg_err_t rc, const char *what) {
-    if (rc == TG_ERR_LOG_DISABLED) {
-        tg_reply_error(ex, rc,
-                       "this server keeps no transparency log (it was started without --log-key)");
-    } else if (rc == tg_db_unavailable(p->db)) {
+    for (size_t i = 0; i < sizeof log_errors / sizeof log_errors[0]; i++) {
+        if (log_errors[i].err == rc) {
+            tg_reply_fail(ex, log_errors[i].answer, log_errors[i].message);
+            return;
+        }
+    }
+    if (rc == tg_db_unavailable(p->db)) {
         tg_reply_error(ex, rc, "the log cannot be read now; retry shortly");
     } else {
         TG_LOG(TG_LOG_ERROR, "log_read", "request %s: %s: %s", ex->request_id, what,
@@ -381,11 +404,14 @@ void tg_route_receipt_proof(tg_pipeline_t *p, tg_exchange_t *ex, const char *res
     tg_buf_t note;
     tg_buf_init(&note, TG_NOTE_MAX_BYTES);
     tg_checkpoint_t cp;
-    if (!published(p, ex, &note, &cp)) {
+    rc = tg_db_log_checkpoint(p->db, &note, &cp);
+    if (rc != TG_OK && rc != TG_ERR_LOG_PENDING) {
         tg_buf_free(&note);
+        reply_log_error(p, ex, rc, "reading the checkpoint");
         return;
     }
-    if (leaf >= cp.size) { /* not published yet after all: never a proof past the tree */
+    /* no checkpoint at all, or one without the leaf: this receipt's answer is the 202 */
+    if (rc == TG_ERR_LOG_PENDING || leaf >= cp.size) {
         tg_buf_free(&note);
         reply_pending(ex, rest, id_len);
         return;

@@ -54,6 +54,7 @@ static const answer_map_t answers[TG_ANSWER__COUNT] = {
     [TG_ANSWER_APPROVAL_CONSUMED] = {409, "approval_consumed", false},
     [TG_ANSWER_LOG_PENDING] = {202, NULL, false},
     [TG_ANSWER_LOG_DISABLED] = {404, "log_disabled", false},
+    [TG_ANSWER_LOG_INCONSISTENT] = {500, "log_inconsistent", false},
     [TG_ANSWER_BATCH_NO_LOG] = {400, "log_disabled", false},
     [TG_ANSWER_LOG_TIMEOUT] = {503, "log_pending", true},
 };

@@ -241,4 +241,43 @@ if [ "$FILE_STORE" == 1 ]; then
     fi
 fi
 
+# ---- a low open-files limit: the log's descriptors are kept from the start ---------------
+# The file log keeps its directory, checkpoint, entries and one file per tree level open
+# (db.h TG_DB_LOG_FDS_FILE); serve reserves them with the rest before it sizes the
+# connections, so a limit too low for what was asked is refused at the start with the
+# numbers, and one that starts serves the log, never an EMFILE once the tree grows.
+LOW=128
+tg_std_args lowfd
+if [ "$FILE_STORE" == 1 ]; then
+    OUT=$(timeout 60 prlimit --nofile=$LOW:$LOW env TRIGGUARD_API_KEYS="$TG_API_KEYS" \
+        "$TG_BIN" serve "${TG_STD_ARGS[@]}" "${LOG_ARGS[@]}" --max-connections 40 --port 0 \
+        --port-file "$TG_TMP/port-lowfd" 2>&1)
+    rc=$?
+    tg_eq "$rc" 2 "ulimit -n $LOW and --max-connections 40 with a file log: refused (exit 2)"
+    tg_check "the refusal gives the numbers and the knobs" grep -qE \
+        '"event":"startup_failed".*does not fit the open-files limit '"$LOW"'.*ulimit -n' <<<"$OUT"
+    tg_check "it never listened" test ! -s "$TG_TMP/port-lowfd"
+fi
+TG_WRAPPER=(prlimit "--nofile=$LOW:$LOW")
+tg_start lowfd -- "${TG_STD_ARGS[@]}" "${LOG_ARGS[@]}"
+TG_WRAPPER=()
+for i in $(seq 1 20); do
+    tg_post /v1/evaluate "$(tg_req_json permit ",\"idempotency_key\":\"lowfd-$i\"")"
+    [ "$TG_STATUS" == 200 ] || break
+done
+tg_expect_status 200 "ulimit -n $LOW: decisions are recorded"
+lsize=0
+for _ in $(seq 1 100); do
+    lsize=$(curl -s --max-time 5 "$TG_URL/v1/log/checkpoint" | sed -n 2p)
+    [ "${lsize:-0}" -ge 20 ] && break
+    sleep 0.1
+done
+tg_check "ulimit -n $LOW: the log signs them all (size ${lsize:-none})" test "${lsize:-0}" -ge 20
+kept=$(grep -o '"event":"descriptors".*' "$(tg_logfile lowfd)" |
+    sed -nE 's/.* ([0-9]+) kept for the daemon, 1 listener of ([0-9]+) connections.*/\1 \2/p')
+read -r held conns <<<"$kept"
+tg_check "the reserve ($held) and the connections ($conns) fit the limit $LOW" \
+    test -n "$kept" -a "$((${held:-0} + ${conns:-0}))" -le "$LOW"
+tg_stop lowfd
+
 tg_done

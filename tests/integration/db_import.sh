@@ -56,6 +56,8 @@ tg_eq "$(sql "$TG_PG_URL" "select string_agg(nonce, ',' order by nonce) from tg_
 tg_eq "$(sql "$TG_PG_URL" "select r.chain_seq from tg_receipts x join tg_records r on r.seq = x.record_seq where x.execution_id = '$DENY_EXEC'")" \
     4 "the DENY's receipt index row points at its record"
 tg_eq "$(sql "$TG_PG_URL" 'select count(*) from tg_receipts')" 5 "five receipt rows (no SILENCE)"
+tg_eq "$(sql "$TG_PG_URL" 'select count(*) from tg_records where log_entry is null')" 0 \
+    "every record carries its transparency-log entry (ledger verify checks each below)"
 
 # again: nothing duplicated, nothing changed
 before=$(sql "$TG_PG_URL" "select md5(string_agg(seq || instance_id || chain_seq || encode(record_hash, 'hex'), ',' order by seq)) || (select count(*) from tg_idem_claims) || (select count(*) from tg_nonces) || (select count(*) from tg_receipts) from tg_records")
@@ -117,7 +119,11 @@ tg_check "and named" has missing.err 'nowhere'
 
 # The imported history, served from the database: a daemon on --store postgres replays the
 # imported keys byte for byte, refuses their nonces and a changed body, and reads receipts.
-tg_start pgimp -- "${TG_STD_ARGS[@]}" --store postgres --database-url "$TG_PG_URL"
+# With a transparency log: the imported records are its first leaves.
+LOG_KEY=$TG_TMP/log-key.pem
+tg_keygen "$LOG_KEY" itest-log-1
+tg_start pgimp -- "${TG_STD_ARGS[@]}" --store postgres --database-url "$TG_PG_URL" \
+    --log-key "$LOG_KEY" --checkpoint-interval 50
 tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"k-1","nonce":"n-1"')"
 tg_expect_status 200 "an imported key replays through PostgreSQL"
 tg_expect_header Idempotent-Replayed true "marked as a replay"
@@ -134,7 +140,22 @@ tg_req GET "/v1/receipts/$DENY_EXEC" "${TG_AUTH_A[@]}"
 tg_expect_status 200 "an imported receipt is read from the database"
 tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"k-new2","nonce":"n-new"')"
 tg_expect_py "s == 200 and j['decision'] == 'PERMIT'" "a new request is decided and committed"
+# the log covers every record, the imported ones first, in their order
+for _ in $(seq 1 100); do
+    [ "$(sql "$TG_PG_URL" "select size = (select count(*) from tg_records) from tg_log_state")" == t ] &&
+        break
+    sleep 0.1
+done
+tg_eq "$(sql "$TG_PG_URL" "select size || ' ' || (select count(*) from tg_records) from tg_log_state")" \
+    "8 8" "the log's checkpoint covers every record (7 imported, 1 new)"
+tg_eq "$(sql "$TG_PG_URL" "select string_agg(log_index::text, ',' order by seq) from tg_records")" \
+    "0,1,2,3,4,5,6,7" "leaves follow the record order"
+tg_req GET /v1/log/checkpoint
+tg_expect_py "s == 200 and b.decode().split('\\n')[1] == '8'" "the daemon serves the checkpoint of 8"
 tg_stop pgimp
+run lv ledger verify --database-url "$TG_PG_URL"
+tg_eq "$rc" 0 "ledger verify --database-url after the import: exit 0 ($(grep -E 'FAULT|what' "$TG_TMP/lv.out") $(cat "$TG_TMP/lv.err"))"
+tg_check "it checked the log: 8 leaves" grep -qE '^  log: +checkpoint of 8 leaves' "$TG_TMP/lv.out"
 
 # a database at another schema version: refused, untouched
 newdb tgempty

@@ -28,6 +28,42 @@ NOTES=$TG_TMP/notes
 : >"$ACKS"
 : >"$NOTES"
 
+# log_errors NAME STATUS CODE LABEL: the checkpoint, a tile and both proofs all answer STATUS
+# with the JSON error CODE on instance NAME (one mapping for every log route).
+log_errors() {
+    local path
+    tg_use "$1"
+    for path in /v1/log/checkpoint /v1/log/tile/0/000.p/1 \
+        "/v1/log/proof/inclusion?index=0&size=1" "/v1/log/proof/consistency?old=1&new=1"; do
+        tg_req GET "$path"
+        tg_expect_error "$2" "$3" "$4: GET $path"
+    done
+}
+
+# ---- before the first checkpoint: 503 log_pending, Retry-After ----------------------------------
+# A session of ours holds the log's advisory lock, so no instance integrates and the fresh
+# schema's tg_log_state has no note: what a deployment serves until its integrator signs.
+
+# lock_holders: how many sessions hold the log's advisory lock (TG_PG_LOG_LOCK, pg_schema.h).
+lock_holders() {
+    sql "$TG_PG_URL" "select count(*) from pg_locks where locktype = 'advisory' and granted and classid = x'74676c6f'::int::oid and objid = x'67696e74'::int::oid and objsubid = 1"
+}
+"$TG_PG_PSQL" "$TG_PG_URL" -X -At -c "select pg_advisory_lock(x'74676c6f67696e74'::bigint)" \
+    -c "select pg_sleep(120)" >/dev/null 2>&1 &
+holder=$!
+for _ in $(seq 1 100); do
+    [ "$(lock_holders)" == 1 ] && break
+    sleep 0.1
+done
+tg_eq "$(lock_holders)" 1 "a test session holds the log's advisory lock"
+pg_serve p "${LOG_ARGS[@]}"
+sleep 0.3 # a few of its (failing) lock attempts
+log_errors p 503 log_pending "no checkpoint signed yet"
+tg_check "the pending answer carries Retry-After" test -n "$(tg_header Retry-After)"
+tg_stop p
+sql "$TG_PG_URL" "select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and granted and classid = x'74676c6f'::int::oid and objid = x'67696e74'::int::oid" >/dev/null
+wait "$holder" 2>/dev/null
+
 pg_serve a "${LOG_ARGS[@]}"
 pg_serve b "${LOG_ARGS[@]}"
 
@@ -74,8 +110,7 @@ $(head -30 <<<"$out")"
 wait_integrator
 tg_check "exactly one instance integrates (a: $(metric trigguard_log_integrator a), b: $(metric trigguard_log_integrator b))" \
     test -n "$INT"
-tg_eq "$(sql "$TG_PG_URL" "select count(*) from pg_locks where locktype = 'advisory' and granted and classid = x'74676c6f'::int::oid and objid = x'67696e74'::int::oid and objsubid = 1")" \
-    1 "one session holds the log's advisory lock"
+tg_eq "$(lock_holders)" 1 "one session holds the log's advisory lock"
 
 # ---- records from both, served by both ---------------------------------------------------------
 
@@ -148,10 +183,16 @@ pg_serve "$OLD" "${LOG_ARGS[@]}"
 note_from "$OLD"
 tv_check "$OLD after its restart: the same log" "$OLD"
 tg_eq "$(integrator)" "$SURV" "the integration stays with $SURV"
-tg_eq "$(sql "$TG_PG_URL" "select count(*) from pg_locks where locktype = 'advisory' and granted and classid = x'74676c6f'::int::oid and objid = x'67696e74'::int::oid and objsubid = 1")" \
-    1 "one session holds the log's advisory lock"
+tg_eq "$(lock_holders)" 1 "one session holds the log's advisory lock"
 tg_stop a
 tg_stop b
+
+# ---- another log key than the one that signed the stored log: 500 log_inconsistent --------
+OTHER_KEY=$TG_TMP/other-log-key.pem
+tg_keygen "$OTHER_KEY" itest-log-2
+pg_serve c --log-key "$OTHER_KEY" --log-origin itest.trigguard.test/pglog --checkpoint-interval 50
+log_errors c 500 log_inconsistent "a checkpoint another key signed: fail closed"
+tg_stop c
 
 # ---- the stored log, recomputed offline ------------------------------------------------------
 

@@ -18,10 +18,12 @@
 #define MAGIC "TGTLCKP1"
 #define SLOT_NOTE_OFF 20
 #define SLOT_SUM_OFF (TG_TLF_SLOT - 32)
-#define LEVELS 64
+#define LEVELS TG_TLOG_LEVELS
 #define RUN_MAX 256        /* hashes gathered before one pwrite */
 #define FILES (1 + LEVELS) /* entries, then one per level */
 #define RECENT 1024        /* newest hashes per level kept in memory (a power of two) */
+/* serve reserves db.h's count for them: the directory and the checkpoint file, then these */
+_Static_assert(2 + FILES == TG_DB_LOG_FDS_FILE, "db.h's TG_DB_LOG_FDS_FILE counts these files");
 
 /* Consecutive 32-byte values of one file, written with one pwrite. */
 typedef struct run {
