@@ -184,11 +184,6 @@ static bool query_u64(tg_exchange_t *ex, const char *name, uint64_t *out) {
     return false;
 }
 
-/* The proofs read the db's stored hashes one at a time (at most 2·64 per proof). */
-static tg_err_t db_hash(void *ctx, unsigned level, uint64_t index, tg_tlog_hash_t *out) {
-    return tg_db_log_hashes(ctx, level, index, 1, &out->h);
-}
-
 /* The published checkpoint (note text appended to note when not NULL), or the error given. */
 static bool published(tg_pipeline_t *p, tg_exchange_t *ex, tg_buf_t *note, tg_checkpoint_t *cp) {
     tg_err_t rc = tg_db_log_checkpoint(p->db, note, cp);
@@ -319,8 +314,7 @@ void tg_route_log_inclusion(tg_pipeline_t *p, tg_exchange_t *ex, const char *res
     }
     tg_tlog_hash_t proof[TG_TLOG_MAX_PROOF];
     size_t n = 0;
-    tg_tlog_reader_t rd = {db_hash, p->db};
-    tg_err_t rc = tg_tlog_inclusion_proof(proof, &n, &rd, index, size);
+    tg_err_t rc = tg_db_log_inclusion_proof(p->db, index, size, proof, &n);
     if (rc != TG_OK) {
         reply_log_error(p, ex, rc, "an inclusion proof");
         return;
@@ -349,8 +343,7 @@ void tg_route_log_consistency(tg_pipeline_t *p, tg_exchange_t *ex, const char *r
     }
     tg_tlog_hash_t proof[TG_TLOG_MAX_PROOF];
     size_t n = 0;
-    tg_tlog_reader_t rd = {db_hash, p->db};
-    tg_err_t rc = tg_tlog_consistency_proof(proof, &n, &rd, old, size);
+    tg_err_t rc = tg_db_log_consistency_proof(p->db, old, size, proof, &n);
     if (rc != TG_OK) {
         reply_log_error(p, ex, rc, "a consistency proof");
         return;
@@ -431,8 +424,7 @@ void tg_route_receipt_proof(tg_pipeline_t *p, tg_exchange_t *ex, const char *res
     }
     tg_tlog_hash_t proof[TG_TLOG_MAX_PROOF];
     size_t n = 0;
-    tg_tlog_reader_t rd = {db_hash, p->db};
-    rc = tg_tlog_inclusion_proof(proof, &n, &rd, leaf, size);
+    rc = tg_db_log_inclusion_proof(p->db, leaf, size, proof, &n);
     if (rc != TG_OK) {
         tg_buf_free(&note);
         reply_log_error(p, ex, rc, "a receipt's inclusion proof");
