@@ -50,6 +50,7 @@
 #include "trigguard/keys.h"
 #include "trigguard/log.h"
 #include "trigguard/pipeline.h"
+#include "trigguard/sha256.h"
 #include "trigguard/version.h"
 
 #define TOKEN "handler-bench-token-0123456789"
@@ -202,8 +203,8 @@ typedef struct {
 
 static void op_sha256(const void *c) {
     const bytes_t *b = c;
-    uint8_t h[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256(h, (const unsigned char *)b->data, b->len);
+    uint8_t h[TG_SHA256_LEN];
+    tg_sha256(h, b->data, b->len);
     sink += h[0];
 }
 
@@ -285,8 +286,8 @@ static int make_pipeline(tg_pipeline_t **out, tg_key_t *key, const char *dir, co
         tg_key_save_private(keyp, key, true, NULL) != TG_OK) {
         return fail("cannot create a signing key");
     }
-    uint8_t d[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256(d, (const unsigned char *)TOKEN, strlen(TOKEN));
+    uint8_t d[TG_SHA256_LEN];
+    tg_sha256(d, TOKEN, strlen(TOKEN));
     char hex[2 * sizeof d + 1];
     sodium_bin2hex(hex, sizeof hex, d, sizeof d);
     snprintf(tokens, sizeof tokens, "bench:sha256:%s", hex);

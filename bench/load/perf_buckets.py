@@ -22,7 +22,11 @@ import sys
 RULES = [
     ("Ed25519 sign (libsodium)", ["tg_key_sign"]),
     ("SHA-256 (request, context, receipt, execution id, ledger chain)",
-     ["crypto_hash_sha256", "crypto_hash_sha256_update", "crypto_hash_sha256_final",
+     # tg_sha256 (nettle) since issue 25; libsodium's names for runs of older builds.
+     ["tg_sha256", "tg_sha256_update", "tg_sha256_final", "tg_sha256_init",
+      "nettle_sha256_update", "nettle_sha256_digest", "_nettle_sha256_compress_sha_ni",
+      "_nettle_sha256_compress_x86_64", "_nettle_sha256_compress",
+      "crypto_hash_sha256", "crypto_hash_sha256_update", "crypto_hash_sha256_final",
       "crypto_hash_sha256_init"]),
     ("access log line", ["tg_log_request", "tg_log_write"]),
     ("store sweep (1 s tick, main thread)", ["tg_store_sweep"]),

@@ -28,6 +28,8 @@
 
 #include "trigguard/buf.h"
 #include "trigguard/err.h"
+/* tg_sha256, declared here before sha256.h owned it: its callers still find it through canon.h. */
+#include "trigguard/sha256.h"
 
 typedef struct tg_json_limits {
     size_t max_bytes;  /* whole JSON text */
@@ -114,9 +116,6 @@ tg_err_t tg_canon_number(char out[TG_CANON_NUMBER_MAX], size_t *len_out, double 
    response writers on the hot path (plain ASCII is copied eight bytes at a time). On error
    out->len is restored. Thread-safe for distinct buffers. */
 tg_err_t tg_canon_string(tg_buf_t *out, const char *s, size_t n) TG_MUST_USE;
-
-/* SHA-256 helpers (libsodium crypto_hash_sha256). Thread-safe. */
-void tg_sha256(uint8_t out[32], const void *data, size_t len);
 
 /* Lowercase hex; out must hold 2*n+1 bytes (NUL-terminated). */
 void tg_hex(char *out, const uint8_t *in, size_t n);

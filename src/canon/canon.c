@@ -1,11 +1,11 @@
 /* canon.c — RFC 8785 canonical writer over a jansson tree, JCS strings, SHA-256 and hex. */
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "canon_int.h"
 #include "trigguard/canon.h"
+#include "trigguard/sha256.h"
 
 /* Member entries sorted per object; this many live on the writer's stack (shared by all
  * nesting levels as a bump area), larger or more numerous objects take one heap block. */
@@ -25,7 +25,7 @@ typedef struct {
     tg_buf_t *out;
     tg_member_t *scratch;
     size_t scratch_used;
-    crypto_hash_sha256_state *hs; /* non-NULL: stream into the hash */
+    tg_sha256_ctx_t *hs; /* non-NULL: stream into the hash */
     tg_diag_t *diag;
     json_malloc_t alloc;
     json_free_t release;
@@ -473,14 +473,13 @@ static tg_err_t write_value(tg_canon_ctx_t *c, const json_t *v, size_t depth,
         break;
     }
     if (rc == TG_OK && c->hs != NULL && c->out->len >= TG_CANON_FLUSH) {
-        crypto_hash_sha256_update(c->hs, (const unsigned char *)c->out->data, c->out->len);
+        tg_sha256_update(c->hs, c->out->data, c->out->len);
         tg_buf_reset(c->out);
     }
     return rc;
 }
 
-static tg_err_t canon_run(tg_buf_t *out, const json_t *v, crypto_hash_sha256_state *hs,
-                          tg_diag_t *diag) {
+static tg_err_t canon_run(tg_buf_t *out, const json_t *v, tg_sha256_ctx_t *hs, tg_diag_t *diag) {
     tg_member_t scratch[TG_CANON_SCRATCH];
     tg_canon_ctx_t c = {out, scratch, 0, hs, diag, NULL, NULL};
     size_t start = out->len;
@@ -503,23 +502,19 @@ tg_err_t tg_canon_write(tg_buf_t *out, const json_t *v, tg_diag_t *diag) {
 }
 
 tg_err_t tg_canon_sha256(uint8_t out[32], const json_t *v, tg_diag_t *diag) {
-    crypto_hash_sha256_state hs;
+    tg_sha256_ctx_t hs;
     tg_buf_t b;
     tg_buf_init(&b, 0);
-    crypto_hash_sha256_init(&hs);
+    tg_sha256_init(&hs);
     tg_err_t rc = canon_run(&b, v, &hs, diag);
     if (rc == TG_OK) {
-        crypto_hash_sha256_update(&hs, (const unsigned char *)b.data, b.len);
-        crypto_hash_sha256_final(&hs, out);
+        tg_sha256_update(&hs, b.data, b.len);
+        tg_sha256_final(&hs, out);
     } else {
         memset(out, 0, 32);
     }
     tg_buf_free(&b);
     return rc;
-}
-
-void tg_sha256(uint8_t out[32], const void *data, size_t len) {
-    crypto_hash_sha256(out, (const unsigned char *)data, (unsigned long long)len);
 }
 
 void tg_hex(char *out, const uint8_t *in, size_t n) {

@@ -13,6 +13,7 @@
 #include "trigguard/canon.h"
 #include "trigguard/config.h"
 #include "trigguard/io.h"
+#include "trigguard/sha256.h"
 #include "trigguard/version.h"
 
 /* The only DER shapes accepted: what openssl 3 writes for Ed25519 (RFC 8410). */
@@ -48,8 +49,8 @@ bool tg_key_id_valid(const char *s, size_t n) {
 }
 
 void tg_key_default_id(char out[TG_KEY_ID_MAX + 1], const uint8_t pk[TG_KEY_PK_LEN]) {
-    uint8_t h[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256(h, pk, TG_KEY_PK_LEN);
+    uint8_t h[TG_SHA256_LEN];
+    tg_sha256(h, pk, TG_KEY_PK_LEN);
     memcpy(out, "tg-", 3);
     (void)sodium_bin2hex(out + 3, 17, h, 8);
 }

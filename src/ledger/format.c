@@ -11,6 +11,7 @@
 
 #include "ledger_int.h"
 #include "trigguard/clock.h"
+#include "trigguard/sha256.h"
 
 #define HDR TG_LEDGER_HEADER_SIZE
 #define HSZ TG_LEDGER_HASH_SIZE
@@ -57,26 +58,26 @@ size_t tg_lg_record_len(uint32_t meta_len, uint32_t payload_len) {
 
 void tg_lg_body_digest(uint8_t out[HSZ], const uint8_t *meta, uint32_t meta_len,
                        const uint8_t *payload, uint32_t payload_len) {
-    crypto_hash_sha256_state st;
-    crypto_hash_sha256_init(&st);
+    tg_sha256_ctx_t st;
+    tg_sha256_init(&st);
     if (meta_len) {
-        crypto_hash_sha256_update(&st, meta, meta_len);
+        tg_sha256_update(&st, meta, meta_len);
     }
     if (payload_len) {
-        crypto_hash_sha256_update(&st, payload, payload_len);
+        tg_sha256_update(&st, payload, payload_len);
     }
-    crypto_hash_sha256_final(&st, out);
+    tg_sha256_final(&st, out);
 }
 
 /* Version 2: record_hash = SHA-256(header ‖ body digest). The header (60 bytes, which
  * carry seq, prev_hash and both lengths) plus the 32-byte digest is two compressions, so
  * the part that must run in chain order stays small whatever the payload's size. */
 static void record_hash_v2(uint8_t out[HSZ], const uint8_t *hdr, const uint8_t body[HSZ]) {
-    crypto_hash_sha256_state st;
-    crypto_hash_sha256_init(&st);
-    crypto_hash_sha256_update(&st, hdr, HDR);
-    crypto_hash_sha256_update(&st, body, HSZ);
-    crypto_hash_sha256_final(&st, out);
+    tg_sha256_ctx_t st;
+    tg_sha256_init(&st);
+    tg_sha256_update(&st, hdr, HDR);
+    tg_sha256_update(&st, body, HSZ);
+    tg_sha256_final(&st, out);
 }
 
 /* The 60-byte header of a record in format version `version`, its check included. */
@@ -91,7 +92,7 @@ static void fill_header(uint8_t *h, uint8_t version, uint8_t type, uint64_t seq,
     memcpy(h + 16, prev, HSZ);
     put_u32(h + 48, meta_len);
     put_u32(h + 52, payload_len);
-    crypto_hash_sha256(hc, h, 56);
+    tg_sha256(hc, h, 56);
     memcpy(h + 56, hc, 4);
 }
 
@@ -123,16 +124,16 @@ bool tg_ledger_hash_matches(uint8_t type, uint64_t seq, const uint8_t prev[HSZ],
         fill_header(hdr, version, type, seq, prev, (uint32_t)meta_len, (uint32_t)payload_len);
         if (version == 1) {
             /* version 1: one SHA-256 over the header, meta and payload */
-            crypto_hash_sha256_state st;
-            crypto_hash_sha256_init(&st);
-            crypto_hash_sha256_update(&st, hdr, HDR);
+            tg_sha256_ctx_t st;
+            tg_sha256_init(&st);
+            tg_sha256_update(&st, hdr, HDR);
             if (meta_len) {
-                crypto_hash_sha256_update(&st, meta, meta_len);
+                tg_sha256_update(&st, meta, meta_len);
             }
             if (payload_len) {
-                crypto_hash_sha256_update(&st, payload, payload_len);
+                tg_sha256_update(&st, payload, payload_len);
             }
-            crypto_hash_sha256_final(&st, got);
+            tg_sha256_final(&st, got);
         } else {
             tg_lg_body_digest(body, meta, (uint32_t)meta_len, payload, (uint32_t)payload_len);
             record_hash_v2(got, hdr, body);
@@ -168,7 +169,7 @@ tg_err_t tg_lg_hdr_parse(tg_lg_hdr_t *h, const uint8_t *p, char *what, size_t wh
         snprintf(what, what_len, "unsupported record format version %u", (unsigned)p[4]);
         return TG_ERR_LEDGER_CORRUPT;
     }
-    crypto_hash_sha256(hc, p, 56);
+    tg_sha256(hc, p, 56);
     if (memcmp(hc, p + 56, 4) != 0) {
         snprintf(what, what_len, "header check mismatch (damaged record header)");
         return TG_ERR_LEDGER_CORRUPT;
@@ -206,10 +207,10 @@ tg_err_t tg_lg_hdr_parse(tg_lg_hdr_t *h, const uint8_t *p, char *what, size_t wh
 bool tg_lg_hash_check(const uint8_t *rec, size_t len, uint8_t hash[HSZ]) {
     if (rec[4] == 1) {
         /* version 1: one SHA-256 over magic through payload */
-        crypto_hash_sha256(hash, rec, len - HSZ);
+        tg_sha256(hash, rec, len - HSZ);
     } else {
         uint8_t body[HSZ];
-        crypto_hash_sha256(body, rec + HDR, len - HDR - HSZ);
+        tg_sha256(body, rec + HDR, len - HDR - HSZ);
         record_hash_v2(hash, rec, body);
     }
     return sodium_memcmp(hash, rec + len - HSZ, HSZ) == 0;
@@ -904,12 +905,12 @@ void tg_lg_head_encode(uint8_t slot[TG_LG_HEAD_SLOT], const tg_lg_head_t *h) {
     tg_lg_put_u64(slot + 16, h->seq);
     memcpy(slot + 24, h->hash, TG_LEDGER_HASH_SIZE);
     tg_lg_put_u64(slot + 56, (uint64_t)h->at_ms);
-    crypto_hash_sha256(slot + HEAD_BODY, slot, HEAD_BODY);
+    tg_sha256(slot + HEAD_BODY, slot, HEAD_BODY);
 }
 
 static bool head_decode(tg_lg_head_t *h, const uint8_t *slot) {
     uint8_t check[TG_LEDGER_HASH_SIZE];
-    crypto_hash_sha256(check, slot, HEAD_BODY);
+    tg_sha256(check, slot, HEAD_BODY);
     if (memcmp(slot, HEAD_MAGIC, 8) != 0 ||
         sodium_memcmp(check, slot + HEAD_BODY, sizeof check) != 0) {
         return false;

@@ -17,6 +17,7 @@
 #include "trigguard/clock.h"
 #include "trigguard/io.h"
 #include "trigguard/log.h"
+#include "trigguard/sha256.h"
 
 #define HSZ TG_LEDGER_HASH_SIZE
 #define DEFAULT_BATCH_INTERVAL_MS 10u
@@ -1771,7 +1772,7 @@ static void entry_leaf(const tg_ledger_t *l, entry_t *e, const tg_ledger_in_t *i
     if (in->entry != NULL) {
         memcpy(e->leaf, in->entry, HSZ);
     } else {
-        crypto_hash_sha256(e->leaf, e->payload, e->payload_len);
+        tg_sha256(e->leaf, e->payload, e->payload_len);
     }
 }
 

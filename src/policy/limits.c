@@ -7,8 +7,7 @@
 
 #include "policy_internal.h"
 #include "trigguard/canon.h"
-
-#include <sodium.h>
+#include "trigguard/sha256.h"
 
 /* "limits[i].<member>: <problem>" as TG_ERR_POLICY_INVALID. */
 TG_PRINTF(4, 5)
@@ -320,15 +319,15 @@ int64_t tg_policy_limit_window_s(const tg_policy_t *p, uint32_t id) {
 }
 
 /* Hashes one key part: type byte, 4-byte big-endian length, bytes. */
-static void key_part(crypto_hash_sha256_state *h, uint8_t type, const char *s, uint32_t n) {
+static void key_part(tg_sha256_ctx_t *h, uint8_t type, const char *s, uint32_t n) {
     uint8_t hdr[5] = {type, (uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
-    crypto_hash_sha256_update(h, hdr, sizeof hdr);
+    tg_sha256_update(h, hdr, sizeof hdr);
     if (n > 0) {
-        crypto_hash_sha256_update(h, (const unsigned char *)s, n);
+        tg_sha256_update(h, s, n);
     }
 }
 
-static void key_sv(crypto_hash_sha256_state *h, tg_sv_t v) {
+static void key_sv(tg_sha256_ctx_t *h, tg_sv_t v) {
     key_part(h, v.ptr != NULL ? 1 : 0, v.ptr, v.ptr != NULL ? v.len : 0);
 }
 
@@ -342,7 +341,7 @@ static const tg_value_t *context_value(const tg_frame_t *f, uint32_t fid) {
     return NULL;
 }
 
-static void key_value(crypto_hash_sha256_state *h, const tg_value_t *v) {
+static void key_value(tg_sha256_ctx_t *h, const tg_value_t *v) {
     char num[TG_CANON_NUMBER_MAX];
     size_t len = 0;
     /* Absent, and any other type (which the kernel refuses before any limit): part 0. */
@@ -375,9 +374,9 @@ tg_err_t tg_policy_limit_key(uint8_t key[32], int64_t *window_start_s, const tg_
         return TG_ERR_INVALID_ARG;
     }
     const tg_limit_spec_t *spec = &p->limit_specs[id];
-    crypto_hash_sha256_state h;
-    crypto_hash_sha256_init(&h);
-    crypto_hash_sha256_update(&h, (const unsigned char *)KEY_TAG, sizeof KEY_TAG); /* with NUL */
+    tg_sha256_ctx_t h;
+    tg_sha256_init(&h);
+    tg_sha256_update(&h, KEY_TAG, sizeof KEY_TAG); /* with NUL */
     key_sv(&h, f->tenant);
     for (uint32_t k = 0; k < spec->n_key; k++) {
         switch (spec->key_src[k]) {
@@ -398,7 +397,7 @@ tg_err_t tg_policy_limit_key(uint8_t key[32], int64_t *window_start_s, const tg_
             break;
         }
     }
-    crypto_hash_sha256_final(&h, key);
+    tg_sha256_final(&h, key);
     int64_t now_s = now_ms / 1000;
     *window_start_s = now_s / spec->window_s * spec->window_s;
     return TG_OK;

@@ -12,6 +12,7 @@
 #include "trigguard/guard.h"
 #include "trigguard/kernel.h"
 #include "trigguard/note.h"
+#include "trigguard/sha256.h"
 #include "trigguard/tlog.h"
 #include "trigguard/version.h"
 
@@ -458,7 +459,7 @@ static tg_err_t sign_and_insert(tg_buf_t *out, tg_receipt_signed_t *info, const 
     char ins_key[160], ins_hash[96];
     tg_err_t rc;
 
-    crypto_hash_sha256(hash, (const unsigned char *)out->data + start, out->len - start);
+    tg_sha256(hash, out->data + start, out->len - start);
     rc = tg_key_sign(sig, key, hash, sizeof hash);
     if (rc) {
         return rc;
@@ -528,7 +529,7 @@ tg_err_t tg_receipt_write_hashed(tg_buf_t *out, tg_receipt_signed_t *info,
     TG_TRY(gather(vals, ts, exp, fields, diag));
     TG_TRY(write_unsigned(out, pos, vals, fields->principal_issuer, diag));
     /* the same hash as the signed kind's: over the hashed members only */
-    crypto_hash_sha256(hash, (const unsigned char *)out->data + start, out->len - start);
+    tg_sha256(hash, out->data + start, out->len - start);
     tg_hex(hex, hash, sizeof hash);
     int n = snprintf(ins, sizeof ins, ",\"receiptHash\":\"%s\"", hex);
     if (n < 0 || (size_t)n >= sizeof ins) {
@@ -1405,7 +1406,7 @@ tg_err_t tg_receipt_execution_id(char out[TG_RECEIPT_EXEC_ID_LEN + 1], const cha
                                  const char *request_hash_hex, size_t request_hash_len,
                                  const char *idempotency_key, size_t key_len) {
     static const unsigned char zero = 0;
-    crypto_hash_sha256_state st;
+    tg_sha256_ctx_t st;
     uint8_t h[32], rnd[16];
     out[0] = '\0';
     if (!id_part_ok(tenant, tenant_len) || !id_part_ok(surface, surface_len) ||
@@ -1413,22 +1414,22 @@ tg_err_t tg_receipt_execution_id(char out[TG_RECEIPT_EXEC_ID_LEN + 1], const cha
         (idempotency_key != NULL && !id_part_ok(idempotency_key, key_len))) {
         return TG_ERR_INVALID_ARG;
     }
-    crypto_hash_sha256_init(&st);
-    crypto_hash_sha256_update(&st, (const unsigned char *)tenant, tenant_len);
-    crypto_hash_sha256_update(&st, &zero, 1);
-    crypto_hash_sha256_update(&st, (const unsigned char *)surface, surface_len);
-    crypto_hash_sha256_update(&st, &zero, 1);
-    crypto_hash_sha256_update(&st, (const unsigned char *)request_hash_hex, request_hash_len);
-    crypto_hash_sha256_update(&st, &zero, 1);
+    tg_sha256_init(&st);
+    tg_sha256_update(&st, tenant, tenant_len);
+    tg_sha256_update(&st, &zero, 1);
+    tg_sha256_update(&st, surface, surface_len);
+    tg_sha256_update(&st, &zero, 1);
+    tg_sha256_update(&st, request_hash_hex, request_hash_len);
+    tg_sha256_update(&st, &zero, 1);
     if (idempotency_key != NULL) {
-        crypto_hash_sha256_update(&st, (const unsigned char *)idempotency_key, key_len);
+        tg_sha256_update(&st, idempotency_key, key_len);
     } else {
         /* the 0x00 no key can begin with: this input is no key's */
-        crypto_hash_sha256_update(&st, &zero, 1);
+        tg_sha256_update(&st, &zero, 1);
         randombytes_buf(rnd, sizeof rnd);
-        crypto_hash_sha256_update(&st, rnd, sizeof rnd);
+        tg_sha256_update(&st, rnd, sizeof rnd);
     }
-    crypto_hash_sha256_final(&st, h);
+    tg_sha256_final(&st, h);
     memcpy(out, "exec_", 5);
     tg_hex(out + 5, h, 16);
     return TG_OK;

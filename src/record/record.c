@@ -1,7 +1,6 @@
 /* record.c — the ledger record's meta and SILENCE payload, written and read back (record.h). */
 #include "trigguard/record.h"
 
-#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +9,7 @@
 #include "trigguard/clock.h"
 #include "trigguard/ledger.h"
 #include "trigguard/policy.h"
+#include "trigguard/sha256.h"
 
 /* Appends each string in turn, stopping at the first error. The meta is built on every
  * decision (and the response it goes with on every replay): printf's format parsing cost
@@ -521,29 +521,29 @@ tg_err_t tg_record_response(tg_buf_t *out, const tg_record_view_t *v, const void
 }
 
 /* Length-prefixed, so ("ab","c") and ("a","bc") never hash alike. */
-static void claim_part(crypto_hash_sha256_state *st, const char *p, size_t n) {
+static void claim_part(tg_sha256_ctx_t *st, const char *p, size_t n) {
     uint8_t len[8];
     uint64_t v = p != NULL ? (uint64_t)n : UINT64_MAX; /* absent differs from empty */
     for (int i = 7; i >= 0; i--) {
         len[i] = (uint8_t)(v & 0xff);
         v >>= 8;
     }
-    crypto_hash_sha256_update(st, len, sizeof len);
+    tg_sha256_update(st, len, sizeof len);
     if (p != NULL && n > 0) {
-        crypto_hash_sha256_update(st, (const unsigned char *)p, n);
+        tg_sha256_update(st, p, n);
     }
 }
 
 void tg_record_claim_hash(uint8_t out[32], const uint8_t request_hash[32], const char *issuer,
                           size_t issuer_len, const char *subject, size_t subject_len) {
     static const char domain[] = "trigguard/idempotency-claim/v1.1";
-    crypto_hash_sha256_state st;
-    crypto_hash_sha256_init(&st);
-    crypto_hash_sha256_update(&st, (const unsigned char *)domain, sizeof domain); /* with NUL */
-    crypto_hash_sha256_update(&st, request_hash, 32);
+    tg_sha256_ctx_t st;
+    tg_sha256_init(&st);
+    tg_sha256_update(&st, domain, sizeof domain); /* with NUL */
+    tg_sha256_update(&st, request_hash, 32);
     claim_part(&st, issuer, issuer_len);
     claim_part(&st, subject, subject_len);
-    crypto_hash_sha256_final(&st, out);
+    tg_sha256_final(&st, out);
 }
 
 tg_err_t tg_record_log_entry(uint8_t entry[32], uint8_t type, const void *payload,
@@ -552,7 +552,7 @@ tg_err_t tg_record_log_entry(uint8_t entry[32], uint8_t type, const void *payloa
         return TG_ERR_INVALID_ARG;
     }
     if (type != TG_LEDGER_TYPE_RECEIPT) {
-        crypto_hash_sha256(entry, payload != NULL ? payload : (const void *)"", payload_len);
+        tg_sha256(entry, payload != NULL ? payload : (const void *)"", payload_len);
         return TG_OK;
     }
     /* A receipt's leaf is its receiptHash, so a receipt verifies against the log with the

@@ -3,21 +3,21 @@
 #include <string.h>
 
 #include "tlog_int.h"
+#include "trigguard/sha256.h"
 
 /* Encoded values here are at most 68 bytes (key id ‖ signature); the bound keeps the
  * re-encoding buffer on the stack. */
 #define B64_MAX_BYTES 96
 
 void tlog_sha256(uint8_t out[32], const tlog_part_t *parts, size_t nparts) {
-    crypto_hash_sha256_state st;
-    crypto_hash_sha256_init(&st);
+    tg_sha256_ctx_t st;
+    tg_sha256_init(&st);
     for (size_t i = 0; i < nparts; i++) {
         if (parts[i].n > 0) {
-            crypto_hash_sha256_update(&st, (const unsigned char *)parts[i].p,
-                                      (unsigned long long)parts[i].n);
+            tg_sha256_update(&st, parts[i].p, parts[i].n);
         }
     }
-    crypto_hash_sha256_final(&st, out);
+    tg_sha256_final(&st, out);
 }
 
 void tlog_b64_encode(char *out, const uint8_t *in, size_t n) {

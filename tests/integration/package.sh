@@ -88,7 +88,7 @@ fi
 [ -f "$deb" ] || die "scripts/package printed no .deb: $(tail -5 "$tmp/package.log")"
 eq "$(dpkg-deb -f "$deb" Package)" trigguard "package name"
 check "Depends names the runtime libraries" \
-    grep -q 'libmicrohttpd12.*libjansson4.*libsodium23.*libpq5.*libssl3.*libgnutls30.*libcurl4' \
+    grep -q 'libmicrohttpd12.*libjansson4.*libsodium23.*libnettle8.*libpq5.*libssl3.*libgnutls30.*libcurl4' \
     <(dpkg-deb -f "$deb" Depends)
 
 # ---- install -------------------------------------------------------------------------

@@ -161,7 +161,7 @@ bench_list=$(deps --list bench) || fail "deps --list bench: exit $?"
 cluster_list=$(deps --list cluster) || fail "deps --list cluster: exit $?"
 all_list=$(deps --list) || fail "deps --list: exit $?"
 has() { grep -qxF "$2" <<<"$1"; }
-for p in build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libsodium-dev curl openssl; do
+for p in build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev libsodium-dev nettle-dev curl openssl; do
     check "run group has $p" has "$run_list" "$p"
     check "test group has $p (it builds too)" has "$test_list" "$p"
     check "bench group has $p (it builds too)" has "$bench_list" "$p"

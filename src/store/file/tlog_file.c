@@ -3,6 +3,7 @@
 
 #include "trigguard/db.h"
 #include "trigguard/io.h"
+#include "trigguard/sha256.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -315,7 +316,7 @@ static slot_t slot_parse(const uint8_t *raw, size_t read_len, size_t i) {
     }
     s.state = SLOT_DAMAGED;
     uint8_t sum[32];
-    crypto_hash_sha256(sum, p, SLOT_SUM_OFF);
+    tg_sha256(sum, p, SLOT_SUM_OFF);
     uint32_t len =
         (uint32_t)p[16] | (uint32_t)p[17] << 8 | (uint32_t)p[18] << 16 | (uint32_t)p[19] << 24;
     s.gen = get_u64(p + 8);
@@ -436,7 +437,7 @@ tg_err_t tg_tlog_file_commit(void *ctx, const tg_tle_step_t *step) {
         slot[16 + i] = (uint8_t)(len >> (8 * i));
     }
     memcpy(slot + SLOT_NOTE_OFF, step->note, step->note_len);
-    crypto_hash_sha256(slot + SLOT_SUM_OFF, slot, SLOT_SUM_OFF);
+    tg_sha256(slot + SLOT_SUM_OFF, slot, SLOT_SUM_OFF);
     if (tg_pwrite_all(tf->cpfd, slot, sizeof slot, (gen % 2) * TG_TLF_SLOT) != 0) {
         return TG_ERR_IO;
     }
