@@ -231,6 +231,26 @@ def build_summary(a):
              f"connections; min {ab['min_ratio']:.3f}, max {ab['max_ratio']:.3f}")
 
     tlog = benchlib.log_comparison(harnesses)
+    if a.log_ab:
+        docs = []
+        for path in a.log_ab:
+            doc = benchlib.load_json(path)
+            name = os.path.relpath(os.path.abspath(path), out_dir)
+            benchlib.validate_artifact(doc, name)
+            artifacts.append({"file": name, "benchmark": doc["benchmark"],
+                              "sha256": sha256(path), "raw_samples": None})
+            docs.append((name, doc))
+        tlog = tlog if tlog is not None else {}
+        tlog["ab"] = benchlib.log_ab(docs)
+        lab = tlog["ab"]
+        item("log_ab_cost", "Transparency log's cost, A/B median", lab["log_cost"], "ratio",
+             f"1 − median of {len(lab['rounds'])} alternating rounds' RPS ratio (log ÷ no log, "
+             f"every receipt signed) at {lab['rounds'][0]['concurrency']} connections; "
+             f"ratios {lab['min_log_ratio']:.3f} … {lab['max_log_ratio']:.3f}")
+        if lab["median_batch_ratio"] is not None:
+            item("log_ab_batch_ratio", "Batch-signed ÷ no log, A/B median",
+                 lab["median_batch_ratio"], "ratio",
+                 f"ratios {lab['min_batch_ratio']:.3f} … {lab['max_batch_ratio']:.3f}")
     for row in (tlog or {}).get("rows", []):
         c = row["concurrency"]
         if row["log_cost"] is not None:
@@ -407,7 +427,11 @@ def build_summary(a):
             "the inclusion proof). Checkpoints signed, leaves per checkpoint and the checkpoint "
             "lag (a checkpoint's newest record's durability to its publication) are the "
             "differences of the daemon's trigguard_log_* counters and lag histogram over the "
-            "timed window; the lag's p99 is the bound of the histogram bucket that reaches 99 %.")
+            "timed window; the lag's p99 is the bound of the histogram bucket that reaches 99 %."
+            + (" Then alternating A/B rounds of the three (a fresh daemon and ledger per side "
+               "and round, the order rotating), whose median ratios are the figures to quote: "
+               "consecutive long runs on a shared VM differ by several per cent on their own."
+               if "ab" in tlog else ""))
     benchlib.validate_summary(summary)
     return summary
 
@@ -451,6 +475,15 @@ def print_summary(path):
         for why in st["skipped"]:
             print(f"  skipped: {why}")
     tl = s.get("transparency_log")
+    lab = (tl or {}).get("ab")
+    if lab:
+        for r in lab["rounds"]:
+            print(f"  log A/B round {r['round']}: no log {r['no_log']['throughput_per_s']:,.0f}/s,"
+                  f" log {r['log']['throughput_per_s']:,.0f}/s (ratio {r['log_ratio']:.3f})"
+                  + (f", batch {r['batch']['throughput_per_s']:,.0f}/s (ratio "
+                     f"{r['batch_ratio']:.3f})" if r["batch"] else ""))
+        print(f"  log A/B: median log ratio {lab['median_log_ratio']:.3f} (cost "
+              f"{lab['log_cost']}), median batch ratio {lab['median_batch_ratio']}")
     for row in (tl or {}).get("rows", []):
         for k in ("no_log", "log", "batch"):
             x = row[k]
@@ -473,6 +506,8 @@ def main(argv):
     p.add_argument("--loadavg-before", default="")
     p.add_argument("--build-dir", default="")
     p.add_argument("--note", default=os.environ.get("BENCH_NOTE", ""))
+    p.add_argument("--log-ab", action="append", default=[],
+                   help="an artifact of the transparency log's A/B rounds (log_ab/r<N>_*.json)")
     p.add_argument("--store-ab", action="append", default=[],
                    help="an A/B round's load artifact, r<N>_file.json or r<N>_postgres.json")
     p.add_argument("--skip", action="append", default=[],

@@ -77,6 +77,15 @@ def main(argv):
                                                "artifacts give")
                 print(f"validate.py: store A/B: {len(ab['rounds'])} rounds recomputed from "
                       "their artifacts match")
+            lab = (doc.get("transparency_log") or {}).get("ab")
+            if lab is not None:
+                docs = [(a["file"], benchlib.load_json(os.path.join(base, a["file"])))
+                        for a in doc["artifacts"] if a["file"].startswith("log_ab/")]
+                if benchlib.log_ab(docs) != lab:
+                    raise benchlib.SchemaError(f"{path}: transparency_log.ab is not what its "
+                                               "round artifacts give")
+                print(f"validate.py: log A/B: {len(lab['rounds'])} rounds recomputed from "
+                      "their artifacts match")
             runs = [r for h in doc["harnesses"] for r in h["runs"]]
         else:
             benchlib.validate_artifact(doc, path)

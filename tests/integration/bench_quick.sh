@@ -36,6 +36,7 @@ KERNEL_ITERATIONS=${BENCH_KERNEL_ITERATIONS:-2000} DECIDE_ITERATIONS=${BENCH_DEC
     HANDLER_ITERATIONS=${BENCH_HANDLER_ITERATIONS:-500} \
     EVALUATE_ITERATIONS=${BENCH_EVALUATE_ITERATIONS:-50} HTTP_WARMUP=${BENCH_HTTP_WARMUP:-20} \
     LOAD_CONNS=${BENCH_LOAD_CONNS:-2 8} LOAD_DURATION=${BENCH_LOAD_DURATION:-1} LOAD_WARMUP=0 \
+    LOG_AB_CONNS=8 \
     WRK_THREADS=1 BUILD_DIR=$TG_BUILD TG_BIN=$TG_BIN OUT_DIR=$out PAGE=$tmp/index.html \
     bash "$TG_SRC/scripts/bench" --quick --no-build --durability fsync,none \
     >"$tmp/pipeline.log" 2>&1 || rc=$?
@@ -86,7 +87,23 @@ assert dec["runs"][0]["requests"] == dec["runs"][0]["ok"] == 200
 assert ev["runs"][0]["requests"] == 50 and ev["server"]["durability"] == "none"
 assert [r["concurrency"] for r in ld["runs"]] == [2, 8] and ld["server"]["durability"] == "fsync"
 assert all(r["requests"] > 0 and r["errors"]["count"] == 0 for r in ld["runs"])
-assert s["mode"] == "quick" and len(s["harnesses"]) == 7 + pg + lb and s["comparison"]
+# 7 + the transparency log's two long runs (per-receipt and batch signing)
+assert s["mode"] == "quick" and len(s["harnesses"]) == 9 + pg + lb and s["comparison"]
+# The log's runs: every level read the log's counters; the A/B's one round, three sides.
+for name, signing in (("fsync_log_receipt", "receipt"), ("fsync_log_batch", "batch")):
+    lg = json.load(open(f"{d}/http_evaluate_load_{name}.json"))
+    assert lg["log"]["receipt_signing"] == signing, lg["log"]
+    for r in lg["runs"]:
+        assert r["errors"]["count"] == 0 and r["log"]["checkpoints"] > 0, r["log"]
+        assert r["log"]["leaves"] >= r["ok"], (r["ok"], r["log"])
+tl = s["transparency_log"]
+assert [row["concurrency"] for row in tl["rows"]] == [2, 8], tl["rows"]
+lab = tl["ab"]
+assert [r["round"] for r in lab["rounds"]] == [1] and lab["rounds"][0]["concurrency"] == 8, lab
+n0 = json.load(open(f"{d}/log_ab/r1_no_log.json"))["runs"][0]
+n1 = json.load(open(f"{d}/log_ab/r1_log.json"))["runs"][0]
+assert lab["median_log_ratio"] == round(n1["throughput_per_s"] / n0["throughput_per_s"], 4), lab
+assert lab["rounds"][0]["batch"] is not None and lab["median_batch_ratio"] is not None, lab
 # Every load level read the ledger's /metrics and the CPU of the daemon around it.
 for r in ld["runs"]:
     # wrk stops with a request in flight per connection: those commit uncounted by wrk.
