@@ -263,6 +263,53 @@ def scrape_metrics(base_url):
     return plain, hists
 
 
+STORE_GAUGES = ("trigguard_store_entries", "trigguard_store_capacity",
+                "trigguard_store_bytes", "trigguard_store_bytes_capacity",
+                "trigguard_receipt_index_entries", "trigguard_receipt_index_capacity")
+
+
+def store_occupancy(after):
+    """How full the scraped instances' in-memory tables were at the end of a run (issue 25:
+    the benchmarks run at the default caps without filling them): per instance the counts and
+    caps from /metrics, and the fullest fraction of any cap (null where no cap is exported,
+    as with PostgreSQL's key table)."""
+    per = []
+    for plain, _ in after:
+        g = {k: int(plain.get(k, 0)) for k in STORE_GAUGES}
+        fr = [g[u] / g[c] for u, c in (("trigguard_store_entries", "trigguard_store_capacity"),
+                                       ("trigguard_store_bytes", "trigguard_store_bytes_capacity"),
+                                       ("trigguard_receipt_index_entries",
+                                        "trigguard_receipt_index_capacity")) if g[c] > 0]
+        per.append({"keys": g["trigguard_store_entries"],
+                    "keys_capacity": g["trigguard_store_capacity"],
+                    "key_bytes": g["trigguard_store_bytes"],
+                    "key_bytes_capacity": g["trigguard_store_bytes_capacity"],
+                    "receipts": g["trigguard_receipt_index_entries"],
+                    "receipts_capacity": g["trigguard_receipt_index_capacity"],
+                    "fullest_fraction": round(max(fr), 6) if fr else None})
+    worst = [x["fullest_fraction"] for x in per if x["fullest_fraction"] is not None]
+    return {"source": "/metrics after the run", "per_instance": per,
+            "fullest_fraction": max(worst) if worst else None}
+
+
+def validate_store_occupancy(so, where):
+    """A load run's "store" block (store_occupancy): counts >= 0, fractions that match them."""
+    _req(isinstance(so, dict) and isinstance(so.get("per_instance"), list) and so["per_instance"],
+         where, "must list the instances")
+    for i, x in enumerate(so["per_instance"]):
+        w = f"{where}.per_instance[{i}]"
+        for k in ("keys", "keys_capacity", "key_bytes", "key_bytes_capacity", "receipts",
+                  "receipts_capacity"):
+            _req(_is_int(x.get(k)) and x[k] >= 0, w, f"{k} must be an integer >= 0")
+        fr = [x[u] / x[c] for u, c in (("keys", "keys_capacity"), ("key_bytes",
+              "key_bytes_capacity"), ("receipts", "receipts_capacity")) if x[c] > 0]
+        want = round(max(fr), 6) if fr else None
+        _req(x.get("fullest_fraction") == want, w, "fullest_fraction must be the fullest cap's")
+    worst = [x["fullest_fraction"] for x in so["per_instance"] if x["fullest_fraction"] is not None]
+    _req(so.get("fullest_fraction") == (max(worst) if worst else None), where,
+         "fullest_fraction must be the fullest instance's")
+
+
 def _bucket_bound_at(buckets0, buckets1, q):
     """The upper bound (seconds) of the first fsync/commit histogram bucket whose count,
     between two scrapes, reaches the fraction q of all; None when nothing was counted."""
@@ -534,6 +581,8 @@ def validate_run(run, where):
         validate_ledger(run["ledger"], where + ".ledger")
     if "log" in run:
         validate_log_run(run["log"], where + ".log")
+    if "store" in run:
+        validate_store_occupancy(run["store"], where + ".store")
     if "cpu" in run:
         validate_cpu(run["cpu"], run["requests"], where + ".cpu")
     validate_digest(run.get("digest"), where)

@@ -88,4 +88,13 @@ tg_err_t tg_read_fd(tg_file_t *out, int fd, size_t cap, const char *label, unsig
  * fine. */
 void tg_file_free(tg_file_t *f);
 
+/* The memory this process may use, in bytes: the smaller of /proc/meminfo's MemTotal and a
+ * cgroup v2 limit (/sys/fs/cgroup/memory.max, when it is a number); 0 when neither can be
+ * read. For sizing defaults, not for enforcing anything. Thread-safe. */
+uint64_t tg_memory_available(void);
+
+/* The same, from the two files' texts (either NULL or unparseable = not known): what
+ * tg_memory_available parses, apart so that tests can give it any text. */
+uint64_t tg_memory_parse(const char *meminfo, const char *cgroup_max);
+
 #endif /* TRIGGUARD_IO_H */

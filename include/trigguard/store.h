@@ -297,4 +297,32 @@ typedef struct tg_store_stats {
 void tg_store_stats(const tg_store_t *s, tg_store_stats_t *out);
 void tg_receipts_stats(const tg_receipts_t *r, tg_store_stats_t *out);
 
+/* ---- How fast a table fills (the daemon's tick; /metrics) ----
+ * A table that fills answers 503 to every new key until entries age out (--retention), so
+ * an operator needs to see it coming: the net growth rate (inserts minus reclaims, from
+ * successive stats) smoothed over about a minute, and the time left until entries or bytes
+ * reach their cap at that rate. Pure arithmetic over the samples it is given; the caller
+ * serializes the calls (one thread samples). */
+#define TG_STORE_FILL_TAU_MS 60000    /* the smoothing's time constant */
+#define TG_STORE_FILL_MIN_STEP_MS 500 /* samples closer than this to the last are ignored */
+
+typedef struct tg_store_fill {
+    int64_t last_ms;
+    uint64_t last_entries, last_bytes;
+    double entries_per_s; /* smoothed net growth; negative while the table drains */
+    double bytes_per_s;
+    bool primed; /* a first sample was taken */
+    bool rated;  /* a rate exists (two samples) */
+} tg_store_fill_t;
+
+/* Takes one sample of st at now_ms. A sample taken less than TG_STORE_FILL_MIN_STEP_MS after
+ * the last is ignored; one from before the last (the clock stepped back) restarts the
+ * estimate from it. f NULL or st NULL is ignored. */
+void tg_store_fill_sample(tg_store_fill_t *f, int64_t now_ms, const tg_store_stats_t *st);
+
+/* Seconds until the table is full at the smoothed rate: the sooner of entries and bytes
+ * reaching their caps (0 when already at one). Returns -1 when it is not filling (no rate
+ * yet, a rate <= 0, no cap) — "never at this rate". */
+double tg_store_fill_seconds_to_full(const tg_store_fill_t *f, const tg_store_stats_t *st);
+
 #endif /* TRIGGUARD_STORE_H */

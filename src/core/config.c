@@ -126,9 +126,10 @@ static const opt_t options[] = {
      I64MAX, NULL, 0, "start a new ledger segment past this size"},
     {"retention", "TRIGGUARD_RETENTION", OPT_INT, F(retention_s), "86400", 1, 31536000, NULL, 0,
      "seconds idempotency keys and nonces are remembered"},
-    {"store-max-entries", "TRIGGUARD_STORE_MAX_ENTRIES", OPT_INT, F(store_max_entries), "4000000",
-     16, TG_CONFIG_STORE_ENTRIES_MAX, NULL, 0,
-     "cap on idempotency + nonce entries held in memory (and on the receipt index)"},
+    {"store-max-entries", "TRIGGUARD_STORE_MAX_ENTRIES", OPT_INT, F(store_max_entries), "0", 0,
+     TG_CONFIG_STORE_ENTRIES_MAX, NULL, 0,
+     "cap on idempotency + nonce entries held in memory (and on the receipt index); 0 = "
+     "sized from the machine's memory: --store-max-bytes / 160 (docs/OPERATIONS.md)"},
     {"limit-entries", "TRIGGUARD_LIMIT_ENTRIES", OPT_INT, F(limit_entries), "1000000", 16,
      TG_CONFIG_STORE_ENTRIES_MAX, NULL, 0,
      "cap on the stateful-limit running totals held in memory, one per (limit, key, window) "
@@ -137,10 +138,11 @@ static const opt_t options[] = {
      TG_CONFIG_STORE_ENTRIES_MAX, NULL, 0,
      "cap on the ESCALATE approvals held in memory (file backend; about 5.5 KiB each); full = "
      "503 for a decision that would escalate"},
-    {"store-max-bytes", "TRIGGUARD_STORE_MAX_BYTES", OPT_INT, F(store_max_bytes), "1073741824",
-     1048576, I64MAX, NULL, 0,
+    {"store-max-bytes", "TRIGGUARD_STORE_MAX_BYTES", OPT_INT, F(store_max_bytes), "0", 0, I64MAX,
+     NULL, 0,
      "cap on the bytes those entries hold, per table (what malloc takes for each: about 160 "
-     "per idempotency key, docs/OPERATIONS.md)"},
+     "per idempotency key); 0 = an eighth of the memory (MemTotal or the cgroup's limit), at "
+     "least 64 MiB (docs/OPERATIONS.md)"},
     {"rate-limit-per-tenant", "RATE_LIMIT_PER_TENANT", OPT_INT, F(rate_per_tenant), "0", 0,
      TG_CONFIG_RATE_MAX, NULL, 0, "requests per minute per tenant; 0 = unlimited"},
     {"rate-limit-global", "RATE_LIMIT_GLOBAL", OPT_INT, F(rate_global), "0", 0, TG_CONFIG_RATE_MAX,

@@ -233,3 +233,61 @@ tg_err_t tg_path_parent(char *out, size_t cap, const char *path) {
     out[len] = '\0';
     return TG_OK;
 }
+
+/* "MemTotal:  24535716 kB" anywhere in meminfo; a number alone (not "max") in memory.max. */
+uint64_t tg_memory_parse(const char *meminfo, const char *cgroup_max) {
+    uint64_t total = 0;
+    const char *m = meminfo != NULL ? strstr(meminfo, "MemTotal:") : NULL;
+    if (m != NULL) {
+        m += strlen("MemTotal:");
+        while (*m == ' ' || *m == '\t') {
+            m++;
+        }
+        char *end = NULL;
+        errno = 0;
+        unsigned long long kb = strtoull(m, &end, 10);
+        if (errno == 0 && end != m && strncmp(end, " kB", 3) == 0 && kb < UINT64_MAX / 1024) {
+            total = (uint64_t)kb * 1024;
+        }
+    }
+    if (cgroup_max != NULL && *cgroup_max >= '0' && *cgroup_max <= '9') {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long lim = strtoull(cgroup_max, &end, 10);
+        if (errno == 0 && (*end == '\n' || *end == '\0') && lim > 0 &&
+            (total == 0 || lim < total)) {
+            total = (uint64_t)lim;
+        }
+    }
+    return total;
+}
+
+/* Reads at most cap-1 bytes of a small system file; "" when it cannot be read. */
+static void read_small(const char *path, char *out, size_t cap) {
+    out[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    size_t n = 0;
+    while (n + 1 < cap) {
+        ssize_t r = read(fd, out + n, cap - 1 - n);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            break;
+        }
+        n += (size_t)r;
+    }
+    out[n] = '\0';
+    (void)close(fd);
+}
+
+uint64_t tg_memory_available(void) {
+    char meminfo[4096]; /* MemTotal is the first line */
+    char cg[64];
+    read_small("/proc/meminfo", meminfo, sizeof meminfo);
+    read_small("/sys/fs/cgroup/memory.max", cg, sizeof cg);
+    return tg_memory_parse(meminfo[0] != '\0' ? meminfo : NULL, cg[0] != '\0' ? cg : NULL);
+}

@@ -104,6 +104,14 @@ struct tg_pipeline {
     uint64_t replay_unfit_approvals; /* approvals (--approval-entries) */
     int64_t approvals_tick_ms;       /* the expiry timer's last run (control thread only) */
 
+    /* How fast the idempotency/nonce table [0] and the receipt index [1] fill (store.h):
+     * sampled by the tick on the control thread, which alone touches fill[]; its rates are
+     * published for /metrics in thousandths per second (INT64_MIN: no rate yet), which
+     * computes the time to full from them and the tables' counts at the scrape. */
+    tg_store_fill_t fill[2];
+    _Atomic int64_t fill_rate_milli[2];
+    _Atomic int64_t fill_bytes_rate_milli[2];
+
     /* Reloads (reload.c): one at a time (reload_mu); last_reload is what /version shows
      * (under admin_mu, which is never held for long); the counts are /metrics'. */
     pthread_mutex_t reload_mu;

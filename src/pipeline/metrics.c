@@ -2,6 +2,7 @@
 #include "metrics.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -929,6 +930,38 @@ tg_err_t tg_metrics_render_state(tg_buf_t *o, const tg_metrics_state_t *st) {
             (unsigned long long)st->receipts.entries, (unsigned long long)st->receipts.max_entries,
             (unsigned long long)ls.head_seq, (unsigned)ls.segment,
             (unsigned long long)ls.segment_bytes, (unsigned long long)ls.bytes);
+    }
+    /* How soon "full" comes (docs/OPERATIONS.md, deploy/alerts): a table that fills answers
+     * 503 to every new key until entries age out. Each family's samples stay together. */
+    static const char *const tables[2] = {"keys", "receipts"};
+    if (rc == TG_OK) {
+        rc = tg_buf_printf(o, "# HELP trigguard_store_fill_rate Net entries added per second "
+                              "(inserts minus reclaims), smoothed over about a minute.\n"
+                              "# TYPE trigguard_store_fill_rate gauge\n");
+    }
+    for (size_t i = 0; rc == TG_OK && i < 2; i++) {
+        int64_t r = st->fill_rate_milli[i];
+        uint64_t mag = r < 0 ? (uint64_t)0 - (uint64_t)r : (uint64_t)r;
+        rc = tg_buf_printf(o, "trigguard_store_fill_rate{table=\"%s\"} %s%llu.%03llu\n", tables[i],
+                           r < 0 ? "-" : "", (unsigned long long)(mag / 1000),
+                           (unsigned long long)(mag % 1000));
+    }
+    if (rc == TG_OK) {
+        rc = tg_buf_printf(o, "# HELP trigguard_store_seconds_to_full Seconds until the table "
+                              "reaches its entry or byte cap at that rate (+Inf: not filling).\n"
+                              "# TYPE trigguard_store_seconds_to_full gauge\n");
+    }
+    for (size_t i = 0; rc == TG_OK && i < 2; i++) {
+        double eta = st->fill_eta_s[i];
+        if (eta < 0) {
+            rc =
+                tg_buf_printf(o, "trigguard_store_seconds_to_full{table=\"%s\"} +Inf\n", tables[i]);
+        } else {
+            /* whole seconds, rounded up: 0 only when full */
+            double whole = ceil(eta);
+            rc = tg_buf_printf(o, "trigguard_store_seconds_to_full{table=\"%s\"} %.0f\n", tables[i],
+                               whole > 9e15 ? 9e15 : whole);
+        }
     }
     return rc;
 }

@@ -235,6 +235,10 @@ typedef struct {
     tg_bulkhead_stats_t bulkhead;
     tg_store_stats_t store;
     tg_store_stats_t receipts; /* the receipt index */
+    /* [0] the idempotency/nonce table, [1] the receipt index (store.h's fill estimate) */
+    bool fill_rated[2];         /* a rate exists (two samples) */
+    int64_t fill_rate_milli[2]; /* smoothed net growth, thousandths of an entry per second */
+    double fill_eta_s[2];       /* seconds to full at that rate and today's counts; -1: never */
 } tg_metrics_state_t;
 
 /* What is loaded now and how reloads went (reload.c): the parts' names, their counts, and

@@ -231,18 +231,56 @@ static size_t key_len_max(const tg_config_t *c) {
     return m > TG_RECORD_REDEEM_NONCE_LEN ? m : TG_RECORD_REDEEM_NONCE_LEN;
 }
 
+/* --store-max-bytes 0 and --store-max-entries 0: the tables' caps from the machine's memory
+ * (docs/OPERATIONS.md, Sizing the idempotency store). Each of the two tables may take an
+ * eighth, so together a quarter: enough that a daemon at full speed runs for many minutes
+ * before "full" (trigguard_store_seconds_to_full says how many), and little enough that
+ * the ledger's page cache and the rest of the host keep theirs. 160 bytes is what a UUID
+ * key costs (store.h's table). Unknown memory keeps the caps of earlier releases. */
+#define TG_STORE_AUTO_SHARE 8
+#define TG_STORE_AUTO_MIN_BYTES (UINT64_C(64) << 20)
+#define TG_STORE_AUTO_ENTRY_BYTES 160
+static void store_caps(const tg_config_t *c, uint64_t memory, size_t *entries, size_t *bytes) {
+    uint64_t b = (uint64_t)c->store_max_bytes;
+    if (b == 0) {
+        b = memory == 0 ? UINT64_C(1) << 30 : memory / TG_STORE_AUTO_SHARE;
+        b = b < TG_STORE_AUTO_MIN_BYTES ? TG_STORE_AUTO_MIN_BYTES : b;
+    }
+    uint64_t e = (uint64_t)c->store_max_entries;
+    if (e == 0) {
+        e = memory == 0 ? 4000000 : b / TG_STORE_AUTO_ENTRY_BYTES;
+        e = e > (uint64_t)TG_CONFIG_STORE_ENTRIES_MAX ? (uint64_t)TG_CONFIG_STORE_ENTRIES_MAX : e;
+        e = e < 16 ? 16 : e;
+    }
+    *entries = (size_t)e;
+    *bytes = b > SIZE_MAX ? SIZE_MAX : (size_t)b;
+}
+
 static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
     const tg_config_t *c = &p->cfg;
+    size_t cap_entries = 0, cap_bytes = 0;
+    if (c->store_max_entries == 0 || c->store_max_bytes == 0) {
+        uint64_t mem = tg_memory_available();
+        store_caps(c, mem, &cap_entries, &cap_bytes);
+        if (!c->store_postgres) {
+            TG_LOG(TG_LOG_INFO, "store_sized",
+                   "idempotency/nonce table and receipt index: %zu entries, %zu bytes each "
+                   "(memory %llu bytes%s)",
+                   cap_entries, cap_bytes, (unsigned long long)mem,
+                   mem == 0 ? " unknown: the fixed defaults" : "");
+        }
+    } else {
+        store_caps(c, 0, &cap_entries, &cap_bytes);
+    }
     /* Idempotency entries hold the ledger position of their record (evaluate.c), never a
      * response; the receipt index maps executionId to the same. */
     tg_db_opts_t so = {.backend = TG_DB_FILE};
-    so.keys = (tg_store_opts_t){.max_entries = (size_t)c->store_max_entries,
-                                .max_bytes = (size_t)c->store_max_bytes,
+    so.keys = (tg_store_opts_t){.max_entries = cap_entries,
+                                .max_bytes = cap_bytes,
                                 .retention_ms = c->retention_s * 1000,
                                 .max_key_len = key_len_max(c)};
-    so.receipts = (tg_store_opts_t){.max_entries = (size_t)c->store_max_entries,
-                                    .max_bytes = (size_t)c->store_max_bytes,
-                                    .retention_ms = c->retention_s * 1000};
+    so.receipts = (tg_store_opts_t){
+        .max_entries = cap_entries, .max_bytes = cap_bytes, .retention_ms = c->retention_s * 1000};
     so.limit_entries = (uint64_t)c->limit_entries;
     so.approval_entries = (uint64_t)c->approval_entries;
     tg_ledger_opts_t lo = TG_LEDGER_OPTS_INIT;
@@ -365,6 +403,10 @@ static tg_err_t create(tg_pipeline_t **out, const tg_config_t *cfg, bool with_st
     p->receipt_ttl_ms = cfg->receipt_ttl_s * 1000;
     tg_metrics_init(&p->metrics);
     atomic_init(&p->serving, false);
+    for (size_t i = 0; i < 2; i++) {
+        atomic_init(&p->fill_rate_milli[i], INT64_MIN);
+        atomic_init(&p->fill_bytes_rate_milli[i], INT64_MIN);
+    }
     if (pthread_mutex_init(&p->wait_mu, NULL) != 0) {
         free(p);
         return TG_ERR_NOMEM;
@@ -516,6 +558,34 @@ tg_err_t tg_pipeline_reload(tg_pipeline_t *p, tg_diag_t *diag) {
     return TG_OK;
 }
 
+/* The tables' fill estimates, after the sweep so that reclaimed entries count. tg_db_stats
+ * walks the shards' counters, so a sample per TG_STORE_FILL_MIN_STEP_MS at most (the
+ * estimate ignores closer ones anyway). */
+/* A rate in thousandths, bounded first: a double beyond int64's range is undefined. */
+static int64_t milli(double per_s) {
+    double m = per_s * 1000.0;
+    m = m > 9e15 ? 9e15 : m < -9e15 ? -9e15 : m;
+    return (int64_t)m;
+}
+
+static void fill_tick(tg_pipeline_t *p) {
+    int64_t now = tg_clock_now_ms();
+    if (p->fill[0].primed && now >= p->fill[0].last_ms &&
+        now - p->fill[0].last_ms < TG_STORE_FILL_MIN_STEP_MS) {
+        return;
+    }
+    tg_db_stats_t ds;
+    tg_db_stats(p->db, &ds);
+    const tg_store_stats_t *tables[2] = {&ds.keys, &ds.receipts};
+    for (size_t i = 0; i < 2; i++) {
+        tg_store_fill_sample(&p->fill[i], now, tables[i]);
+        if (p->fill[i].rated) {
+            atomic_store(&p->fill_rate_milli[i], milli(p->fill[i].entries_per_s));
+            atomic_store(&p->fill_bytes_rate_milli[i], milli(p->fill[i].bytes_per_s));
+        }
+    }
+}
+
 /* A sweep costs what it reclaims (it walks each shard's entries oldest first and stops at the
  * first live one), so it runs on every tick: expired entries are already invisible to
  * lookups, the sweep returns their memory and their share of the caps within a tick. */
@@ -528,6 +598,7 @@ void tg_pipeline_tick(tg_pipeline_t *p) {
         (void)tg_pipeline_abandon_waits(p, p->cfg.ledger_stall_timeout_ms * INT64_C(1000000),
                                         false);
         tg_pipeline_approvals_tick(p, tg_clock_now_ms()); /* expiry on time, SPEC §11.2 */
+        fill_tick(p);
     }
 }
 

@@ -446,6 +446,19 @@ void tg_route_metrics(tg_pipeline_t *p, tg_exchange_t *ex, const char *rest) {
     tg_bulkhead_stats(p->bulkhead, &st.bulkhead);
     st.store = ds.keys;
     st.receipts = ds.receipts;
+    const tg_store_stats_t *tables[2] = {&ds.keys, &ds.receipts};
+    for (size_t i = 0; i < 2; i++) {
+        int64_t r = atomic_load(&p->fill_rate_milli[i]);
+        int64_t b = atomic_load(&p->fill_bytes_rate_milli[i]);
+        st.fill_rated[i] = r != INT64_MIN && b != INT64_MIN;
+        st.fill_rate_milli[i] = st.fill_rated[i] ? r : 0;
+        /* the time to full from the tick's rates and the counts of now, so a table that
+         * just filled reads 0 at once */
+        tg_store_fill_t f = {.rated = st.fill_rated[i],
+                             .entries_per_s = (double)st.fill_rate_milli[i] / 1000.0,
+                             .bytes_per_s = st.fill_rated[i] ? (double)b / 1000.0 : 0.0};
+        st.fill_eta_s[i] = tg_store_fill_seconds_to_full(&f, tables[i]);
+    }
     tg_err_t rc = tg_metrics_render(&ex->out, &p->metrics);
     if (rc == TG_OK) {
         rc = tg_metrics_render_process(&ex->out, &p->metrics);

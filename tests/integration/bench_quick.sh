@@ -110,6 +110,11 @@ for r in ld["runs"]:
     assert 0 <= r["ledger"]["records"] - r["ok"] <= 2 * r["concurrency"], (r["ok"], r["ledger"])
     assert r["ledger"]["commits"] > 0, r["ledger"]
     assert r["cpu"]["processes"]["daemon"]["cpu_s"] > 0, r["cpu"]
+    # ...and how full its tables were: the default caps (sized from memory) hold every key
+    # of the run (a fresh key and a receipt per request) with room to spare.
+    occ = r["store"]["per_instance"][0]
+    assert occ["keys"] >= r["ok"] and occ["receipts"] >= r["ok"], (r["ok"], occ)
+    assert occ["keys_capacity"] > 0 and r["store"]["fullest_fraction"] < 0.5, r["store"]
 st = s["stores"]
 if not pg:
     assert not st["rows"] and st["skipped"], st

@@ -250,6 +250,32 @@ tg_stop tbulk
 
 tg_std_args store
 tg_start store -- "${TG_STD_ARGS[@]}" --store-max-entries 16
+# Before it fills: keys added over two of the estimate's sampling steps give a growth rate
+# and a finite time to full (store.h's fill estimate, sampled by the 100 ms tick at most
+# every 500 ms); nothing has been added to it before, so +Inf first.
+tg_req GET /metrics
+tg_check "an empty table is not filling (+Inf)" python3 - "$TG_BODY_FILE" <<'PY'
+import sys, tgclient
+s, _ = tgclient.parse_prometheus(open(sys.argv[1]).read())
+assert tgclient.metric(s, "trigguard_store_seconds_to_full", table="keys") == float("inf")
+assert tgclient.metric(s, "trigguard_store_seconds_to_full", table="receipts") == float("inf")
+PY
+for round in 1 2 3; do
+    for i in 1 2; do
+        tg_post /v1/evaluate "$(tg_req_json example ",\"idempotency_key\":\"grow-$round-$i\"")"
+    done
+    sleep 1.2
+done
+tg_req GET /metrics
+tg_check "a growing table: a positive fill rate and a finite time to full" python3 - "$TG_BODY_FILE" <<'PY'
+import sys, tgclient
+s, _ = tgclient.parse_prometheus(open(sys.argv[1]).read())
+for t in ("keys", "receipts"):
+    r = tgclient.metric(s, "trigguard_store_fill_rate", table=t)
+    e = tgclient.metric(s, "trigguard_store_seconds_to_full", table=t)
+    assert r > 0, (t, r)
+    assert 0 < e < float("inf"), (t, e)
+PY
 full_at=0
 for i in $(seq 1 24); do
     tg_post /v1/evaluate "$(tg_req_json example ",\"idempotency_key\":\"fill-$i\"")"
@@ -265,6 +291,13 @@ tg_post /v1/evaluate "$(tg_req_json example)"
 tg_expect_error 503 overloaded "the receipt index (same cap) is full as well: no receipt is signed that GET /v1/receipts could not find"
 tg_post /v1/evaluate "$(tg_req_json silence)"
 tg_expect_py "s == 200 and j['decision'] == 'SILENCE'" "a SILENCE (no receipt to index) still works"
+tg_req GET /metrics
+tg_check "full tables: 0 seconds to full" python3 - "$TG_BODY_FILE" <<'PY'
+import sys, tgclient
+s, _ = tgclient.parse_prometheus(open(sys.argv[1]).read())
+assert tgclient.metric(s, "trigguard_store_seconds_to_full", table="keys") == 0
+assert tgclient.metric(s, "trigguard_store_capacity") == 16
+PY
 tg_stop store
 
 # ---- a full receipt index: 503 before signing, every receipt handed out can be read -------

@@ -255,6 +255,31 @@ static void test_nomem(void **state) {
     }
 }
 
+/* The memory a default is sized from: MemTotal, a smaller cgroup v2 limit, and every text
+ * that is not one of those read as unknown. */
+static void test_memory_parse(void **state) {
+    (void)state;
+    const char *mi = "MemTotal:       24535716 kB\nMemFree:        1000 kB\n";
+    assert_int_equal(tg_memory_parse(mi, NULL), UINT64_C(24535716) * 1024);
+    assert_int_equal(tg_memory_parse(mi, "max\n"), UINT64_C(24535716) * 1024);
+    assert_int_equal(tg_memory_parse(mi, "2147483648\n"), UINT64_C(2147483648));
+    /* a limit above the machine's memory does not raise it */
+    assert_int_equal(tg_memory_parse(mi, "99999999999999\n"), UINT64_C(24535716) * 1024);
+    /* a limit alone */
+    assert_int_equal(tg_memory_parse(NULL, "1073741824"), UINT64_C(1073741824));
+    assert_int_equal(tg_memory_parse(NULL, NULL), 0);
+    assert_int_equal(tg_memory_parse("MemFree: 5 kB\n", NULL), 0);
+    assert_int_equal(tg_memory_parse("MemTotal: 5 MB\n", NULL), 0);
+    assert_int_equal(tg_memory_parse("MemTotal: kB\n", NULL), 0);
+    assert_int_equal(tg_memory_parse("MemTotal: 99999999999999999999 kB\n", NULL), 0);
+    assert_int_equal(tg_memory_parse(mi, "0\n"), UINT64_C(24535716) * 1024);
+    assert_int_equal(tg_memory_parse(mi, "12abc"), UINT64_C(24535716) * 1024);
+    assert_int_equal(tg_memory_parse(mi, "-5"), UINT64_C(24535716) * 1024);
+    /* this machine's own answer is either unknown or a plausible size */
+    uint64_t here = tg_memory_available();
+    assert_true(here == 0 || here >= (UINT64_C(16) << 20));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reads_whole_file, setup, teardown),
@@ -263,6 +288,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_read_fd, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_args, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nomem, setup, teardown),
+        cmocka_unit_test(test_memory_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

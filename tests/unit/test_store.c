@@ -1646,6 +1646,77 @@ static void test_db_file(void **state) {
     (void)nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* ------------------------------------------------------------------ fill estimate */
+
+static tg_store_stats_t fill_st(uint64_t entries, uint64_t max_entries, uint64_t bytes,
+                                uint64_t max_bytes) {
+    return (tg_store_stats_t){
+        .entries = entries, .max_entries = max_entries, .bytes = bytes, .max_bytes = max_bytes};
+}
+
+static void test_fill_estimate(void **state) {
+    (void)state;
+    tg_store_fill_t f = {0};
+    tg_store_stats_t st = fill_st(0, 1000000, 0, 1u << 30);
+    /* nothing before two samples, and NULLs are harmless */
+    assert_true(tg_store_fill_seconds_to_full(&f, &st) < 0);
+    tg_store_fill_sample(NULL, 0, &st);
+    tg_store_fill_sample(&f, 0, NULL);
+    assert_false(f.primed);
+    assert_true(tg_store_fill_seconds_to_full(NULL, &st) < 0);
+    tg_store_fill_sample(&f, 10000, &st);
+    assert_true(f.primed);
+    assert_true(tg_store_fill_seconds_to_full(&f, &st) < 0);
+    /* a sample too close to the last is ignored */
+    st = fill_st(5, 1000000, 800, 1u << 30);
+    tg_store_fill_sample(&f, 10000 + TG_STORE_FILL_MIN_STEP_MS - 1, &st);
+    assert_false(f.rated);
+    /* 1,000 entries a second, 160 bytes each: the entry cap comes first, in 999 s */
+    st = fill_st(1000, 1000000, 160000, 1u << 30);
+    tg_store_fill_sample(&f, 11000, &st);
+    assert_true(f.rated);
+    assert_true(f.entries_per_s > 999.9 && f.entries_per_s < 1000.1);
+    double eta = tg_store_fill_seconds_to_full(&f, &st);
+    assert_true(eta > 998.9 && eta < 999.1);
+    /* the rate holds steady: still 1,000/s, and the time left shrinks */
+    for (int i = 2; i <= 60; i++) {
+        st = fill_st(1000u * (unsigned)i, 1000000, 160000u * (unsigned)i, 1u << 30);
+        tg_store_fill_sample(&f, 10000 + 1000 * i, &st);
+    }
+    assert_true(f.entries_per_s > 999.9 && f.entries_per_s < 1000.1);
+    eta = tg_store_fill_seconds_to_full(&f, &st);
+    assert_true(eta > 939.9 && eta < 940.1);
+    /* large entries: the byte cap comes first (2 MiB left at 160,000 B/s) */
+    tg_store_stats_t big = fill_st(60000, 1000000, (1u << 30) - (2u << 20), 1u << 30);
+    eta = tg_store_fill_seconds_to_full(&f, &big);
+    assert_true(eta > 13.0 && eta < 13.2);
+    /* at a cap it is 0, whatever the rate */
+    big = fill_st(1000000, 1000000, 0, 1u << 30);
+    assert_true(tg_store_fill_seconds_to_full(&f, &big) == 0);
+    big = fill_st(10, 1000000, 1u << 30, 1u << 30);
+    assert_true(tg_store_fill_seconds_to_full(&f, &big) == 0);
+    /* growth stops: the smoothed rate decays towards 0 (a minute's time constant), then
+     * the table drains: not filling */
+    for (int i = 61; i <= 300; i++) {
+        tg_store_fill_sample(&f, 10000 + 1000 * i, &st);
+    }
+    assert_true(f.entries_per_s > 0 && f.entries_per_s < 25);
+    for (int i = 301; i <= 320; i++) {
+        st = fill_st(60000u - 1000u * (unsigned)(i - 300), 1000000, 0, 1u << 30);
+        tg_store_fill_sample(&f, 10000 + 1000 * i, &st);
+    }
+    assert_true(f.entries_per_s < 0);
+    assert_true(tg_store_fill_seconds_to_full(&f, &st) < 0);
+    /* no caps at all (the PostgreSQL backend keeps keys on disk): never full */
+    tg_store_stats_t nocap = fill_st(5, 0, 0, 0);
+    assert_true(tg_store_fill_seconds_to_full(&f, &nocap) < 0);
+    /* a clock step backwards restarts the estimate */
+    tg_store_fill_sample(&f, 5000, &st);
+    assert_true(f.primed);
+    assert_false(f.rated);
+    assert_int_equal(f.last_ms, 5000);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create_options),
@@ -1668,6 +1739,7 @@ int main(void) {
         cmocka_unit_test(test_threaded_receipts),
         cmocka_unit_test(test_db_args),
         cmocka_unit_test(test_db_file),
+        cmocka_unit_test(test_fill_estimate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
