@@ -2638,7 +2638,7 @@ static void test_verify_check(void **state) {
     append_n(l, 1, 5);
     tg_ledger_close(l);
     int calls = 0;
-    tg_ledger_verify_opts_t vo = {check_fail_at_3, &calls};
+    tg_ledger_verify_opts_t vo = {.check = check_fail_at_3, .check_ud = &calls};
     tg_ledger_verify_report_t vr;
     tg_diag_t diag;
     assert_int_equal(tg_ledger_verify_path(&vr, d.path, &vo, &diag), TG_ERR_RECEIPT_SIGNATURE);
