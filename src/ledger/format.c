@@ -907,10 +907,10 @@ static tg_err_t verify_dir(tg_ledger_verify_report_t *rep, verify_ctx_t *ctx, tg
     rep->leftover_segments += (uint32_t)below;
     if (nseg == 0) {
         if (anchored) {
-            char what[TG_DIAG_MAX];
+            char what[TG_DIAG_MAX], name[TG_LG_NAME_MAX];
+            tg_lg_seg_name(name, first);
             snprintf(what, sizeof what,
-                     "its first segment (%u) is missing: the anchored ledger has no segment",
-                     first);
+                     "its first segment %s is missing: the anchored ledger has no segment", name);
             rc = fault_at(rep, TG_ERR_LEDGER_CORRUPT, afile, chain->next_seq, what, diag);
             goto done;
         }
