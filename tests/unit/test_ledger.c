@@ -2735,7 +2735,8 @@ static void test_anchor_format(void **state) {
     uint8_t pad[TG_ANCHOR_SIZE];
     memcpy(pad, buf, sizeof pad);
     pad[140] = 1;
-    assert_int_equal(tg_anchor_parse(&b, pad, sizeof pad, what, sizeof what), TG_ERR_LEDGER_CORRUPT);
+    assert_int_equal(tg_anchor_parse(&b, pad, sizeof pad, what, sizeof what),
+                     TG_ERR_LEDGER_CORRUPT);
     assert_non_null(strstr(what, "padding"));
     /* fields out of range are neither signed nor encoded */
     tg_anchor_t c = a;

@@ -2,9 +2,9 @@
  * start from the ledger directory that keeps every record (ledger.h). */
 #include <stdatomic.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../backend.h"
 #include "../tlog_engine.h"
