@@ -11,7 +11,8 @@
  *
  * ## Files
  * A ledger is a directory holding segment files `ledger-NNNNNN.tgl` (decimal segment number,
- * at least 6 digits, zero padded, starting at 000001 and consecutive) and a lock file
+ * at least 6 digits, zero padded, starting at 000001, or at a pruned ledger's anchor segment,
+ * and consecutive) and a lock file
  * `ledger.lock` (flock, one writer process per directory). Other files are ignored, except
  * that a non-canonical `ledger-*.tgl` name counts as damage. A
  * segment is a concatenation of records with no file header. The first record of the ledger
@@ -66,7 +67,11 @@
  * flipped bit is damage, not a torn write), is TG_ERR_LEDGER_CORRUPT and the ledger refuses
  * to open; the diag names the segment file, the sequence number and the byte offset.
  * A missing or extra segment number, an empty segment that is not the last one, or a ledger
- * whose first record is not seq 1 are corruption too.
+ * whose first record is not seq 1 are corruption too, unless the directory holds a valid
+ * ledger.anchor (anchor.h, written by `trigguard ledger archive`): the scan then starts at
+ * the anchor's segment, its first record must be the anchor's seq chained to the anchor's
+ * hash, and segments numbered below the anchor's are ignored. A damaged anchor, or one the
+ * first kept record does not chain to, is corruption (the signature is verify's to check).
  *
  * ## Durability modes
  *   FSYNC (default): done(TG_OK) only after fdatasync covered the record. Loss window: none.
