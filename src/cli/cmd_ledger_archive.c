@@ -288,7 +288,8 @@ int tg_cmd_ledger_archive(int argc, char **argv) {
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             archive_usage(stdout);
             return TG_EXIT_OK;
-        } else if (strcmp(a, "--before") == 0 && i + 1 < argc) {
+        }
+        if (strcmp(a, "--before") == 0 && i + 1 < argc) {
             before_s = argv[++i];
         } else if (strcmp(a, "--to") == 0 && i + 1 < argc) {
             dest = argv[++i];

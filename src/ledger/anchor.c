@@ -164,7 +164,7 @@ tg_err_t tg_anchor_read(tg_anchor_t *a, bool *found, int dirfd, const char *dir,
         return tg_diag_set(diag, TG_ERR_IO, "%s/%s: %s", dir, name, strerror(errno));
     }
     struct stat st;
-    uint8_t buf[TG_ANCHOR_SIZE];
+    uint8_t buf[TG_ANCHOR_SIZE] = {0};
     tg_err_t rc = TG_OK;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != TG_ANCHOR_SIZE) {
         rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT, "%s/%s: not a regular file of %d bytes", dir,

@@ -992,13 +992,15 @@ tg_err_t tg_ledger_verify_dirs(tg_ledger_verify_report_t *rep, const char *const
     tg_lg_chain_t chain;
     memset(&chain, 0, sizeof chain);
     tg_err_t rc = TG_OK;
-    for (size_t i = 0; i < n && rc == TG_OK; i++) {
+    /* Unusable input (exit 2 for the CLI) before any verdict on the ledger (exit 1). */
+    for (size_t i = 0; i < n; i++) {
         struct stat st;
         if (paths[i] == NULL || stat(paths[i], &st) != 0 || !S_ISDIR(st.st_mode)) {
-            rc = tg_diag_set(diag, TG_ERR_NOT_FOUND, "%s: not a ledger directory",
-                             paths[i] != NULL ? paths[i] : "(null)");
-            break;
+            return rep->fault = tg_diag_set(diag, TG_ERR_NOT_FOUND, "%s: not a ledger directory",
+                                            paths[i] != NULL ? paths[i] : "(null)");
         }
+    }
+    for (size_t i = 0; i < n && rc == TG_OK; i++) {
         rc = verify_dir(rep, &ctx, &chain, paths[i], i > 0, diag);
         if (rc == TG_OK && i + 1 < n && !rep->end_found) {
             char file[sizeof rep->fault_file];

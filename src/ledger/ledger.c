@@ -1492,6 +1492,14 @@ static tg_err_t scan_all(tg_ledger_t *l, replay_ctx_t *rctx, const tg_lg_head_t 
     if (rc) {
         return rc;
     }
+    struct stat est;
+    if (fstatat(l->dirfd, TG_ANCHOR_END_NAME, &est, AT_SYMLINK_NOFOLLOW) == 0) {
+        /* An archive's chain goes on in the live directory: appending here would fork it. */
+        return tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                           "%s: an archive of a pruned ledger (%s): records are appended to the "
+                           "live directory only",
+                           l->dir, TG_ANCHOR_END_NAME);
+    }
     uint32_t first = 1;
     if (anchored) {
         chain.next_seq = anchor.first_seq;

@@ -134,6 +134,9 @@ tg_expect_header Idempotent-Replayed true "a kept decision still replays after t
 tg_check "byte-identical replay" cmp -s "$TG_BODY_FILE" "$(tg_saved_body kept)"
 tg_req GET "/v1/receipts/$KEPT_EXEC" "${TG_AUTH_A[@]}"
 tg_expect_status 200 "a kept receipt is served from the pruned ledger"
+OLD_EXEC=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["executionId"])' "$TG_TMP/old-receipt.json")
+tg_req GET "/v1/receipts/$OLD_EXEC" "${TG_AUTH_A[@]}"
+tg_expect_status 404 "an archived receipt is no longer served (the archive holds it)"
 burst new 120
 tg_stop main
 run 0 "live directory verifies after new records" "starts at seq" -- ledger verify "$L" --keys "$KEYS"
@@ -143,6 +146,7 @@ run 0 "archive 2" "archived:" -- ledger archive "$L" --before "$LATER" --to "$A2
 tg_check "archive 2 starts at archive 1's end" cmp -s "$A1/archive.anchor" "$A2/ledger.anchor"
 run 0 "archive 1 + archive 2 + live verify as one chain" "ledger OK" -- \
     ledger verify "$A1" "$A2" "$L" --keys "$KEYS"
+refuses_start "the daemon does not append to an archive" "archive.anchor" "$A2"
 run 1 "archive 1 + live without archive 2 do not chain" "does not continue" -- \
     ledger verify "$A1" "$L" --keys "$KEYS"
 run 1 "the order matters" "must start at an anchor" -- ledger verify "$A2" "$A1" "$L" --keys "$KEYS"
