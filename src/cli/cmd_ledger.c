@@ -488,6 +488,13 @@ static void print_json_summary(const tg_ledger_verify_report_t *rep, const char 
         rc = tg_buf_puts(&b, ",\"durable_head\":null");
     }
     if (rc == TG_OK) {
+        /* anchors (docs/LEDGER.md "Archive and prune"): where the chain starts and goes on */
+        rc = tg_buf_printf(&b, ",\"anchors\":%u,\"anchor_seq\":%llu,\"archive_end_seq\":%llu",
+                           rep->anchors,
+                           (unsigned long long)(rep->anchor_found ? rep->anchor_seq : 0),
+                           (unsigned long long)(rep->end_found ? rep->end_seq : 0));
+    }
+    if (rc == TG_OK) {
         print_json_log(&b, lc, c);
     }
     if (!ok && rc == TG_OK) {

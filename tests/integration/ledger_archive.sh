@@ -99,6 +99,14 @@ import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 assert a["head_hash"] == b["head_hash"], (a["head_hash"], b["head_hash"])
 assert a["records"] == b["records"] and a["records"] > 200, (a["records"], b["records"])
+assert a["anchors"] == 0 and b["anchors"] == 2 and b["anchor_seq"] == 0, b
+EOF
+"$TG_BIN" ledger verify "$L" --json >"$TG_TMP/live.json" 2>/dev/null
+python3 - "$TG_TMP/live.json" "$TG_TMP/both.json" <<'EOF' || tg_fail "the live summary does not start at its anchor"
+import json, sys
+live, both = (json.load(open(p)) for p in sys.argv[1:3])
+assert live["anchor_seq"] == live["first_seq"] > 1 and live["anchors"] == 1, live
+assert live["last_seq"] == both["last_seq"], (live, both)
 EOF
 
 # A receipt past retention verifies offline from the archive.
@@ -225,7 +233,18 @@ run 0 "archive with a key of another id" "archived:" -- ledger archive "$TG_TMP/
 run 1 "an anchor by a key not given fails" "not among the keys given" -- \
     ledger verify "$TG_TMP/f/live" --keys "$KEYS"
 
-# ---- crash between the anchor and the removal; a transparency log ----------------------
+# ---- interrupted runs: before the live anchor (the archive partly written), after it (the
+# segments still below it); a transparency log -------------------------------------------------
+rm -rf "$TG_TMP/c"
+mkdir -p "$TG_TMP/c/arch"
+cp -a "$TG_TMP/unpruned" "$TG_TMP/c/live"
+cp "$TG_TMP/c/live/ledger-000001.tgl" "$TG_TMP/c/arch/"
+head -c 100 "$TG_TMP/c/live/ledger-000002.tgl" >"$TG_TMP/c/arch/ledger-000002.tgl"
+echo partial >"$TG_TMP/c/arch/ledger-000003.tgl.tmp"
+run 0 "an archive interrupted before the anchor is redone" "archived: ledger-000001.tgl" -- \
+    ledger archive "$TG_TMP/c/live" --before "$LATER" --to "$TG_TMP/c/arch" --key "$TG_KEY"
+run 0 "... and both verify as one chain" "ledger OK" -- \
+    ledger verify "$TG_TMP/c/arch" "$TG_TMP/c/live" --keys "$KEYS"
 fresh
 cp -a "$(find "$T2" -name 'ledger-*.tgl' | sort | head -1)" "$TL/"
 run 0 "a segment left below the anchor is ignored" "below the anchor ignored" -- ledger verify "$TL"
