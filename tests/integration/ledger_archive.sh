@@ -155,6 +155,15 @@ tg_check "archive 2 starts at archive 1's end" cmp -s "$A1/archive.anchor" "$A2/
 run 0 "archive 1 + archive 2 + live verify as one chain" "ledger OK" -- \
     ledger verify "$A1" "$A2" "$L" --keys "$KEYS"
 refuses_start "the daemon does not append to an archive" "archive.anchor" "$A2"
+tg_keygen "$TG_TMP/log-key.pem" itest-log-1
+timeout 60 env TRIGGUARD_API_KEYS="$TG_API_KEYS" "$TG_BIN" serve --port 0 "${ARGS[@]}" \
+    --log-key "$TG_TMP/log-key.pem" --log-origin example.trigguard.test/log >"$TG_TMP/serve.out" 2>&1
+rc=$?
+tg_check "a daemon with a transparency log refuses the pruned ledger (exit $rc)" \
+    test "$rc" != 0 -a "$rc" != 124
+grep -qF "transparency log needs every record" "$TG_TMP/serve.out" ||
+    tg_fail "the refusal does not say why: $(tail -3 "$TG_TMP/serve.out")"
+tg_check "... and created no log there" test ! -e "$L/tlog"
 run 1 "archive 1 + live without archive 2 do not chain" "does not continue" -- \
     ledger verify "$A1" "$L" --keys "$KEYS"
 run 1 "the order matters" "must start at an anchor" -- ledger verify "$A2" "$A1" "$L" --keys "$KEYS"
