@@ -11,7 +11,8 @@
  *
  * ## Files
  * A ledger is a directory holding segment files `ledger-NNNNNN.tgl` (decimal segment number,
- * at least 6 digits, zero padded, starting at 000001 and consecutive) and a lock file
+ * at least 6 digits, zero padded, starting at 000001, or at a pruned ledger's anchor segment,
+ * and consecutive) and a lock file
  * `ledger.lock` (flock, one writer process per directory). Other files are ignored, except
  * that a non-canonical `ledger-*.tgl` name counts as damage. A
  * segment is a concatenation of records with no file header. The first record of the ledger
@@ -66,7 +67,11 @@
  * flipped bit is damage, not a torn write), is TG_ERR_LEDGER_CORRUPT and the ledger refuses
  * to open; the diag names the segment file, the sequence number and the byte offset.
  * A missing or extra segment number, an empty segment that is not the last one, or a ledger
- * whose first record is not seq 1 are corruption too.
+ * whose first record is not seq 1 are corruption too, unless the directory holds a valid
+ * ledger.anchor (anchor.h, written by `trigguard ledger archive`): the scan then starts at
+ * the anchor's segment, its first record must be the anchor's seq chained to the anchor's
+ * hash, and segments numbered below the anchor's are ignored. A damaged anchor, or one the
+ * first kept record does not chain to, is corruption (the signature is verify's to check).
  *
  * ## Durability modes
  *   FSYNC (default): done(TG_OK) only after fdatasync covered the record. Loss window: none.
@@ -427,9 +432,18 @@ void tg_ledger_close(tg_ledger_t *l);
  * diag set; the verify stops at the first failure and reports it at that record. */
 typedef tg_err_t (*tg_ledger_check_fn)(void *ud, const tg_ledger_record_t *rec, tg_diag_t *diag);
 
+/* Extra check of an anchor (anchor.h) for verify, typically its signature: called for every
+ * anchor file the verify relies on (file: its path), before the records it anchors. Return
+ * TG_OK or an error with diag set; the verify fails at that file. */
+struct tg_anchor;
+typedef tg_err_t (*tg_ledger_anchor_fn)(void *ud, const struct tg_anchor *a, const char *file,
+                                        tg_diag_t *diag);
+
 typedef struct tg_ledger_verify_opts {
     tg_ledger_check_fn check; /* may be NULL: structure and chain only */
     void *check_ud;
+    tg_ledger_anchor_fn anchor_check; /* may be NULL: anchors' layout and chain only */
+    void *anchor_ud;
 } tg_ledger_verify_opts_t;
 
 typedef struct tg_ledger_verify_report {
@@ -440,7 +454,15 @@ typedef struct tg_ledger_verify_report {
     uint32_t segments;      /* segment files checked */
     uint32_t first_segment; /* their numbers */
     uint32_t last_segment;
-    bool anchored; /* the first record is seq 1 with zero prev_hash (always, for a directory) */
+    bool anchored; /* the chain's start was checked: seq 1 with zero prev_hash, or a
+                      directory's ledger.anchor (always, for a directory) */
+    /* Anchors (anchor.h, docs/LEDGER.md "Archive and prune"). */
+    bool anchor_found;          /* the first directory has a ledger.anchor ... */
+    uint64_t anchor_seq;        /* ... and its chain starts at this seq */
+    uint32_t anchors;           /* anchor files checked (each given to opts->anchor_check) */
+    bool end_found;             /* the last directory has an archive.anchor: it is an archive */
+    uint64_t end_seq;           /* whose chain goes on at this seq (elsewhere) */
+    uint32_t leftover_segments; /* segments below a ledger.anchor, ignored (LEDGER.md) */
     /* fault (when the result is not TG_OK): where and what */
     tg_err_t fault;
     char fault_file[256];  /* path of the segment file */
@@ -455,7 +477,9 @@ typedef struct tg_ledger_verify_report {
     int64_t head_at_ms;
 } tg_ledger_verify_report_t;
 
-/* Verifies a ledger directory (all segments, strictly: numbering from 1, chain from seq 1) or
+/* Verifies a ledger directory (all segments, strictly: numbering from 1, chain from seq 1, or
+ * from its ledger.anchor: its segment and seq, its hash, opts->anchor_check; and, in an
+ * archive, that the chain ends where its archive.anchor says) or
  * one segment file (its internal chain; its first prev_hash is taken as given when its first
  * seq is not 1). Checks every record as tg_ledger_open does, then opts->check per record.
  * For a directory with a ledger.head, also as tg_ledger_open does: the valid records must
@@ -469,6 +493,17 @@ typedef struct tg_ledger_verify_report {
  * TG_ERR_INVALID_ARG, TG_ERR_NOMEM. *rep (required) is filled in every case: the summary of
  * the valid prefix and, on a fault, the fault fields. diag gets one sentence. Thread-safe. */
 tg_err_t tg_ledger_verify_path(tg_ledger_verify_report_t *rep, const char *path,
+                               const tg_ledger_verify_opts_t *opts, tg_diag_t *diag) TG_MUST_USE;
+
+/* Verifies n ledger directories as one chain, oldest first: an archive (or several), then
+ * the live directory (`trigguard ledger verify ARCHIVE... DIR`). Each directory is checked as
+ * tg_ledger_verify_path checks it, anchors included; a directory after the first must have a
+ * ledger.anchor that continues the previous one exactly (its seq, the previous last record's
+ * hash, the next segment number), and a directory's archive.anchor must describe where its
+ * chain stops. n == 1 is tg_ledger_verify_path on a directory. Same errors and report (the
+ * counts sum over the directories; first_segment is the first directory's, last_segment the
+ * last one's). Thread-safe. */
+tg_err_t tg_ledger_verify_dirs(tg_ledger_verify_report_t *rep, const char *const *paths, size_t n,
                                const tg_ledger_verify_opts_t *opts, tg_diag_t *diag) TG_MUST_USE;
 
 /* Whether want is the record_hash of a record with these fields, in either format version

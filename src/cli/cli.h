@@ -116,6 +116,8 @@ int tg_cmd_policy_test(int argc, char **argv);
 int tg_cmd_db(int argc, char **argv);
 int tg_cmd_serve(int argc, char **argv);
 int tg_cmd_ledger(int argc, char **argv);
+/* `ledger archive` (cmd_ledger_archive.c); argv[0] is "archive". */
+int tg_cmd_ledger_archive(int argc, char **argv);
 int tg_cmd_token(int argc, char **argv);
 
 /* `ledger verify --database-url URL` (cmd_ledger_db.c): every chain in the PostgreSQL schema,

@@ -232,6 +232,14 @@ static tg_err_t import_run(tg_import_t *im, const char *url, const char *dir, tg
     tg_ledger_verify_report_t rep;
     const tg_ledger_verify_opts_t vopts = {.check = imp_check, .check_ud = im};
     rc = tg_ledger_verify_path(&rep, dir, &vopts, diag);
+    if (rc == TG_OK && rep.anchor_found) {
+        /* PostgreSQL's chains start at chain_seq 1; a pruned ledger (docs/LEDGER.md
+         * "Archive and prune") starts later, and its rows would not verify there. */
+        rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                         "%s: a pruned ledger (ledger.anchor at seq %llu): import the unpruned "
+                         "ledger instead",
+                         dir, (unsigned long long)rep.anchor_seq);
+    }
     if (rc == TG_OK && rep.records > 0) {
         /* The chain's head, as serve keeps it for its own chains: ledger verify then finds a
          * deleted tail. A longer import of the same ledger moves it on, never back. */

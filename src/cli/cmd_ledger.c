@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "trigguard/anchor.h"
 #include "trigguard/approval.h"
 #include <sys/stat.h>
 
@@ -19,12 +20,14 @@
 
 static void ledger_usage(FILE *out) {
     fprintf(out,
-            "usage: trigguard ledger verify PATH [--keys keys.json]... [--key KEY.pem]...\n"
+            "usage: trigguard ledger verify PATH [ARCHIVE... DIR] [--keys keys.json]... "
+            "[--key KEY.pem]...\n"
             "                              [--log-key VKEY]... [--head HASH] [--allow-torn] "
             "[--json]\n"
             "       trigguard ledger verify --database-url URL [--keys keys.json]... [--key "
             "KEY.pem]...\n"
             "       trigguard ledger dump PATH\n"
+            "       trigguard ledger archive DIR --before TIME --to DEST --key KEY.pem\n"
             "       trigguard ledger append DIR [--silence|--redemption|--approval] [--meta TEXT]\n"
             "                              [--durability MODE] [--segment-bytes N] FILE...\n"
             "\n"
@@ -53,6 +56,10 @@ static void ledger_usage(FILE *out) {
             "review, expiry, consumption by a PERMIT) must be the transition its record states;\n"
             "each problem is one line 'approval PROBLEM: seq N approval ID: what' (stderr with\n"
             "--json), then a count; any problem exits 1.\n"
+            "A pruned directory starts at its ledger.anchor (`ledger archive`): the anchor's\n"
+            "signature is verified with --keys/--key (its key id, or a --key PEM), else\n"
+            "reported unchecked. Several directories (archives oldest first, then the live\n"
+            "one) are verified as one chain: each must continue the one before it exactly.\n"
             "Prints a summary, or the first fault: file, sequence number, byte offset, what.\n"
             "--database-url URL (default: TRIGGUARD_DATABASE_URL when no PATH is given) checks\n"
             "the records in PostgreSQL instead (docs/POSTGRES.md): every instance's chain\n"
@@ -481,6 +488,13 @@ static void print_json_summary(const tg_ledger_verify_report_t *rep, const char 
         rc = tg_buf_puts(&b, ",\"durable_head\":null");
     }
     if (rc == TG_OK) {
+        /* anchors (docs/LEDGER.md "Archive and prune"): where the chain starts and goes on */
+        rc = tg_buf_printf(&b, ",\"anchors\":%u,\"anchor_seq\":%llu,\"archive_end_seq\":%llu",
+                           rep->anchors,
+                           (unsigned long long)(rep->anchor_found ? rep->anchor_seq : 0),
+                           (unsigned long long)(rep->end_found ? rep->end_seq : 0));
+    }
+    if (rc == TG_OK) {
         print_json_log(&b, lc, c);
     }
     if (!ok && rc == TG_OK) {
@@ -612,8 +626,46 @@ static tg_err_t log_check(log_check_t *lc, check_ctx_t *c, tg_ledger_verify_repo
     return TG_ERR_LOG_INCONSISTENT;
 }
 
+/* Anchors (anchor.h): the signature by the key the anchor names (keys.json), or by a key
+ * given as a PEM file (a trust anchor, matched whatever the id), as receipts are checked. */
+typedef struct anchor_ctx {
+    const tg_keyring_t *ring;
+    unsigned verified;
+} anchor_ctx_t;
+
+static tg_err_t check_anchor(void *ud, const struct tg_anchor *a, const char *file,
+                             tg_diag_t *diag) {
+    anchor_ctx_t *ac = ud;
+    const tg_key_t *k = tg_keyring_find(ac->ring, a->key_id, strlen(a->key_id));
+    if (k != NULL && tg_anchor_verify(a, k->pk) == TG_OK) {
+        ac->verified++;
+        return TG_OK;
+    }
+    for (size_t i = 0; i < ac->ring->count; i++) {
+        if (ac->ring->entries[i].anchor &&
+            tg_anchor_verify(a, ac->ring->entries[i].key.pk) == TG_OK) {
+            ac->verified++;
+            return TG_OK;
+        }
+    }
+    (void)file;
+    if (k == NULL) {
+        return tg_diag_set(diag, TG_ERR_CRYPTO,
+                           "anchor signed by key %s, which is not among the keys given, and no "
+                           "--key verifies it",
+                           a->key_id);
+    }
+    return tg_diag_set(diag, TG_ERR_CRYPTO,
+                       "anchor signature does not verify with key %s (anchor altered or forged)",
+                       a->key_id);
+}
+
+#define VERIFY_DIRS_MAX 64
+
 static int ledger_verify(int argc, char **argv, bool dump) {
     const char *path = NULL, *head = NULL, *url = NULL;
+    const char *paths[VERIFY_DIRS_MAX];
+    size_t npaths = 0;
     bool allow_torn = false, json = false;
     tg_keyring_t ring;
     check_ctx_t c;
@@ -655,8 +707,8 @@ static int ledger_verify(int argc, char **argv, bool dump) {
             allow_torn = true;
         } else if (!dump && strcmp(a, "--json") == 0) {
             json = true;
-        } else if (a[0] != '-' && path == NULL) {
-            path = a;
+        } else if (a[0] != '-' && npaths < VERIFY_DIRS_MAX && (npaths == 0 || !dump)) {
+            path = paths[npaths++] = a;
         } else {
             fprintf(stderr, "trigguard ledger %s: unexpected argument '%s'\n\n", cmd, a);
             ledger_usage(stderr);
@@ -706,10 +758,15 @@ static int ledger_verify(int argc, char **argv, bool dump) {
     if (!dump && log_load(&lc, &c, &ring, path) != 0) {
         goto done;
     }
-    tg_ledger_verify_opts_t vo = {check_record, &c};
+    anchor_ctx_t ac = {.ring = &ring, .verified = 0};
+    tg_ledger_verify_opts_t vo = {.check = check_record,
+                                  .check_ud = &c,
+                                  .anchor_check = c.ring != NULL ? check_anchor : NULL,
+                                  .anchor_ud = &ac};
     tg_ledger_verify_report_t rep;
     tg_diag_t diag = {{0}};
-    tg_err_t rc = tg_ledger_verify_path(&rep, path, &vo, &diag);
+    tg_err_t rc = npaths > 1 ? tg_ledger_verify_dirs(&rep, paths, npaths, &vo, &diag)
+                             : tg_ledger_verify_path(&rep, path, &vo, &diag);
     if (rc == TG_ERR_LEDGER_TORN && allow_torn) {
         rc = TG_OK;
     }
@@ -755,7 +812,11 @@ static int ledger_verify(int argc, char **argv, bool dump) {
             }
             printf("\n");
         } else {
-            printf("ledger OK: %s\n", path);
+            printf("ledger OK: %s", paths[0]);
+            for (size_t i = 1; i < npaths; i++) {
+                printf(" + %s", paths[i]);
+            }
+            printf("\n");
             printf("  segments:   %u (ledger-%06u.tgl .. ledger-%06u.tgl)\n", rep.segments,
                    rep.first_segment, rep.last_segment);
             printf("  records:    %llu (%llu receipts, %llu silence",
@@ -770,6 +831,24 @@ static int ledger_verify(int argc, char **argv, bool dump) {
                    rep.records && !rep.anchored ? " (single segment: chain start not checked)"
                                                 : "");
             printf("  head hash:  %s\n", head_hex);
+            if (rep.anchors > 0) {
+                printf("  anchors:    %u checked", rep.anchors);
+                if (rep.anchor_found) {
+                    printf("; starts at seq %llu (ledger.anchor: earlier records archived)",
+                           (unsigned long long)rep.anchor_seq);
+                }
+                if (rep.end_found) {
+                    printf("; an archive: the chain goes on at seq %llu (archive.anchor)",
+                           (unsigned long long)rep.end_seq);
+                }
+                printf("\n              anchor signatures %s\n",
+                       c.ring != NULL ? "verified" : "not checked (give --keys or --key)");
+            }
+            if (rep.leftover_segments > 0) {
+                printf("  leftover:   %u segment(s) below the anchor ignored (an interrupted "
+                       "archive; the next `ledger archive` removes them)\n",
+                       rep.leftover_segments);
+            }
             printf("  bytes:      %llu\n", (unsigned long long)rep.bytes);
             if (rep.head_found) {
                 char when[TG_TIME_ISO_LEN + 1];
@@ -974,6 +1053,9 @@ int tg_cmd_ledger(int argc, char **argv) {
     }
     if (strcmp(sub, "append") == 0) {
         return ledger_append(argc - 1, argv + 1);
+    }
+    if (strcmp(sub, "archive") == 0) {
+        return tg_cmd_ledger_archive(argc - 1, argv + 1);
     }
     fprintf(stderr, "trigguard ledger: unknown subcommand '%s'\n\n", sub);
     ledger_usage(stderr);

@@ -564,7 +564,7 @@ static int audit_dir(audit_t *a, const char *dir, tg_cli_logwalk_t *w, uint64_t 
         (void)tg_cli_logwalk_want(w, a->seen[i].cp.size);
     }
     (void)tg_cli_logwalk_want(w, a->cur.size);
-    tg_ledger_verify_opts_t vo = {walk_record, w};
+    tg_ledger_verify_opts_t vo = {.check = walk_record, .check_ud = w};
     tg_ledger_verify_report_t rep;
     rc = tg_ledger_verify_path(&rep, dir, &vo, &d);
     *records = rep.records;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ledger_int.h"
+#include "trigguard/anchor.h"
 #include "trigguard/clock.h"
 #include "trigguard/sha256.h"
 
@@ -488,9 +489,10 @@ static int cmp_u32(const void *a, const void *b) {
 }
 
 tg_err_t tg_lg_list_segments(uint32_t **out, size_t *n_out, int dirfd, const char *dir,
-                             tg_diag_t *diag) {
+                             uint32_t first, size_t *below, tg_diag_t *diag) {
     *out = NULL;
     *n_out = 0;
+    size_t n_below = 0;
     int fd = dup(dirfd);
     if (fd < 0) {
         return tg_diag_set(diag, TG_ERR_IO, "%s: cannot read directory: %s", dir, strerror(errno));
@@ -528,6 +530,10 @@ tg_err_t tg_lg_list_segments(uint32_t **out, size_t *n_out, int dirfd, const cha
                              dir, e->d_name);
             goto done;
         }
+        if (seg < first) {
+            n_below++;
+            continue;
+        }
         if (n == cap) {
             if (cap >= TG_LG_SEGMENTS_MAX) {
                 rc = tg_diag_set(diag, TG_ERR_LIMIT, "%s: more than %u segment files", dir,
@@ -549,15 +555,25 @@ tg_err_t tg_lg_list_segments(uint32_t **out, size_t *n_out, int dirfd, const cha
         qsort(v, n, sizeof *v, cmp_u32);
     }
     for (size_t i = 0; i < n; i++) {
-        if (v[i] != (uint32_t)(i + 1)) {
+        if ((uint64_t)v[i] != (uint64_t)first + i) {
             char name[TG_LG_NAME_MAX];
-            tg_lg_seg_name(name, (uint32_t)(i + 1));
-            rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
-                             "%s/%s: segment file missing (segments must be numbered from 1 "
-                             "without gaps)",
-                             dir, name);
+            tg_lg_seg_name(name, (uint32_t)(first + i));
+            if (first == 1) {
+                rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                                 "%s/%s: segment file missing (segments must be numbered from 1 "
+                                 "without gaps, unless %s says where they start)",
+                                 dir, name, TG_ANCHOR_NAME);
+            } else {
+                rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                                 "%s/%s: segment file missing (segments must be numbered from "
+                                 "the anchor's segment %u without gaps)",
+                                 dir, name, first);
+            }
             goto done;
         }
+    }
+    if (below != NULL) {
+        *below = n_below;
     }
 done:
     closedir(d);
@@ -605,6 +621,7 @@ typedef struct verify_ctx {
     const tg_ledger_verify_opts_t *opts;
     tg_ledger_verify_report_t *rep;
     tg_lg_head_probe_t probe; /* ledger.head's record */
+    bool start_known;         /* the chain's first seq and prev_hash are checked */
 } verify_ctx_t;
 
 static tg_err_t verify_rec(void *ud, const tg_ledger_record_t *rec, tg_diag_t *diag) {
@@ -619,7 +636,7 @@ static tg_err_t verify_rec(void *ud, const tg_ledger_record_t *rec, tg_diag_t *d
     tg_ledger_verify_report_t *rep = v->rep;
     if (rep->records == 0) {
         rep->first_seq = rec->seq;
-        rep->anchored = rec->seq == 1;
+        rep->anchored = v->start_known;
     }
     rep->records++;
     if (rec->type == TG_LEDGER_TYPE_RECEIPT) {
@@ -769,6 +786,241 @@ static tg_err_t verify_head(tg_ledger_verify_report_t *rep, const verify_ctx_t *
     return tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT, "%s: %s", hpath, what);
 }
 
+/* Records a fault found in a file that is not a segment (an anchor, a directory). */
+static tg_err_t fault_at(tg_ledger_verify_report_t *rep, tg_err_t rc, const char *file,
+                         uint64_t seq, const char *what, tg_diag_t *diag) {
+    rep->fault = rc;
+    rep->torn_bytes = 0;
+    snprintf(rep->fault_file, sizeof rep->fault_file, "%s", file);
+    rep->fault_seq = seq;
+    rep->fault_offset = 0;
+    snprintf(rep->fault_what, sizeof rep->fault_what, "%s", what);
+    return tg_diag_set(diag, rc, "%s: %s", file, what);
+}
+
+/* Reads anchor `name` of the directory and hands it to the caller's check. */
+static tg_err_t verify_anchor_file(tg_ledger_verify_report_t *rep, const verify_ctx_t *ctx, int dfd,
+                                   const char *path, const char *name, tg_anchor_t *a, bool *found,
+                                   tg_diag_t *diag) {
+    char file[sizeof rep->fault_file];
+    snprintf(file, sizeof file, "%s/%s", path, name);
+    tg_err_t rc = tg_anchor_read(a, found, dfd, path, name, diag);
+    if (rc == TG_ERR_LEDGER_CORRUPT) {
+        char what[TG_DIAG_MAX];
+        snprintf(what, sizeof what, "%s", diag != NULL ? diag->msg : "damaged anchor");
+        return fault_at(rep, rc, file, 0, what, diag);
+    }
+    if (rc || !*found) {
+        return rc;
+    }
+    rep->anchors++;
+    if (ctx->opts != NULL && ctx->opts->anchor_check != NULL) {
+        tg_diag_t why = {{0}};
+        rc = ctx->opts->anchor_check(ctx->opts->anchor_ud, a, file, &why);
+        if (rc) {
+            return fault_at(rep, rc, file, a->first_seq, why.msg[0] ? why.msg : tg_strerror(rc),
+                            diag);
+        }
+    }
+    return TG_OK;
+}
+
+/* One ledger directory into the report. continues: it must go on from the chain of the
+ * directory before it (tg_ledger_verify_dirs). */
+static tg_err_t verify_dir(tg_ledger_verify_report_t *rep, verify_ctx_t *ctx, tg_lg_chain_t *chain,
+                           const char *path, bool continues, tg_diag_t *diag) {
+    tg_lg_head_t head;
+    bool head_found = false;
+    char hpath[sizeof rep->fault_file];
+    uint32_t *segs = NULL;
+    size_t nseg = 0, below = 0;
+    tg_err_t rc = TG_OK;
+    int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        return tg_diag_set(diag, errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO, "%s: %s", path,
+                           strerror(errno));
+    }
+    snprintf(hpath, sizeof hpath, "%s/%s", path, TG_LG_HEAD_NAME);
+    rc = tg_lg_head_read(&head, &head_found, dfd, path, diag);
+    if (rc) {
+        if (rc == TG_ERR_LEDGER_CORRUPT) {
+            snprintf(rep->fault_file, sizeof rep->fault_file, "%s", hpath);
+            snprintf(rep->fault_what, sizeof rep->fault_what, "%s", diag ? diag->msg : "");
+        }
+        goto done;
+    }
+    memset(&ctx->probe, 0, sizeof ctx->probe);
+    if (head_found) {
+        rep->head_found = true;
+        rep->head_seq = head.seq;
+        rep->head_at_ms = head.at_ms;
+        ctx->probe.want_seq = head.seq;
+    }
+    tg_anchor_t a, end;
+    bool anchored = false, ended = false;
+    rc = verify_anchor_file(rep, ctx, dfd, path, TG_ANCHOR_NAME, &a, &anchored, diag);
+    if (rc) {
+        goto done;
+    }
+    char afile[sizeof rep->fault_file];
+    snprintf(afile, sizeof afile, "%s/%s", path, TG_ANCHOR_NAME);
+    uint32_t first = anchored ? a.first_segment : 1;
+    if (continues) {
+        char what[TG_DIAG_MAX];
+        if (!anchored) {
+            snprintf(what, sizeof what,
+                     "missing: a directory that continues an archive must start at an anchor");
+        } else if (a.first_seq != chain->next_seq || a.first_segment != rep->last_segment + 1 ||
+                   sodium_memcmp(a.prev_hash, chain->prev, HSZ) != 0) {
+            snprintf(what, sizeof what,
+                     "does not continue the directory before it (anchor: segment %u, seq %llu; "
+                     "that directory ends at segment %u, seq %llu, or its last hash differs)",
+                     a.first_segment, (unsigned long long)a.first_seq, rep->last_segment,
+                     (unsigned long long)(chain->next_seq - 1));
+        } else {
+            what[0] = '\0';
+        }
+        if (what[0] != '\0') {
+            rc = fault_at(rep, TG_ERR_LEDGER_CORRUPT, afile, chain->next_seq, what, diag);
+            goto done;
+        }
+    } else {
+        chain->next_seq = 1; /* a whole ledger starts at seq 1 with a zero prev_hash */
+        memset(chain->prev, 0, HSZ);
+        if (anchored) {
+            chain->next_seq = a.first_seq;
+            memcpy(chain->prev, a.prev_hash, HSZ);
+            rep->anchor_found = true;
+            rep->anchor_seq = a.first_seq;
+        }
+    }
+    ctx->start_known = true;
+    rc = tg_lg_list_segments(&segs, &nseg, dfd, path, first, &below, diag);
+    if (rc) {
+        if (rc == TG_ERR_LEDGER_CORRUPT) {
+            snprintf(rep->fault_file, sizeof rep->fault_file, "%s", path);
+            snprintf(rep->fault_what, sizeof rep->fault_what, "%s", diag ? diag->msg : "");
+            rep->fault_seq = chain->next_seq;
+        }
+        goto done;
+    }
+    rep->leftover_segments += (uint32_t)below;
+    if (nseg == 0) {
+        if (anchored) {
+            char what[TG_DIAG_MAX], name[TG_LG_NAME_MAX];
+            tg_lg_seg_name(name, first);
+            snprintf(what, sizeof what,
+                     "its first segment %s is missing: the anchored ledger has no segment", name);
+            rc = fault_at(rep, TG_ERR_LEDGER_CORRUPT, afile, chain->next_seq, what, diag);
+            goto done;
+        }
+        /* As open: a head or probe without segments is a ledger that lost its files (exit
+         * 1, damage), not merely a directory that holds no ledger (exit 2). */
+        const char *file = NULL;
+        char what[sizeof rep->fault_what];
+        if (tg_lg_orphan_check(dfd, head_found ? &head : NULL, &file, what, sizeof what) != TG_OK) {
+            char full[sizeof rep->fault_file];
+            snprintf(full, sizeof full, "%s/%s", path, file);
+            rc = fault_at(rep, TG_ERR_LEDGER_CORRUPT, full, 1, what, diag);
+            goto done;
+        }
+        rc =
+            tg_diag_set(diag, TG_ERR_NOT_FOUND, "%s: no ledger segment files (ledger-*.tgl)", path);
+        goto done;
+    }
+    for (size_t i = 0; i < nseg; i++) {
+        char name[TG_LG_NAME_MAX], full[512];
+        tg_lg_seg_name(name, segs[i]);
+        snprintf(full, sizeof full, "%s/%s", path, name);
+        /* As the daemon opens them: no symlinks, and a FIFO fails the regular-file check
+         * in verify_file instead of blocking the open. */
+        int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0) {
+            rc = tg_diag_set(diag, TG_ERR_IO, "%s: %s", full, strerror(errno));
+            goto done;
+        }
+        rc = verify_file(rep, ctx, chain, fd, full, segs[i], i + 1 == nseg, diag);
+        close(fd);
+        if (rc) {
+            break;
+        }
+    }
+    if ((rc == TG_OK || rc == TG_ERR_LEDGER_TORN) && head_found && head.seq > 0) {
+        rc = verify_head(rep, ctx, &head, hpath, diag);
+    }
+    if (rc) {
+        goto done;
+    }
+    /* An archive says where it ends: a missing last segment, or records cut from its end,
+     * would otherwise leave a valid, shorter chain. */
+    rc = verify_anchor_file(rep, ctx, dfd, path, TG_ANCHOR_END_NAME, &end, &ended, diag);
+    if (rc || !ended) {
+        goto done;
+    }
+    rep->end_found = true;
+    rep->end_seq = end.first_seq;
+    if (end.first_seq != chain->next_seq || end.first_segment != rep->last_segment + 1 ||
+        sodium_memcmp(end.prev_hash, chain->prev, HSZ) != 0) {
+        char what[TG_DIAG_MAX], efile[sizeof rep->fault_file];
+        snprintf(efile, sizeof efile, "%s/%s", path, TG_ANCHOR_END_NAME);
+        snprintf(what, sizeof what,
+                 "the archive should end at segment %u, seq %llu with the anchor's hash, but "
+                 "it ends at segment %u, seq %llu (records missing or altered at its end)",
+                 end.first_segment - 1, (unsigned long long)(end.first_seq - 1), rep->last_segment,
+                 (unsigned long long)(chain->next_seq - 1));
+        rc = fault_at(rep, TG_ERR_LEDGER_CORRUPT, efile, chain->next_seq, what, diag);
+    }
+done:
+    close(dfd);
+    free(segs);
+    return rc;
+}
+
+tg_err_t tg_ledger_verify_dirs(tg_ledger_verify_report_t *rep, const char *const *paths, size_t n,
+                               const tg_ledger_verify_opts_t *opts, tg_diag_t *diag) {
+    if (rep == NULL) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "verify: no report");
+    }
+    memset(rep, 0, sizeof *rep);
+    if (paths == NULL || n == 0) {
+        return rep->fault = tg_diag_set(diag, TG_ERR_INVALID_ARG, "verify: no path");
+    }
+    if (sodium_init() < 0) {
+        return rep->fault = tg_diag_set(diag, TG_ERR_INTERNAL, "libsodium failed to start");
+    }
+    verify_ctx_t ctx = {.opts = opts, .rep = rep};
+    tg_lg_chain_t chain;
+    memset(&chain, 0, sizeof chain);
+    tg_err_t rc = TG_OK;
+    /* Unusable input (exit 2 for the CLI) before any verdict on the ledger (exit 1). */
+    for (size_t i = 0; i < n; i++) {
+        struct stat st;
+        if (paths[i] == NULL || stat(paths[i], &st) != 0 || !S_ISDIR(st.st_mode)) {
+            return rep->fault = tg_diag_set(diag, TG_ERR_NOT_FOUND, "%s: not a ledger directory",
+                                            paths[i] != NULL ? paths[i] : "(null)");
+        }
+    }
+    for (size_t i = 0; i < n && rc == TG_OK; i++) {
+        rc = verify_dir(rep, &ctx, &chain, paths[i], i > 0, diag);
+        if (rc == TG_OK && i + 1 < n && !rep->end_found) {
+            char file[sizeof rep->fault_file];
+            snprintf(file, sizeof file, "%s/%s", paths[i], TG_ANCHOR_END_NAME);
+            rc = fault_at(rep, TG_ERR_LEDGER_CORRUPT, file, chain.next_seq,
+                          "missing: an archive followed by another directory must say where it "
+                          "ends",
+                          diag);
+        }
+        if (rc == TG_ERR_LEDGER_TORN && i + 1 < n) {
+            rep->fault = rc = TG_ERR_LEDGER_CORRUPT; /* a sealed archive has no torn tail */
+        }
+        if (i + 1 < n) {
+            rep->end_found = false;
+        }
+    }
+    rep->fault = rc;
+    return rc;
+}
+
 tg_err_t tg_ledger_verify_path(tg_ledger_verify_report_t *rep, const char *path,
                                const tg_ledger_verify_opts_t *opts, tg_diag_t *diag) {
     if (rep == NULL) {
@@ -781,114 +1033,36 @@ tg_err_t tg_ledger_verify_path(tg_ledger_verify_report_t *rep, const char *path,
     if (sodium_init() < 0) {
         return rep->fault = tg_diag_set(diag, TG_ERR_INTERNAL, "libsodium failed to start");
     }
-    verify_ctx_t ctx = {.opts = opts, .rep = rep};
-    tg_lg_head_t head;
-    char hpath[sizeof rep->fault_file];
-    tg_lg_chain_t chain;
-    memset(&chain, 0, sizeof chain);
-    tg_err_t rc = TG_OK;
-    uint32_t *segs = NULL;
-    size_t nseg = 0;
-    int dfd = -1;
     struct stat st;
     if (stat(path, &st) != 0) {
-        rc = tg_diag_set(diag, errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO, "%s: %s", path,
-                         strerror(errno));
-        goto done;
+        return rep->fault = tg_diag_set(diag, errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO,
+                                        "%s: %s", path, strerror(errno));
     }
-    if (S_ISREG(st.st_mode)) {
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-        if (fd < 0) {
-            rc = tg_diag_set(diag, TG_ERR_IO, "%s: %s", path, strerror(errno));
-            goto done;
-        }
-        const char *base = strrchr(path, '/');
-        uint32_t seg = 0;
-        if (!parse_segment_name(base ? base + 1 : path, &seg)) {
-            seg = 0;
-        }
-        if (seg == 1) {
-            chain.next_seq = 1; /* the first segment must start the ledger */
-        }
-        rc = verify_file(rep, &ctx, &chain, fd, path, seg, true, diag);
-        close(fd);
-        goto done;
+    if (S_ISDIR(st.st_mode)) {
+        return tg_ledger_verify_dirs(rep, &path, 1, opts, diag);
     }
-    if (!S_ISDIR(st.st_mode)) {
-        rc = tg_diag_set(diag, TG_ERR_IO, "%s: neither a directory nor a regular file", path);
-        goto done;
+    if (!S_ISREG(st.st_mode)) {
+        return rep->fault =
+                   tg_diag_set(diag, TG_ERR_IO, "%s: neither a directory nor a regular file", path);
     }
-    dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) {
-        rc = tg_diag_set(diag, TG_ERR_IO, "%s: %s", path, strerror(errno));
-        goto done;
+    verify_ctx_t ctx = {.opts = opts, .rep = rep};
+    tg_lg_chain_t chain;
+    memset(&chain, 0, sizeof chain);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        return rep->fault = tg_diag_set(diag, TG_ERR_IO, "%s: %s", path, strerror(errno));
     }
-    snprintf(hpath, sizeof hpath, "%s/%s", path, TG_LG_HEAD_NAME);
-    rc = tg_lg_head_read(&head, &rep->head_found, dfd, path, diag);
-    if (rc) {
-        if (rc == TG_ERR_LEDGER_CORRUPT) {
-            snprintf(rep->fault_file, sizeof rep->fault_file, "%s", hpath);
-            snprintf(rep->fault_what, sizeof rep->fault_what, "%s", diag ? diag->msg : "");
-        }
-        goto done;
+    const char *base = strrchr(path, '/');
+    uint32_t seg = 0;
+    if (!parse_segment_name(base ? base + 1 : path, &seg)) {
+        seg = 0;
     }
-    if (rep->head_found) {
-        rep->head_seq = head.seq;
-        rep->head_at_ms = head.at_ms;
-        ctx.probe.want_seq = head.seq;
+    if (seg == 1) {
+        chain.next_seq = 1; /* the first segment must start the ledger */
+        ctx.start_known = true;
     }
-    rc = tg_lg_list_segments(&segs, &nseg, dfd, path, diag);
-    if (rc) {
-        if (rc == TG_ERR_LEDGER_CORRUPT) {
-            snprintf(rep->fault_file, sizeof rep->fault_file, "%s", path);
-            snprintf(rep->fault_what, sizeof rep->fault_what, "%s", diag ? diag->msg : "");
-            rep->fault_seq = 1;
-        }
-        goto done;
-    }
-    if (nseg == 0) {
-        /* As open: a head or probe without segments is a ledger that lost its files (exit
-         * 1, damage), not merely a directory that holds no ledger (exit 2). */
-        const char *file = NULL;
-        char what[sizeof rep->fault_what];
-        if (tg_lg_orphan_check(dfd, rep->head_found ? &head : NULL, &file, what, sizeof what) !=
-            TG_OK) {
-            snprintf(rep->fault_file, sizeof rep->fault_file, "%s/%s", path, file);
-            rep->fault_seq = 1;
-            snprintf(rep->fault_what, sizeof rep->fault_what, "%s", what);
-            rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT, "%s: %s", rep->fault_file, what);
-            goto done;
-        }
-        rc =
-            tg_diag_set(diag, TG_ERR_NOT_FOUND, "%s: no ledger segment files (ledger-*.tgl)", path);
-        goto done;
-    }
-    chain.next_seq = 1; /* a whole ledger starts at seq 1 with a zero prev_hash */
-    for (size_t i = 0; i < nseg; i++) {
-        char name[TG_LG_NAME_MAX], full[512];
-        tg_lg_seg_name(name, segs[i]);
-        snprintf(full, sizeof full, "%s/%s", path, name);
-        /* As the daemon opens them: no symlinks, and a FIFO fails the regular-file check
-         * in verify_file instead of blocking the open. */
-        int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-        if (fd < 0) {
-            rc = tg_diag_set(diag, TG_ERR_IO, "%s: %s", full, strerror(errno));
-            goto done;
-        }
-        rc = verify_file(rep, &ctx, &chain, fd, full, segs[i], i + 1 == nseg, diag);
-        close(fd);
-        if (rc) {
-            break;
-        }
-    }
-    if ((rc == TG_OK || rc == TG_ERR_LEDGER_TORN) && rep->head_found && head.seq > 0) {
-        rc = verify_head(rep, &ctx, &head, hpath, diag);
-    }
-done:
-    if (dfd >= 0) {
-        close(dfd);
-    }
-    free(segs);
+    tg_err_t rc = verify_file(rep, &ctx, &chain, fd, path, seg, true, diag);
+    close(fd);
     rep->fault = rc;
     return rc;
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ledger_int.h"
+#include "trigguard/anchor.h"
 #include "trigguard/clock.h"
 #include "trigguard/io.h"
 #include "trigguard/log.h"
@@ -1482,9 +1483,40 @@ static tg_err_t scan_all(tg_ledger_t *l, replay_ctx_t *rctx, const tg_lg_head_t 
     tg_lg_chain_t chain;
     memset(&chain, 0, sizeof chain);
     chain.next_seq = 1;
-    tg_err_t rc = tg_lg_list_segments(&segs, &nseg, l->dirfd, l->dir, diag);
+    /* A pruned ledger starts where its anchor says (anchor.h): the first kept segment, the
+     * first kept seq and its predecessor's hash. Without one, from segment 1 and seq 1. A
+     * damaged anchor refuses the start: the chain's start would be unknown. */
+    tg_anchor_t anchor;
+    bool anchored = false;
+    tg_err_t rc = tg_anchor_read(&anchor, &anchored, l->dirfd, l->dir, TG_ANCHOR_NAME, diag);
     if (rc) {
         return rc;
+    }
+    struct stat est;
+    if (fstatat(l->dirfd, TG_ANCHOR_END_NAME, &est, AT_SYMLINK_NOFOLLOW) == 0) {
+        /* An archive's chain goes on in the live directory: appending here would fork it. */
+        return tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                           "%s: an archive of a pruned ledger (%s): records are appended to the "
+                           "live directory only",
+                           l->dir, TG_ANCHOR_END_NAME);
+    }
+    uint32_t first = 1;
+    if (anchored) {
+        chain.next_seq = anchor.first_seq;
+        memcpy(chain.prev, anchor.prev_hash, HSZ);
+        first = anchor.first_segment;
+    }
+    rc = tg_lg_list_segments(&segs, &nseg, l->dirfd, l->dir, first, NULL, diag);
+    if (rc) {
+        return rc;
+    }
+    if (anchored && nseg == 0) {
+        char name[TG_LG_NAME_MAX];
+        tg_lg_seg_name(name, first);
+        rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                         "%s/%s: segment file missing (%s says the ledger starts there)", l->dir,
+                         name, TG_ANCHOR_NAME);
+        goto done;
     }
     for (size_t i = 0; i < nseg; i++) {
         char name[TG_LG_NAME_MAX];

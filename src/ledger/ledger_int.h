@@ -78,11 +78,14 @@ tg_err_t tg_lg_scan_fd(tg_lg_scan_result_t *res, tg_lg_fault_t *fault, tg_lg_cha
                        uint64_t size, uint32_t segment, bool last, tg_lg_rec_fn cb, void *ud);
 
 /* Lists the segment numbers in the directory (open dirfd; dir is for messages), sorted.
- * Every entry named "ledger-*.tgl" must be a canonical segment name; the numbers must be
- * 1..n without gaps. *out is malloc'ed (NULL when n == 0). Errors: TG_ERR_LEDGER_CORRUPT
- * (bad name, gap), TG_ERR_IO, TG_ERR_NOMEM, TG_ERR_LIMIT (too many segments). */
-tg_err_t tg_lg_list_segments(uint32_t **out, size_t *n, int dirfd, const char *dir,
-                             tg_diag_t *diag);
+ * Every entry named "ledger-*.tgl" must be a canonical segment name; the numbers from first
+ * on must be first..first+n-1 without gaps (first: 1, or an anchor's first segment, anchor.h).
+ * Numbers below first are not listed, only counted in *below (may be NULL): what an archive
+ * run interrupted while removing them left. *out is malloc'ed (NULL when n == 0). Errors:
+ * TG_ERR_LEDGER_CORRUPT (bad name, gap), TG_ERR_IO, TG_ERR_NOMEM, TG_ERR_LIMIT (too many
+ * segments). */
+tg_err_t tg_lg_list_segments(uint32_t **out, size_t *n, int dirfd, const char *dir, uint32_t first,
+                             size_t *below, tg_diag_t *diag);
 
 /* "ledger-000042.tgl" (never fails: 32 bytes hold every u32). */
 #define TG_LG_NAME_MAX 32

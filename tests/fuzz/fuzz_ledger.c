@@ -140,7 +140,7 @@ static seen_t g_verified;
  * g_seen. Returns the open's result. */
 static tg_err_t check_dir(bool single_segment) {
     tg_ledger_verify_report_t rep;
-    tg_ledger_verify_opts_t vo = {collect, &g_verified};
+    tg_ledger_verify_opts_t vo = {.check = collect, .check_ud = &g_verified};
     memset(&g_verified, 0, sizeof g_verified);
     tg_err_t vrc = tg_ledger_verify_path(&rep, g_dir, &vo, NULL);
     uint64_t verified = rep.records;
@@ -336,7 +336,7 @@ static void built_mode(const uint8_t *data, size_t size) {
     /* 2. the untouched ledger verifies with every record (a ledger is opened once per
      * phase only: each open starts a writer thread, the bulk of the time per input) */
     tg_ledger_verify_report_t rep;
-    tg_ledger_verify_opts_t vo = {collect, &g_orig};
+    tg_ledger_verify_opts_t vo = {.check = collect, .check_ud = &g_orig};
     memset(&g_orig, 0, sizeof g_orig);
     if (tg_ledger_verify_path(&rep, g_dir, &vo, NULL) != TG_OK || g_orig.n != n ||
         rep.records != n) {

@@ -337,7 +337,7 @@ err_ok 2 "ledger verify no PATH" "trigguard ledger verify: PATH is required" led
 err_ok 2 "ledger dump no PATH" "trigguard ledger dump: PATH is required" ledger dump
 err_ok 2 "ledger verify unknown option" "ledger verify: unexpected argument '--frobnicate'" \
     ledger verify L --frobnicate
-err_ok 2 "ledger verify two paths" "unexpected argument 'L2'" ledger verify L L2
+err_ok 2 "ledger verify two paths, the second no ledger" "L2: not a ledger directory" ledger verify L L2
 err_ok 2 "ledger verify --head without value" "unexpected argument '--head'" ledger verify L --head
 hexmsg="trigguard ledger verify: --head wants 64 hex characters"
 err_ok 2 "ledger verify --head not hex" "$hexmsg" ledger verify L --head "$(printf '%064d' 0 | tr 0 g)"

@@ -1,6 +1,7 @@
 /* test_ledger.c — ledger format, recovery, group commit, fault injection and verify. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <sodium.h>
@@ -18,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "trigguard/anchor.h"
 #include "trigguard/ledger.h"
 
 #include "support/fail_alloc.h"
@@ -2638,7 +2640,7 @@ static void test_verify_check(void **state) {
     append_n(l, 1, 5);
     tg_ledger_close(l);
     int calls = 0;
-    tg_ledger_verify_opts_t vo = {check_fail_at_3, &calls};
+    tg_ledger_verify_opts_t vo = {.check = check_fail_at_3, .check_ud = &calls};
     tg_ledger_verify_report_t vr;
     tg_diag_t diag;
     assert_int_equal(tg_ledger_verify_path(&vr, d.path, &vo, &diag), TG_ERR_RECEIPT_SIGNATURE);
@@ -2662,6 +2664,298 @@ static void test_verify_check(void **state) {
     assert_int_equal(tg_ledger_verify_path(&vr, p, NULL, &diag), TG_ERR_LEDGER_CORRUPT);
     assert_int_equal(vr.fault_seq, 1);
     assert_non_null(strstr(diag.msg, "magic"));
+    tdir_remove(&d);
+}
+
+/* ---- anchors (anchor.h): a pruned ledger starts where its signed anchor says ---- */
+
+static void anchor_sample(tg_anchor_t *a) {
+    memset(a, 0, sizeof *a);
+    a->first_segment = 5;
+    a->archived_first_segment = 2;
+    a->first_seq = 40;
+    for (int i = 0; i < 32; i++) {
+        a->prev_hash[i] = (uint8_t)(i * 7 + 1);
+    }
+    a->archived_first_seq = 9;
+    a->created_ms = 1764547200123;
+    snprintf(a->key_id, sizeof a->key_id, "%s", "anchor-key.1");
+}
+
+/* Sign, encode, parse and verify round trip; every single changed byte of the file is caught
+ * (by the parser or by the signature); bad fields are refused. */
+static void test_anchor_format(void **state) {
+    (void)state;
+    uint8_t pk[32], sk[64], pk2[32], sk2[64];
+    crypto_sign_keypair(pk, sk);
+    crypto_sign_keypair(pk2, sk2);
+    tg_anchor_t a, b;
+    anchor_sample(&a);
+    assert_int_equal(tg_anchor_sign(&a, sk), TG_OK);
+    uint8_t buf[TG_ANCHOR_SIZE];
+    assert_int_equal(tg_anchor_encode(buf, &a), TG_OK);
+    assert_memory_equal(buf, "TGANCHR1", 8);
+    char what[128];
+    assert_int_equal(tg_anchor_parse(&b, buf, sizeof buf, what, sizeof what), TG_OK);
+    assert_int_equal(b.first_segment, 5);
+    assert_int_equal(b.archived_first_segment, 2);
+    assert_int_equal(b.first_seq, 40);
+    assert_int_equal(b.archived_first_seq, 9);
+    assert_int_equal(b.created_ms, 1764547200123);
+    assert_string_equal(b.key_id, "anchor-key.1");
+    assert_memory_equal(b.prev_hash, a.prev_hash, 32);
+    assert_int_equal(tg_anchor_verify(&b, pk), TG_OK);
+    assert_int_equal(tg_anchor_verify(&b, pk2), TG_ERR_CRYPTO);
+    /* the layout's offsets (anchor.h's table) */
+    assert_int_equal(buf[8], 5);
+    assert_int_equal(buf[12], 2);
+    assert_int_equal(buf[16], 40);
+    assert_memory_equal(buf + 24, a.prev_hash, 32);
+    assert_int_equal(buf[56], 9);
+    assert_int_equal(buf[72], strlen("anchor-key.1"));
+    assert_memory_equal(buf + 73, "anchor-key.1", strlen("anchor-key.1"));
+    assert_memory_equal(buf + 144, a.sig, 64);
+    for (size_t i = 0; i < sizeof buf; i++) {
+        for (int bit = 0; bit < 8; bit += 3) {
+            uint8_t t[TG_ANCHOR_SIZE];
+            memcpy(t, buf, sizeof t);
+            t[i] ^= (uint8_t)(1u << bit);
+            tg_err_t rc = tg_anchor_parse(&b, t, sizeof t, what, sizeof what);
+            if (rc == TG_OK) {
+                rc = tg_anchor_verify(&b, pk);
+            }
+            if (rc == TG_OK) {
+                print_error("byte %zu bit %d changed and still accepted\n", i, bit);
+                fail();
+            }
+        }
+    }
+    assert_int_equal(tg_anchor_parse(&b, buf, sizeof buf - 1, what, sizeof what),
+                     TG_ERR_LEDGER_CORRUPT);
+    uint8_t pad[TG_ANCHOR_SIZE];
+    memcpy(pad, buf, sizeof pad);
+    pad[140] = 1;
+    assert_int_equal(tg_anchor_parse(&b, pad, sizeof pad, what, sizeof what),
+                     TG_ERR_LEDGER_CORRUPT);
+    assert_non_null(strstr(what, "padding"));
+    /* fields out of range are neither signed nor encoded */
+    tg_anchor_t c = a;
+    c.first_segment = 1;
+    assert_int_equal(tg_anchor_sign(&c, sk), TG_ERR_INVALID_ARG);
+    assert_int_equal(tg_anchor_encode(buf, &c), TG_ERR_INVALID_ARG);
+    c = a;
+    c.archived_first_seq = c.first_seq;
+    assert_int_equal(tg_anchor_encode(buf, &c), TG_ERR_INVALID_ARG);
+    c = a;
+    c.archived_first_seq = 38; /* 2 records cannot fill 3 archived segments */
+    assert_int_equal(tg_anchor_encode(buf, &c), TG_ERR_INVALID_ARG);
+    c = a;
+    c.key_id[0] = '\0';
+    assert_int_equal(tg_anchor_encode(buf, &c), TG_ERR_INVALID_ARG);
+    c = a;
+    c.key_id[2] = '/';
+    assert_int_equal(tg_anchor_encode(buf, &c), TG_ERR_INVALID_ARG);
+}
+
+/* Each record's segment and hash, by seq (build_segments writes 16). */
+static struct {
+    uint32_t seg[64];
+    uint8_t hash[64][32];
+    uint64_t n, first;
+} g_recs;
+
+static tg_err_t recs_fn(void *ud, const tg_ledger_record_t *rec) {
+    (void)ud;
+    if (g_recs.n == 0) {
+        g_recs.first = rec->seq;
+    }
+    g_recs.n++;
+    if (rec->seq < 64) {
+        g_recs.seg[rec->seq] = rec->pos.segment;
+        memcpy(g_recs.hash[rec->seq], rec->hash, 32);
+    }
+    return TG_OK;
+}
+
+/* Opens d (anchored) and checks it ends at last_seq, then verifies it. */
+static void reopen_anchored(const tdir_t *d, uint64_t last_seq) {
+    tg_ledger_opts_t o = opts_for(d);
+    tg_ledger_t *l = NULL;
+    tg_ledger_recovery_t rep;
+    tg_diag_t diag = {{0}};
+    tg_err_t rc = tg_ledger_open(&l, &o, NULL, NULL, &rep, &diag);
+    if (rc) {
+        print_error("open: %s\n", diag.msg);
+    }
+    assert_int_equal(rc, TG_OK);
+    assert_int_equal(rep.last_seq, last_seq);
+    tg_ledger_close(l);
+    tg_ledger_verify_report_t vr;
+    assert_int_equal(tg_ledger_verify_path(&vr, d->path, NULL, &diag), TG_OK);
+    assert_int_equal(vr.last_seq, last_seq);
+}
+
+/* Prunes d as `ledger archive` would: segments below `keep` removed, anchor written. */
+static tg_anchor_t prune(const tdir_t *d, uint32_t keep, const uint8_t sk[64]) {
+    memset(&g_recs, 0, sizeof g_recs);
+    tg_ledger_opts_t o = opts_for(d);
+    tg_ledger_t *l = NULL;
+    assert_int_equal(tg_ledger_open(&l, &o, recs_fn, NULL, NULL, NULL), TG_OK);
+    tg_ledger_close(l);
+    uint64_t k = 1;
+    while (k < 64 && g_recs.seg[k] < keep) {
+        k++;
+    }
+    assert_true(k > 1 && k < g_recs.n);
+    tg_anchor_t a;
+    memset(&a, 0, sizeof a);
+    a.first_segment = keep;
+    a.archived_first_segment = 1;
+    a.first_seq = k;
+    memcpy(a.prev_hash, g_recs.hash[k - 1], 32);
+    a.archived_first_seq = 1;
+    a.created_ms = 1764547200000;
+    snprintf(a.key_id, sizeof a.key_id, "k1");
+    assert_int_equal(tg_anchor_sign(&a, sk), TG_OK);
+    int dfd = open(d->path, O_RDONLY | O_DIRECTORY);
+    assert_true(dfd >= 0);
+    tg_diag_t diag = {{0}};
+    assert_int_equal(tg_anchor_write(dfd, d->path, TG_ANCHOR_NAME, &a, &diag), TG_OK);
+    close(dfd);
+    for (uint32_t s = 1; s < keep; s++) {
+        char p[128];
+        seg_path(p, sizeof p, d, s);
+        assert_int_equal(unlink(p), 0);
+    }
+    return a;
+}
+
+static tg_err_t anchor_refuse(void *ud, const struct tg_anchor *a, const char *file,
+                              tg_diag_t *diag) {
+    (void)a;
+    (void)file;
+    int *calls = ud;
+    (*calls)++;
+    return tg_diag_set(diag, TG_ERR_CRYPTO, "refused by the test");
+}
+
+/* tg_ledger_open and verify accept a directory that starts at its anchor, and refuse a gap
+ * without one, a damaged anchor, an anchor that does not match the first kept record and a
+ * missing first kept segment; segments left below the anchor are ignored. */
+static void test_open_anchored(void **state) {
+    (void)state;
+    uint8_t pk[32], sk[64];
+    crypto_sign_keypair(pk, sk);
+    tdir_t d;
+    tdir_make(&d);
+    uint32_t nseg = build_segments(&d);
+    char kept_copy[160], p[128], ap[128];
+    seg_path(p, sizeof p, &d, 2);
+    size_t seg2_len = 0;
+    uint8_t *seg2 = slurp(p, &seg2_len);
+    tg_anchor_t a = prune(&d, 3, sk);
+    assert_int_equal(tg_anchor_verify(&a, pk), TG_OK);
+    snprintf(ap, sizeof ap, "%s/%s", d.path, TG_ANCHOR_NAME);
+
+    /* open replays from the anchor and appends after the last record */
+    memset(&g_recs, 0, sizeof g_recs);
+    tg_ledger_opts_t o = opts_for(&d);
+    tg_ledger_t *l = NULL;
+    tg_ledger_recovery_t rep;
+    tg_diag_t diag = {{0}};
+    tg_err_t rc = tg_ledger_open(&l, &o, recs_fn, NULL, &rep, &diag);
+    if (rc) {
+        print_error("open: %s\n", diag.msg);
+    }
+    assert_int_equal(rc, TG_OK);
+    assert_int_equal(g_recs.first, a.first_seq);
+    assert_int_equal(rep.first_seq, a.first_seq);
+    assert_int_equal(rep.last_seq, 16);
+    assert_int_equal(rep.records, 16 - a.first_seq + 1);
+    append_n(l, 17, 2);
+    tg_ledger_close(l);
+    tg_ledger_verify_report_t vr;
+    int calls = 0;
+    tg_ledger_verify_opts_t vo = {.anchor_check = anchor_refuse, .anchor_ud = &calls};
+    assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, &diag), TG_OK);
+    assert_true(vr.anchor_found);
+    assert_true(vr.anchored);
+    assert_int_equal(vr.anchor_seq, a.first_seq);
+    assert_int_equal(vr.first_seq, a.first_seq);
+    assert_int_equal(vr.last_seq, 18);
+    assert_int_equal(vr.first_segment, 3);
+    assert_int_equal(vr.anchors, 1);
+    /* the anchor check is consulted, and its refusal fails the verify at the anchor */
+    assert_int_equal(tg_ledger_verify_path(&vr, d.path, &vo, &diag), TG_ERR_CRYPTO);
+    assert_int_equal(calls, 1);
+    assert_non_null(strstr(vr.fault_file, TG_ANCHOR_NAME));
+    assert_non_null(strstr(vr.fault_what, "refused by the test"));
+
+    /* a segment left below the anchor (an interrupted archive) is ignored */
+    spit(p, seg2, seg2_len);
+    assert_int_equal(tg_ledger_verify_path(&vr, d.path, NULL, &diag), TG_OK);
+    assert_int_equal(vr.leftover_segments, 1);
+    reopen_anchored(&d, 18);
+    assert_int_equal(unlink(p), 0);
+
+    /* a middle kept segment missing */
+    assert_true(nseg >= 5);
+    seg_path(p, sizeof p, &d, 4);
+    snprintf(kept_copy, sizeof kept_copy, "%s.keep", p);
+    assert_int_equal(rename(p, kept_copy), 0);
+    expect_corrupt(&d, "ledger-000004.tgl");
+    assert_int_equal(rename(kept_copy, p), 0);
+
+    /* the anchor's hash is not the first kept record's prev_hash: a signed but wrong anchor */
+    tg_anchor_t w = a;
+    w.prev_hash[0] ^= 1;
+    assert_int_equal(tg_anchor_sign(&w, sk), TG_OK);
+    int dfd = open(d.path, O_RDONLY | O_DIRECTORY);
+    assert_true(dfd >= 0);
+    assert_int_equal(tg_anchor_write(dfd, d.path, TG_ANCHOR_NAME, &w, &diag), TG_OK);
+    expect_corrupt(&d, "ledger-000003.tgl: seq");
+    /* ... or another seq */
+    w = a;
+    w.first_seq++;
+    assert_int_equal(tg_anchor_sign(&w, sk), TG_OK);
+    assert_int_equal(tg_anchor_write(dfd, d.path, TG_ANCHOR_NAME, &w, &diag), TG_OK);
+    expect_corrupt(&d, "ledger-000003.tgl: seq");
+    /* ... or a later segment: the first kept one is then below it, and the chain breaks */
+    w = a;
+    w.first_segment++;
+    assert_int_equal(tg_anchor_sign(&w, sk), TG_OK);
+    assert_int_equal(tg_anchor_write(dfd, d.path, TG_ANCHOR_NAME, &w, &diag), TG_OK);
+    expect_corrupt(&d, "ledger-000004.tgl: seq");
+    assert_int_equal(tg_anchor_write(dfd, d.path, TG_ANCHOR_NAME, &a, &diag), TG_OK);
+    close(dfd);
+    reopen_anchored(&d, 18);
+
+    /* a damaged anchor file, or a truncated one */
+    size_t alen = 0;
+    uint8_t *abytes = slurp(ap, &alen);
+    poke(ap, 0, 'X');
+    expect_corrupt(&d, TG_ANCHOR_NAME);
+    spit(ap, abytes, alen - 1);
+    expect_corrupt(&d, TG_ANCHOR_NAME);
+    spit(ap, abytes, alen);
+    reopen_anchored(&d, 18);
+
+    /* the anchor removed: the gap before segment 3 is corruption, and nothing is created */
+    assert_int_equal(unlink(ap), 0);
+    expect_corrupt(&d, "ledger-000001.tgl");
+    seg_path(p, sizeof p, &d, 1);
+    assert_int_not_equal(access(p, F_OK), 0);
+    spit(ap, abytes, alen);
+
+    /* the anchored first segment missing */
+    for (uint32_t s = 3; s <= nseg; s++) {
+        seg_path(p, sizeof p, &d, s);
+        unlink(p);
+    }
+    expect_corrupt(&d, "ledger-000003.tgl");
+    free(abytes);
+    free(seg2);
+    unlink(ap);
     tdir_remove(&d);
 }
 
@@ -2710,6 +3004,8 @@ int main(void) {
         cmocka_unit_test_setup(test_feed_batch, setup),
         cmocka_unit_test_setup(test_feed_none, setup),
         cmocka_unit_test_setup(test_feed_absent, setup),
+        cmocka_unit_test_setup(test_anchor_format, setup),
+        cmocka_unit_test_setup(test_open_anchored, setup),
     };
     if (sodium_init() < 0) {
         return 1;

@@ -1,14 +1,17 @@
 /* db_file.c — the file backend of db.h: the in-memory tables of store.h, rebuilt at
  * start from the ledger directory that keeps every record (ledger.h). */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../backend.h"
 #include "../tlog_engine.h"
 #include "approval_table.h"
 #include "limit_table.h"
 #include "tlog_file.h"
+#include "trigguard/anchor.h"
 #include "trigguard/log.h"
 #include "trigguard/note.h"
 
@@ -94,6 +97,14 @@ static tg_err_t fs_log_start(file_db_t *fs, const tg_ledger_recovery_t *rep, tg_
     return rc;
 }
 
+/* Whether dir holds a ledger anchor (anchor.h): the ledger starts past seq 1. */
+static bool anchored(const char *dir) {
+    char path[4096];
+    struct stat st;
+    return snprintf(path, sizeof path, "%s/%s", dir, TG_ANCHOR_NAME) < (int)sizeof path &&
+           lstat(path, &st) == 0;
+}
+
 static tg_err_t fs_start(tg_db_t *db, tg_db_replay_fn replay, void *ud,
                          tg_ledger_recovery_t *report, tg_diag_t *diag) {
     file_db_t *fs = fs_of(db);
@@ -102,6 +113,15 @@ static tg_err_t fs_start(tg_db_t *db, tg_db_replay_fn replay, void *ud,
     }
     tg_ledger_recovery_t local;
     tg_ledger_recovery_t *rep = report != NULL ? report : &local;
+    if (fs->tle != NULL && anchored(fs->ledger_opts.dir)) {
+        /* The log's tree is rebuilt from every record's leaf at each start (tlog/hashes-* are
+         * never synced): without the archived records it cannot be, so refuse rather than
+         * sign a tree that starts in the middle (docs/LEDGER.md "Archive and prune"). */
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG,
+                           "%s: the ledger was pruned (%s) and a transparency log needs every "
+                           "record: start without the log key, or on the unpruned ledger",
+                           fs->ledger_opts.dir, TG_ANCHOR_NAME);
+    }
     tg_err_t rc = tg_ledger_open(&fs->ledger, &fs->ledger_opts, replay, ud, rep, diag);
     if (rc == TG_OK && fs->tle != NULL) {
         rc = fs_log_start(fs, rep, diag);
