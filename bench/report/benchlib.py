@@ -30,6 +30,7 @@ BENCHMARKS = (
     "http_evaluate_load",
     "http_decide_load",
     "http_static_load",
+    "ledger_append",
 )
 
 LATENCY_KEYS = ("min", "p50", "p90", "p95", "p99", "p99_9", "max")  # must be non-decreasing
@@ -38,7 +39,7 @@ ENV_STR_KEYS = ("cpu_model", "kernel", "os", "compiler", "build_type", "c_flags"
 LIBRARIES = ("libmicrohttpd", "jansson", "libsodium")
 # In-process harnesses: no daemon, so no server block (bench/kernel_latency_bench.c,
 # bench/handler_latency_bench.c).
-IN_PROCESS = ("kernel_fsm_latency", "handler_latency")
+IN_PROCESS = ("kernel_fsm_latency", "handler_latency", "ledger_append")
 HANDLER_RUNS = ("evaluate_handler", "decide_handler", "sign_receipt_hash", "sha256_request",
                 "sha256_receipt", "sha256_token")
 FLOOR_NS_KEYS = ("mandatory_crypto_p50_ns", "evaluate_handler_p50_ns", "decide_handler_p50_ns",
@@ -830,8 +831,8 @@ def floor_block(harnesses):
     """The floor of a signed, durable /v1/evaluate and today's daemon CPU against it, per
     connection count the static server and the evaluate loads share. Terms: HTTP (the static
     server's CPU per request for the same reply bytes), one Ed25519 signature and SHA-256 of
-    each hashed text once (handler_latency's p50s), the ledger (commit time per record from the
-    daemon's own counters: the write and, with fsync, the fdatasync, shared by the batch).
+    each hashed text once (handler_latency's p50s), the ledger (ledger_append's CPU per record
+    of writing batches of the daemon's size and, with fsync, one fdatasync per batch).
     None when the run has no static load or no handler harness."""
     plain = [h for h in harnesses if not h.get("log")
              and (h.get("store") or {}).get("kind", "file") == "file"]
@@ -847,6 +848,7 @@ def floor_block(harnesses):
     handler_us = _us(p50["evaluate_handler"], 3)
     loads = [h for h in plain if h["benchmark"] == "http_evaluate_load"]
     decide = next((h for h in plain if h["benchmark"] == "http_decide_load"), None)
+    appends = [h for h in plain if h["benchmark"] == "ledger_append"]
 
     def at(h, c):
         return next((r for r in h["runs"] if r["concurrency"] == c), None) if h else None
@@ -863,11 +865,12 @@ def floor_block(harnesses):
         for h in loads:
             r = at(h, c)
             daemon_us = proc_us(r, "daemon")
-            if r is None or daemon_us is None or "ledger" not in r or http_us is None:
+            if r is None or daemon_us is None or http_us is None:
                 continue
-            led = r["ledger"]
-            ledger_us = (_us(1e6 * led["commit_seconds_sum"] / led["records"], 3)
-                         if led["records"] else 0.0)
+            ar = at(next((x for x in appends if x["durability"] == h["durability"]), None), c)
+            ledger_us = proc_us(ar, "append")
+            if ledger_us is None:
+                continue
             floor = _us(http_us + sign_us + hash_us + ledger_us, 2)
             rest_today = _us(daemon_us - handler_us, 2)
             modes.append({
@@ -901,9 +904,9 @@ def floor_block(harnesses):
                         "signature": f"{handler['file']}: p50 of sign_receipt_hash",
                         "hashing": f"{handler['file']}: sum of the p50s of "
                                    + ", ".join(FLOOR_HASH_RUNS),
-                        "ledger": "each evaluate load run's ledger counters (GET /metrics): "
-                                  "commit_seconds_sum / records, wall time of the write and "
-                                  "fdatasync per record (an upper bound on their CPU)",
+                        "ledger": "ledger_append_<mode>.json at that connection count: CPU "
+                                  "per record of write() of a batch of the daemon's record "
+                                  "size and count and (fsync) one fdatasync per batch",
                         "handler_in_process": f"{handler['file']}: p50 of evaluate_handler"},
             "static_server": static["server"]["engine"], "static_file": static["file"],
             "criteria": FLOOR_CRITERIA, "rows": rows}

@@ -32,6 +32,7 @@ TITLES = {
     "http_evaluate_load": "Concurrent load: POST /v1/evaluate with wrk",
     "http_decide_load": "Concurrent load: POST /decide with wrk",
     "http_static_load": "Concurrent load: nginx answering the bytes of a /v1/evaluate reply",
+    "ledger_append": "The ledger's floor: batches written and synced, in process",
 }
 
 
@@ -438,8 +439,10 @@ def build_summary(a):
             "The floor (issue 25): in the same run, nginx (one worker, loopback, `return 200` "
             "with the bytes of a reply the daemon gave and its extra headers) under the same wrk "
             "load gives HTTP's CPU per request from /proc; handler_latency's p50s give one "
-            "Ed25519 signature and SHA-256 of the request, receipt and token texts; each "
-            "evaluate load run's ledger counters give the commit time per record. Their sum is "
+            "Ed25519 signature and SHA-256 of the request, receipt and token texts; "
+            "ledger_append.py, beside each mode's daemon, gives the CPU per record of writing "
+            "batches of its record size and records per commit (and, with fsync, one "
+            "fdatasync per batch). Their sum is "
             "the floor; the daemon's CPU per request is set against it per connection count and "
             "durability mode, and /decide's against nginx's.")
     if tlog is not None:

@@ -88,8 +88,8 @@ assert ev["runs"][0]["requests"] == 50 and ev["server"]["durability"] == "none"
 assert [r["concurrency"] for r in ld["runs"]] == [2, 8] and ld["server"]["durability"] == "fsync"
 assert all(r["requests"] > 0 and r["errors"]["count"] == 0 for r in ld["runs"])
 # 7 + the transparency log's two long runs (per-receipt and batch signing)
-# ... + /decide under load and nginx serving a reply's bytes (the floor's terms)
-assert s["mode"] == "quick" and len(s["harnesses"]) == 11 + pg + lb and s["comparison"]
+# ... + /decide under load, nginx serving a reply's bytes and the two ledger_append runs
+assert s["mode"] == "quick" and len(s["harnesses"]) == 13 + pg + lb and s["comparison"]
 # The floor: nginx's reply was the daemon's bytes, every term measured, the sum and the ratio
 # what the terms and the daemon's CPU give, at each connection count, both modes.
 sl = json.load(open(f"{d}/http_static_load.json"))
