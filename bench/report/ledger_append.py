@@ -113,7 +113,8 @@ def main(argv):
                                              "us_per_request": round(1e6 * cpu_s / recs, 3)}}},
         })
         print(f"ledger_append.py: {mode} c={lr['concurrency']} batch={batch} "
-              f"record={record_bytes}B cpu={runs[-1]['cpu']['processes']['append']['us_per_request']}"
+              f"record={record_bytes}B "
+              f"cpu={runs[-1]['cpu']['processes']['append']['us_per_request']}"
               f"us/record commit p50={lat['p50']:.4f}ms", file=sys.stderr)
     doc = {
         "schema": benchlib.SCHEMA, "benchmark": "ledger_append",

@@ -311,12 +311,16 @@ def floor_section(s):
             body = []
 
             def line(label, floor_of, today_of, cls=""):
+                # No "today" of its own for a single term: the daemon's CPU is not split
+                # that finely (the two rows below split it).
                 cells = "".join(f"<td>{opt(floor_of(m), lambda v: f'{v:.2f}')}</td>"
-                                f"<td>{opt(today_of(m), lambda v: f'{v:.2f}')}</td>" for m in ms)
+                                f"<td>{'—' if today_of(m) is None else f'{today_of(m):.2f}'}"
+                                "</td>" for m in ms)
                 body.append(f'<tr{cls}><td class="t">{esc(label)}</td>{cells}</tr>')
 
             none = (lambda m: None)
-            line(f"HTTP ({fl['static_server']}, CPU/request)", lambda m: m["terms_us"]["http"], none)
+            line(f"HTTP ({fl['static_server']}, CPU/request)", lambda m: m["terms_us"]["http"],
+                 none)
             line("Ed25519 signature", lambda m: m["terms_us"]["signature"], none)
             line("SHA-256, each text once", lambda m: m["terms_us"]["hashing"], none)
             line("ledger append + sync share", lambda m: m["terms_us"]["ledger"], none)

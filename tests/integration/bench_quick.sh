@@ -99,7 +99,8 @@ for r in sl["runs"]:
     assert r["errors"]["count"] == 0 and r["ok"] == r["requests"] > 0, r
     assert r["cpu"]["processes"]["static"]["cpu_s"] > 0, r["cpu"]
 dl = json.load(open(f"{d}/http_decide_load.json"))
-assert dl["parameters"]["endpoint"] == "/decide" and [r["concurrency"] for r in dl["runs"]] == [2, 8]
+assert dl["parameters"]["endpoint"] == "/decide"
+assert [r["concurrency"] for r in dl["runs"]] == [2, 8], dl["runs"]
 fb = s["floor"]
 assert [row["concurrency"] for row in fb["rows"]] == [2, 8], fb["rows"]
 for row in fb["rows"]:
