@@ -29,6 +29,8 @@ BENCHMARKS = (
     "http_evaluate_sequential",
     "http_evaluate_load",
     "http_decide_load",
+    "http_static_load",
+    "ledger_append",
 )
 
 LATENCY_KEYS = ("min", "p50", "p90", "p95", "p99", "p99_9", "max")  # must be non-decreasing
@@ -37,7 +39,7 @@ ENV_STR_KEYS = ("cpu_model", "kernel", "os", "compiler", "build_type", "c_flags"
 LIBRARIES = ("libmicrohttpd", "jansson", "libsodium")
 # In-process harnesses: no daemon, so no server block (bench/kernel_latency_bench.c,
 # bench/handler_latency_bench.c).
-IN_PROCESS = ("kernel_fsm_latency", "handler_latency")
+IN_PROCESS = ("kernel_fsm_latency", "handler_latency", "ledger_append")
 HANDLER_RUNS = ("evaluate_handler", "decide_handler", "sign_receipt_hash", "sha256_request",
                 "sha256_receipt", "sha256_token")
 FLOOR_NS_KEYS = ("mandatory_crypto_p50_ns", "evaluate_handler_p50_ns", "decide_handler_p50_ns",
@@ -705,6 +707,15 @@ def validate_floor(doc, where):
          "floor.evaluate_minus_decide_p50_ns must be the difference of the two")
 
 
+def validate_static_info(st, where):
+    """scripts/loadtest --static-info: the static server standing in for the daemon's HTTP."""
+    _req(isinstance(st, dict), where, "must be an object")
+    for k in ("server", "what", "differs"):
+        _req(_nonempty_str(st.get(k)), where, f"{k} must be a non-empty string")
+    for k in ("body_bytes", "daemon_header_bytes", "static_header_bytes", "workers"):
+        _req(_is_int(st.get(k)) and st[k] >= 0, where, f"{k} must be an integer >= 0")
+
+
 def validate_artifact(doc, where="artifact"):
     """Raises SchemaError unless doc is a benchmark document of docs/BENCHMARKS.md."""
     _req(isinstance(doc, dict), where, "must be a JSON object")
@@ -732,6 +743,13 @@ def validate_artifact(doc, where="artifact"):
                      "a PostgreSQL run needs the ledger counters of /metrics")
                 _req(r["ledger"]["instances"] == doc["store"]["instances"],
                      f"{where}.runs[{i}]", "ledger.instances must be store.instances")
+    _req(("static" in doc) == (doc["benchmark"] == "http_static_load"), where,
+         "static is there exactly when the benchmark is http_static_load")
+    if "static" in doc:
+        validate_static_info(doc["static"], where + ".static")
+        for i, r in enumerate(runs):
+            _req("static" in (r.get("cpu") or {}).get("processes", {}), f"{where}.runs[{i}]",
+                 "a static run needs the static server's CPU (--cpu static=PID)")
     if "log" in doc:
         validate_log_info(doc["log"], where + ".log")
         # A run with the log on is worth only what the log did in it.
@@ -787,10 +805,111 @@ def validate_summary(s, where="summary"):
              where, "stores must be what the harnesses' runs give (ratios, criteria, rows)")
         if "ab" in sc:
             validate_store_ab(sc["ab"], where + ".stores.ab")
+    _req(s.get("floor") == floor_block(hs), where,
+         "floor must be what the harnesses' runs give (benchlib.floor_block), or absent when "
+         "they cannot give it")
     if "transparency_log" in s:
         _req({k: v for k, v in s["transparency_log"].items() if k != "ab"}
              == (log_comparison(hs) or {}), where,
              "transparency_log must be what the harnesses' runs give (ratios, checks, rows)")
+
+
+# ---- the floor of the signed path: issue 25's terms, measured in the same run ---------------
+
+FLOOR_CRITERIA = {"max_ratio_to_floor": 1.5, "max_decide_ratio_to_static": 2.0,
+                  "what": "issue 25: daemon CPU per request of /v1/evaluate (per-receipt "
+                          "signing) <= 1.5x the floor in the same run, in each durability "
+                          "mode; /decide CPU per request <= 2x the static server's (nginx)"}
+FLOOR_HASH_RUNS = ("sha256_request", "sha256_receipt", "sha256_token")
+
+
+def _us(v, nd=2):
+    return None if v is None else round(v, nd)
+
+
+def floor_block(harnesses):
+    """The floor of a signed, durable /v1/evaluate and today's daemon CPU against it, per
+    connection count the static server and the evaluate loads share. Terms: HTTP (the static
+    server's CPU per request for the same reply bytes), one Ed25519 signature and SHA-256 of
+    each hashed text once (handler_latency's p50s), the ledger (ledger_append's CPU per record
+    of writing batches of the daemon's size and, with fsync, one fdatasync per batch).
+    None when the run has no static load or no handler harness."""
+    plain = [h for h in harnesses if not h.get("log")
+             and (h.get("store") or {}).get("kind", "file") == "file"]
+    handler = next((h for h in plain if h["benchmark"] == "handler_latency"), None)
+    static = next((h for h in plain if h["benchmark"] == "http_static_load"), None)
+    if handler is None or static is None:
+        return None
+    p50 = {r["name"]: r["latency_ms"]["p50"] * 1000.0 for r in handler["runs"]}
+    if any(n not in p50 for n in ("sign_receipt_hash", "evaluate_handler") + FLOOR_HASH_RUNS):
+        return None
+    sign_us = _us(p50["sign_receipt_hash"], 3)
+    hash_us = _us(sum(p50[n] for n in FLOOR_HASH_RUNS), 3)
+    handler_us = _us(p50["evaluate_handler"], 3)
+    loads = [h for h in plain if h["benchmark"] == "http_evaluate_load"]
+    decide = next((h for h in plain if h["benchmark"] == "http_decide_load"), None)
+    appends = [h for h in plain if h["benchmark"] == "ledger_append"]
+
+    def at(h, c):
+        return next((r for r in h["runs"] if r["concurrency"] == c), None) if h else None
+
+    def proc_us(r, name):
+        e = (r or {}).get("cpu", {}).get("processes", {}).get(name)
+        return None if e is None else e["us_per_request"]
+
+    rows = []
+    for sr in static["runs"]:
+        c = sr["concurrency"]
+        http_us = proc_us(sr, "static")
+        modes = []
+        for h in loads:
+            r = at(h, c)
+            daemon_us = proc_us(r, "daemon")
+            if r is None or daemon_us is None or http_us is None:
+                continue
+            ar = at(next((x for x in appends if x["durability"] == h["durability"]), None), c)
+            ledger_us = proc_us(ar, "append")
+            if ledger_us is None:
+                continue
+            floor = _us(http_us + sign_us + hash_us + ledger_us, 2)
+            rest_today = _us(daemon_us - handler_us, 2)
+            modes.append({
+                "durability": h["durability"], "file": h["file"],
+                "throughput_per_s": r["throughput_per_s"],
+                "terms_us": {"http": http_us, "signature": sign_us, "hashing": hash_us,
+                             "ledger": ledger_us},
+                "floor_us": floor, "daemon_cpu_us_per_request": daemon_us,
+                "ratio_to_floor": round(daemon_us / floor, 3) if floor > 0 else None,
+                "above_floor_us": _us(daemon_us - floor, 2),
+                "today_us": {"handler_in_process": handler_us, "rest": rest_today},
+                "floor_of_today_us": {"handler_in_process": _us(sign_us + hash_us, 3),
+                                      "rest": _us(http_us + ledger_us, 3)},
+                "meets_criteria": floor > 0 and daemon_us <= FLOOR_CRITERIA[
+                    "max_ratio_to_floor"] * floor})
+        d_us = proc_us(at(decide, c), "daemon")
+        dec = None
+        if d_us is not None and http_us:
+            ratio = round(d_us / http_us, 3)
+            dec = {"file": decide["file"], "daemon_cpu_us_per_request": d_us,
+                   "ratio_to_static": ratio,
+                   "meets_criteria": ratio <= FLOOR_CRITERIA["max_decide_ratio_to_static"]}
+        rows.append({"concurrency": c, "static_cpu_us_per_request": http_us,
+                     "evaluate": modes, "decide": dec})
+    return {"what": "the floor of a signed, durable POST /v1/evaluate (issue 25): HTTP + one "
+                    "Ed25519 signature + SHA-256 of each hashed text once + the ledger's "
+                    "append and its share of the batch's sync; today's daemon CPU per request "
+                    "against it, from the same run",
+            "sources": {"http": f"{static['file']}: CPU per request of the static server "
+                                "(nginx) from /proc, the same reply bytes",
+                        "signature": f"{handler['file']}: p50 of sign_receipt_hash",
+                        "hashing": f"{handler['file']}: sum of the p50s of "
+                                   + ", ".join(FLOOR_HASH_RUNS),
+                        "ledger": "ledger_append_<mode>.json at that connection count: CPU "
+                                  "per record of write() of a batch of the daemon's record "
+                                  "size and count and (fsync) one fdatasync per batch",
+                        "handler_in_process": f"{handler['file']}: p50 of evaluate_handler"},
+            "static_server": static["server"]["engine"], "static_file": static["file"],
+            "criteria": FLOOR_CRITERIA, "rows": rows}
 
 
 # ---- the store comparison: PostgreSQL beside the file ledger, same run ---------------------

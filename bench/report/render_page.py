@@ -284,6 +284,78 @@ def opt(v, fmt):
     return "n/a" if v is None else fmt(v)
 
 
+def floor_section(s):
+    """Today's CPU per request against the floor of issue 25, per component (the summary's
+    "floor": every term measured by this run)."""
+    fl = s.get("floor")
+    if not fl:
+        return ("<p>This run has no floor: it needs the nginx load (step 3c of scripts/bench) "
+                "and the in-process handler harness.</p>")
+    crit = fl["criteria"]
+    src = fl["sources"]
+    out = [f"<p>{esc(fl['what'])}. The bar: {esc(crit['what'])}. Terms: HTTP = {esc(src['http'])}; "
+           f"signature = {esc(src['signature'])}; hashing = {esc(src['hashing'])}; ledger = "
+           f"{esc(src['ledger'])}. “Today” splits the daemon's CPU into the handler in "
+           f"process ({esc(src['handler_in_process'])}) and the rest (HTTP, threads, ledger), "
+           "each beside its share of the floor. Everything shares this machine's cores, so "
+           "the figures are noisy; the ratios are the point.</p>"]
+    for row in fl["rows"]:
+        c = row["concurrency"]
+        ms = row["evaluate"]
+        out.append(f"<h3>{c} connections</h3>")
+        if not ms:
+            out.append("<p>No /v1/evaluate load run at this connection count.</p>")
+        else:
+            head = "".join(f'<th class="t">{esc(m["durability"])}: floor</th>'
+                           f'<th class="t">{esc(m["durability"])}: today</th>' for m in ms)
+            body = []
+
+            def line(label, floor_of, today_of, cls=""):
+                # No "today" of its own for a single term: the daemon's CPU is not split
+                # that finely (the two rows below split it).
+                cells = "".join(f"<td>{opt(floor_of(m), lambda v: f'{v:.2f}')}</td>"
+                                f"<td>{'—' if today_of(m) is None else f'{today_of(m):.2f}'}"
+                                "</td>" for m in ms)
+                body.append(f'<tr{cls}><td class="t">{esc(label)}</td>{cells}</tr>')
+
+            none = (lambda m: None)
+            line(f"HTTP ({fl['static_server']}, CPU/request)", lambda m: m["terms_us"]["http"],
+                 none)
+            line("Ed25519 signature", lambda m: m["terms_us"]["signature"], none)
+            line("SHA-256, each text once", lambda m: m["terms_us"]["hashing"], none)
+            line("ledger append + sync share", lambda m: m["terms_us"]["ledger"], none)
+            line("handler in process (signature + hashing | evaluate_handler p50)",
+                 lambda m: m["floor_of_today_us"]["handler_in_process"],
+                 lambda m: m["today_us"]["handler_in_process"])
+            line("the rest (HTTP + ledger | daemon − handler)",
+                 lambda m: m["floor_of_today_us"]["rest"], lambda m: m["today_us"]["rest"])
+            line("total: floor | daemon CPU per request", lambda m: m["floor_us"],
+                 lambda m: m["daemon_cpu_us_per_request"], ' class="sum"')
+            ratios = "".join(
+                f'<td colspan="2" class="{"good" if m["meets_criteria"] else "bad"}">'
+                f'{opt(m["ratio_to_floor"], lambda v: f"{v:.2f}×")} the floor '
+                f'({m["throughput_per_s"]:,.0f} RPS)</td>' for m in ms)
+            body.append(f'<tr><td class="t">today ÷ floor (bar ≤ {crit["max_ratio_to_floor"]}×)'
+                        f"</td>{ratios}</tr>")
+            out.append('<table><thead><tr><th class="t">CPU per request against the floor, '
+                       f'per component (µs)</th>{head}</tr></thead><tbody>{"".join(body)}'
+                       "</tbody></table>")
+        d = row["decide"]
+        if d:
+            cls = "good" if d["meets_criteria"] else "bad"
+            out.append(f'<p class="{cls}">/decide: {d["daemon_cpu_us_per_request"]:.2f} µs of '
+                       f'daemon CPU per request, {d["ratio_to_static"]:.2f}× nginx\'s '
+                       f'{row["static_cpu_us_per_request"]:.2f} µs (bar ≤ '
+                       f'{crit["max_decide_ratio_to_static"]}×).</p>')
+    st = next((h.get("static") for h in s["harnesses"] if h.get("static")), None)
+    if st:
+        out.append(f'<p class="note">The static server: {esc(st["what"])}. Body '
+                   f'{st["body_bytes"]} B; headers {st["daemon_header_bytes"]} B from the '
+                   f'daemon, {st["static_header_bytes"]} B from nginx. What differs: '
+                   f'{esc(st["differs"])}.</p>')
+    return "\n".join(out)
+
+
 def stores_section(s):
     """PostgreSQL beside the file ledger of the same run (the summary's "stores")."""
     st = s.get("stores")
@@ -543,7 +615,7 @@ these files; none is typed in except the original product's published figures.</
 <nav><a href="#headline">Headline</a><a href="#original">Beside the original</a>
 <a href="#environment">Environment</a><a href="#methodology">Methodology</a>
 <a href="#harnesses">Harnesses</a><a href="#load">Load</a><a href="#stores">PostgreSQL</a>
-<a href="#tlog">Transparency log</a>
+<a href="#tlog">Transparency log</a><a href="#floor">Floor</a>
 <a href="#reproduce">Reproduce</a>
 <a href="#artifacts">Artifacts</a></nav>
 
@@ -579,6 +651,9 @@ own hardware, not code on equal hardware.</p>
 
 <h2 id="tlog">Transparency log: its cost and batch-signed receipts</h2>
 {log_section(s)}
+
+<h2 id="floor">CPU per request against the floor, per component</h2>
+{floor_section(s)}
 
 <h2 id="reproduce">Reproduce</h2>
 <p>From a clone of the repository on Debian 12 (the scripts install what is missing when

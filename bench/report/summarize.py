@@ -31,6 +31,8 @@ TITLES = {
     "http_evaluate_sequential": "End to end, sequential: POST /v1/evaluate",
     "http_evaluate_load": "Concurrent load: POST /v1/evaluate with wrk",
     "http_decide_load": "Concurrent load: POST /decide with wrk",
+    "http_static_load": "Concurrent load: nginx answering the bytes of a /v1/evaluate reply",
+    "ledger_append": "The ledger's floor: batches written and synced, in process",
 }
 
 
@@ -100,6 +102,8 @@ def build_summary(a):
             h["store"] = store
         if doc.get("log"):
             h["log"] = doc["log"]
+        if doc.get("static"):
+            h["static"] = doc["static"]
         harnesses.append(h)
 
     def kind(h):
@@ -417,6 +421,30 @@ def build_summary(a):
     }
     if stores is not None:
         summary["stores"] = stores
+    floor = benchlib.floor_block(harnesses)
+    if floor is not None:
+        summary["floor"] = floor
+        for row in floor["rows"]:
+            for m in row["evaluate"]:
+                if row["concurrency"] != 50:
+                    continue
+                item(f"floor_ratio_{m['durability']}",
+                     f"CPU per request ÷ the floor, 50 connections ({m['durability']})",
+                     m["ratio_to_floor"], "ratio",
+                     f"{m['daemon_cpu_us_per_request']} µs against a floor of "
+                     f"{m['floor_us']} µs (nginx {row['static_cpu_us_per_request']} µs + "
+                     f"signature {m['terms_us']['signature']} + hashing "
+                     f"{m['terms_us']['hashing']} + ledger {m['terms_us']['ledger']})")
+        methodology.append(
+            "The floor (issue 25): in the same run, nginx (one worker, loopback, `return 200` "
+            "with the bytes of a reply the daemon gave and its extra headers) under the same wrk "
+            "load gives HTTP's CPU per request from /proc; handler_latency's p50s give one "
+            "Ed25519 signature and SHA-256 of the request, receipt and token texts; "
+            "ledger_append.py, beside each mode's daemon, gives the CPU per record of writing "
+            "batches of its record size and records per commit (and, with fsync, one "
+            "fdatasync per batch). Their sum is "
+            "the floor; the daemon's CPU per request is set against it per connection count and "
+            "durability mode, and /decide's against nginx's.")
     if tlog is not None:
         summary["transparency_log"] = tlog
         methodology.append(

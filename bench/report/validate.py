@@ -6,7 +6,8 @@ usage: validate.py [--expect-zero-errors] SUMMARY.json | ARTIFACT.json...
 For a summary: the summary schema, every artifact it lists (read from the summary's
 directory: schema, and the sha256 recorded in the summary), and for every artifact with raw
 samples an independent recomputation of the nearest-rank percentiles from the raw file,
-which must equal the harness's figures. For an artifact: its schema. Exit 0 when all holds.
+which must equal the harness's figures, and the "floor" block recomputed from the artifact
+files (benchlib.floor_block). For an artifact: its schema. Exit 0 when all holds.
 """
 import gzip
 import hashlib
@@ -68,6 +69,17 @@ def main(argv):
                     print(f"validate.py: {art['file']}: percentiles recomputed from {n} raw "
                           "samples match")
                 checked += 1
+            if "floor" in doc:
+                # The floor from the artifacts themselves, not from the summary's copies of
+                # their runs: a summary edited consistently with itself is still caught.
+                hs = []
+                for h in doc["harnesses"]:
+                    adoc = benchlib.load_json(os.path.join(base, h["file"]))
+                    hs.append(dict(h, runs=adoc["runs"], server=adoc.get("server")))
+                if benchlib.floor_block(hs) != doc["floor"]:
+                    raise benchlib.SchemaError(f"{path}: floor is not what its artifacts give")
+                print(f"validate.py: floor: {len(doc['floor']['rows'])} rows recomputed from "
+                      "their artifacts match")
             ab = (doc.get("stores") or {}).get("ab")
             if ab is not None:
                 docs = [(a["file"], benchlib.load_json(os.path.join(base, a["file"])))

@@ -49,7 +49,7 @@ fi
 
 for f in kernel_fsm_latency handler_latency http_decide_sequential http_evaluate_sequential_fsync \
     http_evaluate_sequential_none http_evaluate_load_fsync http_evaluate_load_none \
-    benchmark_summary; do
+    http_decide_load http_static_load benchmark_summary; do
     check "artifact $f.json written" test -s "$out/$f.json"
 done
 check "raw samples of /decide kept" test -s "$out/raw/http_decide_sequential.ns.txt.gz"
@@ -88,7 +88,33 @@ assert ev["runs"][0]["requests"] == 50 and ev["server"]["durability"] == "none"
 assert [r["concurrency"] for r in ld["runs"]] == [2, 8] and ld["server"]["durability"] == "fsync"
 assert all(r["requests"] > 0 and r["errors"]["count"] == 0 for r in ld["runs"])
 # 7 + the transparency log's two long runs (per-receipt and batch signing)
-assert s["mode"] == "quick" and len(s["harnesses"]) == 9 + pg + lb and s["comparison"]
+# ... + /decide under load, nginx serving a reply's bytes and the two ledger_append runs
+assert s["mode"] == "quick" and len(s["harnesses"]) == 13 + pg + lb and s["comparison"]
+# The floor: nginx's reply was the daemon's bytes, every term measured, the sum and the ratio
+# what the terms and the daemon's CPU give, at each connection count, both modes.
+sl = json.load(open(f"{d}/http_static_load.json"))
+assert sl["static"]["server"].startswith("nginx/") and sl["static"]["body_bytes"] > 0, sl["static"]
+assert [r["concurrency"] for r in sl["runs"]] == [2, 8], sl["runs"]
+for r in sl["runs"]:
+    assert r["errors"]["count"] == 0 and r["ok"] == r["requests"] > 0, r
+    assert r["cpu"]["processes"]["static"]["cpu_s"] > 0, r["cpu"]
+dl = json.load(open(f"{d}/http_decide_load.json"))
+assert dl["parameters"]["endpoint"] == "/decide"
+assert [r["concurrency"] for r in dl["runs"]] == [2, 8], dl["runs"]
+fb = s["floor"]
+assert [row["concurrency"] for row in fb["rows"]] == [2, 8], fb["rows"]
+for row in fb["rows"]:
+    assert sorted(m["durability"] for m in row["evaluate"]) == ["fsync", "none"], row
+    for m in row["evaluate"]:
+        t = m["terms_us"]
+        assert t["http"] > 0 and t["signature"] > 0 and t["hashing"] > 0 and t["ledger"] >= 0, t
+        assert abs(m["floor_us"] - sum(t.values())) <= 0.011, m
+        assert m["ratio_to_floor"] == round(m["daemon_cpu_us_per_request"] / m["floor_us"], 3)
+        if m["durability"] == "fsync":
+            assert t["ledger"] > 0, t  # fdatasync per batch, shared by its records
+    assert row["decide"] is not None and row["decide"]["daemon_cpu_us_per_request"] > 0, row
+assert any(i["key"] == "floor_ratio_fsync" for i in s["headline"]["items"]) or 50 not in \
+    [row["concurrency"] for row in fb["rows"]]
 # The log's runs: every level read the log's counters; the A/B's one round, three sides.
 for name, signing in (("fsync_log_receipt", "receipt"), ("fsync_log_batch", "batch")):
     lg = json.load(open(f"{d}/http_evaluate_load_{name}.json"))
@@ -250,6 +276,30 @@ PY
     done
 fi
 check "the page has the PostgreSQL section" grep -q 'id="stores"' "$tmp/index.html"
+check "the page has the floor table" grep -q 'CPU per request against the floor, per component' \
+    "$tmp/index.html"
+# ... and a floor block whose sum, or whose nginx term, is not what the harnesses give.
+for what in sum http; do
+    rc=0
+    "$py" - "$TG_SRC/bench/report" "$out/benchmark_summary.json" "$what" >/dev/null \
+        2>"$tmp/floor-$what.err" <<'PY' || rc=$?
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import benchlib
+s = json.load(open(sys.argv[2]))
+m = s["floor"]["rows"][-1]["evaluate"][0]
+if sys.argv[3] == "sum":
+    m["floor_us"] = round(m["floor_us"] / 2, 2)
+else:  # the static harness's own CPU figure changed: the floor no longer follows from it
+    h = next(h for h in s["harnesses"] if h["benchmark"] == "http_static_load")
+    e = h["runs"][-1]["cpu"]["processes"]["static"]
+    e["cpu_s"] *= 3  # still consistent in itself: only the floor can tell
+    e["us_per_request"] = round(1e6 * e["cpu_s"] / h["runs"][-1]["requests"], 2)
+benchlib.validate_summary(s)
+PY
+    check "a floor whose $what disagrees with its harnesses is refused" test "$rc" != 0
+    check "... because of the floor ($what)" grep -q "floor must be what" "$tmp/floor-$what.err"
+done
 
 check "page is self-contained with every section" \
     "$py" "$TG_SRC/bench/report/check_page.py" --static-only "$tmp/index.html"
