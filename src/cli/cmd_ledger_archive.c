@@ -265,6 +265,7 @@ static bool remove_leftovers(int sfd, int dfd, const char *dir, const char *dest
 static void archive_usage(FILE *out) {
     fprintf(out,
             "usage: trigguard ledger archive DIR --before TIME --to DEST --key KEY.pem\n"
+            "                                [--retention SECONDS]\n"
             "\n"
             "Moves every sealed segment of the ledger in DIR whose newest record (meta \"at\")\n"
             "is older than TIME (RFC 3339) to the archive directory DEST, oldest first and\n"
@@ -276,6 +277,9 @@ static void archive_usage(FILE *out) {
             "The active (last) segment always stays, and so does at least one record. The daemon\n"
             "must be stopped (DIR's ledger.lock is taken). A ledger with a transparency log\n"
             "(DIR/tlog) is refused: the log's tree needs every record.\n"
+            "TIME must lie at least --retention (the daemon's; default 86400) in the past: a\n"
+            "pruned record's idempotency key and nonce are forgotten at the next start, so a\n"
+            "retry within retention would be decided again. --retention 0 turns the check off.\n"
             "Then: trigguard ledger verify DEST DIR --keys keys.json proves both as one chain.\n"
             "exit status: 0 archived (or nothing old enough), 1 a check failed (nothing removed),\n"
             "2 usage or unusable input\n");
@@ -283,6 +287,7 @@ static void archive_usage(FILE *out) {
 
 int tg_cmd_ledger_archive(int argc, char **argv) {
     const char *dir = NULL, *dest = NULL, *before_s = NULL, *key_path = NULL;
+    const char *retention_s = "86400"; /* serve's --retention default */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -295,6 +300,8 @@ int tg_cmd_ledger_archive(int argc, char **argv) {
             dest = argv[++i];
         } else if (strcmp(a, "--key") == 0 && i + 1 < argc) {
             key_path = argv[++i];
+        } else if (strcmp(a, "--retention") == 0 && i + 1 < argc) {
+            retention_s = argv[++i];
         } else if (a[0] != '-' && dir == NULL) {
             dir = a;
         } else {
@@ -311,6 +318,25 @@ int tg_cmd_ledger_archive(int argc, char **argv) {
     int64_t before = 0;
     if (tg_time_parse_rfc3339_ms(&before, before_s, strlen(before_s)) != TG_OK) {
         fprintf(stderr, CMD ": --before wants an RFC 3339 time (2026-11-01T00:00:00Z)\n");
+        return TG_EXIT_USAGE;
+    }
+    /* serve's range for --retention (a year at most), and 0 for "checked elsewhere" */
+    char *end = NULL;
+    errno = 0;
+    long long retention = strtoll(retention_s, &end, 10);
+    if (errno != 0 || end == retention_s || *end != '\0' || retention < 0 || retention > 31536000) {
+        fprintf(stderr, CMD ": --retention wants seconds in 0..31536000\n");
+        return TG_EXIT_USAGE;
+    }
+    /* Fail closed: after a prune the daemon forgets the pruned records' idempotency keys and
+     * nonces, so a prune inside retention would let a retried request be decided (and
+     * permitted) a second time. */
+    if (retention > 0 && before > tg_clock_now_ms() - retention * 1000) {
+        fprintf(stderr,
+                CMD ": --before %s is within --retention %llds of now: the daemon would forget "
+                    "those records' idempotency keys and nonces and could decide a retried request "
+                    "again; archive older records (or pass the daemon's --retention)\n",
+                before_s, retention);
         return TG_EXIT_USAGE;
     }
     int status = TG_EXIT_USAGE;

@@ -67,7 +67,7 @@ tg_post /v1/evaluate "$(tg_req_json permit ',"idempotency_key":"kept-1"')"
 tg_save kept
 tg_jget KEPT_EXEC 'j["execution_id"]'
 run 2 "archive refused while the daemon holds the lock" "locked by another process" -- \
-    ledger archive "$L" --before "$LATER" --to "$A1" --key "$TG_KEY"
+    ledger archive "$L" --before "$LATER" --retention 0 --to "$A1" --key "$TG_KEY"
 tg_stop main
 nseg=$(find "$L" -name 'ledger-*.tgl' | wc -l)
 tg_check "the ledger has at least 4 segments ($nseg)" test "$nseg" -ge 4
@@ -77,9 +77,14 @@ cp -a "$L" "$TG_TMP/unpruned"
 run 0 "nothing older than 1970" "nothing to archive" -- \
     ledger archive "$L" --before 1970-01-02T00:00:00Z --to "$A1" --key "$TG_KEY"
 tg_check "no anchor after archiving nothing" test ! -e "$L/ledger.anchor"
-run 2 "archive needs --key" "are required" -- ledger archive "$L" --before "$LATER" --to "$A1"
+run 2 "archive needs --key" "are required" -- ledger archive "$L" --before "$LATER" --retention 0 --to "$A1"
+run 2 "archive refuses a time within the default retention (a day)" "within --retention 86400s" -- \
+    ledger archive "$L" --before "$(date -u -d '-1 hour' +%Y-%m-%dT%H:%M:%SZ)" --to "$A1" --key "$TG_KEY"
+tg_check "no anchor after the refusal" test ! -e "$L/ledger.anchor"
+run 2 "archive refuses a bad --retention" "wants seconds" -- \
+    ledger archive "$L" --before "$LATER" --retention -5 --to "$A1" --key "$TG_KEY"
 run 0 "archive 1" "archived: ledger-000001.tgl" -- \
-    ledger archive "$L" --before "$LATER" --to "$A1" --key "$TG_KEY"
+    ledger archive "$L" --before "$LATER" --retention 0 --to "$A1" --key "$TG_KEY"
 last=$(find "$L" -name 'ledger-*.tgl' | sort | tail -1)
 tg_check "the active segment stays" test -e "$last"
 tg_check "segment 1 left the live directory" test ! -e "$L/ledger-000001.tgl"
@@ -150,7 +155,7 @@ tg_stop main
 run 0 "live directory verifies after new records" "starts at seq" -- ledger verify "$L" --keys "$KEYS"
 
 # ---- archive 2, to another archive: three directories, one chain --------------------------
-run 0 "archive 2" "archived:" -- ledger archive "$L" --before "$LATER" --to "$A2" --key "$TG_KEY"
+run 0 "archive 2" "archived:" -- ledger archive "$L" --before "$LATER" --retention 0 --to "$A2" --key "$TG_KEY"
 tg_check "archive 2 starts at archive 1's end" cmp -s "$A1/archive.anchor" "$A2/ledger.anchor"
 run 0 "archive 1 + archive 2 + live verify as one chain" "ledger OK" -- \
     ledger verify "$A1" "$A2" "$L" --keys "$KEYS"
@@ -230,7 +235,7 @@ tg_keygen "$TG_TMP/forger.pem" itest-key-1
 rm -rf "$TG_TMP/f"
 mkdir "$TG_TMP/f"
 cp -a "$TG_TMP/unpruned" "$TG_TMP/f/live"
-run 0 "archive with another key" "archived:" -- ledger archive "$TG_TMP/f/live" --before "$LATER" \
+run 0 "archive with another key" "archived:" -- ledger archive "$TG_TMP/f/live" --before "$LATER" --retention 0 \
     --to "$TG_TMP/f/arch" --key "$TG_TMP/forger.pem"
 run 1 "an anchor signed by another key fails" "signature does not verify" -- \
     ledger verify "$TG_TMP/f/live" --keys "$KEYS"
@@ -238,7 +243,7 @@ tg_keygen "$TG_TMP/other.pem" other-key
 rm -rf "$TG_TMP/f/live" "$TG_TMP/f/arch"
 cp -a "$TG_TMP/unpruned" "$TG_TMP/f/live"
 run 0 "archive with a key of another id" "archived:" -- ledger archive "$TG_TMP/f/live" \
-    --before "$LATER" --to "$TG_TMP/f/arch" --key "$TG_TMP/other.pem"
+    --before "$LATER" --retention 0 --to "$TG_TMP/f/arch" --key "$TG_TMP/other.pem"
 run 1 "an anchor by a key not given fails" "not among the keys given" -- \
     ledger verify "$TG_TMP/f/live" --keys "$KEYS"
 
@@ -251,7 +256,7 @@ cp "$TG_TMP/c/live/ledger-000001.tgl" "$TG_TMP/c/arch/"
 head -c 100 "$TG_TMP/c/live/ledger-000002.tgl" >"$TG_TMP/c/arch/ledger-000002.tgl"
 echo partial >"$TG_TMP/c/arch/ledger-000003.tgl.tmp"
 run 0 "an archive interrupted before the anchor is redone" "archived: ledger-000001.tgl" -- \
-    ledger archive "$TG_TMP/c/live" --before "$LATER" --to "$TG_TMP/c/arch" --key "$TG_KEY"
+    ledger archive "$TG_TMP/c/live" --before "$LATER" --retention 0 --to "$TG_TMP/c/arch" --key "$TG_KEY"
 run 0 "... and both verify as one chain" "ledger OK" -- \
     ledger verify "$TG_TMP/c/arch" "$TG_TMP/c/live" --keys "$KEYS"
 fresh
@@ -263,6 +268,6 @@ run 0 "... and the directory verifies" "ledger OK" -- ledger verify "$T1" "$T2" 
 fresh
 mkdir "$TL/tlog"
 run 2 "a ledger with a transparency log is not archived" "transparency log" -- \
-    ledger archive "$TL" --before "$LATER" --to "$TG_TMP/t/a3" --key "$TG_KEY"
+    ledger archive "$TL" --before "$LATER" --retention 0 --to "$TG_TMP/t/a3" --key "$TG_KEY"
 
 tg_done
