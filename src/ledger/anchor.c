@@ -151,29 +151,12 @@ tg_err_t tg_anchor_verify(const tg_anchor_t *a, const uint8_t pk[32]) {
 
 tg_err_t tg_anchor_read(tg_anchor_t *a, bool *found, int dirfd, const char *dir, const char *name,
                         tg_diag_t *diag) {
-    *found = false;
     memset(a, 0, sizeof *a);
-    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) {
-        if (errno == ENOENT) {
-            return TG_OK;
-        }
-        if (errno == ELOOP) {
-            return tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT, "%s/%s: a symbolic link", dir, name);
-        }
-        return tg_diag_set(diag, TG_ERR_IO, "%s/%s: %s", dir, name, strerror(errno));
-    }
-    struct stat st;
     uint8_t buf[TG_ANCHOR_SIZE] = {0};
-    tg_err_t rc = TG_OK;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != TG_ANCHOR_SIZE) {
-        rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT, "%s/%s: not a regular file of %d bytes", dir,
-                         name, TG_ANCHOR_SIZE);
-    } else if (pread(fd, buf, sizeof buf, 0) != (ssize_t)sizeof buf) {
-        rc = tg_diag_set(diag, TG_ERR_IO, "%s/%s: cannot read it", dir, name);
-    }
-    close(fd);
-    if (rc) {
+    bool present = false;
+    tg_err_t rc = tg_lg_read_exact(dirfd, dir, name, buf, sizeof buf, &present, diag);
+    *found = false;
+    if (rc != TG_OK || !present) {
         return rc;
     }
     char what[128];

@@ -769,24 +769,8 @@ tg_err_t tg_lg_orphan_check(int dirfd, const tg_lg_head_t *h, const char **file,
     return TG_ERR_LEDGER_CORRUPT;
 }
 
-/* The durable-head check of tg_ledger_open, for verify: after the scan (TG_OK or torn). */
-static tg_err_t verify_head(tg_ledger_verify_report_t *rep, const verify_ctx_t *ctx,
-                            const tg_lg_head_t *head, const char *hpath, tg_diag_t *diag) {
-    uint64_t seq = 0;
-    char what[sizeof rep->fault_what];
-    if (tg_lg_head_check(head, rep->last_seq, &ctx->probe, &seq, what, sizeof what) == TG_OK) {
-        return rep->fault; /* TG_OK, or the torn tail past the head */
-    }
-    rep->fault = TG_ERR_LEDGER_CORRUPT;
-    rep->torn_bytes = 0;
-    snprintf(rep->fault_file, sizeof rep->fault_file, "%s", hpath);
-    rep->fault_seq = seq;
-    rep->fault_offset = 0;
-    snprintf(rep->fault_what, sizeof rep->fault_what, "%s", what);
-    return tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT, "%s: %s", hpath, what);
-}
-
-/* Records a fault found in a file that is not a segment (an anchor, a directory). */
+/* Records a fault found in a file that is not a segment (ledger.head, an anchor, a
+ * directory). */
 static tg_err_t fault_at(tg_ledger_verify_report_t *rep, tg_err_t rc, const char *file,
                          uint64_t seq, const char *what, tg_diag_t *diag) {
     rep->fault = rc;
@@ -796,6 +780,17 @@ static tg_err_t fault_at(tg_ledger_verify_report_t *rep, tg_err_t rc, const char
     rep->fault_offset = 0;
     snprintf(rep->fault_what, sizeof rep->fault_what, "%s", what);
     return tg_diag_set(diag, rc, "%s: %s", file, what);
+}
+
+/* The durable-head check of tg_ledger_open, for verify: after the scan (TG_OK or torn). */
+static tg_err_t verify_head(tg_ledger_verify_report_t *rep, const verify_ctx_t *ctx,
+                            const tg_lg_head_t *head, const char *hpath, tg_diag_t *diag) {
+    uint64_t seq = 0;
+    char what[sizeof rep->fault_what];
+    if (tg_lg_head_check(head, rep->last_seq, &ctx->probe, &seq, what, sizeof what) == TG_OK) {
+        return rep->fault; /* TG_OK, or the torn tail past the head */
+    }
+    return fault_at(rep, TG_ERR_LEDGER_CORRUPT, hpath, seq, what, diag);
 }
 
 /* Reads anchor `name` of the directory and hands it to the caller's check. */
@@ -1096,28 +1091,40 @@ static bool head_decode(tg_lg_head_t *h, const uint8_t *slot) {
     return true;
 }
 
-tg_err_t tg_lg_head_read(tg_lg_head_t *out, bool *found, int dirfd, const char *dir,
-                         tg_diag_t *diag) {
+tg_err_t tg_lg_read_exact(int dirfd, const char *dir, const char *name, uint8_t *buf, size_t size,
+                          bool *found, tg_diag_t *diag) {
     *found = false;
-    memset(out, 0, sizeof *out);
-    int fd = openat(dirfd, TG_LG_HEAD_NAME, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) {
         if (errno == ENOENT) {
             return TG_OK;
         }
-        return tg_diag_set(diag, TG_ERR_IO, "%s/%s: %s", dir, TG_LG_HEAD_NAME, strerror(errno));
+        if (errno == ELOOP) {
+            return tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT, "%s/%s: a symbolic link", dir, name);
+        }
+        return tg_diag_set(diag, TG_ERR_IO, "%s/%s: %s", dir, name, strerror(errno));
     }
     struct stat st;
-    uint8_t buf[TG_LG_HEAD_SIZE] = {0};
     tg_err_t rc = TG_OK;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != TG_LG_HEAD_SIZE) {
-        rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT, "%s/%s: not a regular file of %d bytes", dir,
-                         TG_LG_HEAD_NAME, TG_LG_HEAD_SIZE);
-    } else if (pread(fd, buf, sizeof buf, 0) != (ssize_t)sizeof buf) {
-        rc = tg_diag_set(diag, TG_ERR_IO, "%s/%s: cannot read it", dir, TG_LG_HEAD_NAME);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != (uint64_t)size) {
+        rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT, "%s/%s: not a regular file of %zu bytes", dir,
+                         name, size);
+    } else if (pread(fd, buf, size, 0) != (ssize_t)size) {
+        rc = tg_diag_set(diag, TG_ERR_IO, "%s/%s: cannot read it", dir, name);
     }
     close(fd);
-    if (rc) {
+    *found = rc == TG_OK;
+    return rc;
+}
+
+tg_err_t tg_lg_head_read(tg_lg_head_t *out, bool *found, int dirfd, const char *dir,
+                         tg_diag_t *diag) {
+    memset(out, 0, sizeof *out);
+    uint8_t buf[TG_LG_HEAD_SIZE] = {0};
+    bool present = false;
+    tg_err_t rc = tg_lg_read_exact(dirfd, dir, TG_LG_HEAD_NAME, buf, sizeof buf, &present, diag);
+    *found = false;
+    if (rc != TG_OK || !present) {
         return rc;
     }
     tg_lg_head_t a, b;

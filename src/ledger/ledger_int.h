@@ -139,6 +139,13 @@ tg_err_t tg_lg_orphan_check(int dirfd, const tg_lg_head_t *h, const char **file,
 /* Writes h into one slot (TG_LG_HEAD_SLOT bytes). */
 void tg_lg_head_encode(uint8_t slot[TG_LG_HEAD_SLOT], const tg_lg_head_t *h);
 
+/* Reads the file name of dir (dirfd open on it), which must be a regular file of exactly
+ * size bytes, into buf: ledger.head and the anchors (anchor.h) are such files. Absent:
+ * TG_OK with *found false. Errors: TG_ERR_LEDGER_CORRUPT (a symbolic link, not a regular
+ * file of that size), TG_ERR_IO; diag names the file. */
+tg_err_t tg_lg_read_exact(int dirfd, const char *dir, const char *name, uint8_t *buf, size_t size,
+                          bool *found, tg_diag_t *diag) TG_MUST_USE;
+
 /* Reads dir's ledger.head (dirfd open on it). Absent: TG_OK with *found false. Otherwise the
  * valid slot with the higher generation in *out and *found true. Errors:
  * TG_ERR_LEDGER_CORRUPT (not a regular file of TG_LG_HEAD_SIZE bytes, or no valid slot),
