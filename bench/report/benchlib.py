@@ -48,6 +48,14 @@ FLOOR_NS_KEYS = ("mandatory_crypto_p50_ns", "evaluate_handler_p50_ns", "decide_h
 
 # ---- environment ----------------------------------------------------------------------
 
+
+def nearest_rank(sorted_vals, p):
+    """bench/common/stats.c's percentile rank, in integers: the value at
+    ceil(round(p * 1e6) * n / 1e8) of the sorted samples (p in percent)."""
+    n = len(sorted_vals)
+    rank = max(1, min(n, -(-round(p * 1e6) * n // 10**8)))
+    return sorted_vals[rank - 1]
+
 def _read_field(path, key):
     try:
         with open(path, encoding="utf-8", errors="replace") as f:

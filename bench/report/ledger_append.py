@@ -28,12 +28,6 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import benchlib  # noqa: E402
 
 
-def nearest_rank(sorted_vals, p):
-    n = len(sorted_vals)
-    rank = max(1, min(n, -(-round(p * 1e6) * n // 10**8)))
-    return sorted_vals[rank - 1]
-
-
 def one_level(path, record_bytes, batch, commits, sync):
     payload = (b"x" * (record_bytes - 1) + b"\n") * batch
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
@@ -86,9 +80,9 @@ def main(argv):
         recs = batch * a.commits
         mean = sum(ns) / len(ns)
         sd = (sum((x - mean) ** 2 for x in ns) / len(ns)) ** 0.5
-        lat = {k: nearest_rank(ns, q) / 1e6 for k, q in (("min", 0), ("p50", 50), ("p90", 90),
-                                                        ("p95", 95), ("p99", 99),
-                                                        ("p99_9", 99.9), ("max", 100))}
+        lat = {k: benchlib.nearest_rank(ns, q) / 1e6
+               for k, q in (("min", 0), ("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99),
+                            ("p99_9", 99.9), ("max", 100))}
         lat["mean"], lat["stdev"] = mean / 1e6, sd / 1e6
         runs.append({
             "name": f"c{lr['concurrency']}", "concurrency": lr["concurrency"],
@@ -99,7 +93,7 @@ def main(argv):
             "ok": recs, "latency_ms": {k: round(v, 6) for k, v in lat.items()},
             "digest": {"definition": "nearest-rank over the per-commit wall times",
                        "percentiles": benchlib.DIGEST_PCTS,
-                       "latency_ms": [round(nearest_rank(ns, q) / 1e6, 6)
+                       "latency_ms": [round(benchlib.nearest_rank(ns, q) / 1e6, 6)
                                       for q in benchlib.DIGEST_PCTS]},
             "throughput_per_s": round(recs / window, 1) if window > 0 else 0.0,
             "throughput_source": "records per second of the timed loop",

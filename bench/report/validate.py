@@ -20,13 +20,6 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import benchlib  # noqa: E402
 
 
-def nearest_rank(sorted_ns, p):
-    """bench/common/stats.c's rank, in integers: ceil(round(p * 1e6) * n / 1e8)."""
-    n = len(sorted_ns)
-    rank = max(1, min(n, -(-round(p * 1e6) * n // 10**8)))
-    return sorted_ns[rank - 1]
-
-
 def check_raw(raw_path, run, where):
     with gzip.open(raw_path, "rt", encoding="ascii") as f:
         vals = [int(line) for line in f if line.strip()]
@@ -37,7 +30,7 @@ def check_raw(raw_path, run, where):
     lat = run["latency_ms"]
     for key, p in (("min", 0), ("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99),
                    ("p99_9", 99.9), ("max", 100)):
-        mine = nearest_rank(ok, p) / 1e6
+        mine = benchlib.nearest_rank(ok, p) / 1e6
         if abs(mine - lat[key]) > 1.5e-6:
             raise benchlib.SchemaError(f"{where}: {key} recomputed from the raw samples is "
                                        f"{mine:.6f} ms, the artifact says {lat[key]}")
