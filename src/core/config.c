@@ -126,8 +126,8 @@ static const opt_t options[] = {
      I64MAX, NULL, 0, "start a new ledger segment past this size"},
     {"retention", "TRIGGUARD_RETENTION", OPT_INT, F(retention_s), "86400", 1, 31536000, NULL, 0,
      "seconds idempotency keys and nonces are remembered"},
-    {"store-max-entries", "TRIGGUARD_STORE_MAX_ENTRIES", OPT_INT, F(store_max_entries), "4000000",
-     0, TG_CONFIG_STORE_ENTRIES_MAX, NULL, 0,
+    {"store-max-entries", "TRIGGUARD_STORE_MAX_ENTRIES", OPT_INT, F(store_max_entries), "0", 0,
+     TG_CONFIG_STORE_ENTRIES_MAX, NULL, 0,
      "cap on idempotency + nonce entries held in memory (and on the receipt index); 0 = "
      "sized from the machine's memory: --store-max-bytes / 160 (docs/OPERATIONS.md)"},
     {"limit-entries", "TRIGGUARD_LIMIT_ENTRIES", OPT_INT, F(limit_entries), "1000000", 16,
@@ -138,8 +138,8 @@ static const opt_t options[] = {
      TG_CONFIG_STORE_ENTRIES_MAX, NULL, 0,
      "cap on the ESCALATE approvals held in memory (file backend; about 5.5 KiB each); full = "
      "503 for a decision that would escalate"},
-    {"store-max-bytes", "TRIGGUARD_STORE_MAX_BYTES", OPT_INT, F(store_max_bytes), "1073741824", 0,
-     I64MAX, NULL, 0,
+    {"store-max-bytes", "TRIGGUARD_STORE_MAX_BYTES", OPT_INT, F(store_max_bytes), "0", 0, I64MAX,
+     NULL, 0,
      "cap on the bytes those entries hold, per table (what malloc takes for each: about 160 "
      "per idempotency key); 0 = an eighth of the memory (MemTotal or the cgroup's limit), at "
      "least 64 MiB (docs/OPERATIONS.md)"},
