@@ -104,6 +104,11 @@ def validate(doc, raw=None):
     req(ms["process"].get("toggle_collect") == [], "measures.process",
         "toggle_collect must be empty (the whole process)")
     req(isinstance(doc.get("environment"), dict), "environment", "must be an object")
+    sha = doc.get("sha256")
+    req(isinstance(sha, dict) and isinstance(sha.get("host_has_sha_ni"), bool) and
+        isinstance(sha.get("compress_functions_under_valgrind"), list) and
+        isinstance(sha.get("note"), str), "sha256",
+        "needs host_has_sha_ni, compress_functions_under_valgrind and note")
     cases = doc.get("cases")
     req(isinstance(cases, list) and cases, "cases", "must be a non-empty list")
     builds = ("tree", "ref") if ref is not None else ("tree",)
