@@ -21,6 +21,7 @@ HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import benchlib  # noqa: E402
+import validate_callgrind  # noqa: E402
 
 PALETTE = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2"]
 
@@ -580,7 +581,53 @@ def env_table(s):
             + "</tbody></table>")
 
 
-def render(s):
+def callgrind_section(cg):
+    """Instructions per request from scripts/callgrind (its own file, validated first): the
+    one measure here that does not move with the machine's noise."""
+    if cg is None:
+        return ("<p>No callgrind file was given (<code>scripts/callgrind</code> writes "
+                "<code>evidence/artifacts/callgrind/callgrind.json</code>; "
+                "<code>render_page.py --callgrind FILE</code> shows it).</p>")
+    ref = cg.get("ref") or {}
+    tree_c, ref_c = cg["tree"]["commit"][:12], (ref.get("commit") or "")[:12]
+    out = [f"<p>{esc(cg['valgrind'])}, {cg['requests']:,} sequential requests per case after "
+           f"{cg['warmup']:,} warm-up, one daemon thread; this tree (<code>{esc(tree_c)}</code>) "
+           + (f"beside <code>{esc(ref_c)}</code> ({esc(ref.get('gitref', ''))})" if ref_c else "")
+           + f". Command: <code>{esc(cg['command'])}</code>. <b>handler</b>: inside the request "
+           "handler and its callees; <b>process</b>: every thread of the daemon while the "
+           "requests ran.</p>"]
+    rows = []
+    for c in cg["cases"]:
+        for m in ("handler", "process"):
+            t = c["tree"][m]["ir_per_request"]
+            r = c["ref"][m]["ir_per_request"] if c.get("ref") else None
+            ratio = (c.get("ratio") or {}).get(m)
+            rows.append(f'<tr><td class="t">{esc(c["endpoint"])}'
+                        f'{" (" + esc(c["durability"]) + ")" if c.get("durability") else ""}</td>'
+                        f'<td class="t">{m}</td><td>{t:,.0f}</td>'
+                        f'<td>{opt(r, lambda v: f"{v:,.0f}")}</td>'
+                        f'<td>{opt(ratio, lambda v: f"{v:.4f}")}</td></tr>')
+    out.append('<table><thead><tr><th class="t">case</th><th class="t">measure</th>'
+               '<th>this tree, instructions per request</th><th>ref</th><th>tree ÷ ref</th>'
+               f'</tr></thead><tbody>{"".join(rows)}</tbody></table>')
+    for c in cg["cases"]:
+        objs = c["tree"]["process"].get("by_object") or []
+        if not objs:
+            continue
+        cells = "".join(f'<tr><td class="t">{esc(o["object"])}</td>'
+                        f'<td>{o["ir_per_request"]:,.0f}</td><td>{o["share"] * 100:.1f} %</td></tr>'
+                        for o in objs[:8])
+        out.append(f'<table><thead><tr><th class="t">{esc(c["endpoint"])}'
+                   f'{" (" + esc(c["durability"]) + ")" if c.get("durability") else ""}: '
+                   'where the process\'s instructions go, by object</th><th>per request</th>'
+                   f'<th>share</th></tr></thead><tbody>{cells}</tbody></table>')
+    note = (cg.get("sha256") or {}).get("note")
+    if note:
+        out.append(f'<p class="note">{esc(note)}</p>')
+    return "\n".join(out)
+
+
+def render(s, cg=None):
     benchlib.validate_summary(s)
     e, pub = s["environment"], s["published"]
     cards = "".join(
@@ -616,6 +663,7 @@ these files; none is typed in except the original product's published figures.</
 <a href="#environment">Environment</a><a href="#methodology">Methodology</a>
 <a href="#harnesses">Harnesses</a><a href="#load">Load</a><a href="#stores">PostgreSQL</a>
 <a href="#tlog">Transparency log</a><a href="#floor">Floor</a>
+<a href="#callgrind">Instructions</a>
 <a href="#reproduce">Reproduce</a>
 <a href="#artifacts">Artifacts</a></nav>
 
@@ -655,6 +703,9 @@ own hardware, not code on equal hardware.</p>
 <h2 id="floor">CPU per request against the floor, per component</h2>
 {floor_section(s)}
 
+<h2 id="callgrind">Instructions per request (callgrind)</h2>
+{callgrind_section(cg)}
+
 <h2 id="reproduce">Reproduce</h2>
 <p>From a clone of the repository on Debian 12 (the scripts install what is missing when
 run as root). <code>$TOKEN</code> is any secret string you choose.</p>
@@ -673,9 +724,15 @@ run as root). <code>$TOKEN</code> is any secret string you choose.</p>
 def main(argv):
     p = argparse.ArgumentParser(prog="render_page.py")
     p.add_argument("--output", default="evidence/index.html")
+    p.add_argument("--callgrind", default=None,
+                   help="scripts/callgrind's JSON (validated) for the instructions section")
     p.add_argument("summary")
     a = p.parse_args(argv)
-    page = render(benchlib.load_json(a.summary))
+    cg = None
+    if a.callgrind:
+        cg = benchlib.load_json(a.callgrind)
+        validate_callgrind.validate(cg)
+    page = render(benchlib.load_json(a.summary), cg)
     tmp = a.output + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(page)

@@ -248,6 +248,30 @@ check "the page says the bar was not met, and why" \
 check "the PostgreSQL page is self-contained" \
     "$py" "$TG_SRC/bench/report/check_page.py" --static-only "$tmp/index-pg.html"
 
+# The instructions section: scripts/callgrind's committed file, validated before it is shown.
+cg="$TG_SRC/evidence/artifacts/callgrind/callgrind.json"
+check "render_page.py shows the committed callgrind counts" "$py" \
+    "$TG_SRC/bench/report/render_page.py" --callgrind "$cg" --output "$tmp/index-cg.html" \
+    "$tmp/summary.json"
+want=$("$py" -c 'import json,sys; c=json.load(open(sys.argv[1]))["cases"][1]
+print(format(c["tree"]["handler"]["ir_per_request"], ",.0f"))' "$cg")
+check "the page has the instructions section with the file's evaluate count ($want)" \
+    grep -qF -- "<td>$want</td>" "$tmp/index-cg.html"
+check "without --callgrind the section says where the counts come from" \
+    grep -qF -- 'No callgrind file was given' "$tmp/index.html"
+"$py" - "$cg" "$tmp/cg-bad.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["cases"][1]["ratio"]["handler"] += 0.1
+json.dump(d, open(sys.argv[2], "w"))
+PY
+rc=0
+"$py" "$TG_SRC/bench/report/render_page.py" --callgrind "$tmp/cg-bad.json" \
+    --output "$tmp/index-cgbad.html" "$tmp/summary.json" 2>/dev/null || rc=$?
+check "render_page.py refuses a callgrind file whose ratio does not follow from its counts" \
+    test "$rc" = 1
+check "and writes no page for it" test ! -e "$tmp/index-cgbad.html"
+
 if [ "${BENCH_PAGE_CHROMIUM:-0}" = 1 ]; then
     check "renders in headless chromium without console messages" \
         "$py" "$TG_SRC/bench/report/check_page.py" --screenshot "$tmp/index.png" "$page"
