@@ -294,6 +294,31 @@ typedef struct tg_store_stats {
 } tg_store_stats_t;
 
 /* Fills *out (all zero for a NULL table; out NULL is ignored). Thread-safe. */
+/* One live entry, as tg_store_each / tg_receipts_each hand it out (pointers valid during the
+ * call only): the arguments that tg_store_idem_restore, tg_store_nonce_restore or
+ * tg_receipts_insert would take to put it back. */
+enum { TG_STORE_ITEM_KEY = 1, TG_STORE_ITEM_NONCE = 2, TG_STORE_ITEM_RECEIPT = 3 };
+typedef struct tg_store_item {
+    int kind;
+    const char *tenant;
+    size_t tenant_len;
+    const char *key; /* the idempotency key, nonce or executionId */
+    size_t key_len;
+    int64_t stamp_ms;            /* stored_at / used_at / the receipt's stamp */
+    int status;                  /* KEY */
+    const uint8_t *request_hash; /* KEY: 32 bytes; NULL otherwise */
+    tg_ledger_pos_t pos;         /* KEY, RECEIPT */
+} tg_store_item_t;
+typedef tg_err_t (*tg_store_each_fn)(void *ud, const tg_store_item_t *it);
+
+/* Calls fn for every DONE entry live at now_ms (in-flight reservations are not state a
+ * restart keeps), shard by shard, oldest stamp first within a shard; stops at and returns
+ * fn's first error. Holds each shard's lock while it walks it: fn must not call the table.
+ * For snapshots of a private table (snapshot.h). Thread-safe. */
+tg_err_t tg_store_each(tg_store_t *s, int64_t now_ms, tg_store_each_fn fn, void *ud) TG_MUST_USE;
+tg_err_t tg_receipts_each(tg_receipts_t *r, int64_t now_ms, tg_store_each_fn fn,
+                          void *ud) TG_MUST_USE;
+
 void tg_store_stats(const tg_store_t *s, tg_store_stats_t *out);
 void tg_receipts_stats(const tg_receipts_t *r, tg_store_stats_t *out);
 

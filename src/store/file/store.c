@@ -875,6 +875,44 @@ size_t tg_store_sweep(tg_store_t *s, int64_t now_ms) {
     return freed;
 }
 
+tg_err_t tg_store_each(tg_store_t *s, int64_t now_ms, tg_store_each_fn fn, void *ud) {
+    if (s == NULL || fn == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    tg_err_t rc = TG_OK;
+    for (size_t i = 0; rc == TG_OK && i < s->nshards; i++) {
+        shard_t *sh = &s->shards[i];
+        pthread_mutex_lock(&sh->mu);
+        for (entry_t *e = sh->age_head; rc == TG_OK && e != NULL; e = e->age_next) {
+            if (e->state != ST_DONE || entry_expired(s, e, now_ms)) {
+                continue;
+            }
+            tg_store_item_t it = {.kind = e->kind == KIND_IDEM    ? TG_STORE_ITEM_KEY
+                                          : e->kind == KIND_NONCE ? TG_STORE_ITEM_NONCE
+                                                                  : TG_STORE_ITEM_RECEIPT,
+                                  .tenant = entry_name(e),
+                                  .tenant_len = e->tenant_len,
+                                  .key = entry_name(e) + e->tenant_len,
+                                  .key_len = e->key_len,
+                                  .stamp_ms = e->stamp_ms,
+                                  .status = e->status};
+            if (e->kind == KIND_IDEM) {
+                it.request_hash = as_idem(e)->request_hash;
+                it.pos = as_idem(e)->pos;
+            } else if (e->kind == KIND_RECEIPT) {
+                it.pos = as_receipt(e)->pos;
+            }
+            rc = fn(ud, &it);
+        }
+        pthread_mutex_unlock(&sh->mu);
+    }
+    return rc;
+}
+
+tg_err_t tg_receipts_each(tg_receipts_t *r, int64_t now_ms, tg_store_each_fn fn, void *ud) {
+    return tg_store_each(r != NULL ? &r->t : NULL, now_ms, fn, ud);
+}
+
 size_t tg_receipts_sweep(tg_receipts_t *r, int64_t now_ms) {
     return tg_store_sweep(r != NULL ? &r->t : NULL, now_ms);
 }
