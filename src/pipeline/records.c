@@ -167,7 +167,7 @@ static tg_err_t replay_into(tg_pipeline_t *p, tg_db_t *db, bool live,
     /* SPEC §12: every record is a leaf of the log, in ledger order; the tree rebuilt here
      * must reproduce the log's stored checkpoint, which tg_db_start checks after the replay
      * (a failure here fails the start). Without a log this does nothing. */
-    if (rc == TG_OK) {
+    if (rc == TG_OK && live) { /* the private copy of a snapshot has no log (db.h) */
         uint8_t entry[32];
         rc = tg_record_log_entry(entry, rec->type, rec->payload, rec->payload_len, v.payload_doc);
         if (rc == TG_OK) {

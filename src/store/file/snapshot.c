@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -321,13 +322,15 @@ void tg_snap_writer_abort(tg_snap_writer_t *w) {
 /* ---- reader ---- */
 
 struct tg_snap {
-    uint8_t *data; /* the whole file */
+    uint8_t *data; /* the whole file, mapped read-only (private) */
     size_t len;
 };
 
 void tg_snap_free(tg_snap_t *s) {
     if (s != NULL) {
-        free(s->data);
+        if (s->data != NULL) {
+            munmap(s->data, s->len);
+        }
         free(s);
     }
 }
@@ -488,18 +491,23 @@ tg_err_t tg_snap_read(tg_snap_t **out, tg_snap_info_t *info, const char *path, c
         return refuse(why, why_len, TG_ERR_LEDGER_CORRUPT, "size out of range (truncated?)");
     }
     tg_snap_t *s = calloc(1, sizeof *s);
-    if (s == NULL || (s->data = malloc((size_t)st.st_size)) == NULL) {
-        free(s);
+    if (s == NULL) {
         close(fd);
         return refuse(why, why_len, TG_ERR_NOMEM, "out of memory");
     }
-    s->len = (size_t)st.st_size;
-    tg_err_t rc = tg_pread_all(fd, s->data, s->len, 0);
+    /* Mapped, not read: the page cache's pages serve the checks and the load directly (a
+     * read into a fresh buffer cost a copy and a zeroed page per 4 KiB, a tenth of the
+     * start from a 200 MB snapshot). MAP_PRIVATE: nothing writes through it. A file cut
+     * short under the mapping is SIGBUS; only the daemon writes these files, by rename. */
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     close(fd);
-    if (rc) {
-        tg_snap_free(s);
-        return refuse(why, why_len, TG_ERR_IO, "read failed");
+    if (m == MAP_FAILED) {
+        free(s);
+        return refuse(why, why_len, errno == ENOMEM ? TG_ERR_NOMEM : TG_ERR_IO, strerror(errno));
     }
+    s->data = m;
+    s->len = (size_t)st.st_size;
+    tg_err_t rc = TG_OK;
     const uint8_t *h = s->data;
     uint8_t body[CHK], check[CHK];
     if (memcmp(h, TG_SNAP_MAGIC, 4) != 0) {
