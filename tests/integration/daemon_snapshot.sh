@@ -157,4 +157,36 @@ done
 tg_stop k4
 tg_check "the ledger still verifies" "$TG_BIN" ledger verify "$LEDGER"
 
+# ---- limit totals: in the snapshot and in the tail ----------------------------------------
+LPOLICY=$TG_TMP/limits_policy.json
+cat >"$LPOLICY" <<'JSON'
+{
+  "version": "snap-limits-1",
+  "surfaces": {"deploy.prod": {"tier": 2, "default": "permit"}},
+  "limits": [{"id": "deploys", "surface": "deploy.prod", "key": ["actor"], "count": true,
+              "window_s": 3600, "max": 3, "reason": "DEPLOY_RATE_EXCEEDED"}]
+}
+JSON
+tg_std_args lim
+LARGS=("${TG_STD_ARGS[@]/#$TG_POLICY/$LPOLICY}")
+DEPLOY='{"surface":"deploy.prod","action":"deploy","actor":"ci"}'
+tg_start l1 -- "${LARGS[@]}" --snapshot-every 1
+for i in 1 2; do
+    tg_post /v1/evaluate "$DEPLOY"
+    tg_expect_py "s == 200 and j['decision'] == 'PERMIT'" "deploy $i of 3 permitted"
+done
+wait_event l1 snapshot_written 1 || tg_fail "l1: no snapshot written"
+sleep 1.5 # the second deploy's snapshot too
+tg_stop l1
+tg_start l2 -- "${LARGS[@]}" --snapshot-every 0
+tg_post /v1/evaluate "$DEPLOY"
+tg_expect_py "s == 200 and j['decision'] == 'PERMIT'" "deploy 3 of 3 permitted (after the snapshot)"
+tg_stop l2
+tg_start l3 -- "${LARGS[@]}" --snapshot-every 1
+tg_eq "$(events l3 snapshot_loaded)" 1 "limits: started from the snapshot"
+tg_post /v1/evaluate "$DEPLOY"
+tg_expect_py "j['decision'] == 'DENY' and j['reason_code'] == 'DEPLOY_RATE_EXCEEDED'" \
+    "deploy 4: the cap counts the snapshot's two and the tail's one"
+tg_stop l3
+
 tg_done
