@@ -323,8 +323,8 @@ tg_err_t tg_receipts_each(tg_receipts_t *r, int64_t now_ms, tg_store_each_fn fn,
 
 /* Which of nparts parts (shard index mod nparts) the entry (kind a TG_STORE_ITEM_*) falls
  * in: threads that restore disjoint parts never share a shard, so each shard still gets its
- * entries in the order given (snapshot loading). It also prefetches the entry's bucket, for
- * a restore of it shortly after. 0 for arguments a restore would refuse. Thread-safe. */
+ * entries in the order given (snapshot loading). 0 for arguments a restore would refuse.
+ * Pure; thread-safe. */
 unsigned tg_store_part(const tg_store_t *s, int kind, const char *tenant, size_t tenant_len,
                        const char *key, size_t key_len, unsigned nparts);
 unsigned tg_receipts_part(const tg_receipts_t *r, const char *tenant, size_t tenant_len,

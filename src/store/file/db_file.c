@@ -130,10 +130,7 @@ typedef struct load_ctx {
     unsigned part, nparts; /* this loader restores the entries of shards part mod nparts */
     const tg_snap_t *snap;
     tg_err_t rc;
-    tg_store_item_t ahead[16]; /* LOAD_AHEAD */
-    size_t ahead_n;            /* items ever put in the ring */
 } load_ctx_t;
-#define LOAD_AHEAD 16
 
 static tg_err_t unfit_ok(load_ctx_t *c, tg_err_t rc) {
     if (rc == TG_ERR_LIMIT) {
@@ -143,7 +140,16 @@ static tg_err_t unfit_ok(load_ctx_t *c, tg_err_t rc) {
     return rc;
 }
 
-static tg_err_t restore_item(load_ctx_t *c, const tg_store_item_t *it) {
+static tg_err_t load_item(void *ud, const tg_store_item_t *it) {
+    load_ctx_t *c = ud;
+    unsigned part = it->kind == TG_STORE_ITEM_RECEIPT
+                        ? tg_receipts_part(c->fs->receipts, it->tenant, it->tenant_len, it->key,
+                                           it->key_len, c->nparts)
+                        : tg_store_part(c->fs->keys, it->kind, it->tenant, it->tenant_len, it->key,
+                                        it->key_len, c->nparts);
+    if (part != c->part) {
+        return TG_OK; /* the other loader's */
+    }
     if (it->kind == TG_STORE_ITEM_KEY) {
         tg_idem_entry_t e = {.status = it->status, .pos = it->pos, .stored_at_ms = it->stamp_ms};
         memcpy(e.request_hash, it->request_hash, sizeof e.request_hash);
@@ -157,39 +163,6 @@ static tg_err_t restore_item(load_ctx_t *c, const tg_store_item_t *it) {
     tg_err_t rc = tg_receipts_insert(c->fs->receipts, it->tenant, it->tenant_len, it->key,
                                      it->key_len, &it->pos, it->stamp_ms, c->now, NULL);
     return unfit_ok(c, rc == TG_ERR_CONFLICT ? TG_OK : rc);
-}
-
-/* An item of this loader's part waits in a short ring while its bucket is prefetched
- * (tg_store_part): the restore LOAD_AHEAD items later finds it in the cache. The items
- * point into the mapped snapshot, which outlives the load. */
-static tg_err_t load_item(void *ud, const tg_store_item_t *it) {
-    load_ctx_t *c = ud;
-    unsigned part = it->kind == TG_STORE_ITEM_RECEIPT
-                        ? tg_receipts_part(c->fs->receipts, it->tenant, it->tenant_len, it->key,
-                                           it->key_len, c->nparts)
-                        : tg_store_part(c->fs->keys, it->kind, it->tenant, it->tenant_len, it->key,
-                                        it->key_len, c->nparts);
-    if (part != c->part) {
-        return TG_OK; /* the other loader's */
-    }
-    tg_err_t rc = TG_OK;
-    size_t slot = c->ahead_n % LOAD_AHEAD;
-    if (c->ahead_n >= LOAD_AHEAD) {
-        rc = restore_item(c, &c->ahead[slot]); /* the oldest waiting: same order as the file */
-    }
-    c->ahead[slot] = *it;
-    c->ahead_n++;
-    return rc;
-}
-
-/* The items still waiting in the ring, oldest first. */
-static tg_err_t load_drain(load_ctx_t *c) {
-    size_t n = c->ahead_n < LOAD_AHEAD ? c->ahead_n : LOAD_AHEAD;
-    tg_err_t rc = TG_OK;
-    for (size_t i = c->ahead_n - n; rc == TG_OK && i < c->ahead_n; i++) {
-        rc = restore_item(c, &c->ahead[i % LOAD_AHEAD]);
-    }
-    return rc;
 }
 
 static tg_err_t load_limit(void *ud, const tg_db_limit_ref_t *ref, double total) {
@@ -212,9 +185,6 @@ static void *load_main(void *arg) {
     load_ctx_t *c = arg;
     tg_snap_sink_t sink = {load_item, load_limit, load_approval, c};
     c->rc = tg_snap_apply(c->snap, &sink);
-    if (c->rc == TG_OK) {
-        c->rc = load_drain(c);
-    }
     return NULL;
 }
 
@@ -222,15 +192,7 @@ static void *load_main(void *arg) {
  * (tg_store_part), so each shard gets its entries in file order (stamp order) and the tables
  * are built on both cores: the restores are memory-bound (a cache miss per bucket). */
 static tg_err_t load_parallel(file_db_t *into, const tg_snap_t *s, int64_t now, uint64_t *unfit) {
-    load_ctx_t c[2];
-    memset(c, 0, sizeof c);
-    for (unsigned i = 0; i < 2; i++) {
-        c[i].fs = into;
-        c[i].now = now;
-        c[i].part = i;
-        c[i].nparts = 2;
-        c[i].snap = s;
-    }
+    load_ctx_t c[2] = {{into, now, 0, 0, 2, s, TG_OK}, {into, now, 0, 1, 2, s, TG_OK}};
     pthread_t t;
     bool two = pthread_create(&t, NULL, load_main, &c[1]) == 0;
     if (!two) {

@@ -945,11 +945,7 @@ unsigned tg_store_part(const tg_store_t *s, int kind, const char *tenant, size_t
     if (nparts == 0 || lookup_init(&lk, s, k, tenant, tenant_len, key, key_len) != TG_OK) {
         return 0;
     }
-    shard_t *sh = shard_of(s, &lk);
-    /* the restore of this entry comes a few entries later (snapshot loading): its bucket is
-     * then in the cache instead of a miss per entry */
-    __builtin_prefetch(bucket_of(s, sh, &lk), 1);
-    return (unsigned)((size_t)(sh - s->shards) % nparts);
+    return (unsigned)((size_t)(shard_of(s, &lk) - s->shards) % nparts);
 }
 
 unsigned tg_receipts_part(const tg_receipts_t *r, const char *tenant, size_t tenant_len,
