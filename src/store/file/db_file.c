@@ -41,7 +41,9 @@ typedef struct file_db {
     bool snap_started;
     pthread_mutex_t snap_mu;
     pthread_cond_t snap_cv;
-    bool snap_stop; /* under snap_mu */
+    bool snap_stop;        /* under snap_mu */
+    atomic_bool snap_quit; /* the same, read while following the ledger: a close does not
+                              wait for a long catch-up to finish */
 } file_db_t;
 
 /* db is always the base of a file_db_t: db.c only calls the ops of its own table. */
@@ -321,6 +323,9 @@ typedef struct follow_ctx {
 
 static tg_err_t follow_rec(void *ud, const tg_ledger_record_t *rec) {
     follow_ctx_t *c = ud;
+    if (atomic_load_explicit(&c->fs->snap_quit, memory_order_relaxed)) {
+        return TG_ERR_INTERNAL; /* closing: stop reading (not a failure, not logged) */
+    }
     return c->fs->snap.replay(c->fs->snap.ud, c->priv, rec);
 }
 
@@ -439,7 +444,7 @@ static void *snap_main(void *arg) {
                    (long long)((tg_clock_mono_ns() - t1) / 1000000));
         }
     }
-    if (rc != TG_OK) {
+    if (rc != TG_OK && !atomic_load(&fs->snap_quit)) {
         TG_LOG(TG_LOG_ERROR, "snapshot_failed",
                "%s: snapshots stopped until a restart: %s (the ledger and the decisions are not "
                "affected; the next start replays more of the ledger)",
@@ -453,6 +458,7 @@ static void snap_stop(file_db_t *fs) {
     if (!fs->snap_started) {
         return;
     }
+    atomic_store(&fs->snap_quit, true);
     pthread_mutex_lock(&fs->snap_mu);
     fs->snap_stop = true;
     pthread_cond_signal(&fs->snap_cv);
