@@ -228,7 +228,7 @@ static void header_encode(uint8_t h[HDR], const tg_snap_info_t *info, const uint
     put64(h + 64, (uint64_t)info->created_ms);
     put64(h + 72, (uint64_t)info->retention_ms);
     for (int i = 0; i < TG_SNAP_N; i++) {
-        put64(h + 80 + 8 * i, counts[i]);
+        put64(h + 80 + (size_t)8 * (size_t)i, counts[i]);
     }
     put64(h + 120, body_len);
 }
@@ -539,7 +539,7 @@ tg_err_t tg_snap_read(tg_snap_t **out, tg_snap_info_t *info, const char *path, c
     info->created_ms = (int64_t)get64(h + 64);
     info->retention_ms = (int64_t)get64(h + 72);
     for (int i = 0; i < TG_SNAP_N; i++) {
-        info->counts[i] = get64(h + 80 + 8 * i);
+        info->counts[i] = get64(h + 80 + (size_t)8 * (size_t)i);
     }
     if (info->at.seq == 0 || info->at.pos.segment == 0) {
         rc = refuse(why, why_len, TG_ERR_LEDGER_CORRUPT, "no ledger position");
