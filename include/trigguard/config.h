@@ -98,6 +98,7 @@ typedef struct tg_config {
     int64_t store_max_entries;
     int64_t store_max_bytes;
     int64_t limit_entries;    /* file backend: stateful-limit totals held (db.h) */
+    int64_t snapshot_every;   /* file backend: records between state snapshots; 0 = off */
     int64_t approval_entries; /* file backend: approvals held in memory (db.h) */
     /* guard */
     int64_t rate_per_tenant; /* requests per minute, 0 = unlimited */

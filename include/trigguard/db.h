@@ -126,16 +126,29 @@ typedef struct tg_db_log_opts {
     uint32_t max_interval_ms;            /* --checkpoint-interval; 0 = 100 */
 } tg_db_log_opts_t;
 
+/* file: snapshots of the tables (snapshot.h, docs/LEDGER.md "Snapshots"). replay is the
+ * start's replay callback with the db to restore into made explicit: the snapshot thread
+ * applies records to a private set of tables with it, from its own thread (so it must touch
+ * nothing but `into` and thread-safe state). every 0 = no snapshots written or loaded. */
+typedef tg_err_t (*tg_db_snap_replay_fn)(void *ud, struct tg_db *into,
+                                         const tg_ledger_record_t *rec);
+typedef struct tg_db_snapshot_opts {
+    uint64_t every; /* write one after this many durable records since the last */
+    tg_db_snap_replay_fn replay;
+    void *ud;
+} tg_db_snapshot_opts_t;
+
 typedef struct tg_db_opts {
     tg_db_backend_t backend;
-    tg_store_opts_t keys;      /* idempotency keys and nonces: caps, retention, key length
-                                  (pg: retention and key length only) */
-    tg_store_opts_t receipts;  /* the receipt index: caps, retention (file only) */
-    uint64_t limit_entries;    /* file: most (limit, key, window) totals held; 0 = 1,000,000 */
-    uint64_t approval_entries; /* file: most approvals held in memory; 0 = 100,000 */
-    tg_ledger_opts_t ledger;   /* file: the ledger directory and its durability */
-    tg_db_pg_opts_t pg;        /* pg */
-    tg_db_log_opts_t log;      /* the transparency log (both backends) */
+    tg_store_opts_t keys;           /* idempotency keys and nonces: caps, retention, key length
+                                       (pg: retention and key length only) */
+    tg_store_opts_t receipts;       /* the receipt index: caps, retention (file only) */
+    uint64_t limit_entries;         /* file: most (limit, key, window) totals held; 0 = 1,000,000 */
+    uint64_t approval_entries;      /* file: most approvals held in memory; 0 = 100,000 */
+    tg_ledger_opts_t ledger;        /* file: the ledger directory and its durability */
+    tg_db_pg_opts_t pg;             /* pg */
+    tg_db_log_opts_t log;           /* the transparency log (both backends) */
+    tg_db_snapshot_opts_t snapshot; /* file only */
 } tg_db_opts_t;
 
 /* A decision record on its way to durability, and what it claims. Pointers are read

@@ -204,11 +204,18 @@ typedef struct tg_ledger_opts {
     uint32_t sync_interval_ms; /* NONE with a feed: the writer fdatasyncs the records written
                                   since its last sync at most this often (so the log can cover
                                   them); 0 = 100. Ignored otherwise. */
+    /* NULL: open scans and replays every record (the recovery rules above). Otherwise the
+     * records up to resume->seq are neither read nor replayed: their segment files must
+     * exist and be non-empty, resume's own record must be at resume->pos, whole and with
+     * resume->hash (else TG_ERR_LEDGER_CORRUPT), and every record after it is checked and
+     * replayed as usual. ledger.head's record, when it lies at or before resume->seq, is
+     * taken as found. The checks skipped here are `trigguard ledger verify`'s (copied). */
+    const struct tg_ledger_resume *resume;
 } tg_ledger_opts_t;
 
 /* Zero-initialised opts mean "defaults"; set .dir. */
 #define TG_LEDGER_OPTS_INIT                                                                        \
-    ((tg_ledger_opts_t){NULL, TG_DURABILITY_FSYNC, 0, 0, 0, 0, 0, 0, false, NULL, NULL, 0})
+    ((tg_ledger_opts_t){NULL, TG_DURABILITY_FSYNC, 0, 0, 0, 0, 0, 0, false, NULL, NULL, 0, NULL})
 
 /* Where a record lives. The daemon keeps these in its receipt index for tg_ledger_read_at. */
 typedef struct tg_ledger_pos {
@@ -217,6 +224,14 @@ typedef struct tg_ledger_pos {
     uint32_t segment; /* segment number (ledger-<segment>.tgl) */
     uint32_t length;  /* whole record length in bytes (92 + meta_len + payload_len) */
 } tg_ledger_pos_t;
+
+/* A record the caller already holds the effect of (a snapshot of derived state, snapshot.h):
+ * its seq, where it is, and its record_hash. */
+typedef struct tg_ledger_resume {
+    uint64_t seq;
+    tg_ledger_pos_t pos; /* pos.seq == seq */
+    uint8_t hash[32];
+} tg_ledger_resume_t;
 
 /* A record as seen by replay and verify callbacks. Pointers are valid only during the call. */
 typedef struct tg_ledger_record {
@@ -384,6 +399,26 @@ tg_err_t tg_ledger_try_recover(tg_ledger_t *l, tg_diag_t *diag) TG_MUST_USE;
  * offset beyond its end), TG_ERR_LEDGER_CORRUPT, TG_ERR_IO, tg_buf errors. Thread-safe. */
 tg_err_t tg_ledger_read_at(tg_ledger_t *l, const tg_ledger_pos_t *pos, tg_buf_t *payload_out,
                            tg_buf_t *meta_out, tg_diag_t *diag) TG_MUST_USE;
+
+/* The last record an fdatasync covered (*seq 0 and a zero hash: none since open). Briefly
+ * takes the writer's file lock, so it may wait for a write in progress. Thread-safe. */
+void tg_ledger_durable(tg_ledger_t *l, uint64_t *seq, uint8_t hash[TG_LEDGER_HASH_SIZE]);
+
+/* Reads the records after *at (at->seq 0: from the ledger's first record) up to seq upto,
+ * which must be durable (tg_ledger_durable), from the segment files with the same checks as
+ * open, calling fn(ud, rec) for each in order, and advances *at to the last one read. For a
+ * thread that follows the ledger while it runs (snapshot.h); it never touches the writer's
+ * state. Errors: TG_ERR_INVALID_ARG, TG_ERR_IO, TG_ERR_LEDGER_CORRUPT, TG_ERR_NOMEM or fn's
+ * error (diag says where); *at then names the last record fn accepted. Thread-safe. */
+tg_err_t tg_ledger_read_range(tg_ledger_t *l, tg_ledger_resume_t *at, uint64_t upto,
+                              tg_ledger_replay_fn fn, void *ud, tg_diag_t *diag) TG_MUST_USE;
+
+/* Without opening the ledger (no lock, nothing written): whether the directory holds, at
+ * rs->pos, the whole record rs->seq with rs->hash, in a segment an anchor did not prune. TG_OK,
+ * or TG_ERR_NOT_FOUND / TG_ERR_LEDGER_CORRUPT / TG_ERR_IO / TG_ERR_INVALID_ARG with a reason
+ * in diag. So a start can drop a snapshot before it loads anything. Thread-safe. */
+tg_err_t tg_ledger_check_resume(const char *dir, const tg_ledger_resume_t *rs,
+                                tg_diag_t *diag) TG_MUST_USE;
 
 /* Histogram bucket upper bounds. Counts are per bucket (not cumulative); the last bucket
  * (index *_BUCKETS-1) counts everything above the previous bound (+Inf). */

@@ -294,6 +294,42 @@ typedef struct tg_store_stats {
 } tg_store_stats_t;
 
 /* Fills *out (all zero for a NULL table; out NULL is ignored). Thread-safe. */
+/* One live entry, as tg_store_each / tg_receipts_each hand it out (pointers valid during the
+ * call only): the arguments that tg_store_idem_restore, tg_store_nonce_restore or
+ * tg_receipts_insert would take to put it back. */
+enum { TG_STORE_ITEM_KEY = 1, TG_STORE_ITEM_NONCE = 2, TG_STORE_ITEM_RECEIPT = 3 };
+typedef struct tg_store_item {
+    int kind;
+    const char *tenant;
+    size_t tenant_len;
+    const char *key; /* the idempotency key, nonce or executionId */
+    size_t key_len;
+    int64_t stamp_ms;            /* stored_at / used_at / the receipt's stamp */
+    int status;                  /* KEY */
+    const uint8_t *request_hash; /* KEY: 32 bytes; NULL otherwise */
+    tg_ledger_pos_t pos;         /* KEY, RECEIPT */
+} tg_store_item_t;
+typedef tg_err_t (*tg_store_each_fn)(void *ud, const tg_store_item_t *it);
+
+/* Calls fn for every DONE entry live at now_ms (in-flight reservations are not state a
+ * restart keeps), oldest stamp first across the whole table, so that restoring them in this
+ * order leaves every shard's age list in stamp order (tg_store_sweep); stops at and returns
+ * fn's first error. Holds every shard's lock for the whole walk: for a table no request
+ * uses (a snapshot's private copy, snapshot.h); fn must not call the table. TG_ERR_NOMEM.
+ * Thread-safe. */
+tg_err_t tg_store_each(tg_store_t *s, int64_t now_ms, tg_store_each_fn fn, void *ud) TG_MUST_USE;
+tg_err_t tg_receipts_each(tg_receipts_t *r, int64_t now_ms, tg_store_each_fn fn,
+                          void *ud) TG_MUST_USE;
+
+/* Which of nparts parts (shard index mod nparts) the entry (kind a TG_STORE_ITEM_*) falls
+ * in: threads that restore disjoint parts never share a shard, so each shard still gets its
+ * entries in the order given (snapshot loading). 0 for arguments a restore would refuse.
+ * Pure; thread-safe. */
+unsigned tg_store_part(const tg_store_t *s, int kind, const char *tenant, size_t tenant_len,
+                       const char *key, size_t key_len, unsigned nparts);
+unsigned tg_receipts_part(const tg_receipts_t *r, const char *tenant, size_t tenant_len,
+                          const char *id, size_t id_len, unsigned nparts);
+
 void tg_store_stats(const tg_store_t *s, tg_store_stats_t *out);
 void tg_receipts_stats(const tg_receipts_t *r, tg_store_stats_t *out);
 

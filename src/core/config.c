@@ -130,6 +130,11 @@ static const opt_t options[] = {
      TG_CONFIG_STORE_ENTRIES_MAX, NULL, 0,
      "cap on idempotency + nonce entries held in memory (and on the receipt index); 0 = "
      "sized from the machine's memory: --store-max-bytes / 160 (docs/OPERATIONS.md)"},
+    {"snapshot-every", "TRIGGUARD_SNAPSHOT_EVERY", OPT_INT, F(snapshot_every), "100000", 0, I64MAX,
+     NULL, 0,
+     "file backend: write a snapshot of the tables every this many durable records, and start "
+     "from the newest valid one (docs/LEDGER.md \"Snapshots\"); 0 = off: every start replays "
+     "the whole ledger"},
     {"limit-entries", "TRIGGUARD_LIMIT_ENTRIES", OPT_INT, F(limit_entries), "1000000", 16,
      TG_CONFIG_STORE_ENTRIES_MAX, NULL, 0,
      "cap on the stateful-limit running totals held in memory, one per (limit, key, window) "

@@ -299,6 +299,12 @@ static tg_err_t fault_set(tg_lg_fault_t *f, tg_err_t e, uint64_t seq, uint64_t o
 
 tg_err_t tg_lg_scan_fd(tg_lg_scan_result_t *res, tg_lg_fault_t *fault, tg_lg_chain_t *chain, int fd,
                        uint64_t size, uint32_t segment, bool last, tg_lg_rec_fn cb, void *ud) {
+    return tg_lg_scan_fd_at(res, fault, chain, fd, size, 0, 0, segment, last, cb, ud);
+}
+
+tg_err_t tg_lg_scan_fd_at(tg_lg_scan_result_t *res, tg_lg_fault_t *fault, tg_lg_chain_t *chain,
+                          int fd, uint64_t size, uint64_t start, uint64_t stop_seq,
+                          uint32_t segment, bool last, tg_lg_rec_fn cb, void *ud) {
     memset(res, 0, sizeof *res);
     memset(fault, 0, sizeof *fault);
     /* Small files get a small buffer (fuzzing and tests scan many tiny segments). */
@@ -308,9 +314,10 @@ tg_err_t tg_lg_scan_fd(tg_lg_scan_result_t *res, tg_lg_fault_t *fault, tg_lg_cha
         return TG_ERR_NOMEM;
     }
     tg_err_t rc = TG_OK;
-    uint64_t off = 0;
+    uint64_t off = start;
+    res->good_end = start;
     char what[TG_DIAG_MAX];
-    while (off < size) {
+    while (off < size && (stop_seq == 0 || chain->next_seq <= stop_seq)) {
         uint64_t rem = size - off;
         const uint8_t *p;
         size_t avail;
@@ -436,6 +443,45 @@ torn:
     rc = TG_OK;
 done:
     free(r.buf);
+    return rc;
+}
+
+tg_err_t tg_lg_check_at(int fd, const tg_ledger_pos_t *pos, uint8_t hash[TG_LEDGER_HASH_SIZE],
+                        char *what, size_t what_len) {
+    if (pos->length < TG_LEDGER_RECORD_OVERHEAD || pos->length > TG_LEDGER_RECORD_MAX) {
+        snprintf(what, what_len, "record length %u out of range", (unsigned)pos->length);
+        return TG_ERR_LEDGER_CORRUPT;
+    }
+    uint8_t *rec = malloc(pos->length);
+    if (rec == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    tg_err_t rc = TG_OK;
+    size_t got = 0;
+    while (got < pos->length) {
+        ssize_t k = pread(fd, rec + got, pos->length - got, (off_t)(pos->offset + got));
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k <= 0) {
+            snprintf(what, what_len, "%s at offset %llu", k < 0 ? strerror(errno) : "past the end",
+                     (unsigned long long)pos->offset);
+            rc = k < 0 ? TG_ERR_IO : TG_ERR_NOT_FOUND;
+            goto done;
+        }
+        got += (size_t)k;
+    }
+    tg_lg_hdr_t h;
+    if (tg_lg_hdr_parse(&h, rec, what, what_len) != TG_OK || h.seq != pos->seq ||
+        tg_lg_record_len(h.meta_len, h.payload_len) != pos->length ||
+        !tg_lg_hash_check(rec, pos->length, hash)) {
+        snprintf(what, what_len, "no valid record seq %llu of %u bytes at offset %llu",
+                 (unsigned long long)pos->seq, (unsigned)pos->length,
+                 (unsigned long long)pos->offset);
+        rc = TG_ERR_LEDGER_CORRUPT;
+    }
+done:
+    free(rec);
     return rc;
 }
 

@@ -144,6 +144,10 @@ struct tg_ledger {
     int evid_lockfd;    /* until close so that no second process locks it */
     char evid_msg[384]; /* what keep_evidence did, for the log */
 
+    /* open only: where the scan starts (opts->resume, copied), NULL for a full scan */
+    const tg_ledger_resume_t *resume;
+    tg_ledger_resume_t resume_copy;
+
     /* ledger.head (checkpoint): the writer thread's, and open's and close's around it. */
     int headfd;
     uint64_t head_gen; /* generation of the slot written last */
@@ -1518,10 +1522,41 @@ static tg_err_t scan_all(tg_ledger_t *l, replay_ctx_t *rctx, const tg_lg_head_t 
                          name, TG_ANCHOR_NAME);
         goto done;
     }
+    const tg_ledger_resume_t *rs = l->resume;
+    if (rs != NULL && (rs->pos.seq != rs->seq || rs->seq < chain.next_seq || nseg == 0 ||
+                       rs->pos.segment < segs[0] || rs->pos.segment > segs[nseg - 1])) {
+        rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                         "%s: the snapshot's record seq %llu (segment %u) is not in this ledger",
+                         l->dir, (unsigned long long)rs->seq, (unsigned)rs->pos.segment);
+        goto done;
+    }
+    if (rs != NULL) {
+        /* Records before the snapshot's are not read (snapshot.h): counted, and ledger.head's
+         * record, when it lies there, taken as found (verify checks it). */
+        rep->first_seq = chain.next_seq;
+        rep->records = rs->seq - chain.next_seq + 1;
+        if (rctx->probe.want_seq != 0 && rctx->probe.want_seq <= rs->seq) {
+            rctx->probe.got = true;
+            memcpy(rctx->probe.hash, rctx->probe.want_seq == rs->seq ? rs->hash : head->hash, HSZ);
+        }
+    }
     for (size_t i = 0; i < nseg; i++) {
         char name[TG_LG_NAME_MAX];
         bool last = i + 1 == nseg;
         tg_lg_seg_name(name, segs[i]);
+        uint64_t start = 0;
+        if (rs != NULL && segs[i] < rs->pos.segment) {
+            struct stat pst;
+            if (fstatat(l->dirfd, name, &pst, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(pst.st_mode) ||
+                pst.st_size == 0) {
+                rc = tg_diag_set(diag, TG_ERR_LEDGER_CORRUPT,
+                                 "%s/%s: missing, empty or not a regular file (before the "
+                                 "snapshot's record)",
+                                 l->dir, name);
+                goto done;
+            }
+            continue;
+        }
         int fd = open_segment(l, segs[i], last ? O_RDWR : O_RDONLY);
         if (fd < 0) {
             rc = tg_diag_set(diag, TG_ERR_IO, "%s/%s: %s", l->dir, name, strerror(errno));
@@ -1533,11 +1568,32 @@ static tg_err_t scan_all(tg_ledger_t *l, replay_ctx_t *rctx, const tg_lg_head_t 
             rc = tg_diag_set(diag, TG_ERR_IO, "%s/%s: not a readable regular file", l->dir, name);
             goto done;
         }
+        if (rs != NULL && segs[i] == rs->pos.segment) {
+            /* The snapshot's record must be there, whole, with the hash the snapshot names;
+             * the chain goes on from it. */
+            uint8_t h[HSZ];
+            char what[TG_DIAG_MAX];
+            rc = tg_lg_check_at(fd, &rs->pos, h, what, sizeof what);
+            if (rc == TG_OK && sodium_memcmp(h, rs->hash, HSZ) != 0) {
+                rc = TG_ERR_LEDGER_CORRUPT;
+                snprintf(what, sizeof what, "seq %llu is not the snapshot's record (hash differs)",
+                         (unsigned long long)rs->seq);
+            }
+            if (rc) {
+                close(fd);
+                rc = tg_diag_set(diag, rc == TG_ERR_NOT_FOUND ? TG_ERR_LEDGER_CORRUPT : rc,
+                                 "%s/%s: %s", l->dir, name, what);
+                goto done;
+            }
+            chain.next_seq = rs->seq + 1;
+            memcpy(chain.prev, h, HSZ);
+            start = rs->pos.offset + rs->pos.length;
+        }
         tg_lg_scan_result_t res;
         tg_lg_fault_t f;
-        rc = tg_lg_scan_fd(&res, &f, &chain, fd, (uint64_t)st.st_size, segs[i], last, replay_rec,
-                           rctx);
-        if (rc == TG_OK && res.records == 0 && !last) {
+        rc = tg_lg_scan_fd_at(&res, &f, &chain, fd, (uint64_t)st.st_size, start, 0, segs[i], last,
+                              replay_rec, rctx);
+        if (rc == TG_OK && res.records == 0 && start == 0 && !last) {
             rc = TG_ERR_LEDGER_CORRUPT;
             f.seq = chain.next_seq;
             f.offset = 0;
@@ -1700,6 +1756,10 @@ tg_err_t tg_ledger_open(tg_ledger_t **out, const tg_ledger_opts_t *opts, tg_ledg
     l->retry_ms = opts->retry_ms ? opts->retry_ms : DEFAULT_RETRY_MS;
     l->commit_delay_us = opts->commit_delay_us;
     l->no_create = opts->no_create;
+    if (opts->resume != NULL) {
+        l->resume_copy = *opts->resume;
+        l->resume = &l->resume_copy;
+    }
     l->feed = opts->feed;
     l->feed_ud = opts->feed_ud;
     /* With a feed, records written in none mode reach the log only through a sync: the
@@ -1772,6 +1832,138 @@ done:
         return rc;
     }
     *out = l;
+    return TG_OK;
+}
+
+/* ---- what snapshots need (snapshot.h) ---- */
+
+tg_err_t tg_ledger_check_resume(const char *dir, const tg_ledger_resume_t *rs, tg_diag_t *diag) {
+    if (dir == NULL || rs == NULL || rs->seq == 0 || rs->pos.seq != rs->seq ||
+        rs->pos.segment == 0) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "no valid ledger position");
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        return tg_diag_set(diag, errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO, "%s: %s", dir,
+                           strerror(errno));
+    }
+    tg_anchor_t anchor;
+    bool anchored = false;
+    tg_err_t rc = tg_anchor_read(&anchor, &anchored, dfd, dir, TG_ANCHOR_NAME, diag);
+    if (rc == TG_OK && anchored &&
+        (rs->pos.segment < anchor.first_segment || rs->seq < anchor.first_seq)) {
+        rc = tg_diag_set(
+            diag, TG_ERR_NOT_FOUND, "seq %llu was pruned: the ledger now starts at seq %llu (%s)",
+            (unsigned long long)rs->seq, (unsigned long long)anchor.first_seq, TG_ANCHOR_NAME);
+    }
+    if (rc == TG_OK) {
+        char name[TG_LG_NAME_MAX];
+        tg_lg_seg_name(name, rs->pos.segment);
+        int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) {
+            rc = tg_diag_set(diag, errno == ENOENT ? TG_ERR_NOT_FOUND : TG_ERR_IO,
+                             "%s: segment %u: %s", dir, (unsigned)rs->pos.segment, strerror(errno));
+        } else {
+            uint8_t h[HSZ];
+            char what[TG_DIAG_MAX];
+            rc = tg_lg_check_at(fd, &rs->pos, h, what, sizeof what);
+            if (rc == TG_OK && sodium_memcmp(h, rs->hash, HSZ) != 0) {
+                rc = TG_ERR_LEDGER_CORRUPT;
+                snprintf(what, sizeof what, "seq %llu has another record_hash",
+                         (unsigned long long)rs->seq);
+            }
+            if (rc) {
+                rc = tg_diag_set(diag, rc, "%s: %s", name, what);
+            }
+            close(fd);
+        }
+    }
+    close(dfd);
+    return rc;
+}
+
+void tg_ledger_durable(tg_ledger_t *l, uint64_t *seq, uint8_t hash[TG_LEDGER_HASH_SIZE]) {
+    pthread_mutex_lock(&l->wmu);
+    *seq = l->durable.seq;
+    memcpy(hash, l->durable.hash, HSZ);
+    pthread_mutex_unlock(&l->wmu);
+}
+
+typedef struct range_ctx {
+    tg_ledger_replay_fn fn;
+    void *ud;
+    tg_ledger_resume_t *at;
+} range_ctx_t;
+
+static tg_err_t range_rec(void *ud, const tg_ledger_record_t *rec, tg_diag_t *diag) {
+    range_ctx_t *c = ud;
+    tg_err_t rc = c->fn(c->ud, rec);
+    if (rc) {
+        return tg_diag_set(diag, rc, "callback refused the record: %s", tg_strerror(rc));
+    }
+    c->at->seq = rec->seq;
+    c->at->pos = rec->pos;
+    memcpy(c->at->hash, rec->hash, HSZ);
+    return TG_OK;
+}
+
+tg_err_t tg_ledger_read_range(tg_ledger_t *l, tg_ledger_resume_t *at, uint64_t upto,
+                              tg_ledger_replay_fn fn, void *ud, tg_diag_t *diag) {
+    if (l == NULL || at == NULL || fn == NULL) {
+        return tg_diag_set(diag, TG_ERR_INVALID_ARG, "ledger range: NULL argument");
+    }
+    tg_lg_chain_t chain;
+    memset(&chain, 0, sizeof chain);
+    uint32_t seg;
+    uint64_t start;
+    if (at->seq == 0) {
+        /* from the ledger's first record: segment 1 or the anchor's */
+        tg_anchor_t anchor;
+        bool anchored = false;
+        tg_err_t rc = tg_anchor_read(&anchor, &anchored, l->dirfd, l->dir, TG_ANCHOR_NAME, diag);
+        if (rc) {
+            return rc;
+        }
+        chain.next_seq = anchored ? anchor.first_seq : 1;
+        if (anchored) {
+            memcpy(chain.prev, anchor.prev_hash, HSZ);
+        }
+        seg = anchored ? anchor.first_segment : 1;
+        start = 0;
+    } else {
+        chain.next_seq = at->seq + 1;
+        memcpy(chain.prev, at->hash, HSZ);
+        seg = at->pos.segment;
+        start = at->pos.offset + at->pos.length;
+    }
+    range_ctx_t c = {fn, ud, at};
+    while (chain.next_seq <= upto) {
+        char name[TG_LG_NAME_MAX];
+        tg_lg_seg_name(name, seg);
+        int fd = open_segment(l, seg, O_RDONLY);
+        if (fd < 0) {
+            return tg_diag_set(diag, TG_ERR_IO, "%s/%s: %s", l->dir, name, strerror(errno));
+        }
+        struct stat st;
+        tg_err_t rc = fstat(fd, &st) == 0 ? TG_OK : TG_ERR_IO;
+        tg_lg_scan_result_t res;
+        tg_lg_fault_t f;
+        memset(&f, 0, sizeof f);
+        if (rc == TG_OK) {
+            rc = tg_lg_scan_fd_at(&res, &f, &chain, fd, (uint64_t)st.st_size, start, upto, seg,
+                                  false, range_rec, &c);
+        }
+        close(fd);
+        if (rc) {
+            return tg_diag_set(diag, rc, "%s/%s: seq %llu at offset %llu: %s", l->dir, name,
+                               (unsigned long long)f.seq, (unsigned long long)f.offset,
+                               f.what[0] ? f.what : tg_strerror(rc));
+        }
+        if (chain.next_seq <= upto) {
+            seg++; /* this segment is complete: the next record opens the next one */
+            start = 0;
+        }
+    }
     return TG_OK;
 }
 

@@ -77,6 +77,21 @@ typedef struct tg_lg_scan_result {
 tg_err_t tg_lg_scan_fd(tg_lg_scan_result_t *res, tg_lg_fault_t *fault, tg_lg_chain_t *chain, int fd,
                        uint64_t size, uint32_t segment, bool last, tg_lg_rec_fn cb, void *ud);
 
+/* tg_lg_scan_fd from byte offset start (a record boundary; chain names the record that
+ * begins there), stopping before the first record whose seq exceeds stop_seq (0 = at the end
+ * of the file): a reader of a segment the writer is still appending to stops at what it
+ * knows is complete (snapshots, snapshot.h). res->good_end is where the scan stopped. */
+tg_err_t tg_lg_scan_fd_at(tg_lg_scan_result_t *res, tg_lg_fault_t *fault, tg_lg_chain_t *chain,
+                          int fd, uint64_t size, uint64_t start, uint64_t stop_seq,
+                          uint32_t segment, bool last, tg_lg_rec_fn cb, void *ud);
+
+/* Reads the record at pos from fd (its segment) and checks it alone: header, seq, length and
+ * record_hash (its chain link is not checked). TG_OK with its record_hash in hash;
+ * TG_ERR_NOT_FOUND (the file ends before it), TG_ERR_LEDGER_CORRUPT, TG_ERR_IO or
+ * TG_ERR_NOMEM, with a reason in what. */
+tg_err_t tg_lg_check_at(int fd, const tg_ledger_pos_t *pos, uint8_t hash[TG_LEDGER_HASH_SIZE],
+                        char *what, size_t what_len);
+
 /* Lists the segment numbers in the directory (open dirfd; dir is for messages), sorted.
  * Every entry named "ledger-*.tgl" must be a canonical segment name; the numbers from first
  * on must be first..first+n-1 without gaps (first: 1, or an anchor's first segment, anchor.h).

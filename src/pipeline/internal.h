@@ -335,6 +335,8 @@ void tg_reply_json_error(tg_exchange_t *ex, const tg_json_limits_t *lim, tg_err_
 typedef enum { TG_MODE_EVALUATE, TG_MODE_EXECUTE, TG_MODE_DECIDE, TG_MODE_GATE } tg_eval_mode_t;
 void tg_pipeline_evaluate(tg_pipeline_t *p, tg_exchange_t *ex, tg_eval_mode_t mode);
 tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec);
+/* The same into another db's tables (db.h tg_db_snap_replay_fn: the snapshot thread's). */
+tg_err_t tg_pipeline_replay_into(void *ud, tg_db_t *into, const tg_ledger_record_t *rec);
 /* After the replay: TG_ERR_CONFIG (diag names the numbers) if a table could not hold the
  * ledger's live entries, else TG_OK. */
 tg_err_t tg_pipeline_replay_check(const tg_pipeline_t *p, tg_diag_t *diag);

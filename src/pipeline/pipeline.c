@@ -283,6 +283,8 @@ static tg_err_t open_state(tg_pipeline_t *p, tg_diag_t *diag) {
         .max_entries = cap_entries, .max_bytes = cap_bytes, .retention_ms = c->retention_s * 1000};
     so.limit_entries = (uint64_t)c->limit_entries;
     so.approval_entries = (uint64_t)c->approval_entries;
+    so.snapshot = (tg_db_snapshot_opts_t){
+        .every = (uint64_t)c->snapshot_every, .replay = tg_pipeline_replay_into, .ud = p};
     tg_ledger_opts_t lo = TG_LEDGER_OPTS_INIT;
     lo.dir = c->ledger;
     lo.durability = c->durability == TG_CONFIG_DURABILITY_BATCH  ? TG_DURABILITY_BATCH

@@ -78,8 +78,13 @@ tg_err_t tg_pipeline_replay_response(tg_pipeline_t *p, const tg_ledger_pos_t *po
     return rc;
 }
 
-tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
-    tg_pipeline_t *p = ud;
+/* One record's effect on db's tables. live: db is the daemon's own (p->db): tables that are
+ * too small are counted for tg_pipeline_replay_check, collisions logged and counted, the log
+ * leaf restored; otherwise db is the snapshot thread's private copy (db.h snapshot), which
+ * gets the same restores and touches nothing else of p. */
+static tg_err_t replay_into(tg_pipeline_t *p, tg_db_t *db, bool live,
+                            const tg_ledger_record_t *rec) {
+    uint64_t unfit_store = 0, unfit_limits = 0, unfit_approvals = 0, unfit_receipts = 0;
     tg_record_view_t v;
     tg_err_t rc = tg_record_view(&v, rec->meta, rec->meta_len, rec->payload, rec->payload_len);
     if (rc != TG_OK) {
@@ -99,18 +104,18 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
         tg_idem_entry_t done = {.status = m->status, .pos = rec->pos, .stored_at_ms = m->at_ms};
         memcpy(done.request_hash, v.claim_hash,
                sizeof done.request_hash); /* what the key is bound to */
-        rc = tg_db_restore_key(p->db, m->tenant.ptr, m->tenant.len, m->key.ptr, m->key.len, &done,
-                               now);
+        rc =
+            tg_db_restore_key(db, m->tenant.ptr, m->tenant.len, m->key.ptr, m->key.len, &done, now);
         if (rc == TG_ERR_LIMIT) {
-            p->replay_unfit_store++;
+            unfit_store++;
             rc = TG_OK;
         }
     }
     if (rc == TG_OK && m->nonce.ptr != NULL) {
-        rc = tg_db_restore_nonce(p->db, m->tenant.ptr, m->tenant.len, m->nonce.ptr, m->nonce.len,
+        rc = tg_db_restore_nonce(db, m->tenant.ptr, m->tenant.len, m->nonce.ptr, m->nonce.len,
                                  m->at_ms, now);
         if (rc == TG_ERR_LIMIT) {
-            p->replay_unfit_store++;
+            unfit_store++;
             rc = TG_OK;
         }
     }
@@ -124,9 +129,9 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
                                  .window_start_s = l->window_start_s,
                                  .window_s = l->window_s};
         memcpy(ref.key, l->key, sizeof ref.key);
-        rc = tg_db_limit_restore(p->db, &ref, l->amount, now);
+        rc = tg_db_limit_restore(db, &ref, l->amount, now);
         if (rc == TG_ERR_LIMIT) {
-            p->replay_unfit_limits++;
+            unfit_limits++;
             rc = TG_OK;
         } else if (rc == TG_ERR_INVALID_ARG) {
             rc = TG_ERR_LEDGER_CORRUPT; /* not what this server writes */
@@ -136,9 +141,9 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
      * approvals survive a restart. One that does not fit is counted like a key: starting
      * without it would forget a review or a consumption, so the start is refused. */
     if (rc == TG_OK && v.has_approval) {
-        rc = tg_db_approval_restore(p->db, v.approval, now);
+        rc = tg_db_approval_restore(db, v.approval, now);
         if (rc == TG_ERR_LIMIT) {
-            p->replay_unfit_approvals++;
+            unfit_approvals++;
             rc = TG_OK;
         } else if (rc == TG_ERR_INVALID_ARG) {
             rc = TG_ERR_LEDGER_CORRUPT;
@@ -148,10 +153,12 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
         /* the id is ours: "exec_" + 32 hex (the index needs it NUL-terminated) */
         char id[TG_RECEIPT_EXEC_ID_LEN + 1];
         (void)snprintf(id, sizeof id, "%.*s", (int)v.execution_id.len, v.execution_id.ptr);
-        rc = tg_pipeline_index_receipt(p, m->tenant.ptr, m->tenant.len, id, &rec->pos, m->at_ms,
-                                       now, NULL);
+        rc = live ? tg_pipeline_index_receipt(p, m->tenant.ptr, m->tenant.len, id, &rec->pos,
+                                              m->at_ms, now, NULL)
+                  : tg_db_index_receipt(db, m->tenant.ptr, m->tenant.len, id, strlen(id), &rec->pos,
+                                        m->at_ms, now, NULL);
         if (rc == TG_ERR_LIMIT) {
-            p->replay_unfit_receipts++;
+            unfit_receipts++;
         }
         if (rc == TG_ERR_LIMIT || rc == TG_ERR_CONFLICT) {
             rc = TG_OK; /* counted (and a collision logged): the start decides */
@@ -160,22 +167,38 @@ tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
     /* SPEC §12: every record is a leaf of the log, in ledger order; the tree rebuilt here
      * must reproduce the log's stored checkpoint, which tg_db_start checks after the replay
      * (a failure here fails the start). Without a log this does nothing. */
-    if (rc == TG_OK) {
+    if (rc == TG_OK && live) { /* the private copy of a snapshot has no log (db.h) */
         uint8_t entry[32];
         rc = tg_record_log_entry(entry, rec->type, rec->payload, rec->payload_len, v.payload_doc);
         if (rc == TG_OK) {
-            rc = tg_db_log_restore(p->db, rec->seq, entry);
+            rc = tg_db_log_restore(db, rec->seq, entry);
         }
         if (rc != TG_OK) {
             TG_LOG(TG_LOG_ERROR, "log_replay", "record seq %llu: cannot add its log leaf: %s",
                    (unsigned long long)rec->seq, tg_strerror(rc));
         }
     }
-    if (rc == TG_OK) {
+    if (rc == TG_OK && live) {
         p->replayed_records++;
+        p->replay_unfit_store += unfit_store;
+        p->replay_unfit_limits += unfit_limits;
+        p->replay_unfit_approvals += unfit_approvals;
+        p->replay_unfit_receipts += unfit_receipts;
+    } else if (rc == TG_OK && unfit_store + unfit_limits + unfit_approvals + unfit_receipts > 0) {
+        rc = TG_ERR_LIMIT; /* a private copy that cannot hold the state is no snapshot */
     }
     tg_record_view_free(&v);
     return rc;
+}
+
+tg_err_t tg_pipeline_replay_record(void *ud, const tg_ledger_record_t *rec) {
+    tg_pipeline_t *p = ud;
+    return replay_into(p, p->db, true, rec);
+}
+
+tg_err_t tg_pipeline_replay_into(void *ud, tg_db_t *into, const tg_ledger_record_t *rec) {
+    tg_pipeline_t *p = ud;
+    return replay_into(p, into, into == p->db, rec);
 }
 
 /* One table's verdict after the replay: TG_OK, or TG_ERR_CONFIG with the numbers, in a log

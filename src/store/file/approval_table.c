@@ -233,6 +233,18 @@ tg_err_t tg_approval_table_restore(tg_approval_table_t *t, const tg_approval_t *
     return put(t, a, false);
 }
 
+tg_err_t tg_approval_table_each(tg_approval_table_t *t, tg_approval_each_fn fn, void *ud) {
+    tg_err_t rc = TG_OK;
+    pthread_mutex_lock(&t->mu);
+    for (unsigned b = 0; rc == TG_OK && b < BUCKETS; b++) {
+        for (entry_t *e = t->buckets[b]; rc == TG_OK && e != NULL; e = e->next) {
+            rc = fn(ud, &e->a);
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+}
+
 bool tg_approval_table_room(tg_approval_table_t *t) {
     pthread_mutex_lock(&t->mu);
     bool room = t->entries < t->max_entries;

@@ -43,6 +43,12 @@ tg_err_t tg_approval_table_restore(tg_approval_table_t *t, const tg_approval_t *
 tg_err_t tg_approval_table_due(tg_approval_table_t *t, int64_t now_ms, tg_db_approval_ref_t *out,
                                size_t max, size_t *n);
 
+/* Calls fn(ud, a) for every approval held (newest version; holds are not state), under the
+ * table's lock (fn must not call the table); stops at fn's first error. For snapshots
+ * (snapshot.h): tg_approval_table_restore of each rebuilds the table. */
+typedef tg_err_t (*tg_approval_each_fn)(void *ud, const tg_approval_t *a);
+tg_err_t tg_approval_table_each(tg_approval_table_t *t, tg_approval_each_fn fn, void *ud);
+
 /* Drops terminal approvals (tg_approval_status_at denied, expired or consumed) that ended
  * more than retention_ms before now_ms and are not held, a few buckets per call. */
 void tg_approval_table_sweep(tg_approval_table_t *t, int64_t now_ms);

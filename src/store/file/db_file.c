@@ -1,5 +1,7 @@
 /* db_file.c — the file backend of db.h: the in-memory tables of store.h, rebuilt at
  * start from the ledger directory that keeps every record (ledger.h). */
+#include <pthread.h>
+#include <sodium.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +14,10 @@
 #include "limit_table.h"
 #include "tlog_file.h"
 #include "trigguard/anchor.h"
+#include "trigguard/clock.h"
 #include "trigguard/log.h"
 #include "trigguard/note.h"
+#include "trigguard/snapshot.h"
 
 typedef struct file_db {
     tg_db_t base; /* first: db.c reads base.ops */
@@ -28,6 +32,18 @@ typedef struct file_db {
     tg_tle_t *tle;
     tg_tlog_file_t *tf;
     atomic_bool feed_failed; /* a push was refused: the log stops growing (logged once) */
+    /* Snapshots (snapshot.h): the options, what a private copy of the tables needs, and the
+     * thread that keeps that copy and writes the files. */
+    tg_db_opts_t opts; /* as opened (its pointers are the caller's, alive until close) */
+    tg_db_snapshot_opts_t snap;
+    int64_t snap_retention_ms; /* the tables' retention, the longer of the two */
+    pthread_t snap_thread;
+    bool snap_started;
+    pthread_mutex_t snap_mu;
+    pthread_cond_t snap_cv;
+    bool snap_stop;        /* under snap_mu */
+    atomic_bool snap_quit; /* the same, read while following the ledger: a close does not
+                              wait for a long catch-up to finish */
 } file_db_t;
 
 /* db is always the base of a file_db_t: db.c only calls the ops of its own table. */
@@ -105,6 +121,352 @@ static bool anchored(const char *dir) {
            lstat(path, &st) == 0;
 }
 
+/* ---- snapshots (snapshot.h) ---- */
+
+/* Loading a snapshot into one db's tables: the restore functions a replay calls, with the
+ * same now; entries that no longer fit are counted (the start is refused, as a replay's). */
+typedef struct load_ctx {
+    file_db_t *fs;
+    int64_t now;
+    uint64_t unfit;
+    unsigned part, nparts; /* this loader restores the entries of shards part mod nparts */
+    const tg_snap_t *snap;
+    tg_err_t rc;
+} load_ctx_t;
+
+static tg_err_t unfit_ok(load_ctx_t *c, tg_err_t rc) {
+    if (rc == TG_ERR_LIMIT) {
+        c->unfit++;
+        return TG_OK;
+    }
+    return rc;
+}
+
+static tg_err_t load_item(void *ud, const tg_store_item_t *it) {
+    load_ctx_t *c = ud;
+    unsigned part = it->kind == TG_STORE_ITEM_RECEIPT
+                        ? tg_receipts_part(c->fs->receipts, it->tenant, it->tenant_len, it->key,
+                                           it->key_len, c->nparts)
+                        : tg_store_part(c->fs->keys, it->kind, it->tenant, it->tenant_len, it->key,
+                                        it->key_len, c->nparts);
+    if (part != c->part) {
+        return TG_OK; /* the other loader's */
+    }
+    if (it->kind == TG_STORE_ITEM_KEY) {
+        tg_idem_entry_t e = {.status = it->status, .pos = it->pos, .stored_at_ms = it->stamp_ms};
+        memcpy(e.request_hash, it->request_hash, sizeof e.request_hash);
+        return unfit_ok(c, tg_store_idem_restore(c->fs->keys, it->tenant, it->tenant_len, it->key,
+                                                 it->key_len, &e, c->now));
+    }
+    if (it->kind == TG_STORE_ITEM_NONCE) {
+        return unfit_ok(c, tg_store_nonce_restore(c->fs->keys, it->tenant, it->tenant_len, it->key,
+                                                  it->key_len, it->stamp_ms, c->now));
+    }
+    tg_err_t rc = tg_receipts_insert(c->fs->receipts, it->tenant, it->tenant_len, it->key,
+                                     it->key_len, &it->pos, it->stamp_ms, c->now, NULL);
+    return unfit_ok(c, rc == TG_ERR_CONFLICT ? TG_OK : rc);
+}
+
+static tg_err_t load_limit(void *ud, const tg_db_limit_ref_t *ref, double total) {
+    load_ctx_t *c = ud;
+    if (c->part != 0) {
+        return TG_OK;
+    }
+    return unfit_ok(c, tg_limit_table_restore(c->fs->limits, ref, total, c->now));
+}
+
+static tg_err_t load_approval(void *ud, const tg_approval_t *a) {
+    load_ctx_t *c = ud;
+    if (c->part != 0) {
+        return TG_OK;
+    }
+    return unfit_ok(c, tg_approval_table_restore(c->fs->approvals, a));
+}
+
+static void *load_main(void *arg) {
+    load_ctx_t *c = arg;
+    tg_snap_sink_t sink = {load_item, load_limit, load_approval, c};
+    c->rc = tg_snap_apply(c->snap, &sink);
+    return NULL;
+}
+
+/* Loads s into into's tables with two threads, each restoring the entries of its own shards
+ * (tg_store_part), so each shard gets its entries in file order (stamp order) and the tables
+ * are built on both cores: the restores are memory-bound (a cache miss per bucket). */
+static tg_err_t load_parallel(file_db_t *into, const tg_snap_t *s, int64_t now, uint64_t *unfit) {
+    load_ctx_t c[2] = {{into, now, 0, 0, 2, s, TG_OK}, {into, now, 0, 1, 2, s, TG_OK}};
+    pthread_t t;
+    bool two = pthread_create(&t, NULL, load_main, &c[1]) == 0;
+    if (!two) {
+        c[0].nparts = 1; /* no second thread: this one restores everything */
+    }
+    load_main(&c[0]);
+    if (two) {
+        pthread_join(t, NULL);
+    }
+    *unfit = c[0].unfit + c[1].unfit;
+    return c[0].rc != TG_OK ? c[0].rc : c[1].rc;
+}
+
+/* Finds the newest snapshot that passes every check and loads it into into's tables: TG_OK
+ * with *at set (at->seq 0: none loaded, replay everything). Every snapshot passed over is
+ * logged (snapshot_ignored, with why) when loud. An error is the start's: the tables are
+ * then partly loaded, so the db may only be closed. */
+static tg_err_t snap_load(file_db_t *fs, file_db_t *into, tg_ledger_resume_t *at, bool loud,
+                          tg_diag_t *diag) {
+    memset(at, 0, sizeof *at);
+    const char *dir = fs->ledger_opts.dir;
+    char names[8][TG_SNAP_NAME_MAX];
+    size_t n = 0;
+    if (tg_snap_list(dir, names, 8, &n) != TG_OK) {
+        if (loud) {
+            TG_LOG(TG_LOG_WARN, "snapshot_ignored", "%s: cannot list snapshots; full replay", dir);
+        }
+        return TG_OK;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char path[4096];
+        char why[TG_DIAG_MAX + 64] = "";
+        tg_snap_t *s = NULL;
+        tg_snap_info_t info;
+        int64_t t0 = tg_clock_mono_ns();
+        int64_t now = tg_clock_now_ms();
+        if (snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path) {
+            continue;
+        }
+        tg_err_t rc = tg_snap_read(&s, &info, path, why, sizeof why);
+        if (rc == TG_ERR_NOMEM) {
+            return tg_diag_set(diag, rc, "snapshot %s: out of memory", names[i]);
+        }
+        if (rc == TG_OK && info.created_ms > now) {
+            rc = TG_ERR_INVALID_ARG;
+            snprintf(why, sizeof why,
+                     "written at %lld ms, later than now (%lld): the clock went "
+                     "back",
+                     (long long)info.created_ms, (long long)now);
+        }
+        if (rc == TG_OK && info.retention_ms < fs->snap_retention_ms) {
+            /* it dropped entries a replay with today's retention would keep */
+            rc = TG_ERR_INVALID_ARG;
+            snprintf(why, sizeof why,
+                     "written with a retention of %lld ms, shorter than now "
+                     "(%lld ms)",
+                     (long long)info.retention_ms, (long long)fs->snap_retention_ms);
+        }
+        if (rc == TG_OK) {
+            tg_diag_t d = {{0}};
+            rc = tg_ledger_check_resume(dir, &info.at, &d);
+            if (rc) {
+                snprintf(why, sizeof why, "its record seq %llu does not match the ledger: %s",
+                         (unsigned long long)info.at.seq, d.msg);
+            }
+        }
+        if (rc) {
+            if (loud) {
+                TG_LOG(TG_LOG_WARN, "snapshot_ignored", "%s: %s; %s", names[i], why,
+                       i + 1 < n ? "trying an older one" : "full replay");
+            }
+            tg_snap_free(s);
+            continue;
+        }
+        uint64_t unfit = 0;
+        int64_t t_checked = tg_clock_mono_ns();
+        rc = load_parallel(into, s, now, &unfit);
+        tg_snap_free(s);
+        if (rc == TG_OK && unfit > 0) {
+            rc =
+                tg_diag_set(diag, TG_ERR_CONFIG,
+                            "snapshot %s: %llu entries do not fit the tables (--store-max-entries, "
+                            "--store-max-bytes, --limit-entries, --approval-entries); start "
+                            "refused, none dropped",
+                            names[i], (unsigned long long)unfit);
+        } else if (rc) {
+            rc =
+                tg_diag_set(diag, rc, "snapshot %s: cannot load it: %s", names[i], tg_strerror(rc));
+        }
+        if (rc) {
+            return rc;
+        }
+        if (loud) {
+            TG_LOG(TG_LOG_INFO, "snapshot_loaded",
+                   "%s: state after seq %llu (%llu keys, %llu nonces, %llu receipts, %llu limit "
+                   "totals, %llu approvals) in %lld ms (read and checked %lld ms, tables "
+                   "filled %lld ms); replaying the records after it",
+                   names[i], (unsigned long long)info.at.seq,
+                   (unsigned long long)info.counts[TG_SNAP_KEYS],
+                   (unsigned long long)info.counts[TG_SNAP_NONCES],
+                   (unsigned long long)info.counts[TG_SNAP_RECEIPTS],
+                   (unsigned long long)info.counts[TG_SNAP_LIMITS],
+                   (unsigned long long)info.counts[TG_SNAP_APPROVALS],
+                   (long long)((tg_clock_mono_ns() - t0) / 1000000),
+                   (long long)((t_checked - t0) / 1000000),
+                   (long long)((tg_clock_mono_ns() - t_checked) / 1000000));
+        }
+        *at = info.at;
+        return TG_OK;
+    }
+    return TG_OK;
+}
+
+/* The snapshot thread's private tables: a file db that is never started. */
+static tg_err_t snap_private(file_db_t *fs, tg_db_t **out) {
+    tg_db_opts_t o = fs->opts;
+    o.log = (tg_db_log_opts_t){0};
+    o.snapshot = (tg_db_snapshot_opts_t){0};
+    return tg_db_file_open(out, &o, NULL);
+}
+
+typedef struct follow_ctx {
+    file_db_t *fs;
+    tg_db_t *priv;
+} follow_ctx_t;
+
+static tg_err_t follow_rec(void *ud, const tg_ledger_record_t *rec) {
+    follow_ctx_t *c = ud;
+    if (atomic_load_explicit(&c->fs->snap_quit, memory_order_relaxed)) {
+        return TG_ERR_INTERNAL; /* closing: stop reading (not a failure, not logged) */
+    }
+    return c->fs->snap.replay(c->fs->snap.ud, c->priv, rec);
+}
+
+typedef struct put_ctx {
+    tg_snap_writer_t *w;
+} put_ctx_t;
+
+static tg_err_t put_item(void *ud, const tg_store_item_t *it) {
+    return tg_snap_put_item(((put_ctx_t *)ud)->w, it);
+}
+static tg_err_t put_limit(void *ud, const tg_db_limit_ref_t *ref, double total) {
+    return tg_snap_put_limit(((put_ctx_t *)ud)->w, ref, total);
+}
+static tg_err_t put_approval(void *ud, const tg_approval_t *a) {
+    return tg_snap_put_approval(((put_ctx_t *)ud)->w, a);
+}
+
+/* Writes the private tables as the snapshot of the state after record at. */
+static tg_err_t snap_write(file_db_t *fs, file_db_t *priv, const tg_ledger_resume_t *at, char *name,
+                           size_t name_cap, uint64_t *entries, tg_diag_t *diag) {
+    int64_t now = tg_clock_now_ms();
+    (void)tg_store_sweep(priv->keys, now);
+    (void)tg_receipts_sweep(priv->receipts, now);
+    tg_snap_writer_t *w = NULL;
+    tg_err_t rc = tg_snap_writer_open(&w, fs->ledger_opts.dir, diag);
+    if (rc) {
+        return rc;
+    }
+    put_ctx_t c = {w};
+    rc = tg_store_each(priv->keys, now, put_item, &c);
+    if (rc == TG_OK) {
+        rc = tg_receipts_each(priv->receipts, now, put_item, &c);
+    }
+    if (rc == TG_OK) {
+        rc = tg_limit_table_each(priv->limits, now, put_limit, &c);
+    }
+    if (rc == TG_OK) {
+        rc = tg_approval_table_each(priv->approvals, put_approval, &c);
+    }
+    if (rc) {
+        tg_snap_writer_abort(w);
+        return tg_diag_set(diag, rc, "snapshot: cannot write an entry: %s", tg_strerror(rc));
+    }
+    tg_snap_info_t info = {.at = *at, .created_ms = now, .retention_ms = fs->snap_retention_ms};
+    tg_store_stats_t a, b;
+    tg_store_stats(priv->keys, &a);
+    tg_receipts_stats(priv->receipts, &b);
+    *entries = a.entries + b.entries;
+    return tg_snap_writer_commit(w, &info, name, name_cap, diag);
+}
+
+/* Waits up to ms or until close; true when stopping. */
+static bool snap_sleep(file_db_t *fs, uint32_t ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&fs->snap_mu);
+    while (!fs->snap_stop) {
+        if (pthread_cond_timedwait(&fs->snap_cv, &fs->snap_mu, &ts) != 0) {
+            break;
+        }
+    }
+    bool stop = fs->snap_stop;
+    pthread_mutex_unlock(&fs->snap_mu);
+    return stop;
+}
+
+#define SNAP_POLL_MS 1000
+
+/* The snapshot thread: keeps a private copy of the tables equal to the state after the
+ * durable record `at` (loaded from the newest valid snapshot, then following the ledger
+ * with the start's own replay function) and writes it every snap.every durable records.
+ * The live tables are never read or locked. A failure stops snapshots (logged); the daemon
+ * goes on, and the next start replays more. */
+static void *snap_main(void *arg) {
+    file_db_t *fs = arg;
+    tg_db_t *priv = NULL;
+    tg_ledger_resume_t at;
+    tg_diag_t d = {{0}};
+    tg_err_t rc = snap_private(fs, &priv);
+    if (rc == TG_OK) {
+        rc = snap_load(fs, fs_of(priv), &at, false, &d);
+    }
+    while (rc == TG_OK && !snap_sleep(fs, SNAP_POLL_MS)) {
+        uint64_t durable;
+        uint8_t hash[TG_LEDGER_HASH_SIZE];
+        tg_ledger_durable(fs->ledger, &durable, hash);
+        if (durable < at.seq || durable - at.seq < fs->snap.every) {
+            continue;
+        }
+        int64_t t0 = tg_clock_mono_ns();
+        follow_ctx_t fc = {fs, priv};
+        rc = tg_ledger_read_range(fs->ledger, &at, durable, follow_rec, &fc, &d);
+        if (rc == TG_OK && sodium_memcmp(at.hash, hash, sizeof hash) != 0) {
+            rc = tg_diag_set(&d, TG_ERR_LEDGER_CORRUPT,
+                             "seq %llu read back with another hash than the writer's",
+                             (unsigned long long)durable);
+        }
+        int64_t t1 = tg_clock_mono_ns();
+        char name[TG_SNAP_NAME_MAX];
+        uint64_t entries = 0;
+        if (rc == TG_OK) {
+            rc = snap_write(fs, fs_of(priv), &at, name, sizeof name, &entries, &d);
+        }
+        if (rc == TG_OK) {
+            TG_LOG(TG_LOG_INFO, "snapshot_written",
+                   "%s/%s: state after seq %llu, %llu table entries (read %lld ms, written "
+                   "%lld ms)",
+                   fs->ledger_opts.dir, name, (unsigned long long)at.seq,
+                   (unsigned long long)entries, (long long)((t1 - t0) / 1000000),
+                   (long long)((tg_clock_mono_ns() - t1) / 1000000));
+        }
+    }
+    if (rc != TG_OK && !atomic_load(&fs->snap_quit)) {
+        TG_LOG(TG_LOG_ERROR, "snapshot_failed",
+               "%s: snapshots stopped until a restart: %s (the ledger and the decisions are not "
+               "affected; the next start replays more of the ledger)",
+               fs->ledger_opts.dir, d.msg[0] ? d.msg : tg_strerror(rc));
+    }
+    tg_db_close(priv);
+    return NULL;
+}
+
+static void snap_stop(file_db_t *fs) {
+    if (!fs->snap_started) {
+        return;
+    }
+    atomic_store(&fs->snap_quit, true);
+    pthread_mutex_lock(&fs->snap_mu);
+    fs->snap_stop = true;
+    pthread_cond_signal(&fs->snap_cv);
+    pthread_mutex_unlock(&fs->snap_mu);
+    pthread_join(fs->snap_thread, NULL);
+    fs->snap_started = false;
+}
+
 static tg_err_t fs_start(tg_db_t *db, tg_db_replay_fn replay, void *ud,
                          tg_ledger_recovery_t *report, tg_diag_t *diag) {
     file_db_t *fs = fs_of(db);
@@ -122,15 +484,45 @@ static tg_err_t fs_start(tg_db_t *db, tg_db_replay_fn replay, void *ud,
                            "record: start without the log key, or on the unpruned ledger",
                            fs->ledger_opts.dir, TG_ANCHOR_NAME);
     }
-    tg_err_t rc = tg_ledger_open(&fs->ledger, &fs->ledger_opts, replay, ud, rep, diag);
+    bool snap_on = fs->snap.every > 0 && fs->snap.replay != NULL;
+    if (snap_on && fs->tle != NULL) {
+        /* The log's tree is rebuilt from every record's leaf at each start (above), so a
+         * start from a snapshot could not rebuild it: full replay, no snapshots. */
+        TG_LOG(TG_LOG_INFO, "snapshot_off",
+               "%s: snapshots are not written or loaded while the transparency log is on "
+               "(its tree is rebuilt from every record); full replay",
+               fs->ledger_opts.dir);
+        snap_on = false;
+    }
+    tg_ledger_resume_t at;
+    memset(&at, 0, sizeof at);
+    tg_err_t rc = TG_OK;
+    if (snap_on) {
+        rc = snap_load(fs, fs, &at, true, diag);
+        if (rc) {
+            return rc;
+        }
+    }
+    tg_ledger_opts_t lo = fs->ledger_opts;
+    lo.resume = at.seq > 0 ? &at : NULL;
+    rc = tg_ledger_open(&fs->ledger, &lo, replay, ud, rep, diag);
     if (rc == TG_OK && fs->tle != NULL) {
         rc = fs_log_start(fs, rep, diag);
+    }
+    if (rc == TG_OK && snap_on) {
+        fs->snap_started = pthread_create(&fs->snap_thread, NULL, snap_main, fs) == 0;
+        if (!fs->snap_started) {
+            TG_LOG(TG_LOG_ERROR, "snapshot_failed",
+                   "%s: cannot start the snapshot thread; no snapshots until a restart",
+                   fs->ledger_opts.dir);
+        }
     }
     return rc;
 }
 
 static void fs_close(tg_db_t *db) {
     file_db_t *fs = fs_of(db);
+    snap_stop(fs); /* it reads the ledger */
     /* The ledger first: its last done callbacks may still settle claims in the tables, and
      * its close syncs and feeds the last records; then the log signs its last checkpoint. */
     tg_ledger_close(fs->ledger);
@@ -140,6 +532,8 @@ static void fs_close(tg_db_t *db) {
     tg_receipts_destroy(fs->receipts);
     tg_limit_table_destroy(fs->limits);
     tg_approval_table_destroy(fs->approvals);
+    pthread_cond_destroy(&fs->snap_cv);
+    pthread_mutex_destroy(&fs->snap_mu);
     free(fs);
 }
 
@@ -458,6 +852,17 @@ tg_err_t tg_db_file_open(tg_db_t **out, const tg_db_opts_t *opts, tg_diag_t *dia
     fs->base.ops = &file_ops;
     fs->base.unavailable = TG_ERR_LEDGER_UNHEALTHY;
     fs->ledger_opts = opts->ledger;
+    fs->opts = *opts;
+    fs->snap = opts->snapshot;
+    fs->snap_retention_ms = opts->keys.retention_ms > opts->receipts.retention_ms
+                                ? opts->keys.retention_ms
+                                : opts->receipts.retention_ms;
+    pthread_mutex_init(&fs->snap_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&fs->snap_cv, &ca);
+    pthread_condattr_destroy(&ca);
     tg_err_t rc = tg_store_create(&fs->keys, &opts->keys, diag);
     if (rc == TG_OK) {
         rc = tg_receipts_create(&fs->receipts, &opts->receipts, diag);

@@ -206,6 +206,29 @@ tg_err_t tg_limit_table_restore(tg_limit_table_t *t, const tg_db_limit_ref_t *re
     return rc;
 }
 
+tg_err_t tg_limit_table_each(tg_limit_table_t *t, int64_t now_ms, tg_limit_each_fn fn, void *ud) {
+    tg_err_t rc = TG_OK;
+    for (unsigned i = 0; rc == TG_OK && i < SHARDS; i++) {
+        shard_t *s = &t->shards[i];
+        pthread_mutex_lock(&s->mu);
+        for (unsigned b = 0; rc == TG_OK && b < BUCKETS; b++) {
+            for (entry_t *e = s->buckets[b]; rc == TG_OK && e != NULL; e = e->next) {
+                if (e->window_end_s * 1000 <= now_ms) {
+                    continue; /* as restore: a window over counts for nothing */
+                }
+                tg_db_limit_ref_t ref = {.limit = e->limit,
+                                         .limit_len = e->limit_len,
+                                         .window_start_s = e->window_start_s,
+                                         .window_s = e->window_end_s - e->window_start_s};
+                memcpy(ref.key, e->key, sizeof ref.key);
+                rc = fn(ud, &ref, e->total);
+            }
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    return rc;
+}
+
 void tg_limit_table_sweep(tg_limit_table_t *t, int64_t now_ms) {
     int64_t now_s = now_ms / 1000;
     for (unsigned k = 0; k < SWEEP_SHARDS; k++) {

@@ -29,6 +29,12 @@ tg_err_t tg_limit_table_release(tg_limit_table_t *t, const tg_db_limit_ref_t *re
 tg_err_t tg_limit_table_restore(tg_limit_table_t *t, const tg_db_limit_ref_t *ref, double amount,
                                 int64_t now_ms);
 
+/* Calls fn(ud, ref, total) for every entry whose window is still open at now_ms, under its
+ * shard's lock (fn must not call the table); stops at fn's first error. tg_limit_table_restore
+ * of each (ref, total) into an empty table rebuilds the same totals (snapshot.h). */
+typedef tg_err_t (*tg_limit_each_fn)(void *ud, const tg_db_limit_ref_t *ref, double total);
+tg_err_t tg_limit_table_each(tg_limit_table_t *t, int64_t now_ms, tg_limit_each_fn fn, void *ud);
+
 /* Drops entries whose window ended before now_ms, a few shards per call. */
 void tg_limit_table_sweep(tg_limit_table_t *t, int64_t now_ms);
 

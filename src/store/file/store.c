@@ -877,6 +877,88 @@ size_t tg_store_sweep(tg_store_t *s, int64_t now_ms) {
     return freed;
 }
 
+/* The next DONE entry live at now_ms from e on (a shard's age list), or NULL. */
+static entry_t *next_live(const tg_store_t *s, entry_t *e, int64_t now_ms) {
+    while (e != NULL && (e->state != ST_DONE || entry_expired(s, e, now_ms))) {
+        e = e->age_next;
+    }
+    return e;
+}
+
+tg_err_t tg_store_each(tg_store_t *s, int64_t now_ms, tg_store_each_fn fn, void *ud) {
+    if (s == NULL || fn == NULL) {
+        return TG_ERR_INVALID_ARG;
+    }
+    entry_t **cur = malloc(s->nshards * sizeof *cur);
+    if (cur == NULL) {
+        return TG_ERR_NOMEM;
+    }
+    /* Every shard's lock, in index order, for the whole walk: the entries come out merged
+     * across shards in stamp order (each age list is in stamp order), so a table rebuilt
+     * from them in that order has age lists in stamp order again, which the sweep relies
+     * on. Meant for a table no request uses (the snapshot thread's copy). */
+    for (size_t i = 0; i < s->nshards; i++) {
+        pthread_mutex_lock(&s->shards[i].mu);
+        cur[i] = next_live(s, s->shards[i].age_head, now_ms);
+    }
+    tg_err_t rc = TG_OK;
+    while (rc == TG_OK) {
+        size_t best = s->nshards;
+        for (size_t i = 0; i < s->nshards; i++) {
+            if (cur[i] != NULL && (best == s->nshards || cur[i]->stamp_ms < cur[best]->stamp_ms)) {
+                best = i;
+            }
+        }
+        if (best == s->nshards) {
+            break;
+        }
+        entry_t *e = cur[best];
+        cur[best] = next_live(s, e->age_next, now_ms);
+        tg_store_item_t it = {.kind = e->kind == KIND_IDEM    ? TG_STORE_ITEM_KEY
+                                      : e->kind == KIND_NONCE ? TG_STORE_ITEM_NONCE
+                                                              : TG_STORE_ITEM_RECEIPT,
+                              .tenant = entry_name(e),
+                              .tenant_len = e->tenant_len,
+                              .key = entry_name(e) + e->tenant_len,
+                              .key_len = e->key_len,
+                              .stamp_ms = e->stamp_ms,
+                              .status = e->status};
+        if (e->kind == KIND_IDEM) {
+            it.request_hash = as_idem(e)->request_hash;
+            it.pos = as_idem(e)->pos;
+        } else if (e->kind == KIND_RECEIPT) {
+            it.pos = as_receipt(e)->pos;
+        }
+        rc = fn(ud, &it);
+    }
+    for (size_t i = s->nshards; i > 0; i--) {
+        pthread_mutex_unlock(&s->shards[i - 1].mu);
+    }
+    free(cur);
+    return rc;
+}
+
+unsigned tg_store_part(const tg_store_t *s, int kind, const char *tenant, size_t tenant_len,
+                       const char *key, size_t key_len, unsigned nparts) {
+    lookup_t lk;
+    uint8_t k = kind == TG_STORE_ITEM_KEY     ? KIND_IDEM
+                : kind == TG_STORE_ITEM_NONCE ? KIND_NONCE
+                                              : KIND_RECEIPT;
+    if (nparts == 0 || lookup_init(&lk, s, k, tenant, tenant_len, key, key_len) != TG_OK) {
+        return 0;
+    }
+    return (unsigned)((size_t)(shard_of(s, &lk) - s->shards) % nparts);
+}
+
+unsigned tg_receipts_part(const tg_receipts_t *r, const char *tenant, size_t tenant_len,
+                          const char *id, size_t id_len, unsigned nparts) {
+    return tg_store_part(&r->t, TG_STORE_ITEM_RECEIPT, tenant, tenant_len, id, id_len, nparts);
+}
+
+tg_err_t tg_receipts_each(tg_receipts_t *r, int64_t now_ms, tg_store_each_fn fn, void *ud) {
+    return tg_store_each(r != NULL ? &r->t : NULL, now_ms, fn, ud);
+}
+
 size_t tg_receipts_sweep(tg_receipts_t *r, int64_t now_ms) {
     return tg_store_sweep(r != NULL ? &r->t : NULL, now_ms);
 }
