@@ -1478,6 +1478,21 @@ static tg_err_t check_head(const tg_ledger_t *l, const tg_lg_head_t *h, const re
                        TG_LG_HEAD_NAME);
 }
 
+/* Whether the record at rs->pos in fd is whole and is the one rs names (its record_hash):
+ * TG_OK with hash filled, TG_ERR_LEDGER_CORRUPT with another hash, else tg_lg_check_at's
+ * error; what says why. One check for both the start from a snapshot and
+ * tg_ledger_check_resume, so the two cannot disagree about a snapshot. */
+static tg_err_t resume_record_check(int fd, const tg_ledger_resume_t *rs, uint8_t hash[HSZ],
+                                    char *what, size_t what_len) {
+    tg_err_t rc = tg_lg_check_at(fd, &rs->pos, hash, what, what_len);
+    if (rc == TG_OK && sodium_memcmp(hash, rs->hash, HSZ) != 0) {
+        rc = TG_ERR_LEDGER_CORRUPT;
+        snprintf(what, what_len, "seq %llu is not the snapshot's record (hash differs)",
+                 (unsigned long long)rs->seq);
+    }
+    return rc;
+}
+
 /* Scans every segment, replays, checks ledger.head (head: NULL if there is none), truncates
  * a torn tail and leaves the active segment open. */
 static tg_err_t scan_all(tg_ledger_t *l, replay_ctx_t *rctx, const tg_lg_head_t *head,
@@ -1573,12 +1588,7 @@ static tg_err_t scan_all(tg_ledger_t *l, replay_ctx_t *rctx, const tg_lg_head_t 
              * the chain goes on from it. */
             uint8_t h[HSZ];
             char what[TG_DIAG_MAX];
-            rc = tg_lg_check_at(fd, &rs->pos, h, what, sizeof what);
-            if (rc == TG_OK && sodium_memcmp(h, rs->hash, HSZ) != 0) {
-                rc = TG_ERR_LEDGER_CORRUPT;
-                snprintf(what, sizeof what, "seq %llu is not the snapshot's record (hash differs)",
-                         (unsigned long long)rs->seq);
-            }
+            rc = resume_record_check(fd, rs, h, what, sizeof what);
             if (rc) {
                 close(fd);
                 rc = tg_diag_set(diag, rc == TG_ERR_NOT_FOUND ? TG_ERR_LEDGER_CORRUPT : rc,
@@ -1866,12 +1876,7 @@ tg_err_t tg_ledger_check_resume(const char *dir, const tg_ledger_resume_t *rs, t
         } else {
             uint8_t h[HSZ];
             char what[TG_DIAG_MAX];
-            rc = tg_lg_check_at(fd, &rs->pos, h, what, sizeof what);
-            if (rc == TG_OK && sodium_memcmp(h, rs->hash, HSZ) != 0) {
-                rc = TG_ERR_LEDGER_CORRUPT;
-                snprintf(what, sizeof what, "seq %llu has another record_hash",
-                         (unsigned long long)rs->seq);
-            }
+            rc = resume_record_check(fd, rs, h, what, sizeof what);
             if (rc) {
                 rc = tg_diag_set(diag, rc, "%s: %s", name, what);
             }
