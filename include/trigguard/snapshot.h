@@ -140,6 +140,12 @@ tg_err_t tg_snap_apply(const tg_snap_t *s, const tg_snap_sink_t *sink) TG_MUST_U
 
 void tg_snap_free(tg_snap_t *s);
 
+/* Writes the trailing check of a whole snapshot image in memory (b, len bytes: header, body,
+ * TG_SNAP_CHECK_SIZE bytes of check), the check tg_snap_read verifies; the writer uses the
+ * same function. For tests and the fuzz target, which build damaged snapshots that must get
+ * past the check to reach the parser behind it. len must be at least header + check. */
+void tg_snap_seal(uint8_t *b, size_t len);
+
 /* The snapshot files of dir, newest (highest P) first: up to max names ("snapshot-<P>.tgs")
  * into names[i] (each TG_SNAP_NAME_MAX bytes), count in *n. Other names are ignored. TG_OK
  * (also for a missing directory: *n 0), TG_ERR_IO. */

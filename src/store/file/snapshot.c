@@ -243,6 +243,15 @@ static void check_of(uint8_t out[CHK], const uint8_t h[HDR], const uint8_t body[
     crypto_generichash_final(&st, out, CHK);
 }
 
+void tg_snap_seal(uint8_t *b, size_t len) {
+    if (b == NULL || len < HDR + CHK) {
+        return;
+    }
+    uint8_t body[CHK];
+    crypto_generichash(body, CHK, b + HDR, (unsigned long long)(len - HDR - CHK), NULL, 0);
+    check_of(b + len - CHK, b, body);
+}
+
 static void snap_name(char out[TG_SNAP_NAME_MAX], uint64_t seq) {
     (void)snprintf(out, TG_SNAP_NAME_MAX, "snapshot-%020llu.tgs", (unsigned long long)seq);
 }
